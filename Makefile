@@ -1,0 +1,167 @@
+# profd: one non-recursive Makefile, out-of-tree into build/ (or build/<variant>/).
+# make            build/profd build/profctl build/libprofagent.so
+# make test       every test (unit + integration), ends with "N passed, N failed"
+# make demo       install deps (Debian), build, profile examples/demo, print the trace path
+# V=1 full commands; DEBUG=1 -O0; SAN=address,undefined sanitizers (own build dir)
+
+CC      ?= cc
+PROTOC_C ?= protoc-c
+
+BUILD := build
+ifneq ($(SAN),)
+BUILD := build/san
+endif
+ifneq ($(DEBUG),)
+BUILD := build/debug
+endif
+
+OPT := -O2
+ifneq ($(DEBUG),)
+OPT := -O0
+endif
+
+WARN   := -Wall -Wextra -Werror -Wno-missing-field-initializers
+CFLAGS_BASE := -std=gnu11 $(OPT) -g $(WARN) -fPIC -fvisibility=hidden \
+	-fno-omit-frame-pointer -MMD -MP -I. -I$(BUILD)/gen -D_GNU_SOURCE
+ifneq ($(SAN),)
+CFLAGS_BASE += -fsanitize=$(SAN) -fno-sanitize-recover=all
+LDFLAGS_SAN := -fsanitize=$(SAN)
+endif
+CFLAGS ?=
+ALL_CFLAGS := $(CFLAGS_BASE) $(CFLAGS)
+
+LIBS_COMMON := -lprotobuf-c -lzstd
+LIBS_AGENT  := -lzstd -lprotobuf-c -lZydis -lpthread
+LIBS_DAEMON := -lelf -ldw -lzstd -lprotobuf-c -lpthread
+LIBS_TEST   := -lelf -ldw -lzstd -lprotobuf-c -lZydis -lpthread
+
+ifeq ($(V),1)
+Q :=
+else
+Q := @
+endif
+
+# ---- sources ---------------------------------------------------------------
+PROTOS      := proto/profd.proto proto/perfetto_trace_subset.proto
+PROTO_GEN_C := $(patsubst proto/%.proto,$(BUILD)/gen/%.pb-c.c,$(PROTOS))
+PROTO_GEN_H := $(PROTO_GEN_C:.c=.h)
+
+COMMON_SRC  := $(wildcard common/*.c) $(wildcard proto/*.c)
+TRAMP_SRC   := $(wildcard trampolines/*.c)
+TRAMP_ASM   := $(wildcard trampolines/*.S)
+AGENT_SRC   := $(wildcard agent/*.c)
+DAEMON_SRC  := $(filter-out daemon/profd.c,$(wildcard daemon/*.c))
+EXPORT_SRC  := $(wildcard viewer-export/*.c)
+PROFCTL_SRC := $(filter-out profctl/profctl.c,$(wildcard profctl/*.c))
+
+obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(patsubst %.S,$(BUILD)/obj/%.o,$(1)))
+
+COMMON_OBJ  := $(call obj,$(COMMON_SRC)) $(patsubst $(BUILD)/gen/%.c,$(BUILD)/obj/gen/%.o,$(PROTO_GEN_C))
+TRAMP_OBJ   := $(call obj,$(TRAMP_SRC) $(TRAMP_ASM))
+AGENT_OBJ   := $(call obj,$(AGENT_SRC))
+DAEMON_OBJ  := $(call obj,$(DAEMON_SRC))
+EXPORT_OBJ  := $(call obj,$(EXPORT_SRC))
+PROFCTL_OBJ := $(call obj,$(PROFCTL_SRC))
+
+UNIT_SRC    := $(wildcard tests/unit/test_*.c)
+UNIT_BIN    := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
+TARGET_SRC  := $(wildcard tests/targets/*.c) $(wildcard examples/*.c)
+TARGET_BIN  := $(patsubst %.c,$(BUILD)/%,$(TARGET_SRC))
+BENCH_SRC   := $(wildcard bench/*.c)
+BENCH_BIN   := $(patsubst %.c,$(BUILD)/%,$(BENCH_SRC))
+
+all: $(BUILD)/profd $(BUILD)/profctl $(BUILD)/libprofagent.so $(TARGET_BIN)
+
+# ---- generated protobuf-c code ----------------------------------------------
+$(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: proto/%.proto
+	@mkdir -p $(@D)
+	@echo "  PROTOC  $<"
+	$(Q)$(PROTOC_C) --proto_path=proto --c_out=$(BUILD)/gen $<
+
+$(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c
+	@mkdir -p $(@D)
+	@echo "  CC      $<"
+	$(Q)$(CC) $(ALL_CFLAGS) -Wno-unused-parameter -c -o $@ $<
+
+# every object may include generated headers
+$(COMMON_OBJ) $(TRAMP_OBJ) $(AGENT_OBJ) $(DAEMON_OBJ) $(EXPORT_OBJ) $(PROFCTL_OBJ): | $(PROTO_GEN_H)
+
+# ---- objects ----------------------------------------------------------------
+# The hooks' fast path must not touch vector registers: the trampolines save
+# only general-purpose registers (see trampolines/x86_64.S).
+HOT_CFLAGS := -mgeneral-regs-only -fno-stack-protector -fno-sanitize=all \
+	-fcf-protection=none -fno-exceptions -fno-asynchronous-unwind-tables -funwind-tables
+
+$(BUILD)/obj/agent/hooks.o: ALL_CFLAGS += $(HOT_CFLAGS)
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(@D)
+	@echo "  CC      $<"
+	$(Q)$(CC) $(ALL_CFLAGS) -c -o $@ $<
+
+$(BUILD)/obj/%.o: %.S
+	@mkdir -p $(@D)
+	@echo "  AS      $<"
+	$(Q)$(CC) $(ALL_CFLAGS) -c -o $@ $<
+
+# ---- products ---------------------------------------------------------------
+$(BUILD)/libprofagent.so: $(AGENT_OBJ) $(TRAMP_OBJ) $(COMMON_OBJ) agent/libprofagent.map
+	@echo "  LD      $@"
+	$(Q)$(CC) -shared -o $@ $(AGENT_OBJ) $(TRAMP_OBJ) $(COMMON_OBJ) \
+		-Wl,--version-script=agent/libprofagent.map -Wl,--no-undefined -Wl,-z,now \
+		$(LDFLAGS_SAN) $(LIBS_AGENT)
+
+$(BUILD)/profd: $(BUILD)/obj/daemon/profd.o $(DAEMON_OBJ) $(EXPORT_OBJ) $(COMMON_OBJ)
+	@echo "  LD      $@"
+	$(Q)$(CC) -o $@ $^ $(LDFLAGS_SAN) $(LIBS_DAEMON)
+
+$(BUILD)/profctl: $(BUILD)/obj/profctl/profctl.o $(PROFCTL_OBJ) $(EXPORT_OBJ) $(COMMON_OBJ)
+	@echo "  LD      $@"
+	$(Q)$(CC) -o $@ $^ $(LDFLAGS_SAN) $(LIBS_COMMON)
+
+# ---- tests, targets, benchmarks ---------------------------------------------
+TEST_LINK_OBJ := $(TRAMP_OBJ) $(DAEMON_OBJ) $(EXPORT_OBJ) $(PROFCTL_OBJ) $(COMMON_OBJ)
+
+$(BUILD)/tests/%: tests/unit/%.c $(TEST_LINK_OBJ) tests/unit/unit.h
+	@mkdir -p $(@D)
+	@echo "  CC      $<"
+	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $< $(TEST_LINK_OBJ) $(LDFLAGS_SAN) $(LIBS_TEST)
+
+# Targets: built like ordinary user programs (frame pointers, even in leaves),
+# default visibility so their functions appear in .dynsym too.
+TARGET_CFLAGS := -std=gnu11 -O2 -g -Wall -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer -pthread
+$(BUILD)/tests/targets/%: tests/targets/%.c
+	@mkdir -p $(@D)
+	@echo "  CC      $<"
+	$(Q)$(CC) $(TARGET_CFLAGS) -o $@ $< -lm
+$(BUILD)/examples/%: examples/%.c
+	@mkdir -p $(@D)
+	@echo "  CC      $<"
+	$(Q)$(CC) $(TARGET_CFLAGS) -o $@ $<
+$(BUILD)/bench/%: bench/%.c
+	@mkdir -p $(@D)
+	@echo "  CC      $<"
+	$(Q)$(CC) $(TARGET_CFLAGS) -o $@ $< -ldl
+
+bench: all $(BENCH_BIN)
+	$(Q)bench/run.sh $(BUILD)
+
+unit: $(UNIT_BIN)
+
+test: all $(UNIT_BIN)
+	$(Q)BUILD=$(BUILD) tests/run.sh
+
+deps:
+	$(Q)tools/install-deps.sh
+
+demo: deps
+	$(Q)$(MAKE) --no-print-directory all
+	$(Q)tools/demo.sh $(BUILD)
+
+clean:
+	rm -rf build
+
+.PHONY: all test unit bench deps demo clean
+.DELETE_ON_ERROR:
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

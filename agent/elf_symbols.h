@@ -1,0 +1,42 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Function symbols of one loaded module, read by the agent from the module's
+ * file with plain <elf.h> parsing (the agent may not use libelf). .symtab when
+ * present, else .dynsym. Defensive: every offset and size is checked against
+ * the file, a truncated or malformed ELF returns an error, never a crash.
+ */
+#ifndef PROFD_ELF_SYMBOLS_H
+#define PROFD_ELF_SYMBOLS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct elf_function {
+	const char *name;   /* points into the owning elf_symbols */
+	uint64_t value;     /* st_value: ELF virtual address */
+	uint64_t size;      /* st_size */
+	unsigned char is_ifunc;  /* STT_GNU_IFUNC: value is the resolver */
+	unsigned char is_global; /* STB_GLOBAL or STB_WEAK */
+};
+
+struct elf_symbols {
+	struct elf_function *functions;  /* sorted by value, one entry per distinct address
+					    (aliases folded: the global, shortest name wins) */
+	size_t n_functions;
+	int from_symtab;                 /* 1 when .symtab was present */
+	/* PT_LOAD segments, to check that [value, value+size) is inside an executable one */
+	struct elf_segment { uint64_t vaddr, memsz, offset, filesz; uint32_t flags; } *segments;
+	size_t n_segments;
+	void *storage;                   /* internal */
+};
+
+/*
+ * Loads the symbols of the ELF file at path. Returns 0, or a negative errno
+ * with a one-line reason in err ("truncated section header table", ...).
+ */
+int elf_symbols_load(const char *path, struct elf_symbols *out, char *err, size_t errlen);
+int elf_symbols_load_buffer(const uint8_t *buf, size_t len, struct elf_symbols *out, char *err,
+			    size_t errlen);
+void elf_symbols_free(struct elf_symbols *s);
+
+#endif

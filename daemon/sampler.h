@@ -1,0 +1,70 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * CPU sampling of one target process with perf_event_open: one cpu-clock
+ * event per (target, CPU) with inherit (threads created later are followed),
+ * CLOCK_MONOTONIC timestamps, frame-pointer user callchains, MMAP2/COMM/
+ * FORK/EXIT side records, one mmap ring per CPU. Reading parses records
+ * defensively (sizes checked against the ring) and hands them to callbacks.
+ */
+#ifndef PROFD_SAMPLER_H
+#define PROFD_SAMPLER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct sampler;
+
+struct sampler_config {
+	pid_t pid;             /* target process */
+	uint32_t freq_hz;      /* samples per second per thread (cpu-clock) */
+	bool enable_on_exec;   /* true: target is stopped before exec; counting starts at exec */
+	size_t ring_pages;     /* data pages per CPU ring (power of two); 0 = default (512 KiB) */
+};
+
+#define SAMPLER_MAX_CALLCHAIN 127
+
+struct sampler_sample {
+	uint64_t time;         /* CLOCK_MONOTONIC ns */
+	uint32_t pid, tid, cpu;
+	bool user_mode;        /* sample ip was in user space */
+	uint64_t ip;
+	size_t n_callchain;    /* user frames only, leaf first, PERF_CONTEXT_* markers removed */
+	const uint64_t *callchain;
+};
+
+struct sampler_mmap {
+	uint64_t time;
+	uint32_t pid, tid;
+	uint64_t start, len, pgoff;
+	uint32_t prot, flags;
+	const char *filename;
+};
+
+struct sampler_callbacks {
+	void (*sample)(void *ctx, const struct sampler_sample *s);
+	void (*mmap)(void *ctx, const struct sampler_mmap *m);
+	void (*comm)(void *ctx, uint32_t pid, uint32_t tid, const char *comm, uint64_t time);
+	void (*task)(void *ctx, bool is_exit, uint32_t pid, uint32_t tid, uint64_t time);
+	void (*lost)(void *ctx, uint32_t cpu, uint64_t lost, uint64_t time);
+};
+
+/*
+ * Opens the events. Returns NULL with errno set and a one-line reason in
+ * err (e.g. "perf_event_open(pid 123, cpu 0): Permission denied; perf_event_paranoid=3").
+ */
+struct sampler *sampler_open(const struct sampler_config *cfg, char *err, size_t errlen);
+
+/* The ring descriptors (one per CPU) to poll for readability; returns their count. */
+size_t sampler_fds(const struct sampler *s, const int **fds);
+
+/* Drains every ring, calling cb for each record. Returns records read or negative errno. */
+int sampler_read(struct sampler *s, const struct sampler_callbacks *cb, void *ctx);
+
+/* Enables counting (for a target that is already running). */
+int sampler_enable(struct sampler *s);
+
+void sampler_close(struct sampler *s);
+
+#endif

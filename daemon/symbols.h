@@ -1,0 +1,46 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Symbolization for one target process: its executable mappings (from perf
+ * MMAP2 records or /proc/PID/maps) and, per ELF file, the function symbols
+ * from .symtab or .dynsym plus the GNU build id (libelf). Files are opened
+ * through /proc/PID/root so the target's view of paths is used, and each file
+ * is loaded once per symbolizer. Every ELF is treated as hostile: truncated
+ * or malformed files give a module without symbols, never a crash.
+ */
+#ifndef PROFD_SYMBOLS_H
+#define PROFD_SYMBOLS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct symbolizer;
+
+struct symbol_info {
+	const char *function;        /* NULL when no symbol covers pc */
+	uint64_t function_offset;    /* pc - symbol start */
+	uint64_t rel_pc;             /* pc in the ELF's own virtual addresses */
+	const char *mapping_path;    /* file path, or "[anon]" / "[vdso]" / "[unknown]" */
+	const uint8_t *build_id;     /* raw bytes or NULL */
+	size_t build_id_len;
+	uint64_t map_start, map_end, map_pgoff, load_bias;
+};
+
+struct symbolizer *symbolizer_new(pid_t pid);
+void symbolizer_free(struct symbolizer *s);
+
+/* Records an executable mapping (later ones replace overlapping earlier ones). */
+int symbolizer_add_mapping(struct symbolizer *s, uint64_t start, uint64_t end, uint64_t pgoff,
+			   const char *path);
+
+/* Reads the executable mappings of /proc/PID/maps (for processes already running). */
+int symbolizer_load_proc_maps(struct symbolizer *s);
+
+/*
+ * Resolves pc. Always fills *out (with "[unknown]" mapping when pc is in no
+ * known mapping) and returns 0 if pc was inside a known mapping, -ENOENT if not.
+ * Pointers stay valid until symbolizer_free.
+ */
+int symbolizer_lookup(struct symbolizer *s, uint64_t pc, struct symbol_info *out);
+
+#endif

@@ -1,0 +1,78 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Frames on every profd socket: an 8-byte header {type, payload length}
+ * (little-endian, as on the only hosts that speak it) then the payload.
+ * Owns the header layout, the type numbers and the size limits; pure code,
+ * no I/O, so it can be fuzzed. Every length is checked before it is trusted.
+ */
+#ifndef PROFD_FRAME_H
+#define PROFD_FRAME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Wire values: never renumber. */
+enum frame_type {
+	FRAME_RUN_REQUEST = 1,
+	FRAME_SESSION_STARTED = 2,
+	FRAME_TARGET_FORKED = 3,
+	FRAME_SAMPLING_READY = 4,
+	FRAME_TARGET_EXITED = 5,
+	FRAME_SESSION_SUMMARY = 6,
+	FRAME_ERROR = 7,
+	FRAME_AGENT_HELLO = 16,
+	FRAME_AGENT_CONFIG = 17,
+	FRAME_FUNCTION_TABLE = 18,
+	FRAME_EVENTS = 19, /* zstd stream chunk, flushed: see proto/event_wire.h */
+	FRAME_AGENT_GOODBYE = 20,
+	FRAME_TYPE_MAX = 21,
+};
+
+#define FRAME_HEADER_SIZE 8u
+/* No control message or compressed event chunk is larger than this. */
+#define FRAME_PAYLOAD_MAX (8u << 20)
+
+struct frame_header {
+	uint32_t type;
+	uint32_t length;
+};
+
+/* Writes the header for (type, length) into out[FRAME_HEADER_SIZE]. */
+void frame_header_encode(uint8_t *out, uint32_t type, uint32_t length);
+
+/*
+ * Parses a header from buf[0..len). Returns 0 on success, -EAGAIN when fewer
+ * than FRAME_HEADER_SIZE bytes are there, -EPROTO for an unknown type and
+ * -EMSGSIZE for a length over FRAME_PAYLOAD_MAX.
+ */
+int frame_header_decode(const uint8_t *buf, size_t len, struct frame_header *hdr);
+
+/* Short name of a frame type for messages ("events", "agent-hello", "unknown"). */
+const char *frame_type_name(uint32_t type);
+
+/*
+ * Incremental reader for a non-blocking stream: feed bytes as they arrive,
+ * take whole frames out. Memory is bounded by FRAME_PAYLOAD_MAX + header.
+ */
+struct frame_reader {
+	uint8_t *buf;
+	size_t len;
+	size_t cap;
+};
+
+void frame_reader_init(struct frame_reader *r);
+void frame_reader_free(struct frame_reader *r);
+/*
+ * Reserves room for at least `want` more bytes and returns where to write
+ * them (*room gets the room); NULL with errno = ENOMEM.
+ */
+uint8_t *frame_reader_space(struct frame_reader *r, size_t want, size_t *room);
+void frame_reader_commit(struct frame_reader *r, size_t n);
+/*
+ * Takes the next whole frame: 1 with *hdr and *payload (valid until the next
+ * call on r), 0 when more bytes are needed, negative errno for a bad header
+ * (the stream cannot be resynchronised: drop the connection).
+ */
+int frame_reader_next(struct frame_reader *r, struct frame_header *hdr, const uint8_t **payload);
+
+#endif

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Runs every unit test binary and every integration test; sums their
+# "N passed, N failed" lines into one closing line of the same form.
+set -u
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+export BUILD
+total_pass=0
+total_fail=0
+failed_names=()
+
+tally() { # name, output file, exit code
+	local name=$1 out=$2 rc=$3 line p f
+	line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out" | tail -n 1)
+	if [ -z "$line" ]; then
+		p=0; f=1
+	else
+		p=$(echo "$line" | awk '{print $1}')
+		f=$(echo "$line" | awk '{print $3}')
+	fi
+	if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
+	total_pass=$((total_pass + p))
+	total_fail=$((total_fail + f))
+	if [ "$f" -ne 0 ]; then
+		failed_names+=("$name")
+		echo "---- $name (exit $rc) ----"
+		tail -n 40 "$out"
+	else
+		echo "ok   $name: $line"
+	fi
+}
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+for t in "$BUILD"/tests/test_*; do
+	[ -x "$t" ] || continue
+	name=$(basename "$t")
+	timeout 300 "$t" >"$tmp/$name.out" 2>&1
+	tally "$name" "$tmp/$name.out" $?
+done
+for t in tests/integration/*.sh; do
+	[ -f "$t" ] || continue
+	name=$(basename "$t" .sh)
+	timeout 600 bash "$t" >"$tmp/$name.out" 2>&1
+	tally "$name" "$tmp/$name.out" $?
+done
+[ ${#failed_names[@]} -gt 0 ] && echo "failed: ${failed_names[*]}"
+echo "$total_pass passed, $total_fail failed"
+[ "$total_fail" -eq 0 ]

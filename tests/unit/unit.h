@@ -1,0 +1,88 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Minimal unit-test harness: one function per case, checks print both values
+ * and file:line, each binary ends with "N passed, N failed" (tests/run.sh sums them).
+ */
+#ifndef PROFD_UNIT_H
+#define PROFD_UNIT_H
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+static int unit_check_failures;
+static int unit_cases_passed;
+static int unit_cases_failed;
+
+#define CHECK(cond)                                                                  \
+	do {                                                                         \
+		if (!(cond)) {                                                       \
+			fprintf(stderr, "%s:%d: CHECK(%s) failed\n", __FILE__, __LINE__, \
+				#cond);                                              \
+			unit_check_failures++;                                       \
+		}                                                                    \
+	} while (0)
+
+#define CHECK_EQ_INT(a, b)                                                             \
+	do {                                                                           \
+		long long unit_a = (long long)(a), unit_b = (long long)(b);            \
+		if (unit_a != unit_b) {                                                \
+			fprintf(stderr, "%s:%d: %s == %s failed: %lld != %lld\n",       \
+				__FILE__, __LINE__, #a, #b, unit_a, unit_b);           \
+			unit_check_failures++;                                         \
+		}                                                                      \
+	} while (0)
+
+#define CHECK_EQ_U64(a, b)                                                             \
+	do {                                                                           \
+		uint64_t unit_a = (uint64_t)(a), unit_b = (uint64_t)(b);               \
+		if (unit_a != unit_b) {                                                \
+			fprintf(stderr, "%s:%d: %s == %s failed: 0x%" PRIx64             \
+					" != 0x%" PRIx64 "\n",                         \
+				__FILE__, __LINE__, #a, #b, unit_a, unit_b);           \
+			unit_check_failures++;                                         \
+		}                                                                      \
+	} while (0)
+
+#define CHECK_EQ_STR(a, b)                                                             \
+	do {                                                                           \
+		const char *unit_a = (a), *unit_b = (b);                               \
+		if (!unit_a || !unit_b || strcmp(unit_a, unit_b) != 0) {               \
+			fprintf(stderr, "%s:%d: %s == %s failed: \"%s\" != \"%s\"\n",   \
+				__FILE__, __LINE__, #a, #b, unit_a ? unit_a : "(null)", \
+				unit_b ? unit_b : "(null)");                           \
+			unit_check_failures++;                                         \
+		}                                                                      \
+	} while (0)
+
+#define CHECK_MEM_EQ(a, b, len)                                                        \
+	do {                                                                           \
+		if (memcmp((a), (b), (len)) != 0) {                                    \
+			fprintf(stderr, "%s:%d: memcmp(%s, %s, %zu) failed\n", __FILE__, \
+				__LINE__, #a, #b, (size_t)(len));                      \
+			unit_check_failures++;                                         \
+		}                                                                      \
+	} while (0)
+
+static inline void unit_run(const char *name, void (*fn)(void))
+{
+	int before = unit_check_failures;
+
+	fn();
+	if (unit_check_failures == before) {
+		unit_cases_passed++;
+	} else {
+		unit_cases_failed++;
+		fprintf(stderr, "FAIL %s\n", name);
+	}
+}
+
+#define RUN_TEST(fn) unit_run(#fn, fn)
+
+static inline int unit_summary(void)
+{
+	printf("%d passed, %d failed\n", unit_cases_passed, unit_cases_failed);
+	return unit_cases_failed ? 1 : 0;
+}
+
+#endif

@@ -1,0 +1,102 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Streaming Perfetto protobuf writer: turns profd's sessions into
+ * length-delimited TracePackets on an already open descriptor, as they come,
+ * never holding the trace. Follows ../shared/perfetto-format.md: clock
+ * snapshot first, one small uuid per process/thread/counter, interned names,
+ * END without name, slices clamped below depth 512, PerfSamples with interned
+ * callstacks whose frames always reference a mapping. Not thread-safe.
+ */
+#ifndef PROFD_PERFETTO_WRITER_H
+#define PROFD_PERFETTO_WRITER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct perfetto_writer;
+
+/* Where one sampled pc lies: filled by the daemon's symbolizer. */
+struct perfetto_frame {
+	const char *function;      /* NULL when unknown: the writer names it "0x<rel_pc>" */
+	uint64_t rel_pc;           /* address in the ELF's own vaddr space */
+	/* the mapping (one executable mapping of a file, or an anonymous region) */
+	const char *mapping_path;  /* "/usr/lib/.../libc.so.6", "[anon]", "[vdso]" */
+	const uint8_t *build_id;   /* raw bytes, NULL when none */
+	size_t build_id_len;
+	uint64_t map_start, map_end, map_pgoff, load_bias;
+};
+
+/* Trace time base of every timestamp given to the writer: CLOCK_MONOTONIC ns. */
+
+/* Returns NULL with errno set. Writes nothing until the first call below. */
+struct perfetto_writer *perfetto_writer_new(int fd);
+
+/*
+ * Reads BOOTTIME, MONOTONIC and REALTIME back to back and writes a
+ * ClockSnapshot (the first one also sets primary_trace_clock = BOOTTIME).
+ */
+int perfetto_writer_clock_snapshot(struct perfetto_writer *w);
+
+/* Process descriptor (once per pid; a second call with a new name updates it). */
+int perfetto_writer_process(struct perfetto_writer *w, pid_t pid, const char *name);
+
+/* Thread descriptor; emitted on first use of (pid, tid) or when the name changes. */
+int perfetto_writer_thread(struct perfetto_writer *w, pid_t pid, pid_t tid, const char *name);
+
+/* Registers the name of instrumented function `func_id` (interned on first use). */
+int perfetto_writer_function(struct perfetto_writer *w, uint32_t func_id, const char *name);
+
+/*
+ * Slice begin/end on the thread's track (described on first use with a NULL
+ * name if perfetto_writer_thread was not called). Depth is tracked per
+ * thread: BEGINs at depth >= PERFETTO_MAX_SLICE_DEPTH and their ENDs are not
+ * written and are counted in perfetto_writer_stats.slices_clamped. An END on a
+ * thread with nothing open is ignored and counted in ends_unmatched.
+ */
+#define PERFETTO_MAX_SLICE_DEPTH 500
+int perfetto_writer_slice_begin(struct perfetto_writer *w, pid_t pid, pid_t tid, uint64_t ts,
+				uint32_t func_id);
+int perfetto_writer_slice_end(struct perfetto_writer *w, pid_t pid, pid_t tid, uint64_t ts);
+
+/*
+ * Process-scoped counter track named `name` (e.g. "dropped events"), created
+ * on first use under the process's track; value is absolute (cumulative).
+ */
+int perfetto_writer_counter(struct perfetto_writer *w, pid_t pid, const char *name, uint64_t ts,
+			    int64_t value);
+
+/*
+ * One CPU sample; frames[0] is the outermost (root) frame, frames[n-1] the leaf.
+ * freq is the sampling frequency for the timebase (first call only).
+ */
+int perfetto_writer_sample(struct perfetto_writer *w, uint64_t ts, uint32_t cpu, pid_t pid,
+			   pid_t tid, const struct perfetto_frame *frames, size_t n_frames);
+
+/* Perf ring loss on cpu (PerfSample.kernel_records_lost). */
+int perfetto_writer_samples_lost(struct perfetto_writer *w, uint64_t ts, uint32_t cpu,
+				 uint64_t lost);
+
+void perfetto_writer_set_sample_freq(struct perfetto_writer *w, uint32_t freq_hz);
+
+struct perfetto_writer_stats {
+	uint64_t bytes;          /* written to fd so far (after the last flush) */
+	uint64_t packets;
+	uint64_t slices_clamped;
+	uint64_t ends_unmatched;
+	uint64_t samples;
+	int write_error;         /* first errno of a failed write, 0 if none */
+};
+void perfetto_writer_get_stats(const struct perfetto_writer *w, struct perfetto_writer_stats *st);
+
+/* Writes buffered packets (whole packets only). */
+int perfetto_writer_flush(struct perfetto_writer *w);
+
+/*
+ * Flushes, then frees. Slices still open are left open (dur -1 in Perfetto):
+ * the writer never invents an end. Does not close fd. Returns the first write
+ * error (negative errno) seen over the writer's life, else 0.
+ */
+int perfetto_writer_free(struct perfetto_writer *w);
+
+#endif

@@ -1,0 +1,66 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Reads a Perfetto protobuf trace (the subset profd writes) back into tables,
+ * applying the importer's rules (sequences, CLEARED, interning per sequence,
+ * BEGIN/END stack matching per track, callstacks root first). Used by
+ * `profctl report` and by the tests; every violation of a rule the real
+ * importer enforces is recorded in `problems` instead of being papered over.
+ */
+#ifndef PROFD_TRACE_READER_H
+#define PROFD_TRACE_READER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct trace_thread {
+	int32_t pid, tid;
+	char *name;          /* may be NULL */
+	uint64_t track_uuid;
+};
+
+struct trace_slice {
+	int32_t pid, tid;
+	uint64_t ts;         /* trace clock as written (CLOCK_MONOTONIC ns for profd) */
+	int64_t dur;         /* -1: never ended */
+	uint32_t depth;
+	int64_t parent;      /* index into slices, -1 at depth 0 */
+	char *name;
+};
+
+struct trace_sample {
+	uint64_t ts;
+	int32_t pid, tid;
+	uint32_t cpu;
+	size_t n_frames;
+	char **frames;       /* function names, root first; "?" when unnamed */
+	char **frame_mappings; /* mapping path per frame */
+};
+
+struct trace_counter_value {
+	char *track_name;
+	int32_t pid;
+	uint64_t ts;
+	double value;
+};
+
+struct trace_model {
+	size_t n_packets;
+	size_t n_threads, n_slices, n_samples, n_counter_values, n_problems;
+	struct trace_thread *threads;
+	struct trace_slice *slices;     /* sorted by (ts, file order) */
+	struct trace_sample *samples;
+	struct trace_counter_value *counter_values;
+	char **problems;                /* human-readable, one per violation */
+	char **process_names;           /* parallel to process_pids */
+	int32_t *process_pids;
+	size_t n_processes;
+	uint64_t samples_lost;          /* sum of kernel_records_lost */
+	int has_clock_snapshot;
+};
+
+/* Parses the file at path. Returns 0, or negative errno (I/O or framing). */
+int trace_model_load(const char *path, struct trace_model **out);
+int trace_model_load_buffer(const uint8_t *buf, size_t len, struct trace_model **out);
+void trace_model_free(struct trace_model *m);
+
+#endif
