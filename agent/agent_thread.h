@@ -1,0 +1,79 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Per-thread state of the agent: the single-producer event ring the thread
+ * fills from the hooks, the shadow stack of hijacked return addresses, and
+ * the registry the flusher walks. The owning thread writes the producer
+ * fields; the flusher writes only `tail` and the registry links.
+ */
+#ifndef PROFD_AGENT_THREAD_H
+#define PROFD_AGENT_THREAD_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "proto/event_wire.h"
+
+/* Power of two. 64 Ki records = 1 MiB: ~2 ms of a thread calling flat out. */
+#define AGENT_RING_RECORDS (1u << 16)
+/* Deeper than Perfetto's 512-slice limit; past it calls run unrecorded. */
+#define AGENT_SHADOW_CAPACITY 1024
+
+struct shadow_entry {
+	uintptr_t return_address;  /* the caller's, restored on exit */
+	uintptr_t *return_slot;    /* where it lived on the stack: stale once below sp */
+	uint32_t func_id;
+	uint32_t reserved;
+};
+
+enum agent_thread_state {
+	AGENT_THREAD_LIVE = 0,
+	AGENT_THREAD_EXITED = 1,    /* the thread is gone; drain then recycle */
+};
+
+/* How far the flusher has announced a thread to the daemon. */
+enum flusher_stage {
+	FLUSHER_STAGE_NEW = 0,
+	FLUSHER_STAGE_NAMED = 1,
+	FLUSHER_STAGE_EXIT_SENT = 2,
+};
+
+struct agent_thread {
+	/* producer side: written only by the owning thread */
+	_Atomic uint64_t head;       /* release: pairs with the acquire in flusher_drain_thread() */
+	uint32_t depth;              /* shadow stack entries in use */
+	uint32_t tid;
+	_Atomic uint64_t drops;      /* events not recorded because the ring was full */
+	_Atomic uint64_t overflows;  /* calls not recorded because the shadow stack was full */
+	struct event_record *records;
+
+	/* consumer side: written only by the flusher */
+	_Alignas(64) _Atomic uint64_t tail; /* release: pairs with the acquire in hooks_ring_has_room() */
+	uint64_t drops_reported;
+	int flusher_stage;           /* enum flusher_stage */
+
+	/* registry */
+	struct agent_thread *next;
+	_Atomic int state;
+	char name[EVENT_THREAD_NAME_LEN];
+
+	struct shadow_entry shadow[AGENT_SHADOW_CAPACITY];
+};
+
+/* The calling thread's state; NULL before its first instrumented call. */
+extern __thread struct agent_thread *agent_current_thread
+	__attribute__((tls_model("initial-exec")));
+/* Non-zero while the thread runs agent code: instrumented calls pass through. */
+extern __thread unsigned agent_thread_guard __attribute__((tls_model("initial-exec")));
+
+/* Read on every call: 0 before patching completes, after stop, in a forked child. */
+extern _Atomic int agent_recording;
+
+/* agent/threads.c */
+int threads_init(void);
+/* Calls fn for every registered thread (flusher only); recycles drained exited ones. */
+void threads_for_each(void (*fn)(struct agent_thread *t, void *ctx), void *ctx);
+void threads_recycle_drained(void);
+/* Marks the calling thread as agent-internal: its calls are never recorded. */
+void threads_guard_forever(void);
+
+#endif

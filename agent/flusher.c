@@ -1,0 +1,292 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Flusher thread: every few milliseconds drains all thread rings into a
+ * staging buffer of event chunks, compresses it (zstd, one stream per
+ * connection, flushed per frame) and sends it. If the daemon stops reading,
+ * sends fail after a timeout, recording stops, and target threads only ever
+ * see full rings (drops counted), never a blocked call.
+ */
+#define PR_FMT "profagent: "
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <zstd.h>
+
+#include "agent/agent_thread.h"
+#include "agent/flusher.h"
+#include "proto/frame.h"
+#include "proto/frame_io.h"
+#include "profd.pb-c.h"
+
+#define FLUSH_INTERVAL_NS (5 * 1000 * 1000)
+#define STAGE_CAPACITY (4u << 20)
+#define ZSTD_LEVEL 1
+#define STOP_TIMEOUT_S 3
+
+/* One flusher per process: the agent is a per-process singleton. */
+static struct flusher {
+	int sock;
+	ZSTD_CCtx *cctx;
+	uint8_t *stage;
+	size_t stage_len;
+	uint8_t *out;
+	size_t out_cap;
+	pthread_t thread;
+	pthread_mutex_t lock;
+	pthread_cond_t wake;
+	int running;
+	int stop_requested;
+	int failed;
+	const char *stop_reason;
+	_Atomic uint64_t events;
+	_Atomic uint64_t dropped;
+	struct event_clock_pair initial_pair;
+	int initial_pair_pending;
+} flusher = { .sock = -1, .lock = PTHREAD_MUTEX_INITIALIZER };
+
+void flusher_read_clock_pair(struct event_clock_pair *pair)
+{
+	uint64_t best_span = UINT64_MAX;
+
+	for (int i = 0; i < 3; i++) {
+		struct timespec ts;
+		uint64_t before = __builtin_ia32_rdtsc();
+
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		uint64_t after = __builtin_ia32_rdtsc();
+
+		if (after - before < best_span) {
+			best_span = after - before;
+			pair->tsc = before + (after - before) / 2;
+			pair->mono_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+		}
+	}
+}
+
+static int flusher_send_stage(void)
+{
+	ZSTD_inBuffer in = { flusher.stage, flusher.stage_len, 0 };
+	ZSTD_outBuffer out = { flusher.out, flusher.out_cap, 0 };
+	size_t remaining;
+
+	if (flusher.stage_len == 0 || flusher.failed)
+		goto done;
+	do {
+		remaining = ZSTD_compressStream2(flusher.cctx, &out, &in, ZSTD_e_flush);
+		if (ZSTD_isError(remaining)) {
+			flusher.failed = -EIO;
+			goto done;
+		}
+	} while (remaining != 0 && out.pos < out.size);
+	if (remaining != 0 || frame_send(flusher.sock, FRAME_EVENTS, out.dst, out.pos, -1) < 0)
+		flusher.failed = -EPIPE;
+done:
+	flusher.stage_len = 0;
+	return flusher.failed;
+}
+
+static void *flusher_reserve(size_t len)
+{
+	void *p;
+
+	if (flusher.stage_len + len > STAGE_CAPACITY)
+		flusher_send_stage();
+	p = flusher.stage + flusher.stage_len;
+	flusher.stage_len += len;
+	return p;
+}
+
+static void flusher_put_chunk(uint32_t kind, uint32_t tid, uint32_t count, uint64_t drops,
+			      const void *body, size_t body_len)
+{
+	struct event_chunk_header h = { .kind = kind, .tid = tid, .count = count, .drops = drops };
+	uint8_t *p = flusher_reserve(sizeof(h) + body_len);
+
+	memcpy(p, &h, sizeof(h));
+	if (body_len)
+		memcpy(p + sizeof(h), body, body_len);
+}
+
+static void flusher_put_records(struct agent_thread *t, uint64_t from, uint64_t n, uint64_t drops)
+{
+	const uint64_t mask = AGENT_RING_RECORDS - 1;
+	const uint64_t max_per_chunk = (STAGE_CAPACITY / 2) / sizeof(struct event_record);
+
+	while (n > 0) {
+		uint64_t count = n < max_per_chunk ? n : max_per_chunk;
+		uint64_t first = AGENT_RING_RECORDS - (from & mask);
+		uint64_t first_part = count < first ? count : first;
+		struct event_chunk_header h = { .kind = EVENT_CHUNK_RECORDS, .tid = t->tid,
+						.count = (uint32_t)count, .drops = drops };
+		uint8_t *p = flusher_reserve(sizeof(h) + count * sizeof(struct event_record));
+
+		memcpy(p, &h, sizeof(h));
+		p += sizeof(h);
+		memcpy(p, &t->records[from & mask], first_part * sizeof(struct event_record));
+		memcpy(p + first_part * sizeof(struct event_record), t->records,
+		       (count - first_part) * sizeof(struct event_record));
+		from += count;
+		n -= count;
+	}
+}
+
+static void flusher_drain_thread(struct agent_thread *t, void *ctx)
+{
+	/* pairs with the release in hooks_append() */
+	uint64_t head = atomic_load_explicit(&t->head, memory_order_acquire);
+	uint64_t tail = atomic_load_explicit(&t->tail, memory_order_relaxed);
+	uint64_t drops = atomic_load_explicit(&t->drops, memory_order_relaxed);
+	int exited = atomic_load_explicit(&t->state, memory_order_acquire) == AGENT_THREAD_EXITED;
+
+	(void)ctx;
+	if (t->flusher_stage == FLUSHER_STAGE_NEW) {
+		flusher_put_chunk(EVENT_CHUNK_THREAD_NAME, t->tid, 0, drops, t->name, sizeof(t->name));
+		t->flusher_stage = FLUSHER_STAGE_NAMED;
+	}
+	if (head != tail || drops != t->drops_reported) {
+		flusher_put_records(t, tail, head - tail, drops);
+		atomic_fetch_add_explicit(&flusher.events, head - tail, memory_order_relaxed);
+		atomic_fetch_add_explicit(&flusher.dropped, drops - t->drops_reported,
+					  memory_order_relaxed);
+		t->drops_reported = drops;
+		/* pairs with the acquire in hooks_ring_has_room() */
+		atomic_store_explicit(&t->tail, head, memory_order_release);
+	}
+	if (exited && t->flusher_stage == FLUSHER_STAGE_NAMED &&
+	    atomic_load_explicit(&t->head, memory_order_acquire) == head) {
+		flusher_put_chunk(EVENT_CHUNK_THREAD_EXIT, t->tid, 0, drops, NULL, 0);
+		t->flusher_stage = FLUSHER_STAGE_EXIT_SENT;
+	}
+}
+
+static void flusher_cycle(void)
+{
+	struct event_clock_pair pair;
+
+	if (flusher.initial_pair_pending) {
+		flusher_put_chunk(EVENT_CHUNK_CLOCK_PAIR, 0, 0, 0, &flusher.initial_pair,
+				  sizeof(flusher.initial_pair));
+		flusher.initial_pair_pending = 0;
+	}
+	threads_for_each(flusher_drain_thread, NULL);
+	/* Taken after the drain: every record above was written before it. */
+	flusher_read_clock_pair(&pair);
+	flusher_put_chunk(EVENT_CHUNK_CLOCK_PAIR, 0, 0, 0, &pair, sizeof(pair));
+	flusher_send_stage();
+	threads_recycle_drained();
+}
+
+static void flusher_send_goodbye(void)
+{
+	Profd__AgentGoodbye bye = PROFD__AGENT_GOODBYE__INIT;
+	uint8_t buf[256];
+	size_t len;
+
+	bye.events = atomic_load(&flusher.events);
+	bye.dropped = atomic_load(&flusher.dropped);
+	bye.reason = (char *)(flusher.stop_reason ? flusher.stop_reason : "");
+	if (profd__agent_goodbye__get_packed_size(&bye) > sizeof(buf))
+		bye.reason = "";
+	len = profd__agent_goodbye__pack(&bye, buf);
+	frame_send(flusher.sock, FRAME_AGENT_GOODBYE, buf, len, -1);
+}
+
+static void *flusher_main(void *arg)
+{
+	struct timespec next;
+
+	(void)arg;
+	threads_guard_forever();
+	clock_gettime(CLOCK_MONOTONIC, &next);
+	pthread_mutex_lock(&flusher.lock);
+	while (!flusher.stop_requested && !flusher.failed) {
+		next.tv_nsec += FLUSH_INTERVAL_NS;
+		if (next.tv_nsec >= 1000000000) {
+			next.tv_nsec -= 1000000000;
+			next.tv_sec++;
+		}
+		pthread_cond_timedwait(&flusher.wake, &flusher.lock, &next);
+		pthread_mutex_unlock(&flusher.lock);
+		flusher_cycle();
+		pthread_mutex_lock(&flusher.lock);
+	}
+	pthread_mutex_unlock(&flusher.lock);
+	if (flusher.failed)
+		atomic_store(&agent_recording, 0); /* nobody listens: stop paying for events */
+	flusher_cycle();
+	if (!flusher.failed)
+		flusher_send_goodbye();
+	return NULL;
+}
+
+static int flusher_alloc(void)
+{
+	flusher.cctx = ZSTD_createCCtx();
+	flusher.stage = malloc(STAGE_CAPACITY);
+	flusher.out_cap = ZSTD_compressBound(STAGE_CAPACITY) + 1024;
+	flusher.out = malloc(flusher.out_cap);
+	if (!flusher.cctx || !flusher.stage || !flusher.out)
+		return -ENOMEM;
+	ZSTD_CCtx_setParameter(flusher.cctx, ZSTD_c_compressionLevel, ZSTD_LEVEL);
+	return 0;
+}
+
+int flusher_start(int sock, const struct event_clock_pair *initial)
+{
+	pthread_condattr_t attr;
+	sigset_t all, old;
+	struct timeval send_timeout = { .tv_sec = 2 };
+	int err;
+
+	err = flusher_alloc();
+	if (err)
+		return err;
+	flusher.sock = sock;
+	flusher.initial_pair = *initial;
+	flusher.initial_pair_pending = 1;
+	/* A daemon that stops reading makes sends fail instead of hanging the flusher. */
+	setsockopt(sock, SOL_SOCKET, SO_SNDTIMEO, &send_timeout, sizeof(send_timeout));
+	pthread_condattr_init(&attr);
+	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+	pthread_cond_init(&flusher.wake, &attr);
+	pthread_condattr_destroy(&attr);
+	/* The target's signals must never be delivered to our thread. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	err = pthread_create(&flusher.thread, NULL, flusher_main, NULL);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (err)
+		return -err;
+	pthread_setname_np(flusher.thread, "profd-flusher");
+	flusher.running = 1;
+	return 0;
+}
+
+void flusher_stop(const char *reason)
+{
+	struct timespec deadline;
+
+	if (!flusher.running)
+		return;
+	pthread_mutex_lock(&flusher.lock);
+	flusher.stop_requested = 1;
+	flusher.stop_reason = reason;
+	pthread_cond_signal(&flusher.wake);
+	pthread_mutex_unlock(&flusher.lock);
+	clock_gettime(CLOCK_REALTIME, &deadline);
+	deadline.tv_sec += STOP_TIMEOUT_S;
+	if (pthread_timedjoin_np(flusher.thread, NULL, &deadline) == 0)
+		flusher.running = 0;
+}
+
+void flusher_get_totals(struct flusher_totals *totals)
+{
+	totals->events = atomic_load(&flusher.events);
+	totals->dropped = atomic_load(&flusher.dropped);
+}

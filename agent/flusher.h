@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The agent's flusher thread: drains every thread's ring, frames the records
+ * as event chunks (proto/event_wire.h), compresses them with one zstd stream
+ * per connection and writes FRAME_EVENTS frames to the daemon. It is the only
+ * agent thread that talks to the socket after setup; target threads never wait for it.
+ */
+#ifndef PROFD_FLUSHER_H
+#define PROFD_FLUSHER_H
+
+#include <stdint.h>
+
+#include "proto/event_wire.h"
+
+/* Reads a (TSC, CLOCK_MONOTONIC) pair taken at the same instant (best of three). */
+void flusher_read_clock_pair(struct event_clock_pair *pair);
+
+/*
+ * Starts the flusher on the connected socket; initial is the clock pair taken
+ * before recording began. Returns 0 or a negative errno.
+ */
+int flusher_start(int sock, const struct event_clock_pair *initial);
+
+/*
+ * Final drain, AgentGoodbye with reason, join (bounded by a timeout so a
+ * stuck daemon cannot hold the target's exit). Safe to call twice.
+ */
+void flusher_stop(const char *reason);
+
+struct flusher_totals {
+	uint64_t events;
+	uint64_t dropped;
+};
+void flusher_get_totals(struct flusher_totals *totals);
+
+#endif

@@ -1,0 +1,392 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Module walk, selection and patching (see instrument.h). Setup-time code:
+ * it allocates freely and runs with the calling thread's guard set, so the
+ * functions it patches (mprotect, memcpy, ...) may be called mid-way.
+ */
+#include <errno.h>
+#include <fnmatch.h>
+#include <link.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent/elf_symbols.h"
+#include "agent/instrument.h"
+#include "agent/patcher.h"
+#include "agent/proc_maps.h"
+
+#define MAX_EXEC_SEGMENTS 8
+
+struct loaded_module {
+	char *path;
+	uint64_t base;
+	uint64_t seg_lo[MAX_EXEC_SEGMENTS], seg_hi[MAX_EXEC_SEGMENTS];
+	int n_segs;
+};
+
+struct module_list {
+	struct loaded_module *items;
+	size_t n, cap;
+};
+
+/*
+ * Functions whose callers do not follow the System V call ABI (lazy binding,
+ * TLS descriptors preserve every register) or that are never called.
+ */
+static const char *const non_abi_functions[] = {
+	"_dl_runtime_resolve*", "_dl_runtime_profile*", "_dl_tlsdesc_*", "__tls_get_addr",
+	"_start", "_dl_start*", "__restore_rt", "_init", "_fini", "__morestack", "__x86.*",
+};
+
+static const char *non_abi_reason(const char *name)
+{
+	for (size_t i = 0; i < sizeof(non_abi_functions) / sizeof(non_abi_functions[0]); i++)
+		if (fnmatch(non_abi_functions[i], name, 0) == 0)
+			return "not called through the standard ABI (loader, TLS or signal glue)";
+	return NULL;
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int is_own_module(const struct dl_phdr_info *info)
+{
+	uint64_t self = (uint64_t)(uintptr_t)instrument_all;
+
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		uint64_t lo = info->dlpi_addr + ph->p_vaddr;
+
+		if (ph->p_type == PT_LOAD && self >= lo && self < lo + ph->p_memsz)
+			return 1;
+	}
+	return 0;
+}
+
+static char *module_path(const char *dl_name)
+{
+	char buf[4096];
+	ssize_t n;
+
+	if (dl_name && dl_name[0])
+		return strdup(dl_name);
+	n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+	if (n <= 0)
+		return NULL;
+	buf[n] = '\0';
+	return strdup(buf);
+}
+
+static int collect_module(struct dl_phdr_info *info, size_t size, void *ctx)
+{
+	struct module_list *list = ctx;
+	struct loaded_module m = { .base = info->dlpi_addr };
+
+	(void)size;
+	if (is_own_module(info) || strncmp(info->dlpi_name, "linux-vdso", 10) == 0)
+		return 0;
+	for (int i = 0; i < info->dlpi_phnum && m.n_segs < MAX_EXEC_SEGMENTS; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+
+		if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X))
+			continue;
+		m.seg_lo[m.n_segs] = info->dlpi_addr + ph->p_vaddr;
+		m.seg_hi[m.n_segs] = info->dlpi_addr + ph->p_vaddr + ph->p_memsz;
+		m.n_segs++;
+	}
+	if (m.n_segs == 0)
+		return 0;
+	m.path = module_path(info->dlpi_name);
+	if (!m.path)
+		return 0;
+	if (list->n == list->cap) {
+		size_t ncap = list->cap ? list->cap * 2 : 32;
+		struct loaded_module *n = realloc(list->items, ncap * sizeof(*n));
+
+		if (!n) {
+			free(m.path);
+			return 1;
+		}
+		list->items = n;
+		list->cap = ncap;
+	}
+	list->items[list->n++] = m;
+	return 0;
+}
+
+static int grow(void **items, size_t *cap, size_t n, size_t elem)
+{
+	size_t ncap;
+	void *p;
+
+	if (n < *cap)
+		return 0;
+	ncap = *cap ? *cap * 2 : 64;
+	p = realloc(*items, ncap * elem);
+	if (!p)
+		return -ENOMEM;
+	*items = p;
+	*cap = ncap;
+	return 0;
+}
+
+static const char *report_keep_string(struct instrument_report *r, const char *s)
+{
+	char *copy;
+
+	if (grow((void **)&r->strings, &r->cap_strings, r->n_strings, sizeof(char *)))
+		return NULL;
+	copy = strdup(s);
+	if (copy)
+		r->strings[r->n_strings++] = copy;
+	return copy;
+}
+
+static void report_warn(struct instrument_report *r, const char *fmt, const char *a,
+			const char *b)
+{
+	char buf[512];
+	char **n = realloc(r->warnings, (r->n_warnings + 1) * sizeof(char *));
+
+	if (!n)
+		return;
+	r->warnings = n;
+	snprintf(buf, sizeof(buf), fmt, a, b);
+	r->warnings[r->n_warnings] = strdup(buf);
+	if (r->warnings[r->n_warnings])
+		r->n_warnings++;
+}
+
+/* reason may be thread-local (the relocator's): it is copied. */
+static void report_skip(struct instrument_report *r, const char *name, const char *module,
+			const char *reason)
+{
+	struct skipped_function *s;
+
+	if (grow((void **)&r->skipped, &r->cap_skipped, r->n_skipped, sizeof(*s)))
+		return;
+	s = &r->skipped[r->n_skipped];
+	s->name = strdup(name);
+	s->module = module;
+	s->reason = report_keep_string(r, reason);
+	if (s->name && s->reason)
+		r->n_skipped++;
+}
+
+static int report_add(struct instrument_report *r, const char *name, const char *module,
+		      uint64_t address, uint64_t size)
+{
+	struct instrumented_function *f;
+
+	if (grow((void **)&r->functions, &r->cap_functions, r->n_functions, sizeof(*f)))
+		return -ENOMEM;
+	f = &r->functions[r->n_functions];
+	f->id = (uint32_t)r->n_functions + 1;
+	f->name = strdup(name);
+	f->module = module;
+	f->address = address;
+	f->size = size;
+	if (!f->name)
+		return -ENOMEM;
+	r->n_functions++;
+	return 0;
+}
+
+static int in_exec_segment(const struct loaded_module *m, uint64_t lo, uint64_t hi)
+{
+	for (int i = 0; i < m->n_segs; i++)
+		if (lo >= m->seg_lo[i] && hi <= m->seg_hi[i])
+			return 1;
+	return 0;
+}
+
+/* Why fn cannot be patched before even trying its bytes, or NULL. */
+static const char *precheck(const struct loaded_module *m, const struct elf_symbols *syms,
+			    size_t i)
+{
+	const struct elf_function *fn = &syms->functions[i];
+	uint64_t addr = m->base + fn->value;
+	const char *why = non_abi_reason(fn->name);
+
+	if (why)
+		return why;
+	if (fn->is_ifunc)
+		return "IFUNC resolver: the implementation it selects has no symbol here";
+	if (fn->size < 5)
+		return "function shorter than the 5-byte patch";
+	if (!in_exec_segment(m, addr, addr + fn->size))
+		return "not inside an executable segment";
+	return NULL;
+}
+
+struct module_job {
+	const struct loaded_module *module;
+	const char *module_name;
+	struct elf_symbols syms;
+	size_t *picked; /* indexes into syms.functions */
+	size_t n_picked;
+};
+
+static void module_pick(struct module_job *job, const struct func_filter *filter,
+			struct instrument_report *r)
+{
+	job->picked = malloc(job->syms.n_functions * sizeof(size_t));
+	job->n_picked = 0;
+	for (size_t i = 0; job->picked && i < job->syms.n_functions; i++) {
+		const struct elf_function *fn = &job->syms.functions[i];
+		const char *why;
+
+		if (!func_filter_match(filter, job->module->path, fn->name))
+			continue;
+		r->matched++;
+		why = precheck(job->module, &job->syms, i);
+		if (why)
+			report_skip(r, fn->name, job->module_name, why);
+		else
+			job->picked[job->n_picked++] = i;
+	}
+}
+
+/* Another symbol's entry inside [addr, addr + patch_len) would be overwritten. */
+static int next_entry_overlaps(const struct elf_symbols *syms, size_t i, size_t patch_len)
+{
+	return i + 1 < syms->n_functions &&
+	       syms->functions[i + 1].value < syms->functions[i].value + patch_len;
+}
+
+static int module_patch(struct module_job *job, const struct proc_maps *maps,
+			struct instrument_report *r)
+{
+	const struct loaded_module *m = job->module;
+	struct stub_region region;
+	struct code_patch *patches;
+	size_t n_patches = 0, written = 0;
+	int err;
+
+	if (job->n_picked == 0)
+		return 0;
+	err = stub_region_map(maps, m->seg_lo[0], m->seg_hi[m->n_segs - 1], job->n_picked,
+			      &region);
+	if (err) {
+		for (size_t k = 0; k < job->n_picked; k++)
+			report_skip(r, job->syms.functions[job->picked[k]].name, job->module_name,
+				    "no free memory for stubs within 2 GiB of the module");
+		return 0;
+	}
+	patches = malloc(job->n_picked * sizeof(*patches));
+	if (!patches)
+		return -ENOMEM;
+	for (size_t k = 0; k < job->n_picked; k++) {
+		size_t i = job->picked[k];
+		const struct elf_function *fn = &job->syms.functions[i];
+		uint64_t addr = m->base + fn->value;
+		uint32_t id = (uint32_t)r->n_functions + 1;
+		const char *why = NULL;
+		size_t patch_len = 0;
+
+		if (stub_region_fill(&region, n_patches, addr, fn->size, id, &patch_len, &why)) {
+			report_skip(r, fn->name, job->module_name, why);
+			continue;
+		}
+		if (next_entry_overlaps(&job->syms, i, patch_len)) {
+			report_skip(r, fn->name, job->module_name,
+				    "another function's entry lies inside the patched bytes");
+			continue;
+		}
+		if (report_add(r, fn->name, job->module_name, addr, fn->size)) {
+			free(patches);
+			return -ENOMEM;
+		}
+		patches[n_patches].address = addr;
+		patches[n_patches].target = stub_region_slot_entry(&region, n_patches);
+		n_patches++;
+	}
+	err = stub_region_seal(&region);
+	if (!err)
+		err = patcher_write_jumps(maps, patches, n_patches, &written);
+	if (err < 0) {
+		/* Functions listed but not written must not be reported as instrumented. */
+		report_warn(r, "%s: could not write code patches: %s", job->module_name,
+			    strerror(-err));
+		r->n_functions -= n_patches - written;
+	}
+	free(patches);
+	return 0;
+}
+
+static void module_instrument(const struct loaded_module *m, const struct func_filter *filter,
+			      const struct proc_maps *maps, struct instrument_report *r)
+{
+	struct module_job job = { .module = m };
+	char err[256] = "";
+
+	if (!func_filter_module_may_match(filter, m->path))
+		return;
+	r->modules_scanned++;
+	job.module_name = report_keep_string(r, m->path);
+	if (!job.module_name)
+		return;
+	if (elf_symbols_load(m->path, &job.syms, err, sizeof(err))) {
+		report_warn(r, "%s: cannot read symbols: %s", m->path, err);
+		return;
+	}
+	module_pick(&job, filter, r);
+	if (module_patch(&job, maps, r))
+		report_warn(r, "%s: %s", m->path, "out of memory while patching");
+	free(job.picked);
+	elf_symbols_free(&job.syms);
+}
+
+int instrument_all(const struct func_filter *filter, struct instrument_report *r)
+{
+	struct module_list list = { 0 };
+	struct proc_maps maps;
+	uint64_t start = now_ns();
+	int err;
+
+	memset(r, 0, sizeof(*r));
+	dl_iterate_phdr(collect_module, &list);
+	err = proc_maps_load(&maps);
+	if (err)
+		goto out;
+	for (size_t i = 0; i < list.n; i++) {
+		module_instrument(&list.items[i], filter, &maps, r);
+		/* Stub regions were mapped: refresh so the next module sees them. */
+		proc_maps_free(&maps);
+		err = proc_maps_load(&maps);
+		if (err)
+			goto out;
+	}
+	proc_maps_free(&maps);
+out:
+	for (size_t i = 0; i < list.n; i++)
+		free(list.items[i].path);
+	free(list.items);
+	r->elapsed_ns = now_ns() - start;
+	return err;
+}
+
+void instrument_report_free(struct instrument_report *r)
+{
+	for (size_t i = 0; i < r->n_functions; i++)
+		free(r->functions[i].name);
+	for (size_t i = 0; i < r->n_skipped; i++)
+		free(r->skipped[i].name);
+	for (size_t i = 0; i < r->n_strings; i++)
+		free(r->strings[i]);
+	for (size_t i = 0; i < r->n_warnings; i++)
+		free(r->warnings[i]);
+	free(r->functions);
+	free(r->skipped);
+	free(r->strings);
+	free(r->warnings);
+	memset(r, 0, sizeof(*r));
+}

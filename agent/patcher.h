@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Stubs and code patching: maps stub regions within +-2 GiB of a module,
+ * fills one 64-byte slot per function (entry code + relocated prologue +
+ * descriptor, see trampolines/trampoline_layout.h) and writes the 5-byte
+ * `jmp rel32` over each function's entry, restoring page protections after.
+ */
+#ifndef PROFD_PATCHER_H
+#define PROFD_PATCHER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "agent/proc_maps.h"
+
+struct stub_region {
+	uint8_t *base;
+	size_t size;
+	size_t n_slots;
+};
+
+/*
+ * Maps a region of n_slots within reach (rel32) of every address in
+ * [code_lo, code_hi). Returns 0 or -ENOMEM when no such space exists.
+ */
+int stub_region_map(const struct proc_maps *maps, uint64_t code_lo, uint64_t code_hi,
+		    size_t n_slots, struct stub_region *r);
+
+/*
+ * Fills slot `slot` for the function at func_addr (func_size bytes,
+ * readable). On success *patch_len is how many entry bytes the jump replaces.
+ * On failure returns a negative errno and *reason says why (static or
+ * thread-local text).
+ */
+int stub_region_fill(struct stub_region *r, size_t slot, uint64_t func_addr, size_t func_size,
+		     uint32_t func_id, size_t *patch_len, const char **reason);
+
+/* Address a function's jmp must target for slot `slot`. */
+uint64_t stub_region_slot_entry(const struct stub_region *r, size_t slot);
+
+/* Makes the region read+execute. */
+int stub_region_seal(struct stub_region *r);
+
+struct code_patch {
+	uint64_t address;  /* function entry */
+	uint64_t target;   /* slot entry */
+};
+
+/*
+ * Writes `jmp rel32` at every patch address (sorted by address), unlocking
+ * the pages it touches and restoring their protection from maps. Returns the
+ * number written, or a negative errno if a page could not be unlocked (the
+ * patches written before stay in place and are counted in *written).
+ */
+int patcher_write_jumps(const struct proc_maps *maps, const struct code_patch *patches, size_t n,
+			size_t *written);
+
+#endif

@@ -1,0 +1,74 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Parses /proc/self/maps into a sorted array (see proc_maps.h). Runs only
+ * during setup, never on the hot path.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+
+#include "agent/proc_maps.h"
+
+static int parse_prot(const char *perms)
+{
+	return (perms[0] == 'r' ? PROT_READ : 0) | (perms[1] == 'w' ? PROT_WRITE : 0) |
+	       (perms[2] == 'x' ? PROT_EXEC : 0);
+}
+
+int proc_maps_load(struct proc_maps *m)
+{
+	FILE *f = fopen("/proc/self/maps", "re");
+	char line[4096], perms[8];
+	size_t cap = 0;
+	uint64_t start, end;
+
+	m->maps = NULL;
+	m->n = 0;
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %4s", &start, &end, perms) != 3)
+			continue;
+		if (m->n == cap) {
+			size_t ncap = cap ? cap * 2 : 256;
+			struct proc_map *n = realloc(m->maps, ncap * sizeof(*n));
+
+			if (!n) {
+				fclose(f);
+				proc_maps_free(m);
+				return -ENOMEM;
+			}
+			m->maps = n;
+			cap = ncap;
+		}
+		m->maps[m->n++] = (struct proc_map){ start, end, parse_prot(perms) };
+	}
+	fclose(f);
+	return 0;
+}
+
+void proc_maps_free(struct proc_maps *m)
+{
+	free(m->maps);
+	m->maps = NULL;
+	m->n = 0;
+}
+
+const struct proc_map *proc_maps_find(const struct proc_maps *m, uint64_t addr)
+{
+	size_t lo = 0, hi = m->n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (addr < m->maps[mid].start)
+			hi = mid;
+		else if (addr >= m->maps[mid].end)
+			lo = mid + 1;
+		else
+			return &m->maps[mid];
+	}
+	return NULL;
+}

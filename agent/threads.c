@@ -1,0 +1,150 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Thread registry of the agent: creates a thread's state on its first
+ * instrumented call (the slow path, entered from the trampoline with all
+ * vector state saved), marks it exited when the thread ends, and lets the
+ * flusher walk and recycle the states. Only this file allocates them.
+ */
+#define PR_FMT "profagent: "
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include "agent/agent_thread.h"
+#include "trampolines/trampoline_layout.h"
+
+/* The registry: pushed by any thread's slow path, walked by the flusher. */
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct agent_thread *registry_head;
+static struct agent_thread *free_list;
+static pthread_key_t thread_exit_key;
+
+static size_t thread_state_size(void)
+{
+	return sizeof(struct agent_thread) + AGENT_RING_RECORDS * sizeof(struct event_record);
+}
+
+static struct agent_thread *thread_state_alloc(void)
+{
+	struct agent_thread *t;
+
+	pthread_mutex_lock(&registry_lock);
+	t = free_list;
+	if (t)
+		free_list = t->next;
+	pthread_mutex_unlock(&registry_lock);
+	if (t)
+		return t;
+
+	t = mmap(NULL, thread_state_size(), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+		 -1, 0);
+	if (t == MAP_FAILED)
+		return NULL;
+	t->records = (struct event_record *)(t + 1);
+	return t;
+}
+
+static void thread_state_reset(struct agent_thread *t)
+{
+	atomic_store(&t->head, 0);
+	atomic_store(&t->tail, 0);
+	atomic_store(&t->drops, 0);
+	atomic_store(&t->overflows, 0);
+	atomic_store(&t->state, AGENT_THREAD_LIVE);
+	t->depth = 0;
+	t->drops_reported = 0;
+	t->flusher_stage = FLUSHER_STAGE_NEW;
+	t->tid = (uint32_t)gettid();
+	memset(t->name, 0, sizeof(t->name));
+	prctl(PR_GET_NAME, t->name);
+}
+
+/* Runs at thread exit (TSD destructor): the thread records nothing more. */
+static void thread_exit_destructor(void *arg)
+{
+	struct agent_thread *t = arg;
+
+	agent_thread_guard = 1;
+	if (t->depth != 0)
+		return; /* frames still hijacked (pthread_exit): keep the state, never recycle */
+	agent_current_thread = NULL;
+	atomic_store_explicit(&t->state, AGENT_THREAD_EXITED, memory_order_release);
+}
+
+void profagent_thread_attach_slow(void)
+{
+	struct agent_thread *t;
+
+	agent_thread_guard = 1;
+	t = thread_state_alloc();
+	if (!t)
+		return; /* guard stays set: this thread runs uninstrumented */
+	thread_state_reset(t);
+	if (pthread_setspecific(thread_exit_key, t) != 0) {
+		/* Without the destructor the state could never be reclaimed safely. */
+		pthread_mutex_lock(&registry_lock);
+		t->next = free_list;
+		free_list = t;
+		pthread_mutex_unlock(&registry_lock);
+		return;
+	}
+	pthread_mutex_lock(&registry_lock);
+	t->next = registry_head;
+	registry_head = t;
+	pthread_mutex_unlock(&registry_lock);
+	agent_current_thread = t;
+	agent_thread_guard = 0;
+}
+
+int threads_init(void)
+{
+	int err = pthread_key_create(&thread_exit_key, thread_exit_destructor);
+
+	return -err;
+}
+
+void threads_guard_forever(void)
+{
+	agent_thread_guard = 1;
+}
+
+void threads_for_each(void (*fn)(struct agent_thread *t, void *ctx), void *ctx)
+{
+	struct agent_thread *t;
+
+	pthread_mutex_lock(&registry_lock);
+	t = registry_head;
+	pthread_mutex_unlock(&registry_lock);
+	/* New states are pushed at the head; the list below t never changes shape
+	 * except through threads_recycle_drained(), which runs on this thread. */
+	for (; t; t = t->next)
+		fn(t, ctx);
+}
+
+static int thread_is_drained_exit(struct agent_thread *t)
+{
+	return atomic_load_explicit(&t->state, memory_order_acquire) == AGENT_THREAD_EXITED &&
+	       atomic_load(&t->head) == atomic_load(&t->tail) && t->flusher_stage == FLUSHER_STAGE_EXIT_SENT;
+}
+
+void threads_recycle_drained(void)
+{
+	struct agent_thread **link, *t;
+
+	pthread_mutex_lock(&registry_lock);
+	for (link = &registry_head; (t = *link);) {
+		if (thread_is_drained_exit(t)) {
+			*link = t->next;
+			t->next = free_list;
+			free_list = t;
+		} else {
+			link = &t->next;
+		}
+	}
+	pthread_mutex_unlock(&registry_lock);
+}

@@ -1,0 +1,141 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * x86-64 entry and exit trampolines (System V ABI), shared by every
+ * instrumented function. Owns the register-save discipline; must never
+ * change what the instrumented function or its caller observe.
+ *
+ * Entry: reached by `jmp` from a function's stub with r11 = its stub_desc and
+ * rsp -> the caller's return address (rsp % 16 == 8). Saves every integer
+ * argument register plus rax (vararg vector count), r10 (static chain) and
+ * r11, calls profagent_enter_hook(desc, &return_address) with rsp 16-aligned,
+ * restores them and jumps to the relocated prologue. Vector and x87 registers
+ * are not saved on this path because the hooks are compiled with
+ * -mgeneral-regs-only (agent/hooks.c); the once-per-thread slow path, which
+ * runs ordinary C, saves the whole extended state with xsave64.
+ *
+ * Exit: the hook replaced the return address with profagent_exit_trampoline,
+ * so the instrumented function's `ret` lands here with rsp 16-aligned. Saves
+ * rax/rdx (integer returns; xmm0/xmm1 and st0/st1 are untouched by the hook),
+ * calls profagent_exit_hook(stack pointer), which returns the real return
+ * address, and returns there.
+ *
+ * Stack at the call of the enter hook (offsets from rbp):
+ *   +8 return address of the caller   0 saved rbp   -8 rdi  -16 rsi  -24 rdx
+ *   -32 rcx  -40 r8  -48 r9  -56 rax  -64 r10  -72 r11  -80 padding
+ */
+#include "trampolines/trampoline_layout.h"
+
+#define ENTRY(name)                 \
+	.globl name;                \
+	.hidden name;               \
+	.type name, @function;      \
+	.p2align 4;                 \
+	name:
+
+#define END(name) .size name, .-name
+
+#define SAVED_R11 -72
+#define SAVED_AREA_BOTTOM -80
+#define XSAVE_HEADER_OFFSET 512
+
+	.text
+
+ENTRY(profagent_entry_trampoline)
+	.cfi_startproc
+	endbr64
+	pushq	%rbp
+	.cfi_adjust_cfa_offset 8
+	.cfi_rel_offset %rbp, 0
+	movq	%rsp, %rbp
+	.cfi_def_cfa_register %rbp
+	pushq	%rdi
+	pushq	%rsi
+	pushq	%rdx
+	pushq	%rcx
+	pushq	%r8
+	pushq	%r9
+	pushq	%rax
+	pushq	%r10
+	pushq	%r11
+	subq	$8, %rsp
+	movq	%r11, %rdi
+	leaq	8(%rbp), %rsi
+	call	profagent_enter_hook
+	testl	%eax, %eax
+	jnz	.Lentry_slow_path
+.Lentry_restore:
+	addq	$8, %rsp
+	popq	%r11
+	popq	%r10
+	popq	%rax
+	popq	%r9
+	popq	%r8
+	popq	%rcx
+	popq	%rdx
+	popq	%rsi
+	popq	%rdi
+	popq	%rbp
+	.cfi_remember_state
+	.cfi_def_cfa %rsp, 8
+	.cfi_same_value %rbp
+	jmp	*STUB_DESC_RELOCATED(%r11)
+
+	.cfi_restore_state
+.Lentry_slow_path:
+	/* First event of this thread: set it up in C with all vector state saved. */
+	subq	profagent_xsave_area_size(%rip), %rsp
+	andq	$-64, %rsp
+	xorl	%eax, %eax
+	movq	%rax, XSAVE_HEADER_OFFSET+0(%rsp)
+	movq	%rax, XSAVE_HEADER_OFFSET+8(%rsp)
+	movq	%rax, XSAVE_HEADER_OFFSET+16(%rsp)
+	movq	%rax, XSAVE_HEADER_OFFSET+24(%rsp)
+	movq	%rax, XSAVE_HEADER_OFFSET+32(%rsp)
+	movq	%rax, XSAVE_HEADER_OFFSET+40(%rsp)
+	movq	%rax, XSAVE_HEADER_OFFSET+48(%rsp)
+	movq	%rax, XSAVE_HEADER_OFFSET+56(%rsp)
+	movl	$-1, %eax
+	movl	$-1, %edx
+	xsave64	(%rsp)
+	call	profagent_thread_attach_slow
+	movl	$-1, %eax
+	movl	$-1, %edx
+	xrstor64 (%rsp)
+	leaq	SAVED_AREA_BOTTOM(%rbp), %rsp
+	movq	SAVED_R11(%rbp), %rdi
+	leaq	8(%rbp), %rsi
+	call	profagent_enter_hook
+	jmp	.Lentry_restore
+	.cfi_endproc
+END(profagent_entry_trampoline)
+
+ENTRY(profagent_exit_trampoline)
+	.cfi_startproc
+	/*
+	 * No return address is on the stack until the hook gives it back, so
+	 * unwinders stop here instead of walking garbage.
+	 */
+	.cfi_undefined %rip
+	pushq	$0			/* becomes the real return address */
+	.cfi_adjust_cfa_offset 8
+	pushq	%rbp
+	.cfi_adjust_cfa_offset 8
+	.cfi_rel_offset %rbp, 0
+	movq	%rsp, %rbp
+	.cfi_def_cfa_register %rbp
+	pushq	%rax
+	pushq	%rdx
+	leaq	16(%rbp), %rdi
+	call	profagent_exit_hook
+	movq	%rax, 8(%rbp)
+	popq	%rdx
+	popq	%rax
+	popq	%rbp
+	.cfi_def_cfa %rsp, 8
+	.cfi_same_value %rbp
+	.cfi_offset %rip, -8
+	ret
+	.cfi_endproc
+END(profagent_exit_trampoline)
+
+	.section .note.GNU-stack, "", @progbits
