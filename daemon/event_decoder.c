@@ -1,0 +1,266 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Agent event stream decoding (see event_decoder.h). A frame is decoded in
+ * two passes: clock pairs first, so that every record of the frame is
+ * converted with the pairs that bracket it, then records in stream order.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zstd.h>
+
+#include "daemon/event_decoder.h"
+#include "proto/event_wire.h"
+
+#define CLOCK_PAIRS_KEPT 64
+#define ZSTD_WINDOW_LOG_MAX 24
+
+struct event_decoder {
+	ZSTD_DStream *dstream;
+	uint8_t *buf;
+	size_t cap;
+	struct event_clock_pair pairs[CLOCK_PAIRS_KEPT];
+	size_t n_pairs;
+};
+
+struct event_decoder *event_decoder_new(void)
+{
+	struct event_decoder *d = calloc(1, sizeof(*d));
+
+	if (!d)
+		return NULL;
+	d->dstream = ZSTD_createDStream();
+	if (!d->dstream) {
+		free(d);
+		errno = ENOMEM;
+		return NULL;
+	}
+	/* bounds the decoder's own memory whatever the frame headers claim */
+	ZSTD_DCtx_setParameter(d->dstream, ZSTD_d_windowLogMax, ZSTD_WINDOW_LOG_MAX);
+	return d;
+}
+
+void event_decoder_free(struct event_decoder *d)
+{
+	if (!d)
+		return;
+	ZSTD_freeDStream(d->dstream);
+	free(d->buf);
+	free(d);
+}
+
+static int grow_output(struct event_decoder *d, char *err, size_t errlen)
+{
+	size_t ncap = d->cap ? d->cap * 2 : (256u << 10);
+	uint8_t *n;
+
+	if (d->cap >= EVENT_FRAME_DECOMPRESSED_MAX) {
+		snprintf(err, errlen, "event frame decompresses past %u bytes",
+			 EVENT_FRAME_DECOMPRESSED_MAX);
+		return -EMSGSIZE;
+	}
+	n = realloc(d->buf, ncap);
+	if (!n)
+		return -ENOMEM;
+	d->buf = n;
+	d->cap = ncap;
+	return 0;
+}
+
+static int decompress_frame(struct event_decoder *d, const uint8_t *payload, size_t len,
+			    size_t *out_len, char *err, size_t errlen)
+{
+	ZSTD_inBuffer in = { payload, len, 0 };
+	ZSTD_outBuffer out = { d->buf, d->cap, 0 };
+
+	for (;;) {
+		size_t ret;
+		int e;
+
+		if (out.pos == d->cap) {
+			e = grow_output(d, err, errlen);
+			if (e)
+				return e;
+			out.dst = d->buf;
+			out.size = d->cap;
+		}
+		ret = ZSTD_decompressStream(d->dstream, &out, &in);
+		if (ZSTD_isError(ret)) {
+			snprintf(err, errlen, "corrupt event stream: %s", ZSTD_getErrorName(ret));
+			return -EBADMSG;
+		}
+		/* all input taken and room left: the decoder has flushed what it can */
+		if (in.pos == in.size && out.pos < out.size)
+			break;
+	}
+	*out_len = out.pos;
+	return 0;
+}
+
+static int add_clock_pair(struct event_decoder *d, const struct event_clock_pair *p)
+{
+	if (d->n_pairs > 0) {
+		const struct event_clock_pair *last = &d->pairs[d->n_pairs - 1];
+
+		if (p->tsc <= last->tsc || p->mono_ns < last->mono_ns)
+			return -EBADMSG;
+	}
+	if (d->n_pairs == CLOCK_PAIRS_KEPT) {
+		memmove(d->pairs, d->pairs + 1, (CLOCK_PAIRS_KEPT - 1) * sizeof(d->pairs[0]));
+		d->n_pairs--;
+	}
+	d->pairs[d->n_pairs++] = *p;
+	return 0;
+}
+
+uint64_t event_decoder_convert(const struct event_decoder *d, uint64_t tsc)
+{
+	const struct event_clock_pair *a, *b;
+	size_t i = 1;
+	__int128 dt, dm, mono;
+
+	if (d->n_pairs < 2)
+		return 0;
+	/* the segment containing tsc; before the first or after the last, extend the edge one */
+	while (i + 1 < d->n_pairs && tsc >= d->pairs[i].tsc)
+		i++;
+	a = &d->pairs[i - 1];
+	b = &d->pairs[i];
+	dt = (__int128)tsc - (__int128)a->tsc;
+	dm = (__int128)b->mono_ns - (__int128)a->mono_ns;
+	mono = (__int128)a->mono_ns + dt * dm / ((__int128)b->tsc - (__int128)a->tsc);
+	return mono < 0 ? 0 : (uint64_t)mono;
+}
+
+struct chunk_cursor {
+	const uint8_t *p, *end;
+};
+
+/* Next chunk header and body, bounds-checked. 1 = got one, 0 = end, <0 = malformed. */
+static int next_chunk(struct chunk_cursor *c, struct event_chunk_header *h, const uint8_t **body,
+		      size_t *body_len)
+{
+	size_t need;
+
+	if (c->p == c->end)
+		return 0;
+	if ((size_t)(c->end - c->p) < sizeof(*h))
+		return -EBADMSG;
+	memcpy(h, c->p, sizeof(*h));
+	switch (h->kind) {
+	case EVENT_CHUNK_RECORDS:
+		need = (size_t)h->count * sizeof(struct event_record);
+		break;
+	case EVENT_CHUNK_CLOCK_PAIR:
+		need = sizeof(struct event_clock_pair);
+		break;
+	case EVENT_CHUNK_THREAD_NAME:
+		need = EVENT_THREAD_NAME_LEN;
+		break;
+	case EVENT_CHUNK_THREAD_EXIT:
+		need = 0;
+		break;
+	default:
+		return -EPROTO;
+	}
+	if ((size_t)(c->end - c->p) - sizeof(*h) < need)
+		return -EBADMSG;
+	*body = c->p + sizeof(*h);
+	*body_len = need;
+	c->p += sizeof(*h) + need;
+	return 1;
+}
+
+static int collect_pairs(struct event_decoder *d, const uint8_t *buf, size_t len)
+{
+	struct chunk_cursor c = { buf, buf + len };
+	struct event_chunk_header h;
+	const uint8_t *body;
+	size_t body_len;
+	int r;
+
+	while ((r = next_chunk(&c, &h, &body, &body_len)) > 0) {
+		struct event_clock_pair pair;
+
+		if (h.kind != EVENT_CHUNK_CLOCK_PAIR)
+			continue;
+		memcpy(&pair, body, sizeof(pair));
+		if (add_clock_pair(d, &pair))
+			return -ERANGE;
+	}
+	return r;
+}
+
+static void deliver_records(const struct event_decoder *d, const struct event_chunk_header *h,
+			    const uint8_t *body, const struct event_decoder_callbacks *cb,
+			    void *ctx)
+{
+	uint64_t last_ts = 0;
+
+	for (uint32_t i = 0; i < h->count; i++) {
+		struct event_record rec;
+
+		memcpy(&rec, body + (size_t)i * sizeof(rec), sizeof(rec));
+		last_ts = event_decoder_convert(d, rec.tsc);
+		cb->record(ctx, h->tid, last_ts, rec.func_id, rec.kind);
+	}
+	if (cb->drops && h->drops)
+		cb->drops(ctx, h->tid, h->drops, last_ts);
+}
+
+static int deliver_chunks(const struct event_decoder *d, const uint8_t *buf, size_t len,
+			  const struct event_decoder_callbacks *cb, void *ctx)
+{
+	struct chunk_cursor c = { buf, buf + len };
+	struct event_chunk_header h;
+	const uint8_t *body;
+	size_t body_len;
+	int r;
+
+	while ((r = next_chunk(&c, &h, &body, &body_len)) > 0) {
+		char name[EVENT_THREAD_NAME_LEN + 1];
+
+		switch (h.kind) {
+		case EVENT_CHUNK_RECORDS:
+			deliver_records(d, &h, body, cb, ctx);
+			break;
+		case EVENT_CHUNK_THREAD_NAME:
+			memcpy(name, body, EVENT_THREAD_NAME_LEN);
+			name[EVENT_THREAD_NAME_LEN] = '\0';
+			cb->thread_name(ctx, h.tid, name);
+			break;
+		case EVENT_CHUNK_THREAD_EXIT:
+			cb->thread_exit(ctx, h.tid);
+			break;
+		}
+	}
+	return r;
+}
+
+int event_decoder_feed(struct event_decoder *d, const uint8_t *payload, size_t len,
+		       const struct event_decoder_callbacks *cb, void *ctx, char *err,
+		       size_t errlen)
+{
+	size_t out_len = 0;
+	int r = decompress_frame(d, payload, len, &out_len, err, errlen);
+
+	if (r)
+		return r;
+	r = collect_pairs(d, d->buf, out_len);
+	if (r == -ERANGE) {
+		snprintf(err, errlen, "event stream clock pair goes backwards");
+		return -EBADMSG;
+	}
+	if (r < 0) {
+		snprintf(err, errlen, r == -EPROTO ? "unknown event chunk kind"
+						   : "truncated event chunk");
+		return -EBADMSG;
+	}
+	if (d->n_pairs < 2 && out_len > 0) {
+		/* Records cannot be placed in time yet; the agent always sends two pairs first. */
+		snprintf(err, errlen, "event records before two clock pairs");
+		return -EBADMSG;
+	}
+	return deliver_chunks(d, d->buf, out_len, cb, ctx);
+}

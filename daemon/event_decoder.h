@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Decodes an agent's FRAME_EVENTS payloads: one zstd stream per connection,
+ * each frame decompressed under a hard output bound, then its chunks
+ * (proto/event_wire.h) validated field by field and delivered with TSC
+ * timestamps converted to CLOCK_MONOTONIC by piecewise-linear interpolation
+ * between the agent's clock pairs. Every byte is hostile.
+ */
+#ifndef PROFD_EVENT_DECODER_H
+#define PROFD_EVENT_DECODER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct event_decoder;
+
+struct event_decoder_callbacks {
+	void (*record)(void *ctx, uint32_t tid, uint64_t mono_ns, uint32_t func_id, uint32_t kind);
+	void (*thread_name)(void *ctx, uint32_t tid, const char *name);
+	void (*thread_exit)(void *ctx, uint32_t tid);
+	/* cumulative drops of tid, reported when they change */
+	void (*drops)(void *ctx, uint32_t tid, uint64_t drops, uint64_t mono_ns);
+};
+
+struct event_decoder *event_decoder_new(void);
+void event_decoder_free(struct event_decoder *d);
+
+/*
+ * Feeds one frame. Returns 0, or a negative errno with a one-line reason in
+ * err: -EMSGSIZE (decompresses past EVENT_FRAME_DECOMPRESSED_MAX), -EBADMSG
+ * (corrupt zstd data, truncated or unknown chunk, clock going backwards).
+ * After an error the stream cannot continue: drop the connection.
+ */
+int event_decoder_feed(struct event_decoder *d, const uint8_t *payload, size_t len,
+		       const struct event_decoder_callbacks *cb, void *ctx, char *err,
+		       size_t errlen);
+
+/* TSC -> CLOCK_MONOTONIC with the pairs seen so far; 0 if fewer than two. */
+uint64_t event_decoder_convert(const struct event_decoder *d, uint64_t tsc);
+
+#endif

@@ -1,0 +1,68 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * profd's event loop: one epoll set holding the listening socket, every
+ * connection (profctl clients and agents) and a periodic timer. Owns the
+ * connections and their frame readers; sessions (daemon/session.c) own
+ * everything about a profiled target.
+ */
+#ifndef PROFD_SERVER_H
+#define PROFD_SERVER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+
+#include "proto/frame.h"
+
+struct session;
+
+enum conn_kind {
+	CONN_NEW = 0,   /* first frame not seen yet */
+	CONN_CLIENT,    /* profctl */
+	CONN_AGENT,     /* libprofagent.so inside a target */
+};
+
+struct conn {
+	int fd;
+	enum conn_kind kind;
+	struct ucred peer;        /* SO_PEERCRED at accept */
+	struct frame_reader reader;
+	int passed_fd;            /* last SCM_RIGHTS descriptor received, -1 if none */
+	struct session *session;
+	bool closing;
+	struct conn *next;
+};
+
+struct server {
+	int epoll_fd;
+	int listen_fd;
+	int timer_fd;
+	struct conn *conns;
+	struct session *sessions;
+	uint64_t next_session_id;
+	bool exit_when_idle;      /* private daemon: leave after the last session */
+	bool served_one;
+	int verbose;
+};
+
+struct server_options {
+	const char *socket_path;
+	int listen_fd;            /* >= 0: already bound and listening (socket activation) */
+	bool exit_when_idle;
+	int verbose;
+};
+
+int server_init(struct server *srv, const struct server_options *opt);
+/* Runs until idle exit (private mode) or a fatal error; returns 0 or negative errno. */
+int server_run(struct server *srv);
+void server_fini(struct server *srv);
+
+/* Sends a frame; on failure the connection is marked closing. */
+int conn_send(struct conn *c, uint32_t type, const void *payload, size_t len);
+void conn_close_later(struct conn *c);
+
+/* Logs one line to stderr with the "profd: " prefix. */
+void server_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif

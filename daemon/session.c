@@ -1,0 +1,658 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Sessions (see session.h). Control flow of a `run` session:
+ *   client RunRequest(+fd) -> SessionStarted; client TargetForked(pid) -> sampler
+ *   armed on exec -> SamplingReady; agent Hello -> Config; agent FunctionTable,
+ *   Events..., Goodbye; client TargetExited; agent gone -> trace finalized ->
+ *   SessionSummary. A client or agent that disappears mid-way still gets its
+ *   trace finalized.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "daemon/event_decoder.h"
+#include "daemon/sampler.h"
+#include "daemon/session.h"
+#include "daemon/symbols.h"
+#include "proto/event_wire.h"
+#include "profd.pb-c.h"
+#include "viewer-export/perfetto_writer.h"
+
+#define AGENT_GRACE_NS (3ull * 1000000000ull)   /* after the target exits */
+#define TID_SLOTS 4096                           /* power of two */
+
+struct thread_slot {
+	uint32_t tid;          /* 0 = empty */
+	uint64_t last_ts;      /* slices on one thread never go back in time */
+	uint64_t drops;
+};
+
+struct session {
+	uint64_t id;
+	char token[33];
+	struct conn *client, *agent;
+	pid_t client_pid;
+	uid_t client_uid;
+	pid_t target;
+	int out_fd;
+	struct perfetto_writer *writer;
+	struct sampler *sampler;
+	struct symbolizer *symbols;
+	struct event_decoder *decoder;
+	char *comm;
+	char **patterns;
+	size_t n_patterns;
+	uint32_t freq;
+	char **func_names;     /* index = function id */
+	uint32_t n_funcs;
+	Profd__FunctionTable *table;
+	struct thread_slot *threads;
+	uint64_t events, drops, samples, samples_lost, events_invalid;
+	uint64_t agent_deadline_ns;
+	int target_exited;
+	int agent_seen;
+	char error[256];
+	char warning[256];
+	char *warning_list[1];
+	struct session *next;
+};
+
+static uint64_t mono_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void session_error(struct session *s, const char *fmt, const char *detail)
+{
+	if (s->error[0] == '\0')
+		snprintf(s->error, sizeof(s->error), fmt, detail);
+	server_log("session %" PRIu64 ": %s", s->id, s->error);
+}
+
+static struct thread_slot *session_thread(struct session *s, uint32_t tid)
+{
+	uint32_t i = (tid * 2654435761u) & (TID_SLOTS - 1);
+
+	for (uint32_t probes = 0; probes < TID_SLOTS; probes++, i = (i + 1) & (TID_SLOTS - 1)) {
+		if (s->threads[i].tid == tid)
+			return &s->threads[i];
+		if (s->threads[i].tid == 0) {
+			s->threads[i].tid = tid;
+			return &s->threads[i];
+		}
+	}
+	return NULL; /* more threads than slots: their order is not clamped */
+}
+
+static void send_error(struct conn *c, const char *msg)
+{
+	Profd__ErrorReply e = PROFD__ERROR_REPLY__INIT;
+	uint8_t buf[512];
+
+	e.message = (char *)msg;
+	if (profd__error_reply__get_packed_size(&e) <= sizeof(buf))
+		conn_send(c, FRAME_ERROR, buf, profd__error_reply__pack(&e, buf));
+	conn_close_later(c);
+}
+
+static void session_free(struct session *s)
+{
+	for (uint32_t i = 0; i <= s->n_funcs && s->func_names; i++)
+		free(s->func_names[i]);
+	free(s->func_names);
+	if (s->table)
+		profd__function_table__free_unpacked(s->table, NULL);
+	event_decoder_free(s->decoder);
+	for (size_t i = 0; i < s->n_patterns; i++)
+		free(s->patterns[i]);
+	free(s->patterns);
+	free(s->threads);
+	free(s->comm);
+	free(s);
+}
+
+static int output_fd_writable(int fd)
+{
+	int fl = fcntl(fd, F_GETFL);
+
+	return fl >= 0 && (fl & O_ACCMODE) != O_RDONLY;
+}
+
+static struct session *session_new(struct server *srv, struct conn *c, const Profd__RunRequest *req)
+{
+	struct session *s = calloc(1, sizeof(*s));
+	uint8_t rnd[16];
+
+	if (!s)
+		return NULL;
+	s->threads = calloc(TID_SLOTS, sizeof(*s->threads));
+	s->decoder = event_decoder_new();
+	s->comm = strdup(req->target_comm && req->target_comm[0] ? req->target_comm : "target");
+	s->patterns = calloc(req->n_func_patterns + 1, sizeof(char *));
+	for (size_t i = 0; s->patterns && i < req->n_func_patterns; i++)
+		if ((s->patterns[i] = strdup(req->func_patterns[i])))
+			s->n_patterns++;
+	if (!s->threads || !s->decoder || !s->comm || !s->patterns ||
+	    s->n_patterns != req->n_func_patterns ||
+	    getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd)) {
+		session_free(s);
+		return NULL;
+	}
+	for (int i = 0; i < 16; i++)
+		snprintf(s->token + 2 * i, 3, "%02x", rnd[i]);
+	s->id = ++srv->next_session_id;
+	s->client = c;
+	s->client_pid = c->peer.pid;
+	s->client_uid = c->peer.uid;
+	s->freq = req->sample_freq;
+	s->out_fd = -1;
+	s->next = srv->sessions;
+	srv->sessions = s;
+	c->session = s;
+	return s;
+}
+
+static void handle_run_request(struct server *srv, struct conn *c, const uint8_t *p, size_t len)
+{
+	Profd__RunRequest *req = profd__run_request__unpack(NULL, len, p);
+	Profd__SessionStarted started = PROFD__SESSION_STARTED__INIT;
+	struct session *s;
+	uint8_t buf[256];
+
+	if (!req || c->session) {
+		send_error(c, req ? "one session per connection" : "malformed run request");
+		goto out;
+	}
+	if (c->passed_fd < 0 || !output_fd_writable(c->passed_fd)) {
+		send_error(c, "run request without a writable output file descriptor");
+		goto out;
+	}
+	s = session_new(srv, c, req);
+	if (!s) {
+		send_error(c, "out of memory");
+		goto out;
+	}
+	s->out_fd = c->passed_fd;
+	c->passed_fd = -1;
+	s->writer = perfetto_writer_new(s->out_fd);
+	if (!s->writer) {
+		send_error(c, "cannot create the trace writer");
+		goto out;
+	}
+	perfetto_writer_set_sample_freq(s->writer, s->freq);
+	perfetto_writer_clock_snapshot(s->writer);
+	started.session_id = s->id;
+	started.agent_token = s->token;
+	conn_send(c, FRAME_SESSION_STARTED, buf, profd__session_started__pack(&started, buf));
+	srv->served_one = true;
+out:
+	if (req)
+		profd__run_request__free_unpacked(req, NULL);
+}
+
+/* The client may profile pid only if it forked it and owns it (issue: full ptrace rules later). */
+static const char *target_refused(const struct session *s, pid_t pid)
+{
+	char path[64], line[256];
+	long ppid = -1, uid = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return "no such process";
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "PPid: %ld", &ppid) == 1)
+			continue;
+		sscanf(line, "Uid: %ld", &uid);
+	}
+	fclose(f);
+	if (ppid != s->client_pid)
+		return "the target is not a child of the client";
+	if (s->client_uid != 0 && uid != (long)s->client_uid)
+		return "the target belongs to another user";
+	return NULL;
+}
+
+static void on_sample(void *ctx, const struct sampler_sample *smp)
+{
+	struct session *s = ctx;
+	struct perfetto_frame frames[SAMPLER_MAX_CALLCHAIN];
+	size_t n = 0;
+
+	if ((pid_t)smp->pid != s->target)
+		return; /* a child process inherited the event */
+	/* perf gives leaf first; Perfetto wants the root first */
+	for (size_t k = smp->n_callchain; k-- > 0 && n < SAMPLER_MAX_CALLCHAIN;) {
+		uint64_t pc = smp->callchain[k];
+		struct symbol_info info;
+		int is_leaf = k == 0;
+
+		if (pc == 0)
+			continue; /* the exit trampoline's placeholder slot */
+		/* a return address points after its call: look up the call itself */
+		symbolizer_lookup(s->symbols, is_leaf ? pc : pc - 1, &info);
+		frames[n] = (struct perfetto_frame){
+			.function = info.function,
+			.rel_pc = is_leaf ? info.rel_pc : info.rel_pc + 1,
+			.mapping_path = info.mapping_path,
+			.build_id = info.build_id,
+			.build_id_len = info.build_id_len,
+			.map_start = info.map_start,
+			.map_end = info.map_end,
+			.map_pgoff = info.map_pgoff,
+			.load_bias = info.load_bias,
+		};
+		n++;
+	}
+	if (n == 0)
+		return;
+	perfetto_writer_sample(s->writer, smp->time, smp->cpu, (pid_t)smp->pid, (pid_t)smp->tid,
+			       frames, n);
+	s->samples++;
+}
+
+static void on_mmap(void *ctx, const struct sampler_mmap *m)
+{
+	struct session *s = ctx;
+
+	if ((pid_t)m->pid == s->target && (m->prot & PROT_EXEC))
+		symbolizer_add_mapping(s->symbols, m->start, m->start + m->len, m->pgoff,
+				       m->filename);
+}
+
+static void on_comm(void *ctx, uint32_t pid, uint32_t tid, const char *comm, uint64_t time)
+{
+	struct session *s = ctx;
+
+	(void)time;
+	if ((pid_t)pid != s->target)
+		return;
+	if (pid == tid)
+		perfetto_writer_process(s->writer, (pid_t)pid, comm);
+	perfetto_writer_thread(s->writer, (pid_t)pid, (pid_t)tid, comm);
+}
+
+static void on_lost(void *ctx, uint32_t cpu, uint64_t lost, uint64_t time)
+{
+	struct session *s = ctx;
+
+	s->samples_lost += lost;
+	perfetto_writer_samples_lost(s->writer, time, cpu, lost);
+}
+
+static const struct sampler_callbacks sampler_cb = {
+	.sample = on_sample,
+	.mmap = on_mmap,
+	.comm = on_comm,
+	.lost = on_lost,
+};
+
+static void session_start_sampling(struct session *s, Profd__SamplingReady *ready)
+{
+	struct sampler_config cfg = { .pid = s->target, .freq_hz = s->freq, .enable_on_exec = true };
+	char err[256] = "";
+
+	s->symbols = symbolizer_new(s->target);
+	if (s->freq == 0 || !s->symbols)
+		return;
+	s->sampler = sampler_open(&cfg, err, sizeof(err));
+	if (!s->sampler) {
+		snprintf(s->warning, sizeof(s->warning), "sampling disabled: %s", err);
+		ready->warning = s->warning;
+		return;
+	}
+	ready->sampling = 1;
+}
+
+static void handle_target_forked(struct session *s, const uint8_t *p, size_t len)
+{
+	Profd__TargetForked *msg = profd__target_forked__unpack(NULL, len, p);
+	Profd__SamplingReady ready = PROFD__SAMPLING_READY__INIT;
+	const char *refused;
+	uint8_t buf[512];
+
+	if (!msg || msg->pid <= 0 || s->target) {
+		send_error(s->client, "malformed or repeated target announcement");
+		goto out;
+	}
+	refused = target_refused(s, msg->pid);
+	if (refused) {
+		send_error(s->client, refused);
+		goto out;
+	}
+	s->target = msg->pid;
+	perfetto_writer_process(s->writer, s->target, s->comm);
+	session_start_sampling(s, &ready);
+	if (profd__sampling_ready__get_packed_size(&ready) <= sizeof(buf))
+		conn_send(s->client, FRAME_SAMPLING_READY, buf,
+			  profd__sampling_ready__pack(&ready, buf));
+out:
+	if (msg)
+		profd__target_forked__free_unpacked(msg, NULL);
+}
+
+static void on_record(void *ctx, uint32_t tid, uint64_t ts, uint32_t func_id, uint32_t kind)
+{
+	struct session *s = ctx;
+	struct thread_slot *t = session_thread(s, tid);
+
+	if (func_id == 0 || func_id > s->n_funcs || (kind != EVENT_ENTER && kind != EVENT_EXIT)) {
+		s->events_invalid++;
+		return;
+	}
+	if (t) {
+		if (ts < t->last_ts)
+			ts = t->last_ts;
+		t->last_ts = ts;
+	}
+	s->events++;
+	if (kind == EVENT_ENTER)
+		perfetto_writer_slice_begin(s->writer, s->target, (pid_t)tid, ts, func_id);
+	else
+		perfetto_writer_slice_end(s->writer, s->target, (pid_t)tid, ts);
+}
+
+static void on_thread_name(void *ctx, uint32_t tid, const char *name)
+{
+	struct session *s = ctx;
+
+	perfetto_writer_thread(s->writer, s->target, (pid_t)tid, name);
+}
+
+static void on_thread_exit(void *ctx, uint32_t tid)
+{
+	(void)ctx;
+	(void)tid;
+}
+
+static void on_drops(void *ctx, uint32_t tid, uint64_t drops, uint64_t ts)
+{
+	struct session *s = ctx;
+	struct thread_slot *t = session_thread(s, tid);
+
+	if (!t || drops <= t->drops)
+		return;
+	s->drops += drops - t->drops;
+	t->drops = drops;
+	perfetto_writer_counter(s->writer, s->target, "dropped events", ts, (int64_t)s->drops);
+}
+
+static const struct event_decoder_callbacks decoder_cb = {
+	.record = on_record,
+	.thread_name = on_thread_name,
+	.thread_exit = on_thread_exit,
+	.drops = on_drops,
+};
+
+static struct session *session_by_token(struct server *srv, const char *token)
+{
+	for (struct session *s = srv->sessions; s; s = s->next)
+		if (token && strcmp(s->token, token) == 0)
+			return s;
+	return NULL;
+}
+
+static void handle_agent_hello(struct server *srv, struct conn *c, const uint8_t *p, size_t len)
+{
+	Profd__AgentHello *hello = profd__agent_hello__unpack(NULL, len, p);
+	Profd__AgentConfig cfg = PROFD__AGENT_CONFIG__INIT;
+	struct session *s = hello ? session_by_token(srv, hello->agent_token) : NULL;
+	uint8_t buf[64 * 1024];
+
+	/* The kernel's word on who connected, not the agent's. */
+	if (!s || s->agent || !s->target || c->peer.pid != s->target) {
+		send_error(c, "no session for this agent");
+		goto out;
+	}
+	s->agent = c;
+	s->agent_seen = 1;
+	c->session = s;
+	cfg.session_id = s->id;
+	cfg.n_func_patterns = s->n_patterns;
+	cfg.func_patterns = s->patterns;
+	if (profd__agent_config__get_packed_size(&cfg) <= sizeof(buf))
+		conn_send(c, FRAME_AGENT_CONFIG, buf, profd__agent_config__pack(&cfg, buf));
+out:
+	if (hello)
+		profd__agent_hello__free_unpacked(hello, NULL);
+}
+
+static void handle_function_table(struct session *s, const uint8_t *p, size_t len)
+{
+	Profd__FunctionTable *t = profd__function_table__unpack(NULL, len, p);
+
+	if (!t || s->table) {
+		session_error(s, "%s", "malformed or repeated function table from the agent");
+		if (t)
+			profd__function_table__free_unpacked(t, NULL);
+		conn_close_later(s->agent);
+		return;
+	}
+	s->table = t;
+	s->func_names = calloc(t->n_functions + 1, sizeof(char *));
+	if (!s->func_names)
+		return;
+	for (size_t i = 0; i < t->n_functions; i++) {
+		const Profd__InstrumentedFunction *f = t->functions[i];
+
+		/* ids are dense from 1 in the agent; anything else is refused */
+		if (f->id != i + 1 || !f->name)
+			continue;
+		s->func_names[f->id] = strdup(f->name);
+		perfetto_writer_function(s->writer, f->id, f->name);
+	}
+	s->n_funcs = (uint32_t)t->n_functions;
+}
+
+static void handle_events(struct session *s, const uint8_t *p, size_t len)
+{
+	char err[160];
+
+	if (!s->table) {
+		session_error(s, "%s", "events before the function table");
+		conn_close_later(s->agent);
+		return;
+	}
+	if (event_decoder_feed(s->decoder, p, len, &decoder_cb, s, err, sizeof(err))) {
+		session_error(s, "agent stream: %s", err);
+		conn_close_later(s->agent);
+	}
+}
+
+void session_agent_frame(struct server *srv, struct conn *c, uint32_t type,
+			 const uint8_t *payload, size_t len)
+{
+	struct session *s = c->session;
+
+	if (!s) {
+		if (type == FRAME_AGENT_HELLO)
+			handle_agent_hello(srv, c, payload, len);
+		else
+			send_error(c, "expected an agent hello");
+		return;
+	}
+	switch (type) {
+	case FRAME_FUNCTION_TABLE:
+		handle_function_table(s, payload, len);
+		break;
+	case FRAME_EVENTS:
+		handle_events(s, payload, len);
+		break;
+	case FRAME_AGENT_GOODBYE:
+		break; /* totals are ours already; the connection closing ends the stream */
+	default:
+		session_error(s, "unexpected %s frame from the agent", frame_type_name(type));
+		conn_close_later(c);
+	}
+}
+
+static void fill_summary(struct session *s, Profd__SessionSummary *sum,
+			 const struct perfetto_writer_stats *st)
+{
+	sum->agent_connected = s->agent_seen;
+	sum->events = s->events;
+	sum->events_dropped = s->drops;
+	sum->samples = s->samples;
+	sum->samples_lost = s->samples_lost;
+	sum->trace_bytes = st->bytes;
+	sum->error = s->error;
+	if (s->warning[0]) {
+		s->warning_list[0] = s->warning;
+		sum->n_warnings = 1;
+		sum->warnings = s->warning_list;
+	}
+	if (s->table) {
+		sum->functions_matched = s->table->matched;
+		sum->functions_instrumented = (uint32_t)s->table->n_functions;
+		sum->n_skipped = s->table->n_skipped;
+		sum->skipped = s->table->skipped;
+	}
+}
+
+static void send_summary(struct session *s, const struct perfetto_writer_stats *st)
+{
+	Profd__SessionSummary sum = PROFD__SESSION_SUMMARY__INIT;
+	uint8_t *buf;
+	size_t len;
+
+	fill_summary(s, &sum, st);
+	len = profd__session_summary__get_packed_size(&sum);
+	while (len > FRAME_PAYLOAD_MAX && sum.n_skipped > 0) {
+		sum.n_skipped /= 2;
+		len = profd__session_summary__get_packed_size(&sum);
+	}
+	buf = malloc(len ? len : 1);
+	if (!buf)
+		return;
+	profd__session_summary__pack(&sum, buf);
+	conn_send(s->client, FRAME_SESSION_SUMMARY, buf, len);
+	free(buf);
+}
+
+static void session_unlink(struct server *srv, struct session *s)
+{
+	for (struct session **l = &srv->sessions; *l; l = &(*l)->next) {
+		if (*l == s) {
+			*l = s->next;
+			break;
+		}
+	}
+}
+
+/* Ends the session whatever its state: the trace written so far is finalized. */
+static void session_finish(struct server *srv, struct session *s)
+{
+	struct perfetto_writer_stats st = { 0 };
+	int err = 0;
+
+	if (s->sampler) {
+		sampler_read(s->sampler, &sampler_cb, s);
+		sampler_close(s->sampler);
+	}
+	if (s->writer) {
+		perfetto_writer_get_stats(s->writer, &st);
+		err = perfetto_writer_free(s->writer);
+		s->writer = NULL;
+		if (err)
+			session_error(s, "writing the trace failed: %s", strerror(-err));
+		st.bytes = (uint64_t)lseek(s->out_fd, 0, SEEK_CUR);
+	}
+	symbolizer_free(s->symbols);
+	if (s->out_fd >= 0)
+		close(s->out_fd);
+	if (s->client) {
+		send_summary(s, &st);
+		conn_close_later(s->client);
+		s->client->session = NULL;
+	}
+	if (s->agent) {
+		conn_close_later(s->agent);
+		s->agent->session = NULL;
+	}
+	server_log("session %" PRIu64 " ended: %" PRIu64 " events, %" PRIu64 " dropped, %" PRIu64
+		   " samples",
+		   s->id, s->events, s->drops, s->samples);
+	session_unlink(srv, s);
+	session_free(s);
+}
+
+static void handle_target_exited(struct session *s)
+{
+	s->target_exited = 1;
+	s->agent_deadline_ns = mono_now() + AGENT_GRACE_NS;
+}
+
+void session_client_frame(struct server *srv, struct conn *c, uint32_t type,
+			  const uint8_t *payload, size_t len)
+{
+	struct session *s = c->session;
+
+	if (!s) {
+		if (type == FRAME_RUN_REQUEST)
+			handle_run_request(srv, c, payload, len);
+		else
+			send_error(c, "expected a run request");
+		return;
+	}
+	switch (type) {
+	case FRAME_TARGET_FORKED:
+		handle_target_forked(s, payload, len);
+		break;
+	case FRAME_TARGET_EXITED:
+		handle_target_exited(s);
+		break;
+	default:
+		send_error(c, "unexpected frame from the client");
+	}
+}
+
+void session_conn_closed(struct server *srv, struct conn *c)
+{
+	struct session *s = c->session;
+
+	if (!s)
+		return;
+	c->session = NULL;
+	if (c == s->client) {
+		s->client = NULL;
+		session_finish(srv, s); /* nobody to report to: finalize now */
+	} else if (c == s->agent) {
+		s->agent = NULL;
+		if (s->target_exited)
+			session_finish(srv, s);
+	}
+}
+
+void session_tick_all(struct server *srv)
+{
+	struct session *s = srv->sessions, *next;
+	uint64_t now = mono_now();
+
+	for (; s; s = next) {
+		next = s->next;
+		if (s->sampler)
+			sampler_read(s->sampler, &sampler_cb, s);
+		if (s->writer)
+			perfetto_writer_flush(s->writer);
+		if (s->target_exited && (!s->agent || now >= s->agent_deadline_ns))
+			session_finish(srv, s);
+	}
+}
+
+void session_finish_all(struct server *srv)
+{
+	while (srv->sessions)
+		session_finish(srv, srv->sessions);
+}

@@ -1,0 +1,29 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * One profiling session: the client (profctl) that asked for it, the target,
+ * its agent connection, the sampler and symbolizer, and the Perfetto writer
+ * on the client's descriptor. Turns agent events and perf records into trace
+ * packets as they arrive and finalizes the trace whatever way the session ends.
+ */
+#ifndef PROFD_SESSION_H
+#define PROFD_SESSION_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "daemon/server.h"
+
+/* A client frame (first or later) on a client connection. */
+void session_client_frame(struct server *srv, struct conn *c, uint32_t type,
+			  const uint8_t *payload, size_t len);
+/* An agent frame; the first must be FRAME_AGENT_HELLO. */
+void session_agent_frame(struct server *srv, struct conn *c, uint32_t type,
+			 const uint8_t *payload, size_t len);
+/* The connection went away (EOF, error, or protocol violation). */
+void session_conn_closed(struct server *srv, struct conn *c);
+/* Periodic work: read perf rings, flush the trace, deadlines. */
+void session_tick_all(struct server *srv);
+/* Finalizes every session (daemon shutdown). */
+void session_finish_all(struct server *srv);
+
+#endif
