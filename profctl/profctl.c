@@ -1,0 +1,39 @@
+// SPDX-License-Identifier: MIT
+/*
+ * profctl's main(): dispatches to one subcommand per file.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "profctl/profctl.h"
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+		"usage: profctl run [--funcs GLOBS] [--freq HZ] [-o FILE] [--duration S] [-v] -- CMD [ARGS...]\n"
+		"       profctl report [--dump] FILE\n"
+		"\n"
+		"  run      start CMD with the agent preloaded, instrument the functions GLOBS\n"
+		"           selects (comma-separated, !GLOB excludes, MODULE:GLOB restricts),\n"
+		"           sample it at HZ (default 999, 0 = off) and write a Perfetto trace\n"
+		"  report   summarize a trace written by profctl run\n");
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		usage(stderr);
+		return 2;
+	}
+	if (strcmp(argv[1], "run") == 0)
+		return cmd_run(argc - 1, argv + 1);
+	if (strcmp(argv[1], "report") == 0)
+		return cmd_report(argc - 1, argv + 1);
+	if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
+		usage(stdout);
+		return 0;
+	}
+	fprintf(stderr, "profctl: unknown command '%s'\n", argv[1]);
+	usage(stderr);
+	return 2;
+}

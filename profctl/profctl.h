@@ -1,0 +1,33 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * profctl's subcommands (one file each) and the link to the daemon they share.
+ */
+#ifndef PROFD_PROFCTL_H
+#define PROFD_PROFCTL_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+int cmd_run(int argc, char **argv);
+int cmd_report(int argc, char **argv);
+
+struct daemon_link {
+	int fd;            /* connected to profd */
+	pid_t private_pid; /* > 0 when we started a private profd */
+	char private_dir[256];
+	char socket_path[300];
+};
+
+/*
+ * Connects to the system profd (PROFD_SOCKET or /run/profd/profd.sock) or,
+ * when none answers, starts a private one for this user. Returns 0 or a
+ * negative errno after printing a one-line reason.
+ */
+int daemon_link_open(struct daemon_link *link, bool verbose);
+/* Closes the connection and waits for a private daemon to exit (bounded). */
+void daemon_link_close(struct daemon_link *link);
+
+/* Directory of the running profctl binary (to find profd and the agent). */
+int profctl_self_dir(char *buf, size_t len);
+
+#endif
