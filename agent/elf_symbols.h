@@ -31,10 +31,21 @@ struct elf_symbols {
 };
 
 /*
- * Loads the symbols of the ELF file at path. Returns 0, or a negative errno
- * with a one-line reason in err ("truncated section header table", ...).
+ * Loads the symbols of the ELF file at path (mmap'ed read-only, unmapped
+ * before returning). Returns 0, or a negative errno with a one-line reason in
+ * err that does not repeat the path ("truncated section header table at
+ * 0x...", ...):
+ *   -ENOEXEC  not an ELF64 little-endian x86-64 executable or shared object,
+ *             or a truncated or malformed one
+ *   -ENODATA  no .symtab and no .dynsym (a table without functions is not an
+ *             error: n_functions is 0)
+ *   -ENOMEM, or the negative errno of open/fstat/mmap.
+ * On error *out is zeroed (elf_symbols_free on it is harmless). Names are
+ * copied: nothing points into the file afterwards. The file must not shrink
+ * while it is read (SIGBUS); the result is read-only and may be shared.
  */
 int elf_symbols_load(const char *path, struct elf_symbols *out, char *err, size_t errlen);
+/* Same from a caller buffer (any alignment); nothing points into buf afterwards. */
 int elf_symbols_load_buffer(const uint8_t *buf, size_t len, struct elf_symbols *out, char *err,
 			    size_t errlen);
 void elf_symbols_free(struct elf_symbols *s);

@@ -81,6 +81,17 @@ static size_t list_candidates(const struct proc_maps *maps, uint64_t code_lo, ui
 	return n;
 }
 
+/* Slot 0: `jmp *8(%rip)` and the address of the generic entry trampoline. */
+static void stub_region_write_thunk(uint8_t *thunk)
+{
+	static const uint8_t jmp_indirect[] = { 0xff, 0x25, 0x02, 0x00, 0x00, 0x00, 0xcc, 0xcc };
+	uint64_t entry = (uint64_t)(uintptr_t)profagent_entry_trampoline;
+
+	_Static_assert(sizeof(jmp_indirect) == STUB_THUNK_POINTER_OFFSET, "thunk layout");
+	memcpy(thunk, jmp_indirect, sizeof(jmp_indirect));
+	memcpy(thunk + STUB_THUNK_POINTER_OFFSET, &entry, sizeof(entry));
+}
+
 int stub_region_map(const struct proc_maps *maps, uint64_t code_lo, uint64_t code_hi,
 		    size_t n_slots, struct stub_region *r)
 {
@@ -97,7 +108,7 @@ int stub_region_map(const struct proc_maps *maps, uint64_t code_lo, uint64_t cod
 	r->base = base;
 	r->size = size;
 	r->n_slots = n_slots;
-	*(uint64_t *)r->base = (uint64_t)(uintptr_t)profagent_entry_trampoline;
+	stub_region_write_thunk(r->base);
 	return 0;
 }
 
@@ -135,10 +146,8 @@ int stub_region_fill(struct stub_region *r, size_t slot, uint64_t func_addr, siz
 		*reason = reloc.skip_reason ? reloc.skip_reason : "relocation failed";
 		return err;
 	}
-	s[0] = 0x4c, s[1] = 0x8d, s[2] = 0x1d; /* lea desc(%rip), %r11 */
-	put_rel32(s + 3, sa + 7, sa + STUB_DESC_OFFSET);
-	s[7] = 0xff, s[8] = 0x25; /* jmp *region_entry(%rip) */
-	put_rel32(s + 9, sa + 13, (uint64_t)(uintptr_t)r->base);
+	s[0] = 0xe8; /* call region_thunk: pushes the relocated prologue's address */
+	put_rel32(s + 1, sa + STUB_RELOCATED_OFFSET, (uint64_t)(uintptr_t)r->base);
 	memcpy(s + STUB_DESC_OFFSET, &desc, sizeof(desc));
 	*patch_len = reloc.patch_len;
 	return 0;

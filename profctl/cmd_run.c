@@ -153,18 +153,23 @@ static void set_preload(const char *agent)
 	free(v);
 }
 
-/* In the child: wait for the go (the session token), then become CMD. */
+/*
+ * In the child: wait for the go (two lines: the session token, or "-" for no
+ * agent, and the daemon's socket path, both known only after the fork), then
+ * become CMD.
+ */
 static void child_main(struct run_state *rs, int go_read, int err_write)
 {
-	char token[128];
+	char token[128], socket_path[sizeof(rs->link.socket_path)];
 	int err;
 
-	if (read_token(go_read, token, sizeof(token)))
+	if (read_token(go_read, token, sizeof(token)) ||
+	    read_token(go_read, socket_path, sizeof(socket_path)))
 		_exit(127); /* profctl gave up before starting us */
 	close(go_read);
 	if (strcmp(token, "-") != 0) {
 		set_preload(rs->agent_path);
-		setenv("PROFD_AGENT_SOCKET", rs->link.socket_path, 1);
+		setenv("PROFD_AGENT_SOCKET", socket_path, 1);
 		setenv("PROFD_AGENT_TOKEN", token, 1);
 	}
 	execvp(rs->opt.argv[0], rs->opt.argv);
@@ -309,9 +314,10 @@ static int announce_target(struct run_state *rs)
 static int release_target(struct run_state *rs, const char *token)
 {
 	int exec_errno = 0;
-	size_t len = strlen(token);
+	char msg[512];
+	int len = snprintf(msg, sizeof(msg), "%s\n%s\n", token, rs->link.socket_path);
 
-	if (write(rs->go_pipe, token, len) != (ssize_t)len || write(rs->go_pipe, "\n", 1) != 1)
+	if (len >= (int)sizeof(msg) || write(rs->go_pipe, msg, (size_t)len) != len)
 		return -EPIPE;
 	close(rs->go_pipe);
 	rs->go_pipe = -1;

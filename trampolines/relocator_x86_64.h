@@ -13,11 +13,18 @@
 
 /* Bytes a `jmp rel32` needs at the function's entry. */
 #define RELOCATOR_JMP_REL32_LEN 5
+/* Largest min_patch_len accepted (bounds the work arrays on the stack). */
+#define RELOCATOR_MAX_PATCH_LEN 16
+/*
+ * Upper bound of reloc->code_len: at most 30 displaced bytes, at most 8 rel8
+ * branches widened by 4 bytes each, and a 14-byte absolute jump back.
+ */
+#define RELOCATOR_MAX_CODE_LEN 128
 
 struct relocation {
 	size_t patch_len;        /* original bytes displaced (whole instructions, >= min_patch_len) */
 	size_t code_len;         /* bytes written to out: relocated instructions + jump back */
-	const char *skip_reason; /* static text when relocator_relocate() fails */
+	const char *skip_reason; /* on failure: static or thread-local text, see below */
 };
 
 /*
@@ -37,8 +44,12 @@ struct relocation {
  *  -ERANGE  function shorter than min_patch_len, or a new displacement does not fit;
  *  -EXDEV   a branch elsewhere in the function lands inside the patched bytes;
  *  -ENOTSUP an instruction we do not relocate (loop/jrcxz, xbegin, undecodable, ...);
- *  -ENOSPC  out_cap too small.
- * Thread-safe (no state).
+ *  -ENOSPC  out_cap too small (RELOCATOR_MAX_CODE_LEN always suffices);
+ *  -EINVAL  NULL pointers, or min_patch_len 0 or above RELOCATOR_MAX_PATCH_LEN.
+ * On failure nothing is written to out. skip_reason then points to a
+ * thread-local buffer, valid until the next call in the same thread; copy it
+ * to keep it. NULL on success.
+ * Thread-safe (no shared state); not async-signal-safe (snprintf).
  */
 int relocator_relocate(const uint8_t *code, size_t func_size, uint64_t func_addr,
 		       size_t min_patch_len, uint64_t dest_addr, uint8_t *out, size_t out_cap,

@@ -9,18 +9,25 @@
 #define PROFD_TRAMPOLINE_LAYOUT_H
 
 /*
- * A stub region is a page-aligned block near one module: slot 0 holds the
- * address of the generic entry trampoline, slots 1.. one function each:
- *   +0   lea  desc(%rip), %r11        4c 8d 1d <rel32>
- *   +7   jmp  *region_entry(%rip)     ff 25 <rel32>
- *   +13  relocated prologue + jump back to the function
+ * A stub region is a page-aligned block near one module. Slot 0 is the
+ * region's thunk: `jmp *8(%rip)` then the address of the generic entry
+ * trampoline at +8. Slots 1.. serve one function each:
+ *   +0   call region_thunk             e8 <rel32>   pushes slot+5
+ *   +5   relocated prologue + jump back to the function
  *   +48  struct stub_desc
+ * No register is touched before the trampoline saves them all (callers
+ * compiled with IPA-RA keep values in "caller-saved" registers across calls
+ * to functions known not to clobber them). The trampoline ends with `ret`,
+ * which lands on slot+5: the return stack buffer predicts it exactly.
  */
 #define STUB_SLOT_SIZE 64
 #define STUB_CODE_OFFSET 0
-#define STUB_RELOCATED_OFFSET 13
+#define STUB_RELOCATED_OFFSET 5
 #define STUB_DESC_OFFSET 48
 #define STUB_RELOCATED_MAX (STUB_DESC_OFFSET - STUB_RELOCATED_OFFSET)
+/* From the address the stub's call pushed (slot+5) to its descriptor. */
+#define STUB_RETURN_TO_DESC (STUB_DESC_OFFSET - STUB_RELOCATED_OFFSET)
+#define STUB_THUNK_POINTER_OFFSET 8
 
 /* struct stub_desc field offsets, for the assembly */
 #define STUB_DESC_RELOCATED 0

@@ -4,24 +4,32 @@
  * instrumented function. Owns the register-save discipline; must never
  * change what the instrumented function or its caller observe.
  *
- * Entry: reached by `jmp` from a function's stub with r11 = its stub_desc and
- * rsp -> the caller's return address (rsp % 16 == 8). Saves every integer
- * argument register plus rax (vararg vector count), r10 (static chain) and
- * r11, calls profagent_enter_hook(desc, &return_address) with rsp 16-aligned,
- * restores them and jumps to the relocated prologue. Vector and x87 registers
- * are not saved on this path because the hooks are compiled with
- * -mgeneral-regs-only (agent/hooks.c); the once-per-thread slow path, which
- * runs ordinary C, saves the whole extended state with xsave64.
+ * Every general-purpose register the C hooks may clobber is saved on both
+ * paths, not only the argument and return registers: GCC's IPA-RA lets a
+ * caller keep values in rcx, r8-r11 ... across a call to a same-unit
+ * function that does not clobber them. Vector and x87 registers are not
+ * saved on the fast path because the hooks are compiled with
+ * -mgeneral-regs-only and call nothing (agent/hooks.c); the once-per-thread
+ * slow path, which runs ordinary C, saves the whole extended state (xsave64).
  *
- * Exit: the hook replaced the return address with profagent_exit_trampoline,
- * so the instrumented function's `ret` lands here with rsp 16-aligned. Saves
- * rax/rdx (integer returns; xmm0/xmm1 and st0/st1 are untouched by the hook),
- * calls profagent_exit_hook(stack pointer), which returns the real return
- * address, and returns there.
+ * Entry: a function's stub did `call region_thunk`, which jumped here. So
+ * rsp -> stub+5 (the relocated prologue), rsp+8 -> the caller's return
+ * address, rsp % 16 == 0. We call profagent_enter_hook(desc, &return_address)
+ * with rsp 16-aligned, restore everything and `ret` into the relocated
+ * prologue. The CFI describes the stub's pushed address as part of this
+ * frame, so unwinders go from here straight to the instrumented function's
+ * caller.
  *
  * Stack at the call of the enter hook (offsets from rbp):
- *   +8 return address of the caller   0 saved rbp   -8 rdi  -16 rsi  -24 rdx
- *   -32 rcx  -40 r8  -48 r9  -56 rax  -64 r10  -72 r11  -80 padding
+ *   +16 caller's return address  +8 stub+5  0 saved rbp  -8 rdi  -16 rsi
+ *   -24 rdx  -32 rcx  -40 r8  -48 r9  -56 rax  -64 r10  -72 r11
+ *
+ * Exit: the hook replaced the return address with profagent_exit_trampoline,
+ * so the instrumented function's `ret` lands here with rsp 16-aligned. We
+ * save the same nine registers (rax/rdx carry integer returns; xmm0/xmm1 and
+ * st0/st1 are untouched by the hook), call profagent_exit_hook(stack
+ * pointer), which returns the real return address, put it where `ret` finds
+ * it, restore and return there.
  */
 #include "trampolines/trampoline_layout.h"
 
@@ -35,19 +43,10 @@
 #define END(name) .size name, .-name
 
 #define SAVED_R11 -72
-#define SAVED_AREA_BOTTOM -80
+#define SAVED_AREA_BOTTOM -72
 #define XSAVE_HEADER_OFFSET 512
 
-	.text
-
-ENTRY(profagent_entry_trampoline)
-	.cfi_startproc
-	endbr64
-	pushq	%rbp
-	.cfi_adjust_cfa_offset 8
-	.cfi_rel_offset %rbp, 0
-	movq	%rsp, %rbp
-	.cfi_def_cfa_register %rbp
+.macro SAVE_SCRATCH_REGISTERS
 	pushq	%rdi
 	pushq	%rsi
 	pushq	%rdx
@@ -57,14 +56,9 @@ ENTRY(profagent_entry_trampoline)
 	pushq	%rax
 	pushq	%r10
 	pushq	%r11
-	subq	$8, %rsp
-	movq	%r11, %rdi
-	leaq	8(%rbp), %rsi
-	call	profagent_enter_hook
-	testl	%eax, %eax
-	jnz	.Lentry_slow_path
-.Lentry_restore:
-	addq	$8, %rsp
+.endm
+
+.macro RESTORE_SCRATCH_REGISTERS
 	popq	%r11
 	popq	%r10
 	popq	%rax
@@ -74,11 +68,33 @@ ENTRY(profagent_entry_trampoline)
 	popq	%rdx
 	popq	%rsi
 	popq	%rdi
+.endm
+
+	.text
+
+ENTRY(profagent_entry_trampoline)
+	.cfi_startproc
+	.cfi_def_cfa_offset 16
+	endbr64
+	pushq	%rbp
+	.cfi_adjust_cfa_offset 8
+	.cfi_rel_offset %rbp, 0
+	movq	%rsp, %rbp
+	.cfi_def_cfa_register %rbp
+	SAVE_SCRATCH_REGISTERS
+	movq	8(%rbp), %rdi
+	addq	$STUB_RETURN_TO_DESC, %rdi
+	leaq	16(%rbp), %rsi
+	call	profagent_enter_hook
+	testl	%eax, %eax
+	jnz	.Lentry_slow_path
+.Lentry_restore:
+	RESTORE_SCRATCH_REGISTERS
 	popq	%rbp
 	.cfi_remember_state
-	.cfi_def_cfa %rsp, 8
+	.cfi_def_cfa %rsp, 16
 	.cfi_same_value %rbp
-	jmp	*STUB_DESC_RELOCATED(%r11)
+	ret				/* into the relocated prologue at stub+5 */
 
 	.cfi_restore_state
 .Lentry_slow_path:
@@ -102,8 +118,9 @@ ENTRY(profagent_entry_trampoline)
 	movl	$-1, %edx
 	xrstor64 (%rsp)
 	leaq	SAVED_AREA_BOTTOM(%rbp), %rsp
-	movq	SAVED_R11(%rbp), %rdi
-	leaq	8(%rbp), %rsi
+	movq	8(%rbp), %rdi
+	addq	$STUB_RETURN_TO_DESC, %rdi
+	leaq	16(%rbp), %rsi
 	call	profagent_enter_hook
 	jmp	.Lentry_restore
 	.cfi_endproc
@@ -123,13 +140,13 @@ ENTRY(profagent_exit_trampoline)
 	.cfi_rel_offset %rbp, 0
 	movq	%rsp, %rbp
 	.cfi_def_cfa_register %rbp
-	pushq	%rax
-	pushq	%rdx
+	SAVE_SCRATCH_REGISTERS
+	subq	$8, %rsp
 	leaq	16(%rbp), %rdi
 	call	profagent_exit_hook
 	movq	%rax, 8(%rbp)
-	popq	%rdx
-	popq	%rax
+	addq	$8, %rsp
+	RESTORE_SCRATCH_REGISTERS
 	popq	%rbp
 	.cfi_def_cfa %rsp, 8
 	.cfi_same_value %rbp

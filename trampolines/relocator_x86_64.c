@@ -1,0 +1,436 @@
+// SPDX-License-Identifier: MIT
+/*
+ * x86-64 prologue relocator: decodes a function's first instructions with
+ * Zydis, re-targets their rip-relative and branch displacements for the copy
+ * at dest_addr and appends the jump back. It holds no state, allocates nothing,
+ * never writes outside out[0..out_cap) (nothing at all on failure), and turns
+ * every doubt into a skip reason rather than a guess. It does not log: the
+ * caller knows the function's name and logs the reason once.
+ */
+#include <assert.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <Zydis/Zydis.h>
+
+#include "trampolines/relocator_x86_64.h"
+
+/* Whole instructions covering min_patch_len bytes: at most one per byte. */
+#define RELOCATOR_MAX_INSNS  RELOCATOR_MAX_PATCH_LEN
+#define X86_MAX_INSN_LEN     15
+#define JCC_REL32_LEN        6
+#define JMP_ABS64_LEN        14 /* jmp *0(%rip); .quad target */
+#define RELOCATOR_MAX_CODE   (RELOCATOR_MAX_INSNS * X86_MAX_INSN_LEN + JMP_ABS64_LEN)
+
+enum copy_kind {
+	COPY_VERBATIM,     /* position-independent: bytes as they are */
+	COPY_RIP_RELATIVE, /* same bytes, new disp32 */
+	COPY_JCC,          /* re-emitted as 0F 8x rel32 */
+	COPY_JMP,          /* re-emitted as E9 rel32 */
+	COPY_CALL,         /* re-emitted as E8 rel32 */
+};
+
+struct copied_insn {
+	enum copy_kind kind;
+	size_t src_off;
+	size_t src_len;
+	size_t out_off;
+	size_t out_len;
+	uint64_t target;   /* original absolute address of the memory operand or branch */
+	uint8_t cond;      /* COPY_JCC: condition code, the opcode's low nibble */
+	uint8_t disp_off;  /* COPY_RIP_RELATIVE: offset of disp32 in the instruction */
+	bool ends_flow;    /* unconditional jmp or ret: nothing falls through */
+};
+
+struct prologue {
+	const uint8_t *code;
+	size_t func_size;
+	uint64_t func_addr;
+	uint64_t dest_addr;
+	size_t patch_len;
+	size_t n_insns;
+	struct copied_insn insns[RELOCATOR_MAX_INSNS];
+};
+
+/*
+ * Reasons carry offsets, so they are formatted here. Not initial-exec: the
+ * relocator runs when a function is patched, never on a trampoline's path.
+ */
+static __thread char reason_buf[96];
+
+__attribute__((format(printf, 3, 4)))
+static int fail(struct relocation *reloc, int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(reason_buf, sizeof(reason_buf), fmt, ap);
+	va_end(ap);
+	reloc->skip_reason = reason_buf;
+	return err;
+}
+
+static bool rel32_of(uint64_t target, uint64_t next_ip, int32_t *rel)
+{
+	int64_t delta = (int64_t)(target - next_ip);
+
+	if (delta < INT32_MIN || delta > INT32_MAX)
+		return false;
+	*rel = (int32_t)delta;
+	return true;
+}
+
+static void put_le32(uint8_t *p, int32_t value)
+{
+	uint32_t v = (uint32_t)value;
+
+	for (int i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void put_le64(uint8_t *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* The target of a relative immediate (jmp/jcc/call/loop/xbegin), if any. */
+static bool relative_branch_target(const ZydisDecodedInstruction *insn, uint64_t ip,
+				   uint64_t *target)
+{
+	for (int i = 0; i < 2; i++) {
+		if (insn->raw.imm[i].is_relative) {
+			*target = ip + insn->length + (uint64_t)insn->raw.imm[i].value.s;
+			return true;
+		}
+	}
+	return false;
+}
+
+static const ZydisDecodedOperand *ip_relative_operand(const ZydisDecodedInstruction *insn,
+						      const ZydisDecodedOperand *ops)
+{
+	for (int i = 0; i < insn->operand_count; i++) {
+		if (ops[i].type != ZYDIS_OPERAND_TYPE_MEMORY)
+			continue;
+		if (ops[i].mem.base == ZYDIS_REGISTER_RIP || ops[i].mem.base == ZYDIS_REGISTER_EIP)
+			return &ops[i];
+	}
+	return NULL;
+}
+
+/* Branches with only a rel8 form, or whose target is a hidden abort/loop address. */
+static bool is_unrelocatable_branch(ZydisMnemonic mnemonic)
+{
+	switch (mnemonic) {
+	case ZYDIS_MNEMONIC_LOOP:
+	case ZYDIS_MNEMONIC_LOOPE:
+	case ZYDIS_MNEMONIC_LOOPNE:
+	case ZYDIS_MNEMONIC_JCXZ:
+	case ZYDIS_MNEMONIC_JECXZ:
+	case ZYDIS_MNEMONIC_JRCXZ:
+	case ZYDIS_MNEMONIC_XBEGIN:
+		return true;
+	default:
+		return false;
+	}
+}
+
+/* Jcc rel8 (7x) or rel32 (0F 8x); the condition is the opcode's low nibble either way. */
+static bool is_jcc(const ZydisDecodedInstruction *insn)
+{
+	uint8_t row = insn->opcode_map == ZYDIS_OPCODE_MAP_0F ? 0x80 : 0x70;
+
+	return insn->meta.category == ZYDIS_CATEGORY_COND_BR && (insn->opcode & 0xf0) == row;
+}
+
+static int classify_branch(const struct prologue *p, struct copied_insn *ci,
+			   const ZydisDecodedInstruction *insn, struct relocation *reloc)
+{
+	const char *name = ZydisMnemonicGetString(insn->mnemonic);
+	uint64_t ip = p->func_addr + ci->src_off;
+
+	if (is_unrelocatable_branch(insn->mnemonic))
+		return fail(reloc, -ENOTSUP, "%s at +0x%zx cannot be relocated", name, ci->src_off);
+	/* 66-prefixed near branches truncate rip to 16 bits on AMD. */
+	if (insn->attributes & ZYDIS_ATTRIB_HAS_OPERANDSIZE)
+		return fail(reloc, -ENOTSUP, "%s at +0x%zx has an operand-size prefix", name,
+			    ci->src_off);
+	if (insn->mnemonic == ZYDIS_MNEMONIC_JMP) {
+		ci->kind = COPY_JMP;
+		ci->out_len = RELOCATOR_JMP_REL32_LEN;
+	} else if (insn->mnemonic == ZYDIS_MNEMONIC_CALL) {
+		if (ci->target == ip + insn->length)
+			return fail(reloc, -ENOTSUP, "call to next instruction captures the pc");
+		ci->kind = COPY_CALL;
+		ci->out_len = RELOCATOR_JMP_REL32_LEN;
+	} else if (is_jcc(insn)) {
+		ci->kind = COPY_JCC;
+		ci->cond = insn->opcode & 0x0f;
+		ci->out_len = JCC_REL32_LEN;
+	} else {
+		return fail(reloc, -ENOTSUP,
+			    "%s at +0x%zx has a relative operand we do not relocate", name,
+			    ci->src_off);
+	}
+	return 0;
+}
+
+static int classify_insn(const struct prologue *p, struct copied_insn *ci,
+			 const ZydisDecodedInstruction *insn, const ZydisDecodedOperand *ops,
+			 struct relocation *reloc)
+{
+	uint64_t ip = p->func_addr + ci->src_off;
+	const ZydisDecodedOperand *mem;
+
+	ci->kind = COPY_VERBATIM;
+	ci->out_len = insn->length;
+	ci->ends_flow = insn->meta.category == ZYDIS_CATEGORY_UNCOND_BR ||
+			insn->meta.category == ZYDIS_CATEGORY_RET;
+	if (relative_branch_target(insn, ip, &ci->target))
+		return classify_branch(p, ci, insn, reloc);
+
+	mem = ip_relative_operand(insn, ops);
+	if (!mem)
+		return 0;
+	if (mem->mem.base == ZYDIS_REGISTER_EIP)
+		return fail(reloc, -ENOTSUP, "%s at +0x%zx uses a 32-bit eip-relative address",
+			    ZydisMnemonicGetString(insn->mnemonic), ci->src_off);
+	assert(insn->raw.disp.size == 32); /* rip-relative is always disp32 */
+	ci->kind = COPY_RIP_RELATIVE;
+	ci->disp_off = insn->raw.disp.offset;
+	ci->target = ip + insn->length + (uint64_t)insn->raw.disp.value;
+	return 0;
+}
+
+/* Decodes whole instructions until they cover min_patch_len bytes. */
+static int decode_prologue(struct prologue *p, const ZydisDecoder *dec, size_t min_patch_len,
+			   struct relocation *reloc)
+{
+	ZydisDecodedInstruction insn;
+	ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
+	size_t off = 0;
+
+	while (off < min_patch_len) {
+		struct copied_insn *ci = &p->insns[p->n_insns];
+		ZyanStatus status;
+		int err;
+
+		assert(p->n_insns < RELOCATOR_MAX_INSNS);
+		status = ZydisDecoderDecodeFull(dec, p->code + off, p->func_size - off, &insn, ops);
+		if (status == ZYDIS_STATUS_NO_MORE_DATA)
+			return fail(reloc, -ERANGE,
+				    "instruction at +0x%zx runs past the end of the function", off);
+		if (!ZYAN_SUCCESS(status))
+			return fail(reloc, -ENOTSUP, "undecodable instruction at +0x%zx", off);
+
+		memset(ci, 0, sizeof(*ci));
+		ci->src_off = off;
+		ci->src_len = insn.length;
+		err = classify_insn(p, ci, &insn, ops, reloc);
+		if (err)
+			return err;
+		p->n_insns++;
+		off += insn.length;
+	}
+	p->patch_len = off;
+	return 0;
+}
+
+static bool lands_inside_patch(const struct prologue *p, uint64_t target)
+{
+	return target > p->func_addr && target < p->func_addr + p->patch_len;
+}
+
+/*
+ * A branch from the rest of the body into bytes 1..patch_len-1 would execute
+ * the tail of the jmp rel32. Decoding stops quietly at the first undecodable
+ * byte (padding or data): past it, linear decoding proves nothing either way.
+ * Indirect jumps (switch tables) cannot be checked here.
+ */
+static int check_branches_into_patch(const struct prologue *p, const ZydisDecoder *dec,
+				     struct relocation *reloc)
+{
+	ZydisDecodedInstruction insn;
+	size_t off = p->patch_len;
+
+	while (off < p->func_size) {
+		uint64_t target;
+
+		if (!ZYAN_SUCCESS(ZydisDecoderDecodeInstruction(dec, NULL, p->code + off,
+							       p->func_size - off, &insn)))
+			break;
+		if (relative_branch_target(&insn, p->func_addr + off, &target) &&
+		    lands_inside_patch(p, target))
+			return fail(reloc, -EXDEV,
+				    "a branch at +0x%zx lands inside the patched bytes", off);
+		off += insn.length;
+	}
+	return 0;
+}
+
+/* Places each instruction in the copy before any is encoded: branches widen. */
+static void lay_out_copy(struct prologue *p)
+{
+	size_t out_off = 0;
+
+	for (size_t i = 0; i < p->n_insns; i++) {
+		p->insns[i].out_off = out_off;
+		out_off += p->insns[i].out_len;
+	}
+}
+
+/* Where a copied branch must go: into the copy if its target was copied. */
+static int resolve_branch_target(const struct prologue *p, const struct copied_insn *ci,
+				 uint64_t *target, struct relocation *reloc)
+{
+	if (ci->target < p->func_addr || ci->target >= p->func_addr + p->patch_len) {
+		*target = ci->target;
+		return 0;
+	}
+	for (size_t i = 0; i < p->n_insns; i++) {
+		if (p->func_addr + p->insns[i].src_off == ci->target) {
+			*target = p->dest_addr + p->insns[i].out_off;
+			return 0;
+		}
+	}
+	return fail(reloc, -EXDEV, "a branch at +0x%zx lands inside the patched bytes",
+		    ci->src_off);
+}
+
+static int encode_branch(const struct prologue *p, const struct copied_insn *ci, uint8_t *out,
+			 struct relocation *reloc)
+{
+	uint64_t next_ip = p->dest_addr + ci->out_off + ci->out_len;
+	uint64_t target = 0;
+	int32_t rel;
+	int err;
+
+	err = resolve_branch_target(p, ci, &target, reloc);
+	if (err)
+		return err;
+	if (!rel32_of(target, next_ip, &rel))
+		return fail(reloc, -ERANGE,
+			    "branch at +0x%zx: target out of rel32 range of the copy", ci->src_off);
+	if (ci->kind == COPY_JCC) {
+		out[0] = 0x0f;
+		out[1] = 0x80 | ci->cond;
+	} else {
+		out[0] = ci->kind == COPY_CALL ? 0xe8 : 0xe9;
+	}
+	put_le32(out + ci->out_len - 4, rel);
+	return 0;
+}
+
+static int encode_insn(const struct prologue *p, const struct copied_insn *ci, uint8_t *out,
+		       struct relocation *reloc)
+{
+	uint64_t next_ip = p->dest_addr + ci->out_off + ci->out_len;
+	int32_t rel;
+
+	switch (ci->kind) {
+	case COPY_VERBATIM:
+		memcpy(out, p->code + ci->src_off, ci->src_len);
+		return 0;
+	case COPY_RIP_RELATIVE:
+		if (!rel32_of(ci->target, next_ip, &rel))
+			return fail(reloc, -ERANGE,
+				    "rip-relative operand at +0x%zx out of rel32 range of the copy",
+				    ci->src_off);
+		memcpy(out, p->code + ci->src_off, ci->src_len);
+		put_le32(out + ci->disp_off, rel);
+		return 0;
+	case COPY_JCC:
+	case COPY_JMP:
+	case COPY_CALL:
+		return encode_branch(p, ci, out, reloc);
+	}
+	assert(!"unknown copy kind");
+	return -EINVAL;
+}
+
+/* Appends the jump to func_addr + patch_len at out[at]; returns its length. */
+static size_t encode_jump_back(const struct prologue *p, uint8_t *out, size_t at)
+{
+	static const uint8_t jmp_rip_indirect[6] = { 0xff, 0x25, 0, 0, 0, 0 };
+	uint64_t resume = p->func_addr + p->patch_len;
+	int32_t rel;
+
+	if (rel32_of(resume, p->dest_addr + at + RELOCATOR_JMP_REL32_LEN, &rel)) {
+		out[at] = 0xe9;
+		put_le32(out + at + 1, rel);
+		return RELOCATOR_JMP_REL32_LEN;
+	}
+	memcpy(out + at, jmp_rip_indirect, sizeof(jmp_rip_indirect));
+	put_le64(out + at + sizeof(jmp_rip_indirect), resume);
+	return JMP_ABS64_LEN;
+}
+
+static int encode_copy(const struct prologue *p, uint8_t *code, size_t *code_len,
+		       struct relocation *reloc)
+{
+	size_t len = 0;
+
+	for (size_t i = 0; i < p->n_insns; i++) {
+		const struct copied_insn *ci = &p->insns[i];
+		int err = encode_insn(p, ci, code + ci->out_off, reloc);
+
+		if (err)
+			return err;
+		len = ci->out_off + ci->out_len;
+	}
+	if (!p->insns[p->n_insns - 1].ends_flow)
+		len += encode_jump_back(p, code, len);
+	assert(len <= RELOCATOR_MAX_CODE_LEN);
+	*code_len = len;
+	return 0;
+}
+
+int relocator_relocate(const uint8_t *code, size_t func_size, uint64_t func_addr,
+		       size_t min_patch_len, uint64_t dest_addr, uint8_t *out, size_t out_cap,
+		       struct relocation *reloc)
+{
+	struct prologue p = {
+		.code = code,
+		.func_size = func_size,
+		.func_addr = func_addr,
+		.dest_addr = dest_addr,
+	};
+	uint8_t copy[RELOCATOR_MAX_CODE];
+	ZydisDecoder dec;
+	size_t copy_len;
+	int err;
+
+	if (!reloc)
+		return -EINVAL;
+	memset(reloc, 0, sizeof(*reloc));
+	if (!code || !out || min_patch_len == 0 || min_patch_len > RELOCATOR_MAX_PATCH_LEN)
+		return fail(reloc, -EINVAL, "invalid arguments (min_patch_len %zu)", min_patch_len);
+	if (func_size < min_patch_len)
+		return fail(reloc, -ERANGE, "function shorter than the %zu-byte patch",
+			    min_patch_len);
+	if (!ZYAN_SUCCESS(ZydisDecoderInit(&dec, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64)))
+		return fail(reloc, -EINVAL, "cannot initialise the Zydis decoder");
+
+	err = decode_prologue(&p, &dec, min_patch_len, reloc);
+	if (err)
+		return err;
+	err = check_branches_into_patch(&p, &dec, reloc);
+	if (err)
+		return err;
+	lay_out_copy(&p);
+	err = encode_copy(&p, copy, &copy_len, reloc);
+	if (err)
+		return err;
+	if (copy_len > out_cap)
+		return fail(reloc, -ENOSPC, "%zu bytes of relocated code do not fit in %zu",
+			    copy_len, out_cap);
+
+	memcpy(out, copy, copy_len);
+	reloc->patch_len = p.patch_len;
+	reloc->code_len = copy_len;
+	return 0;
+}
