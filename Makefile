@@ -120,7 +120,7 @@ $(BUILD)/profctl: $(BUILD)/obj/profctl/profctl.o $(PROFCTL_OBJ) $(EXPORT_OBJ) $(
 	$(Q)$(CC) -o $@ $^ $(LDFLAGS_SAN) $(LIBS_COMMON)
 
 # ---- tests, targets, benchmarks ---------------------------------------------
-TEST_LINK_OBJ := $(TRAMP_OBJ) $(DAEMON_OBJ) $(EXPORT_OBJ) $(PROFCTL_OBJ) $(COMMON_OBJ)
+TEST_LINK_OBJ := $(AGENT_OBJ) $(TRAMP_OBJ) $(DAEMON_OBJ) $(EXPORT_OBJ) $(PROFCTL_OBJ) $(COMMON_OBJ)
 
 $(BUILD)/tests/%: tests/unit/%.c $(TEST_LINK_OBJ) tests/unit/unit.h
 	@mkdir -p $(@D)

@@ -31,7 +31,8 @@ struct sampler_sample {
 	bool user_mode;        /* sample ip was in user space */
 	uint64_t ip;
 	size_t n_callchain;    /* user frames only, leaf first, PERF_CONTEXT_* markers removed */
-	const uint64_t *callchain;
+	const uint64_t *callchain; /* callchain[0] == ip (the kernel stores the interrupted
+				      user ip first); valid only during the callback */
 };
 
 struct sampler_mmap {
@@ -53,6 +54,13 @@ struct sampler_callbacks {
 /*
  * Opens the events. Returns NULL with errno set and a one-line reason in
  * err (e.g. "perf_event_open(pid 123, cpu 0): Permission denied; perf_event_paranoid=3").
+ * With enable_on_exec the target must be single-threaded (blocked before
+ * execve). Otherwise every thread listed in /proc/PID/task gets one event per
+ * CPU, redirected into that CPU's ring; threads they create later are followed
+ * (inherit), threads created while sampler_open runs by a thread not yet
+ * opened are missed. Records other than samples may be slightly out of time
+ * order within a ring (a sample interrupting the writer of another record).
+ * A sampler is used by one thread at a time; there is no global state.
  */
 struct sampler *sampler_open(const struct sampler_config *cfg, char *err, size_t errlen);
 
@@ -61,6 +69,28 @@ size_t sampler_fds(const struct sampler *s, const int **fds);
 
 /* Drains every ring, calling cb for each record. Returns records read or negative errno. */
 int sampler_read(struct sampler *s, const struct sampler_callbacks *cb, void *ctx);
+
+/* Counters since sampler_open (sampler_read adds to them). */
+struct sampler_stats {
+	uint64_t records;          /* records parsed and handed to callbacks */
+	uint64_t samples;
+	uint64_t lost;             /* samples the kernel dropped (LOST, LOST_SAMPLES) */
+	uint64_t malformed;        /* records, or rest of a ring's data, skipped as malformed */
+	uint64_t throttled;        /* THROTTLE records: the kernel lowered the rate */
+	uint64_t truncated_chains; /* callchains cut to SAMPLER_MAX_CALLCHAIN frames */
+};
+
+void sampler_get_stats(const struct sampler *s, struct sampler_stats *out);
+
+/*
+ * Parses the records in [tail, head) of a perf data area of size bytes (a
+ * power of two, positions taken modulo size) exactly as sampler_read parses
+ * each ring, with cpu reported in lost callbacks. Exposed for tests and
+ * fuzzing: data may be arbitrary bytes. Adds to *stats. Returns the number of
+ * records parsed, or -EINVAL (bad size) / -ENOMEM.
+ */
+int sampler_parse(const void *data, size_t size, uint64_t tail, uint64_t head, uint32_t cpu,
+		  const struct sampler_callbacks *cb, void *ctx, struct sampler_stats *stats);
 
 /* Enables counting (for a target that is already running). */
 int sampler_enable(struct sampler *s);

@@ -24,16 +24,35 @@ struct symbol_info {
 	const uint8_t *build_id;     /* raw bytes or NULL */
 	size_t build_id_len;
 	uint64_t map_start, map_end, map_pgoff, load_bias;
+	const char *symbols_error;   /* why the mapping's file gave no symbols ("cannot open
+					file", "not an ELF file", ...), else NULL */
 };
 
+/*
+ * One symbolizer per target process. Not thread-safe: one thread at a time.
+ * ELF files are read lazily (first lookup in them) from /proc/PID/root/PATH,
+ * else PATH, else /proc/PID/map_files/START-END; the vdso from /proc/PID/mem.
+ * Symbols: .symtab, else /usr/lib/debug/.build-id/xx/yyyy.debug's .symtab,
+ * else .dynsym; FUNC and GNU_IFUNC only; aliases fold to one name (global or
+ * weak before local, then the shortest, then byte order); a symbol of size 0
+ * covers up to the next symbol or the end of its section.
+ */
 struct symbolizer *symbolizer_new(pid_t pid);
 void symbolizer_free(struct symbolizer *s);
 
-/* Records an executable mapping (later ones replace overlapping earlier ones). */
+/*
+ * Records an executable mapping (later ones replace overlapping earlier ones).
+ * path NULL, "", "//anon" or "[anon:...]" is reported as "[anon]". Returns 0,
+ * -EINVAL (start >= end) or -ENOMEM.
+ */
 int symbolizer_add_mapping(struct symbolizer *s, uint64_t start, uint64_t end, uint64_t pgoff,
 			   const char *path);
 
-/* Reads the executable mappings of /proc/PID/maps (for processes already running). */
+/*
+ * Reads the executable mappings of /proc/PID/maps (for processes already
+ * running): file-backed, [vdso] and the like, and anonymous ones as "[anon]".
+ * Returns 0 or the negative errno of opening the file (-ENOENT: no process).
+ */
 int symbolizer_load_proc_maps(struct symbolizer *s);
 
 /*

@@ -450,11 +450,11 @@ static int prepare(struct run_state *rs)
 		return -ENOENT;
 	}
 	if (profctl_self_dir(dir, sizeof(dir)))
-		return -ENOENT;
+		return -ELIBACC;
 	snprintf(rs->agent_path, sizeof(rs->agent_path), "%s/libprofagent.so", dir);
 	if (rs->opt.n_patterns && access(rs->agent_path, R_OK)) {
 		fprintf(stderr, "profctl: agent %s: %s\n", rs->agent_path, strerror(errno));
-		return -ENOENT;
+		return -ELIBACC;
 	}
 	return 0;
 }
@@ -466,8 +466,11 @@ int cmd_run(int argc, char **argv)
 	int status = 0, err;
 
 	rs.link.fd = -1;
-	if (parse_run_options(argc, argv, &rs.opt) || prepare(&rs))
+	if (parse_run_options(argc, argv, &rs.opt))
 		return 2;
+	err = prepare(&rs);
+	if (err)
+		return err == -ENOENT ? 127 : 2; /* 127: the shell's "command not found" */
 	err = fork_target(&rs);
 	if (!err)
 		err = open_output(&rs);

@@ -8,6 +8,7 @@
 #ifndef PROFD_FRAME_H
 #define PROFD_FRAME_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -43,35 +44,51 @@ void frame_header_encode(uint8_t *out, uint32_t type, uint32_t length);
 /*
  * Parses a header from buf[0..len). Returns 0 on success, -EAGAIN when fewer
  * than FRAME_HEADER_SIZE bytes are there, -EPROTO for an unknown type and
- * -EMSGSIZE for a length over FRAME_PAYLOAD_MAX.
+ * -EMSGSIZE for a length over FRAME_PAYLOAD_MAX. On -EPROTO and -EMSGSIZE
+ * *hdr still holds the raw values, for the caller's message.
  */
 int frame_header_decode(const uint8_t *buf, size_t len, struct frame_header *hdr);
 
 /* Short name of a frame type for messages ("events", "agent-hello", "unknown"). */
 const char *frame_type_name(uint32_t type);
 
+/* True for the types listed in enum frame_type. */
+bool frame_type_known(uint32_t type);
+
 /*
  * Incremental reader for a non-blocking stream: feed bytes as they arrive,
- * take whole frames out. Memory is bounded by FRAME_PAYLOAD_MAX + header.
+ * take whole frames out. Memory is bounded by FRAME_PAYLOAD_MAX + header;
+ * consumed bytes are compacted away and a buffer grown for a big frame is
+ * shrunk back once it has been taken. One reader per connection, not
+ * thread-safe; the fields are private.
  */
 struct frame_reader {
 	uint8_t *buf;
-	size_t len;
+	size_t len;  /* bytes in buf, consumed ones included */
 	size_t cap;
+	size_t off;  /* bytes at the front of buf already taken by frame_reader_next */
 };
+
+/* Largest buffer frame_reader_space ever allocates. */
+#define FRAME_READER_CAP_MAX (FRAME_HEADER_SIZE + FRAME_PAYLOAD_MAX)
 
 void frame_reader_init(struct frame_reader *r);
 void frame_reader_free(struct frame_reader *r);
 /*
  * Reserves room for at least `want` more bytes and returns where to write
- * them (*room gets the room); NULL with errno = ENOMEM.
+ * them (*room gets the room); NULL with errno = ENOMEM. At the memory bound
+ * *room may be less than want; NULL with errno = ENOBUFS when the buffer is
+ * full, which only happens while a whole frame is waiting in it (take it).
  */
 uint8_t *frame_reader_space(struct frame_reader *r, size_t want, size_t *room);
+/* Adds the n bytes written at the pointer frame_reader_space returned (n <= room). */
 void frame_reader_commit(struct frame_reader *r, size_t n);
 /*
  * Takes the next whole frame: 1 with *hdr and *payload (valid until the next
  * call on r), 0 when more bytes are needed, negative errno for a bad header
- * (the stream cannot be resynchronised: drop the connection).
+ * (the stream cannot be resynchronised: drop the connection). The header is
+ * checked as soon as its 8 bytes are in, before any room is made for the
+ * payload. The payload has no particular alignment: memcpy out of it.
  */
 int frame_reader_next(struct frame_reader *r, struct frame_header *hdr, const uint8_t **payload);
 

@@ -38,7 +38,7 @@ for t in "$BUILD"/tests/test_*; do
 	timeout 300 "$t" >"$tmp/$name.out" 2>&1
 	tally "$name" "$tmp/$name.out" $?
 done
-for t in tests/integration/*.sh; do
+for t in tests/integration/test_*.sh; do
 	[ -f "$t" ] || continue
 	name=$(basename "$t" .sh)
 	timeout 600 bash "$t" >"$tmp/$name.out" 2>&1

@@ -43,6 +43,8 @@ struct trace_counter_value {
 	double value;
 };
 
+struct trace_model_priv;
+
 struct trace_model {
 	size_t n_packets;
 	size_t n_threads, n_slices, n_samples, n_counter_values, n_problems;
@@ -56,9 +58,23 @@ struct trace_model {
 	size_t n_processes;
 	uint64_t samples_lost;          /* sum of kernel_records_lost */
 	int has_clock_snapshot;
+	size_t first_clock_snapshot;    /* packet index (file order) of the first one, if any */
+	/*
+	 * Reader-owned storage: every name, frame and problem string above
+	 * points into it or is freed by trace_model_free; identical names
+	 * share one pointer. Do not touch.
+	 */
+	struct trace_model_priv *priv;
 };
 
-/* Parses the file at path. Returns 0, or negative errno (I/O or framing). */
+/*
+ * Parses the file at path into *out. Returns 0, or negative errno for I/O
+ * errors and -ENOMEM. A damaged trace (bad framing, truncated last packet,
+ * undecodable packets, broken importer rules) is not an error: what could be
+ * parsed is returned and each damage is listed in problems (at most 4096,
+ * then one "... more problems" line). Safe on hostile input. Samples that
+ * share a callstack share their frames arrays. Thread-safe for distinct models.
+ */
 int trace_model_load(const char *path, struct trace_model **out);
 int trace_model_load_buffer(const uint8_t *buf, size_t len, struct trace_model **out);
 void trace_model_free(struct trace_model *m);

@@ -1,0 +1,249 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Symbolizer of one target process: a sorted, non-overlapping array of its
+ * executable mappings, each pointing at a module (one per distinct path,
+ * ELF loading in daemon/elf_module.c, lazily on the first lookup that hits
+ * it). Not thread-safe: one owner thread per symbolizer. Never trusts the
+ * target: paths and files it names only ever yield "no symbols".
+ */
+#include "daemon/symbols.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon/elf_module.h"
+
+struct mapping {
+	uint64_t start, end, pgoff;
+	struct elf_module *module;
+};
+
+struct symbolizer {
+	pid_t pid;
+	struct mapping *maps;   /* sorted by start, non-overlapping */
+	size_t n_maps, cap_maps;
+	struct elf_module **modules;
+	size_t n_modules, cap_modules;
+};
+
+struct symbolizer *symbolizer_new(pid_t pid)
+{
+	struct symbolizer *s = calloc(1, sizeof(*s));
+
+	if (!s)
+		return NULL;
+	s->pid = pid;
+	return s;
+}
+
+void symbolizer_free(struct symbolizer *s)
+{
+	size_t i;
+
+	if (!s)
+		return;
+	for (i = 0; i < s->n_modules; i++)
+		elf_module_free(s->modules[i]);
+	free(s->modules);
+	free(s->maps);
+	free(s);
+}
+
+/* perf names anonymous memory "//anon"; /proc/PID/maps leaves it blank or "[anon:...]". */
+static const char *canonical_path(const char *path)
+{
+	if (!path || !path[0] || strcmp(path, "//anon") == 0 || strncmp(path, "[anon", 5) == 0)
+		return "[anon]";
+	return path;
+}
+
+static struct elf_module *module_get(struct symbolizer *s, const char *path)
+{
+	struct elf_module *m;
+	size_t i;
+
+	for (i = 0; i < s->n_modules; i++)
+		if (strcmp(s->modules[i]->path, path) == 0)
+			return s->modules[i];
+	if (s->n_modules == s->cap_modules) {
+		size_t cap = s->cap_modules ? s->cap_modules * 2 : 16;
+		struct elf_module **v = realloc(s->modules, cap * sizeof(*v));
+
+		if (!v)
+			return NULL;
+		s->modules = v;
+		s->cap_modules = cap;
+	}
+	m = elf_module_new(path);
+	if (m)
+		s->modules[s->n_modules++] = m;
+	return m;
+}
+
+static int maps_reserve(struct symbolizer *s, size_t extra)
+{
+	size_t cap = s->cap_maps ? s->cap_maps : 64;
+	struct mapping *v;
+
+	if (s->n_maps + extra <= s->cap_maps)
+		return 0;
+	while (cap < s->n_maps + extra)
+		cap *= 2;
+	v = realloc(s->maps, cap * sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	s->maps = v;
+	s->cap_maps = cap;
+	return 0;
+}
+
+/* Index of the first mapping whose end is above addr. */
+static size_t maps_first_ending_after(const struct symbolizer *s, uint64_t addr)
+{
+	size_t lo = 0, hi = s->n_maps;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (s->maps[mid].end <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/*
+ * Replaces maps[first..last) (the mappings overlapping nm) by what is left of
+ * them around nm plus nm itself: at most a head, nm and a tail.
+ */
+static void maps_splice(struct symbolizer *s, size_t first, size_t last, const struct mapping *nm)
+{
+	struct mapping repl[3];
+	size_t n = 0;
+
+	if (first < last && s->maps[first].start < nm->start) {
+		repl[n] = s->maps[first];
+		repl[n++].end = nm->start;
+	}
+	repl[n++] = *nm;
+	if (first < last && s->maps[last - 1].end > nm->end) {
+		repl[n] = s->maps[last - 1];
+		repl[n].pgoff += nm->end - repl[n].start;
+		repl[n++].start = nm->end;
+	}
+	memmove(&s->maps[first + n], &s->maps[last], (s->n_maps - last) * sizeof(*s->maps));
+	memcpy(&s->maps[first], repl, n * sizeof(*repl));
+	s->n_maps = s->n_maps - (last - first) + n;
+}
+
+int symbolizer_add_mapping(struct symbolizer *s, uint64_t start, uint64_t end, uint64_t pgoff,
+			   const char *path)
+{
+	struct mapping nm = { start, end, pgoff, NULL };
+	size_t first, last;
+
+	if (!s || start >= end)
+		return -EINVAL;
+	nm.module = module_get(s, canonical_path(path));
+	if (!nm.module || maps_reserve(s, 2) < 0)
+		return -ENOMEM;
+	first = maps_first_ending_after(s, start);
+	for (last = first; last < s->n_maps && s->maps[last].start < end; last++)
+		;
+	maps_splice(s, first, last, &nm);
+	return 0;
+}
+
+/* Parses one /proc/PID/maps line; returns true for an executable mapping. */
+static bool parse_maps_line(char *line, uint64_t *start, uint64_t *end, uint64_t *pgoff,
+			    const char **path)
+{
+	char perms[8];
+	int pos = 0;
+	size_t len;
+
+	if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %7s %" SCNx64 " %*s %*s %n", start, end, perms,
+		   pgoff, &pos) < 4 || pos == 0)
+		return false;
+	if (strlen(perms) < 3 || perms[2] != 'x')
+		return false;
+	len = strlen(line);
+	if (len && line[len - 1] == '\n')
+		line[len - 1] = '\0';
+	*path = line + pos;
+	return true;
+}
+
+int symbolizer_load_proc_maps(struct symbolizer *s)
+{
+	uint64_t start, end, pgoff;
+	const char *path;
+	char fname[64];
+	char *line = NULL;
+	size_t cap = 0;
+	int err = 0;
+	FILE *f;
+
+	if (!s)
+		return -EINVAL;
+	snprintf(fname, sizeof(fname), "/proc/%d/maps", (int)s->pid);
+	f = fopen(fname, "re");
+	if (!f)
+		return -errno;
+	while (getline(&line, &cap, f) > 0) {
+		if (!parse_maps_line(line, &start, &end, &pgoff, &path))
+			continue;
+		err = symbolizer_add_mapping(s, start, end, pgoff, path);
+		if (err < 0)
+			break;
+	}
+	free(line);
+	fclose(f);
+	return err;
+}
+
+static const struct mapping *maps_find(const struct symbolizer *s, uint64_t pc)
+{
+	size_t i = maps_first_ending_after(s, pc);
+
+	if (i < s->n_maps && s->maps[i].start <= pc)
+		return &s->maps[i];
+	return NULL;
+}
+
+int symbolizer_lookup(struct symbolizer *s, uint64_t pc, struct symbol_info *out)
+{
+	const struct mapping *mp = s ? maps_find(s, pc) : NULL;
+	const struct elf_function *fn;
+	struct elf_module *m;
+
+	memset(out, 0, sizeof(*out));
+	out->rel_pc = pc;
+	out->mapping_path = "[unknown]";
+	if (!mp)
+		return -ENOENT;
+	m = mp->module;
+	elf_module_load(m, s->pid, mp->start, mp->end);
+	out->mapping_path = m->path;
+	out->map_start = mp->start;
+	out->map_end = mp->end;
+	out->map_pgoff = mp->pgoff;
+	out->load_bias = m->load_bias;
+	out->rel_pc = elf_module_offset_to_vaddr(m, pc - mp->start + mp->pgoff);
+	if (m->build_id_len) {
+		out->build_id = m->build_id;
+		out->build_id_len = m->build_id_len;
+	}
+	out->symbols_error = m->load_error;
+	fn = elf_module_find_function(m, out->rel_pc);
+	if (fn) {
+		out->function = fn->name;
+		out->function_offset = out->rel_pc - fn->start;
+	}
+	return 0;
+}

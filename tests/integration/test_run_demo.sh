@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# profctl run on the bundled demo (examples/demo.c): the program's output is
+# untouched, and the trace's slices match the calls the program counted itself,
+# per thread and per recursion depth; samples exist on both threads.
+set -u
+. "$(dirname "$0")/common.bash"
+DEMO="$ROOT/$BUILD/examples/demo"
+
+"$DEMO" >"$WORK/plain.out"
+plain_rc=$?
+(cd "$WORK" && "$PROFCTL" run --funcs 'fib*,worker*' -o "$WORK/demo.pftrace" -- "$DEMO" \
+	>"$WORK/prof.out" 2>"$WORK/prof.err")
+prof_rc=$?
+check_eq "exit status of the profiled demo" "$prof_rc" "$plain_rc"
+check "stdout byte-identical to the unprofiled run" cmp -s "$WORK/plain.out" "$WORK/prof.out"
+check "summary names the trace" grep -q "trace: $WORK/demo.pftrace" "$WORK/prof.err"
+check "summary: 2 functions instrumented" grep -q "2 matched, 2 instrumented, 0 skipped" "$WORK/prof.err"
+"$PROFCTL" report --dump "$WORK/demo.pftrace" >"$WORK/dump.txt"
+check "report reads the trace" test -s "$WORK/dump.txt"
+check_eq "trace breaks no importer rule" "$(grep -c '^problem' "$WORK/dump.txt")" 0
+check_eq "no events dropped" "$(grep -c 'events: [0-9]* recorded, 0 dropped' "$WORK/prof.err")" 1
+
+pid=$(awk '$1 == "process" {print $2; exit}' "$WORK/dump.txt")
+# The worker thread is the one whose depth-0 slice is `worker`.
+wtid=$(awk '$1 == "slice" && $3 == 0 && $4 == "worker" {print $2; exit}' "$WORK/dump.txt")
+check "process and worker thread found" test -n "$pid" -a -n "$wtid"
+
+# fib slices per thread == the program's own counts
+main_calls=$(awk '$1 == "main" && $2 == "fib" {print $4}' "$WORK/plain.out")
+worker_calls=$(awk '$1 == "worker" && $2 == "fib" {print $4}' "$WORK/plain.out")
+check_eq "fib slices on the main thread" \
+	"$(awk -v t="$pid" '$1 == "slice" && $2 == t && $4 == "fib"' "$WORK/dump.txt" | wc -l)" "$main_calls"
+check_eq "fib slices on the worker thread" \
+	"$(awk -v t="$wtid" '$1 == "slice" && $2 == t && $4 == "fib"' "$WORK/dump.txt" | wc -l)" "$worker_calls"
+check_eq "one worker slice" "$(awk '$1 == "slice" && $4 == "worker"' "$WORK/dump.txt" | wc -l)" 1
+
+# Nesting: slices per depth equal the program's calls per recursion depth
+# (the worker thread's fib calls sit one level deeper, inside `worker`).
+expected=$(awk '$2 == "depth" {print $1, $3, $5}' "$WORK/plain.out" | sort)
+actual=$(awk -v m="$pid" -v w="$wtid" '$1 == "slice" && $4 == "fib" {
+	if ($2 == m) n["main " $3]++; else if ($2 == w) n["worker " ($3 - 1)]++; else n["other"]++ }
+	END { for (k in n) print k, n[k] }' "$WORK/dump.txt" | sort)
+check_eq "fib slices per recursion depth match the program's counts" "$actual" "$expected"
+
+# Every nested fib slice's parent is a fib or worker slice on the same thread.
+bad_parents=$(awk '$1 == "slice" { i = NR0++; tid[i] = $2; name[i] = $4; par[i] = $7 }
+	END { bad = 0
+		for (i = 0; i < NR0; i++) if (par[i] >= 0) {
+			p = par[i]; if (tid[p] != tid[i] || (name[p] != "fib" && name[p] != "worker")) bad++ }
+		print bad }' NR0=0 "$WORK/dump.txt")
+check_eq "slice parents are the enclosing calls" "$bad_parents" 0
+
+# CPU samples on both threads, with callstacks through main / worker.
+check "samples on the main thread name main" \
+	grep -qE "^sample $pid [0-9]+ .*(^|;)main(;|$)" "$WORK/dump.txt"
+check "samples on the worker thread name worker" \
+	grep -qE "^sample $wtid [0-9]+ .*(^|;)worker(;|$)" "$WORK/dump.txt"
+check "hot_loop is sampled" grep -qE "^sample [0-9]+ [0-9]+ .*hot_loop$" "$WORK/dump.txt"
+
+finish

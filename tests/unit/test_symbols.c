@@ -1,0 +1,634 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Unit tests of daemon/symbols.c and daemon/elf_module.c: this process's own
+ * functions, libc and the vdso symbolized through /proc/self/maps and checked
+ * against an independent libelf reading and readelf; symbol rules (aliases,
+ * size 0, nesting) on an ELF written here; broken ELF files never crash.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "daemon/symbols.h"
+#include "tests/unit/unit.h"
+
+#define PUBLIC __attribute__((noinline, used, visibility("default")))
+
+static volatile int sink;
+
+PUBLIC int profd_symtest_alpha(int x)
+{
+	int i;
+
+	for (i = 0; i < x; i++)
+		sink += i * x;
+	return sink;
+}
+
+PUBLIC int profd_symtest_beta(int x)
+{
+	return profd_symtest_alpha(x + 1) * 3 + sink;
+}
+
+static char self_path[PATH_MAX];
+
+static const char *exe_path(void)
+{
+	ssize_t n;
+
+	if (!self_path[0]) {
+		n = readlink("/proc/self/exe", self_path, sizeof(self_path) - 1);
+		if (n > 0)
+			self_path[n] = '\0';
+	}
+	return self_path;
+}
+
+static struct symbolizer *self_symbolizer(void)
+{
+	struct symbolizer *s = symbolizer_new(getpid());
+
+	CHECK(s != NULL);
+	if (s)
+		CHECK_EQ_INT(symbolizer_load_proc_maps(s), 0);
+	return s;
+}
+
+/* st_value of a function named name in path's symbol table of type, or 0. */
+static uint64_t elf_symbol_value(const char *path, uint32_t type, const char *name)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	Elf_Scn *scn = NULL;
+	uint64_t value = 0;
+	Elf *elf;
+
+	if (fd < 0)
+		return 0;
+	elf_version(EV_CURRENT);
+	elf = elf_begin(fd, ELF_C_READ, NULL);
+	while (elf && !value && (scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
+		Elf_Data *d;
+		GElf_Sym sym;
+		size_t i;
+
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != type || !(d = elf_getdata(scn, NULL)))
+			continue;
+		for (i = 0; i < sh.sh_size / sh.sh_entsize && gelf_getsym(d, (int)i, &sym); i++) {
+			const char *n = elf_strptr(elf, sh.sh_link, sym.st_name);
+
+			if (n && strcmp(n, name) == 0 && sym.st_shndx != SHN_UNDEF &&
+			    GELF_ST_TYPE(sym.st_info) == STT_FUNC)
+				value = sym.st_value;
+		}
+	}
+	elf_end(elf);
+	close(fd);
+	return value;
+}
+
+/* Build ID as printed by readelf -n, or "" */
+static void readelf_build_id(const char *path, char *out, size_t len)
+{
+	char cmd[PATH_MAX + 64], line[512], *p;
+	FILE *f;
+
+	out[0] = '\0';
+	snprintf(cmd, sizeof(cmd), "readelf -n '%s' 2>/dev/null", path);
+	f = popen(cmd, "r");
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		p = strstr(line, "Build ID: ");
+		if (p && sscanf(p + 10, "%127s", out) == 1 && strlen(out) < len)
+			break;
+		out[0] = '\0';
+	}
+	pclose(f);
+}
+
+static void hex(const uint8_t *b, size_t n, char *out)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		sprintf(out + 2 * i, "%02x", b[i]);
+	out[2 * n] = '\0';
+}
+
+static void test_own_function_names(void)
+{
+	struct symbolizer *s = self_symbolizer();
+	struct symbol_info si;
+
+	if (!s)
+		return;
+	CHECK_EQ_INT(symbolizer_lookup(s, (uintptr_t)&profd_symtest_alpha, &si), 0);
+	CHECK_EQ_STR(si.function, "profd_symtest_alpha");
+	CHECK_EQ_U64(si.function_offset, 0);
+	CHECK_EQ_STR(si.mapping_path, exe_path());
+	CHECK_EQ_INT(symbolizer_lookup(s, (uintptr_t)&profd_symtest_beta + 4, &si), 0);
+	CHECK_EQ_STR(si.function, "profd_symtest_beta");
+	CHECK_EQ_U64(si.function_offset, 4);
+	CHECK(si.map_start <= (uintptr_t)&profd_symtest_beta);
+	CHECK((uintptr_t)&profd_symtest_beta < si.map_end);
+	symbolizer_free(s);
+}
+
+static void test_rel_pc_is_st_value(void)
+{
+	struct symbolizer *s = self_symbolizer();
+	uint64_t value = elf_symbol_value(exe_path(), SHT_SYMTAB, "profd_symtest_beta");
+	struct symbol_info si;
+
+	if (!s)
+		return;
+	CHECK(value != 0);
+	CHECK_EQ_INT(symbolizer_lookup(s, (uintptr_t)&profd_symtest_beta, &si), 0);
+	CHECK_EQ_U64(si.rel_pc, value);
+	CHECK_EQ_INT(symbolizer_lookup(s, (uintptr_t)&profd_symtest_beta + 7, &si), 0);
+	CHECK_EQ_U64(si.rel_pc, value + 7);
+	symbolizer_free(s);
+}
+
+static void test_libc_function(void)
+{
+	struct symbolizer *s = self_symbolizer();
+	void *addr = dlsym(RTLD_DEFAULT, "getpid");
+	struct symbol_info si;
+
+	CHECK(addr != NULL);
+	if (!s || !addr)
+		return;
+	CHECK_EQ_INT(symbolizer_lookup(s, (uintptr_t)addr, &si), 0);
+	CHECK(strstr(si.mapping_path, "libc.so.6") != NULL);
+	/* getpid (weak) and __getpid (global) alias: the shortest global name wins */
+	CHECK_EQ_STR(si.function, "getpid");
+	CHECK_EQ_U64(si.function_offset, 0);
+	CHECK_EQ_U64(elf_symbol_value(si.mapping_path, SHT_DYNSYM, "getpid"), si.rel_pc);
+	CHECK_EQ_U64(si.build_id_len, 20);
+	symbolizer_free(s);
+}
+
+static void check_build_id(struct symbolizer *s, uintptr_t pc)
+{
+	char want[130], got[130];
+	struct symbol_info si;
+
+	CHECK_EQ_INT(symbolizer_lookup(s, pc, &si), 0);
+	readelf_build_id(si.mapping_path, want, sizeof(want));
+	CHECK(want[0] != '\0');
+	CHECK(si.build_id != NULL);
+	if (!si.build_id)
+		return;
+	hex(si.build_id, si.build_id_len, got);
+	CHECK_EQ_STR(got, want);
+}
+
+static void test_build_id_matches_readelf(void)
+{
+	struct symbolizer *s = self_symbolizer();
+
+	if (!s)
+		return;
+	check_build_id(s, (uintptr_t)&profd_symtest_alpha);
+	check_build_id(s, (uintptr_t)dlsym(RTLD_DEFAULT, "getpid"));
+	symbolizer_free(s);
+}
+
+static void test_load_bias_of_pie(void)
+{
+	struct symbolizer *s = self_symbolizer();
+	struct symbol_info si;
+
+	if (!s)
+		return;
+	CHECK_EQ_INT(symbolizer_lookup(s, (uintptr_t)&profd_symtest_alpha, &si), 0);
+	/* GNU ld puts the executable PT_LOAD at p_vaddr == p_offset */
+	CHECK_EQ_U64(si.load_bias, 0);
+	symbolizer_free(s);
+}
+
+static void test_vdso(void)
+{
+	void *h = dlopen("linux-vdso.so.1", RTLD_NOW | RTLD_NOLOAD);
+	void *fn = h ? dlsym(h, "__vdso_clock_gettime") : NULL;
+	struct symbolizer *s;
+	struct symbol_info si;
+
+	if (!fn) {
+		printf("skip: no linux-vdso.so.1 in the link map\n");
+		return;
+	}
+	s = self_symbolizer();
+	if (!s)
+		return;
+	CHECK_EQ_INT(symbolizer_lookup(s, (uintptr_t)fn, &si), 0);
+	CHECK_EQ_STR(si.mapping_path, "[vdso]");
+	CHECK_EQ_STR(si.function, "clock_gettime"); /* weak alias, shortest */
+	CHECK_EQ_U64(si.function_offset, 0);
+	symbolizer_free(s);
+}
+
+static void test_unknown_pc(void)
+{
+	struct symbolizer *s = self_symbolizer();
+	struct symbol_info si;
+
+	if (!s)
+		return;
+	CHECK_EQ_INT(symbolizer_lookup(s, 8, &si), -ENOENT);
+	CHECK_EQ_STR(si.mapping_path, "[unknown]");
+	CHECK(si.function == NULL);
+	CHECK(si.build_id == NULL);
+	symbolizer_free(s);
+}
+
+static void test_anon_mapping(void)
+{
+	struct symbolizer *s = symbolizer_new(getpid());
+	struct symbol_info si;
+
+	CHECK_EQ_INT(symbolizer_add_mapping(s, 0x10000, 0x20000, 0, "//anon"), 0);
+	CHECK_EQ_INT(symbolizer_add_mapping(s, 0x20000, 0x30000, 0, NULL), 0);
+	CHECK_EQ_INT(symbolizer_lookup(s, 0x10010, &si), 0);
+	CHECK_EQ_STR(si.mapping_path, "[anon]");
+	CHECK(si.function == NULL);
+	CHECK_EQ_INT(symbolizer_lookup(s, 0x2fff0, &si), 0);
+	CHECK_EQ_STR(si.mapping_path, "[anon]");
+	CHECK_EQ_INT(symbolizer_lookup(s, 0x30000, &si), -ENOENT);
+	symbolizer_free(s);
+}
+
+static void test_overlap_replaces(void)
+{
+	struct symbolizer *s = symbolizer_new(getpid());
+	struct symbol_info si;
+
+	CHECK_EQ_INT(symbolizer_add_mapping(s, 0x100000, 0x105000, 0x1000, "/a"), 0);
+	CHECK_EQ_INT(symbolizer_add_mapping(s, 0x106000, 0x107000, 0, "/c"), 0);
+	CHECK_EQ_INT(symbolizer_add_mapping(s, 0x102000, 0x103000, 0, "/b"), 0);
+	CHECK_EQ_INT(symbolizer_lookup(s, 0x101000, &si), 0);
+	CHECK_EQ_STR(si.mapping_path, "/a");
+	CHECK_EQ_U64(si.map_end, 0x102000);
+	CHECK_EQ_INT(symbolizer_lookup(s, 0x102800, &si), 0);
+	CHECK_EQ_STR(si.mapping_path, "/b");
+	CHECK_EQ_INT(symbolizer_lookup(s, 0x104000, &si), 0);
+	CHECK_EQ_STR(si.mapping_path, "/a");
+	CHECK_EQ_U64(si.map_start, 0x103000);
+	CHECK_EQ_U64(si.map_pgoff, 0x4000);
+	/* one mapping covering all three replaces them */
+	CHECK_EQ_INT(symbolizer_add_mapping(s, 0x0ff000, 0x108000, 0, "/d"), 0);
+	CHECK_EQ_INT(symbolizer_lookup(s, 0x106800, &si), 0);
+	CHECK_EQ_STR(si.mapping_path, "/d");
+	CHECK_EQ_INT(symbolizer_lookup(s, 0x108000, &si), -ENOENT);
+	CHECK_EQ_INT(symbolizer_add_mapping(s, 0x2000, 0x2000, 0, "/e"), -EINVAL);
+	symbolizer_free(s);
+}
+
+/* A temp file holding the first len bytes of src (all of it when len is 0). */
+static int copy_prefix(const char *src, size_t len, char *tmpl)
+{
+	static char buf[1 << 16];
+	int in = open(src, O_RDONLY), out = mkstemp(tmpl);
+	size_t done = 0;
+	ssize_t n;
+
+	while (in >= 0 && out >= 0 && (!len || done < len)) {
+		n = read(in, buf, len && len - done < sizeof(buf) ? len - done : sizeof(buf));
+		if (n <= 0 || write(out, buf, (size_t)n) != n)
+			break;
+		done += (size_t)n;
+	}
+	if (in >= 0)
+		close(in);
+	if (out >= 0)
+		close(out);
+	return out >= 0 && done > 0 ? 0 : -1;
+}
+
+/* A mapping of path must resolve to the path, without a symbol, without crashing. */
+static void check_no_symbols(const char *path)
+{
+	struct symbolizer *s = symbolizer_new(getpid());
+	struct symbol_info si;
+
+	CHECK_EQ_INT(symbolizer_add_mapping(s, 0x7f0000000000, 0x7f0000010000, 0, path), 0);
+	CHECK_EQ_INT(symbolizer_lookup(s, 0x7f0000000100, &si), 0);
+	CHECK_EQ_STR(si.mapping_path, path);
+	CHECK(si.function == NULL);
+	CHECK_EQ_INT(symbolizer_lookup(s, 0x7f000000f000, &si), 0);
+	CHECK(si.function == NULL);
+	symbolizer_free(s);
+}
+
+static void test_truncated_elf(void)
+{
+	struct symbolizer *s = self_symbolizer();
+	struct symbol_info si;
+	char tmpl[] = "/tmp/profd-trunc-XXXXXX";
+
+	if (!s)
+		return;
+	CHECK_EQ_INT(symbolizer_lookup(s, (uintptr_t)dlsym(RTLD_DEFAULT, "getpid"), &si), 0);
+	CHECK_EQ_INT(copy_prefix(si.mapping_path, 1000, tmpl), 0);
+	check_no_symbols(tmpl);
+	unlink(tmpl);
+	symbolizer_free(s);
+}
+
+static void test_not_elf_and_missing_file(void)
+{
+	char tmpl[] = "/tmp/profd-text-XXXXXX";
+	int fd = mkstemp(tmpl);
+
+	CHECK(fd >= 0);
+	CHECK(write(fd, "hello, not an ELF\n", 18) == 18);
+	close(fd);
+	check_no_symbols(tmpl);
+	unlink(tmpl);
+	check_no_symbols("/nonexistent/profd/libmissing.so");
+	check_no_symbols("/dev/null");
+	check_no_symbols("/proc/self");
+}
+
+/* ---- symbol rules on an ELF written here ---------------------------------- */
+
+#define TEXT_ADDR 0x401000u
+#define TEXT_SIZE 0x1000u
+
+struct test_sym {
+	const char *name;
+	uint32_t off, size;
+	int bind, type, undef;
+};
+
+static const struct test_sym rule_syms[] = {
+	{ "alias_long_name", 0x000, 0x40, STB_GLOBAL, STT_FUNC, 0 },
+	{ "a", 0x000, 0x40, STB_LOCAL, STT_FUNC, 0 },
+	{ "__alias", 0x000, 0x40, STB_WEAK, STT_FUNC, 0 },
+	{ "outer", 0x100, 0x100, STB_GLOBAL, STT_FUNC, 0 },
+	{ "inner", 0x120, 0x10, STB_LOCAL, STT_FUNC, 0 },
+	{ "asm_size0", 0x300, 0, STB_GLOBAL, STT_FUNC, 0 },
+	{ "after", 0x340, 0x10, STB_GLOBAL, STT_FUNC, 0 },
+	{ "an_object", 0x500, 0x10, STB_GLOBAL, STT_OBJECT, 0 },
+	{ "resolver", 0x600, 0x20, STB_GLOBAL, STT_GNU_IFUNC, 0 },
+	{ "last_size0", 0x800, 0, STB_LOCAL, STT_FUNC, 0 },
+	{ "undefined", 0, 0, STB_GLOBAL, STT_FUNC, 1 },
+};
+
+#define N_RULE_SYMS (sizeof(rule_syms) / sizeof(rule_syms[0]))
+
+static Elf_Scn *new_section(Elf *elf, const char *name, size_t *stroff, char *shstr, uint32_t type,
+			    void *buf, size_t size, Elf_Type dtype)
+{
+	Elf_Scn *scn = elf_newscn(elf);
+	Elf_Data *d = elf_newdata(scn);
+	GElf_Shdr sh;
+
+	d->d_buf = buf;
+	d->d_size = size;
+	d->d_type = dtype;
+	d->d_align = 8;
+	gelf_getshdr(scn, &sh);
+	sh.sh_name = (uint32_t)*stroff;
+	sh.sh_type = type;
+	strcpy(shstr + *stroff, name);
+	*stroff += strlen(name) + 1;
+	gelf_update_shdr(scn, &sh);
+	return scn;
+}
+
+static void fill_rule_symbols(Elf64_Sym *syms, char *strtab, size_t text_index)
+{
+	size_t i, off = 1;
+
+	for (i = 0; i < N_RULE_SYMS; i++) {
+		Elf64_Sym *y = &syms[i + 1];
+
+		y->st_name = (uint32_t)off;
+		strcpy(strtab + off, rule_syms[i].name);
+		off += strlen(rule_syms[i].name) + 1;
+		y->st_info = (unsigned char)ELF64_ST_INFO(rule_syms[i].bind, rule_syms[i].type);
+		y->st_shndx = rule_syms[i].undef ? SHN_UNDEF : (uint16_t)text_index;
+		y->st_value = rule_syms[i].undef ? 0 : TEXT_ADDR + rule_syms[i].off;
+		y->st_size = rule_syms[i].size;
+	}
+}
+
+/* Writes an ELF64 with one PT_LOAD, .text at TEXT_ADDR and the rule_syms. */
+static int write_rule_elf(int fd, uint64_t *text_offset)
+{
+	static uint8_t text[TEXT_SIZE];
+	static Elf64_Sym syms[N_RULE_SYMS + 1];
+	static char strtab[1024], shstr[256];
+	size_t shoff = 1, text_index;
+	Elf_Scn *text_scn, *sym_scn, *str_scn, *shstr_scn;
+	GElf_Shdr sh;
+	GElf_Ehdr eh;
+	GElf_Phdr ph;
+	Elf *elf;
+
+	elf_version(EV_CURRENT);
+	elf = elf_begin(fd, ELF_C_WRITE, NULL);
+	gelf_newehdr(elf, ELFCLASS64);
+	gelf_newphdr(elf, 1);
+	text_scn = new_section(elf, ".text", &shoff, shstr, SHT_PROGBITS, text, TEXT_SIZE,
+			       ELF_T_BYTE);
+	text_index = elf_ndxscn(text_scn);
+	fill_rule_symbols(syms, strtab, text_index);
+	sym_scn = new_section(elf, ".symtab", &shoff, shstr, SHT_SYMTAB, syms, sizeof(syms),
+			      ELF_T_SYM);
+	str_scn = new_section(elf, ".strtab", &shoff, shstr, SHT_STRTAB, strtab, sizeof(strtab),
+			      ELF_T_BYTE);
+	shstr_scn = new_section(elf, ".shstrtab", &shoff, shstr, SHT_STRTAB, shstr, sizeof(shstr),
+				ELF_T_BYTE);
+	gelf_getshdr(sym_scn, &sh);
+	sh.sh_link = (uint32_t)elf_ndxscn(str_scn);
+	sh.sh_entsize = sizeof(Elf64_Sym);
+	sh.sh_info = 1;
+	gelf_update_shdr(sym_scn, &sh);
+	gelf_getehdr(elf, &eh);
+	eh.e_ident[EI_DATA] = ELFDATA2LSB;
+	eh.e_type = ET_DYN;
+	eh.e_machine = EM_X86_64;
+	eh.e_shstrndx = (uint16_t)elf_ndxscn(shstr_scn);
+	gelf_update_ehdr(elf, &eh);
+	if (elf_update(elf, ELF_C_NULL) < 0)
+		return -1;
+	gelf_getshdr(text_scn, &sh);
+	sh.sh_addr = TEXT_ADDR;
+	sh.sh_flags = SHF_ALLOC | SHF_EXECINSTR;
+	gelf_update_shdr(text_scn, &sh);
+	ph = (GElf_Phdr){ .p_type = PT_LOAD, .p_flags = PF_R | PF_X, .p_offset = sh.sh_offset,
+			  .p_vaddr = TEXT_ADDR, .p_filesz = TEXT_SIZE, .p_memsz = TEXT_SIZE };
+	gelf_update_phdr(elf, 0, &ph);
+	*text_offset = sh.sh_offset;
+	if (elf_update(elf, ELF_C_WRITE) < 0)
+		return -1;
+	elf_end(elf);
+	return 0;
+}
+
+#define RULE_MAP 0x500000000000ull
+
+static void check_rule(struct symbolizer *s, uint32_t off, const char *name, uint64_t fn_off)
+{
+	struct symbol_info si;
+
+	CHECK_EQ_INT(symbolizer_lookup(s, RULE_MAP + off, &si), 0);
+	CHECK_EQ_U64(si.rel_pc, TEXT_ADDR + off);
+	if (!name) {
+		CHECK(si.function == NULL);
+		return;
+	}
+	CHECK_EQ_STR(si.function, name);
+	CHECK_EQ_U64(si.function_offset, fn_off);
+}
+
+static void test_symbol_rules(void)
+{
+	char tmpl[] = "/tmp/profd-rules-XXXXXX";
+	int fd = mkstemp(tmpl);
+	struct symbolizer *s = symbolizer_new(getpid());
+	uint64_t text_offset = 0;
+
+	CHECK(fd >= 0);
+	CHECK_EQ_INT(write_rule_elf(fd, &text_offset), 0);
+	close(fd);
+	CHECK_EQ_U64(elf_symbol_value(tmpl, SHT_SYMTAB, "outer"), TEXT_ADDR + 0x100);
+	/* the mapping starts at .text: pgoff is its file offset */
+	CHECK_EQ_INT(symbolizer_add_mapping(s, RULE_MAP, RULE_MAP + TEXT_SIZE, text_offset, tmpl),
+		     0);
+	check_rule(s, 0x010, "__alias", 0x10);       /* global/weak over local, then shortest */
+	check_rule(s, 0x125, "inner", 0x5);          /* nested: innermost */
+	check_rule(s, 0x180, "outer", 0x80);         /* past the nested one: the outer again */
+	check_rule(s, 0x330, "asm_size0", 0x30);     /* size 0: up to the next symbol */
+	check_rule(s, 0x345, "after", 0x5);
+	check_rule(s, 0x400, NULL, 0);               /* gap */
+	check_rule(s, 0x505, NULL, 0);               /* objects are not functions */
+	check_rule(s, 0x610, "resolver", 0x10);      /* IFUNC resolvers are functions */
+	check_rule(s, 0xfff, "last_size0", 0x7ff);   /* size 0, last: up to the section end */
+	unlink(tmpl);
+	symbolizer_free(s);
+}
+
+/* ---- mutated ELF files ------------------------------------------------------ */
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+
+static uint64_t rng(void)
+{
+	rng_state ^= rng_state << 13;
+	rng_state ^= rng_state >> 7;
+	rng_state ^= rng_state << 17;
+	return rng_state;
+}
+
+static size_t read_all(const char *path, uint8_t **out)
+{
+	struct stat st;
+	uint8_t *buf;
+	int fd = open(path, O_RDONLY);
+	size_t n = 0;
+
+	if (fd < 0 || fstat(fd, &st) < 0 || !(buf = malloc((size_t)st.st_size))) {
+		if (fd >= 0)
+			close(fd);
+		return 0;
+	}
+	n = (size_t)read(fd, buf, (size_t)st.st_size) == (size_t)st.st_size ? (size_t)st.st_size
+									  : 0;
+	close(fd);
+	*out = buf;
+	return n;
+}
+
+/* Flips bytes in the headers (ELF header, phdrs, shdrs at the end) or anywhere. */
+static void mutate(uint8_t *buf, size_t len, size_t *out_len)
+{
+	size_t i, n = 1 + rng() % 16, pos;
+
+	for (i = 0; i < n; i++) {
+		switch (rng() % 3) {
+		case 0:
+			pos = rng() % (len < 4096 ? len : 4096);
+			break;
+		case 1:
+			pos = len - 1 - rng() % (len < 8192 ? len : 8192);
+			break;
+		default:
+			pos = rng() % len;
+		}
+		buf[pos] = (uint8_t)rng();
+	}
+	*out_len = rng() % 4 == 0 ? rng() % len : len;
+}
+
+static void fuzz_one(const uint8_t *buf, size_t len, const char *path)
+{
+	struct symbolizer *s = symbolizer_new(getpid());
+	struct symbol_info si;
+	int fd = open(path, O_WRONLY | O_TRUNC);
+	int i;
+
+	CHECK(fd >= 0 && write(fd, buf, len) == (ssize_t)len);
+	close(fd);
+	symbolizer_add_mapping(s, 0x600000000000, 0x600000000000 + (1 << 20), 0, path);
+	for (i = 0; i < 8; i++)
+		CHECK_EQ_INT(symbolizer_lookup(s, 0x600000000000 + rng() % (1 << 20), &si), 0);
+	symbolizer_free(s);
+}
+
+static void test_mutated_elf_never_crashes(void)
+{
+	char tmpl[] = "/tmp/profd-fuzz-XXXXXX";
+	const char *inputs[] = { "/bin/true", exe_path() };
+	uint8_t *orig = NULL, *buf;
+	size_t len, mlen, k;
+	int i, fd = mkstemp(tmpl);
+
+	CHECK(fd >= 0);
+	close(fd);
+	for (k = 0; k < 2; k++) {
+		len = read_all(inputs[k], &orig);
+		CHECK(len > 0);
+		buf = malloc(len);
+		for (i = 0; buf && len && i < 300; i++) {
+			memcpy(buf, orig, len);
+			mutate(buf, len, &mlen);
+			fuzz_one(buf, mlen, tmpl);
+		}
+		free(buf);
+		free(orig);
+		orig = NULL;
+	}
+	unlink(tmpl);
+}
+
+int main(void)
+{
+	RUN_TEST(test_own_function_names);
+	RUN_TEST(test_rel_pc_is_st_value);
+	RUN_TEST(test_libc_function);
+	RUN_TEST(test_build_id_matches_readelf);
+	RUN_TEST(test_load_bias_of_pie);
+	RUN_TEST(test_vdso);
+	RUN_TEST(test_unknown_pc);
+	RUN_TEST(test_anon_mapping);
+	RUN_TEST(test_overlap_replaces);
+	RUN_TEST(test_truncated_elf);
+	RUN_TEST(test_not_elf_and_missing_file);
+	RUN_TEST(test_symbol_rules);
+	RUN_TEST(test_mutated_elf_never_crashes);
+	return unit_summary();
+}

@@ -1,0 +1,634 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Streaming Perfetto writer, sequence 1 and the output buffer: clock
+ * snapshots, process/thread/counter descriptors, slices and counter values.
+ * Owns the fd's contents: only whole packets ever reach write(), so the file
+ * is a valid trace after every flush. Never logs; never exits; returns
+ * negative errno. Perf samples (sequence 2) live in perfetto_samples.c.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "viewer-export/perfetto_writer_internal.h"
+
+struct pw_proc {
+	int32_t pid; /* key */
+	bool described;
+	uint64_t uuid;
+	char *name;
+};
+
+struct pw_thread_key {
+	int32_t pid, tid;
+};
+
+struct pw_thread {
+	struct pw_thread_key key;
+	uint64_t uuid;
+	char *name;
+	uint32_t depth;   /* BEGINs written and not yet ended */
+	uint32_t clamped; /* BEGINs dropped above PERFETTO_MAX_SLICE_DEPTH, not yet ended */
+	bool described;
+};
+
+struct pw_func {
+	uint32_t func_id; /* key */
+	uint32_t name_iid; /* event-name iid whose definition is written, 0 = not yet */
+	char *name;
+};
+
+/* A slice packet: 0A len 40 ts 50 seq 5A len {48 type [50 iid] 58 uuid}. */
+#define PW_SLICE_MAX (2 + 1 + 10 + 2 + 2 + 2 + 11 + 11)
+_Static_assert(PW_SLICE_MAX - 2 < 128, "slice packets use a one-byte length");
+
+/* ---- output ------------------------------------------------------------- */
+
+static int pw_write_all(struct perfetto_writer *w, const uint8_t *p, size_t n)
+{
+	while (n && !w->write_error) {
+		ssize_t r = write(w->fd, p, n);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0) {
+			w->write_error = r < 0 ? errno : EIO;
+			break;
+		}
+		p += r;
+		n -= (size_t)r;
+		w->st.bytes += (uint64_t)r;
+	}
+	return w->write_error ? -w->write_error : 0;
+}
+
+int perfetto_writer_flush(struct perfetto_writer *w)
+{
+	int ret = 0;
+
+	if (w->buf_len && !w->write_error)
+		ret = pw_write_all(w, w->buf, w->buf_len);
+	w->buf_len = 0; /* after a write error packets are counted, not kept */
+	return ret ? ret : (w->write_error ? -w->write_error : 0);
+}
+
+/* Queues one whole packet record; a record larger than the buffer goes out alone. */
+static void pw_append(struct perfetto_writer *w, const uint8_t *p, size_t n)
+{
+	w->st.packets++;
+	if (PW_BUF_SIZE - w->buf_len < n)
+		perfetto_writer_flush(w);
+	if (n > PW_BUF_SIZE) {
+		if (!w->write_error)
+			pw_write_all(w, p, n);
+		return;
+	}
+	if (!w->write_error) {
+		memcpy(w->buf + w->buf_len, p, n);
+		w->buf_len += n;
+	}
+}
+
+/* ---- packets built in the scratch buffer ---------------------------------- */
+
+static size_t pw_packet_open(struct perfetto_writer *w)
+{
+	w->pkt.len = 0;
+	w->pkt.oom = false;
+	w->starting_seq = 0;
+	return pb_open(&w->pkt, 1); /* Trace.packet */
+}
+
+static void pw_seq_defaults(struct perfetto_writer *w, uint32_t seq)
+{
+	struct pb *b = &w->pkt;
+	size_t d = pb_open(b, PW_F_DEFAULTS), ps, tb;
+
+	pb_uint(b, PW_F_CLOCK_ID, PW_CLOCK_MONOTONIC);
+	if (seq == PW_SEQ_PERF) {
+		ps = pb_open(b, 12); /* perf_sample_defaults */
+		tb = pb_open(b, 1);  /* timebase */
+		if (w->sym.freq_hz)
+			pb_uint(b, 2, w->sym.freq_hz); /* frequency */
+		pb_uint(b, 4, PW_SW_CPU_CLOCK);      /* counter */
+		pb_close(b, tb);
+		pb_close(b, ps);
+	}
+	pb_close(b, d);
+}
+
+size_t pw_packet_begin(struct perfetto_writer *w, uint32_t seq, uint64_t ts, bool has_ts)
+{
+	size_t mark;
+
+	if (!w->snapshot_written)
+		perfetto_writer_clock_snapshot(w); /* on failure the next packet retries */
+	mark = pw_packet_open(w);
+	if (has_ts)
+		pb_uint(&w->pkt, PW_F_TIMESTAMP, ts);
+	pb_uint(&w->pkt, PW_F_SEQ_ID, seq);
+	if (!w->seq_started[seq]) {
+		/* the sequence's first packet: clear, then install the defaults */
+		pb_uint(&w->pkt, PW_F_SEQ_FLAGS, PW_SEQ_INCREMENTAL_STATE_CLEARED);
+		pw_seq_defaults(w, seq);
+		w->starting_seq = seq;
+	}
+	return mark;
+}
+
+int pw_packet_end(struct perfetto_writer *w, size_t mark)
+{
+	pb_close(&w->pkt, mark);
+	if (w->pkt.oom)
+		return -ENOMEM;
+	if (w->starting_seq)
+		w->seq_started[w->starting_seq] = true;
+	pw_append(w, w->pkt.p, w->pkt.len);
+	return 0;
+}
+
+/* ---- clocks ------------------------------------------------------------- */
+
+static uint64_t pw_ns(const struct timespec *t)
+{
+	return (uint64_t)t->tv_sec * 1000000000u + (uint64_t)t->tv_nsec;
+}
+
+static void pw_clock(struct pb *b, uint32_t id, uint64_t ts)
+{
+	size_t c = pb_open(b, 1); /* ClockSnapshot.clocks */
+
+	pb_uint(b, 1, id);
+	pb_uint(b, 2, ts);
+	pb_close(b, c);
+}
+
+int perfetto_writer_clock_snapshot(struct perfetto_writer *w)
+{
+	struct timespec boot, mono, real;
+	size_t mark, cs;
+	int ret;
+
+	clock_gettime(CLOCK_BOOTTIME, &boot);
+	clock_gettime(CLOCK_MONOTONIC, &mono);
+	clock_gettime(CLOCK_REALTIME, &real);
+	/*
+	 * Not through pw_packet_begin: a snapshot never clears a sequence. Its
+	 * clock id is explicit so later defaults (MONOTONIC) cannot apply to it.
+	 */
+	mark = pw_packet_open(w);
+	pb_uint(&w->pkt, PW_F_TIMESTAMP, pw_ns(&boot));
+	pb_uint(&w->pkt, PW_F_CLOCK_ID, PW_CLOCK_BOOTTIME);
+	pb_uint(&w->pkt, PW_F_SEQ_ID, PW_SEQ_TRACK);
+	cs = pb_open(&w->pkt, PW_F_CLOCK_SNAPSHOT);
+	pw_clock(&w->pkt, PW_CLOCK_BOOTTIME, pw_ns(&boot));
+	pw_clock(&w->pkt, PW_CLOCK_MONOTONIC, pw_ns(&mono));
+	pw_clock(&w->pkt, PW_CLOCK_REALTIME, pw_ns(&real));
+	if (!w->snapshot_written)
+		pb_uint(&w->pkt, 2, PW_CLOCK_BOOTTIME); /* primary_trace_clock */
+	pb_close(&w->pkt, cs);
+	ret = pw_packet_end(w, mark);
+	if (!ret)
+		w->snapshot_written = true;
+	return ret;
+}
+
+/* ---- descriptors -------------------------------------------------------- */
+
+/* Replaces *slot by a copy of name; false (and *slot kept) if equal or on ENOMEM. */
+static bool pw_rename(char **slot, const char *name, int *err)
+{
+	char *copy;
+
+	if (!name || (*slot && strcmp(*slot, name) == 0))
+		return false;
+	copy = strdup(name);
+	if (!copy) {
+		*err = -ENOMEM;
+		return false;
+	}
+	free(*slot);
+	*slot = copy;
+	return true;
+}
+
+static int pw_describe_process(struct perfetto_writer *w, struct pw_proc *p)
+{
+	size_t mark = pw_packet_begin(w, PW_SEQ_TRACK, 0, false), d, pd;
+	int ret;
+
+	d = pb_open(&w->pkt, PW_F_TRACK_DESCRIPTOR);
+	pb_uint(&w->pkt, 1, p->uuid);
+	pd = pb_open(&w->pkt, 3); /* process */
+	pb_uint(&w->pkt, 1, (uint64_t)(int64_t)p->pid);
+	if (p->name)
+		pb_str(&w->pkt, 6, p->name); /* process_name */
+	pb_close(&w->pkt, pd);
+	pb_close(&w->pkt, d);
+	ret = pw_packet_end(w, mark);
+	p->described = !ret;
+	return ret;
+}
+
+/* The process's entry (uuid assigned on first use); NULL with errno on ENOMEM. */
+static struct pw_proc *pw_proc_get(struct perfetto_writer *w, pid_t pid)
+{
+	int32_t key = pid;
+	struct pw_proc *p;
+	bool is_new;
+
+	p = pw_table_get(&w->procs, &key, &is_new);
+	if (p && is_new)
+		p->uuid = w->next_uuid++;
+	return p;
+}
+
+static struct pw_proc *pw_proc_use(struct perfetto_writer *w, pid_t pid)
+{
+	struct pw_proc *p = pw_proc_get(w, pid);
+
+	if (p && !p->described)
+		pw_describe_process(w, p); /* retried on next use if it failed */
+	return p;
+}
+
+int perfetto_writer_process(struct perfetto_writer *w, pid_t pid, const char *name)
+{
+	struct pw_proc *p = pw_proc_get(w, pid);
+	int err = 0;
+
+	if (!p)
+		return -ENOMEM;
+	if (pw_rename(&p->name, name, &err))
+		p->described = false; /* same uuid, new name: the importer renames */
+	if (err)
+		return err;
+	return p->described ? 0 : pw_describe_process(w, p);
+}
+
+static int pw_describe_thread(struct perfetto_writer *w, struct pw_thread *t)
+{
+	size_t mark = pw_packet_begin(w, PW_SEQ_TRACK, 0, false), d, td;
+	int ret;
+
+	d = pb_open(&w->pkt, PW_F_TRACK_DESCRIPTOR);
+	pb_uint(&w->pkt, 1, t->uuid);
+	td = pb_open(&w->pkt, 4); /* thread */
+	pb_uint(&w->pkt, 1, (uint64_t)(int64_t)t->key.pid);
+	pb_uint(&w->pkt, 2, (uint64_t)(int64_t)t->key.tid);
+	if (t->name)
+		pb_str(&w->pkt, 5, t->name); /* thread_name */
+	pb_close(&w->pkt, td);
+	pb_close(&w->pkt, d);
+	ret = pw_packet_end(w, mark);
+	t->described = !ret;
+	return ret;
+}
+
+/*
+ * The thread's entry; on first use its process track is described first and
+ * the thread gets the next uuid. NULL with errno on ENOMEM.
+ */
+static struct pw_thread *pw_thread_get(struct perfetto_writer *w, pid_t pid, pid_t tid)
+{
+	struct pw_thread_key key = { pid, tid };
+	struct pw_thread *t;
+	bool is_new;
+
+	t = pw_table_get(&w->threads, &key, &is_new);
+	if (t && is_new) {
+		pw_proc_use(w, pid); /* different table: t stays valid */
+		t->uuid = w->next_uuid++;
+	}
+	return t;
+}
+
+/* Hot: the thread an event is on, described; remembers the last one. */
+static struct pw_thread *pw_thread_use(struct perfetto_writer *w, pid_t pid, pid_t tid)
+{
+	struct pw_thread *t;
+
+	if (w->last_thread) {
+		t = pw_table_at(&w->threads, w->last_thread - 1);
+		if (t->key.pid == pid && t->key.tid == tid && t->described)
+			return t;
+	}
+	t = pw_thread_get(w, pid, tid);
+	if (!t || (!t->described && pw_describe_thread(w, t) < 0))
+		return NULL;
+	w->last_thread = pw_table_index(&w->threads, t) + 1;
+	return t;
+}
+
+int perfetto_writer_thread(struct perfetto_writer *w, pid_t pid, pid_t tid, const char *name)
+{
+	struct pw_thread *t = pw_thread_get(w, pid, tid);
+	int err = 0;
+
+	if (!t)
+		return -ENOMEM;
+	if (pw_rename(&t->name, name, &err))
+		t->described = false;
+	if (err)
+		return err;
+	return t->described ? 0 : pw_describe_thread(w, t);
+}
+
+/* ---- slices ------------------------------------------------------------- */
+
+int perfetto_writer_function(struct perfetto_writer *w, uint32_t func_id, const char *name)
+{
+	struct pw_func *f;
+	bool is_new;
+	int err = 0;
+
+	f = pw_table_get(&w->funcs, &func_id, &is_new);
+	if (!f)
+		return -ENOMEM;
+	if (pw_rename(&f->name, name, &err))
+		f->name_iid = 0; /* interned again (by string) on next use */
+	return err;
+}
+
+/*
+ * Resolves func_id to an event-name iid. *def is NULL when the name is
+ * already defined on sequence 1, else the name to define in this packet.
+ */
+static int pw_func_iid(struct perfetto_writer *w, uint32_t func_id, uint64_t *iid,
+		       const char **def, char *tmp, size_t tmp_size)
+{
+	struct pw_func *f;
+	const char *name;
+	int64_t idx;
+	bool is_new;
+
+	f = pw_table_get(&w->funcs, &func_id, &is_new);
+	if (!f)
+		return -ENOMEM;
+	*def = NULL;
+	if (f->name_iid) {
+		*iid = f->name_iid;
+		return 0;
+	}
+	name = f->name;
+	if (!name) {
+		snprintf(tmp, tmp_size, "func_%" PRIu32, func_id);
+		name = tmp;
+	}
+	idx = pw_strtab_intern(&w->event_names, name, strlen(name), &is_new);
+	if (idx < 0)
+		return (int)idx;
+	*iid = (uint64_t)idx + 1;
+	if (w->event_names.ents[idx].aux) /* defined (for another func_id) */
+		f->name_iid = (uint32_t)*iid;
+	else
+		*def = (const char *)pw_strtab_data(&w->event_names, (uint32_t)idx);
+	return 0;
+}
+
+/* The hot path: a BEGIN/END whose name (if any) is already defined. */
+static void pw_emit_slice(struct perfetto_writer *w, uint64_t ts, uint64_t uuid, unsigned type,
+			  uint64_t name_iid)
+{
+	unsigned ev = 2 + 1 + pb_varint_size(uuid) + (name_iid ? 1 + pb_varint_size(name_iid) : 0);
+	unsigned len = 1 + pb_varint_size(ts) + 2 + 2 + ev;
+	uint8_t *p;
+
+	if (PW_BUF_SIZE - w->buf_len < len + 2)
+		perfetto_writer_flush(w);
+	p = w->buf + w->buf_len;
+	*p++ = 0x0a; /* Trace.packet */
+	*p++ = (uint8_t)len;
+	*p++ = 0x40; /* timestamp */
+	p = pb_put_varint(p, ts);
+	*p++ = 0x50; /* trusted_packet_sequence_id */
+	*p++ = PW_SEQ_TRACK;
+	*p++ = 0x5a; /* track_event */
+	*p++ = (uint8_t)ev;
+	*p++ = 0x48; /* type */
+	*p++ = (uint8_t)type;
+	if (name_iid) {
+		*p++ = 0x50; /* name_iid */
+		p = pb_put_varint(p, name_iid);
+	}
+	*p++ = 0x58; /* track_uuid */
+	p = pb_put_varint(p, uuid);
+	w->st.packets++;
+	if (!w->write_error) /* else counted, not kept */
+		w->buf_len = (size_t)(p - w->buf);
+}
+
+/* Cold: a BEGIN that also defines its event name (first use on sequence 1). */
+static int pw_emit_begin_defining(struct perfetto_writer *w, uint64_t ts, uint64_t uuid,
+				  uint64_t iid, const char *name)
+{
+	size_t mark = pw_packet_begin(w, PW_SEQ_TRACK, ts, true), ev, in, en;
+
+	ev = pb_open(&w->pkt, PW_F_TRACK_EVENT);
+	pb_uint(&w->pkt, 9, PW_TYPE_SLICE_BEGIN);
+	pb_uint(&w->pkt, 10, iid);
+	pb_uint(&w->pkt, 11, uuid);
+	pb_close(&w->pkt, ev);
+	in = pb_open(&w->pkt, PW_F_INTERNED_DATA);
+	en = pb_open(&w->pkt, 2); /* event_names */
+	pb_uint(&w->pkt, 1, iid);
+	pb_str(&w->pkt, 2, name);
+	pb_close(&w->pkt, en);
+	pb_close(&w->pkt, in);
+	return pw_packet_end(w, mark);
+}
+
+int perfetto_writer_slice_begin(struct perfetto_writer *w, pid_t pid, pid_t tid, uint64_t ts,
+				uint32_t func_id)
+{
+	struct pw_thread *t = pw_thread_use(w, pid, tid);
+	const char *def;
+	char tmp[32];
+	uint64_t iid;
+	int ret;
+
+	if (!t)
+		return -ENOMEM;
+	if (t->depth >= PERFETTO_MAX_SLICE_DEPTH) {
+		t->clamped++;
+		w->st.slices_clamped++;
+		return 0;
+	}
+	ret = pw_func_iid(w, func_id, &iid, &def, tmp, sizeof(tmp));
+	if (ret < 0)
+		return ret;
+	if (!def) {
+		pw_emit_slice(w, ts, t->uuid, PW_TYPE_SLICE_BEGIN, iid);
+	} else {
+		ret = pw_emit_begin_defining(w, ts, t->uuid, iid, def);
+		if (ret < 0)
+			return ret;
+		w->event_names.ents[iid - 1].aux = 1; /* defined from now on */
+		pw_func_iid(w, func_id, &iid, &def, tmp, sizeof(tmp)); /* caches it */
+	}
+	t->depth++;
+	return 0;
+}
+
+int perfetto_writer_slice_end(struct perfetto_writer *w, pid_t pid, pid_t tid, uint64_t ts)
+{
+	struct pw_thread *t = pw_thread_use(w, pid, tid);
+
+	if (!t)
+		return -ENOMEM;
+	if (t->clamped) {
+		t->clamped--; /* its BEGIN was not written */
+		return 0;
+	}
+	if (!t->depth) {
+		w->st.ends_unmatched++;
+		return 0;
+	}
+	t->depth--;
+	pw_emit_slice(w, ts, t->uuid, PW_TYPE_SLICE_END, 0);
+	return 0;
+}
+
+/* ---- counters ------------------------------------------------------------ */
+
+static int pw_describe_counter(struct perfetto_writer *w, uint64_t uuid, uint64_t parent,
+			       const char *name)
+{
+	size_t mark = pw_packet_begin(w, PW_SEQ_TRACK, 0, false), d, cd;
+
+	d = pb_open(&w->pkt, PW_F_TRACK_DESCRIPTOR);
+	pb_uint(&w->pkt, 1, uuid);
+	pb_uint(&w->pkt, 5, parent); /* parent_uuid */
+	pb_str(&w->pkt, 2, name);
+	cd = pb_open(&w->pkt, 8); /* counter */
+	pb_uint(&w->pkt, 3, PW_UNIT_COUNT);
+	pb_close(&w->pkt, cd);
+	pb_close(&w->pkt, d);
+	return pw_packet_end(w, mark);
+}
+
+/* The counter's uuid, its descriptor written before first use; 0 on ENOMEM. */
+static uint64_t pw_counter_uuid(struct perfetto_writer *w, pid_t pid, const char *name)
+{
+	size_t len = strlen(name);
+	struct pw_proc *p;
+	uint64_t uuid;
+	int32_t key_pid = pid;
+	uint8_t *key;
+	int64_t idx;
+	bool is_new;
+
+	key = malloc(sizeof(key_pid) + len);
+	if (!key)
+		return 0;
+	memcpy(key, &key_pid, sizeof(key_pid));
+	memcpy(key + sizeof(key_pid), name, len);
+	idx = pw_strtab_intern(&w->counters, key, sizeof(key_pid) + len, &is_new);
+	free(key);
+	if (idx < 0)
+		return 0;
+	if (w->counters.ents[idx].aux)
+		return w->counters.ents[idx].aux;
+	p = pw_proc_use(w, pid);
+	if (!p)
+		return 0;
+	uuid = w->next_uuid++;
+	if (pw_describe_counter(w, uuid, p->uuid, name) < 0)
+		return 0;
+	w->counters.ents[idx].aux = uuid;
+	return uuid;
+}
+
+int perfetto_writer_counter(struct perfetto_writer *w, pid_t pid, const char *name, uint64_t ts,
+			    int64_t value)
+{
+	uint64_t uuid;
+	size_t mark, ev;
+
+	if (!name)
+		return -EINVAL;
+	uuid = pw_counter_uuid(w, pid, name);
+	if (!uuid)
+		return -ENOMEM;
+	mark = pw_packet_begin(w, PW_SEQ_TRACK, ts, true);
+	ev = pb_open(&w->pkt, PW_F_TRACK_EVENT);
+	pb_uint(&w->pkt, 9, PW_TYPE_COUNTER);
+	pb_uint(&w->pkt, 11, uuid);
+	pb_uint(&w->pkt, 30, (uint64_t)value); /* counter_value, int64 */
+	pb_close(&w->pkt, ev);
+	return pw_packet_end(w, mark);
+}
+
+/* ---- lifetime ------------------------------------------------------------ */
+
+struct perfetto_writer *perfetto_writer_new(int fd)
+{
+	struct perfetto_writer *w;
+
+	if (fd < 0) {
+		errno = EBADF;
+		return NULL;
+	}
+	w = calloc(1, sizeof(*w));
+	if (!w)
+		goto err;
+	w->buf = malloc(PW_BUF_SIZE);
+	if (!w->buf)
+		goto err_free_writer;
+	w->fd = fd;
+	w->next_uuid = 1;
+	pw_table_init(&w->procs, sizeof(struct pw_proc), sizeof(int32_t));
+	pw_table_init(&w->threads, sizeof(struct pw_thread), sizeof(struct pw_thread_key));
+	pw_table_init(&w->funcs, sizeof(struct pw_func), sizeof(uint32_t));
+	pw_symbols_init(&w->sym);
+	return w;
+
+err_free_writer:
+	free(w);
+err:
+	errno = ENOMEM;
+	return NULL;
+}
+
+void perfetto_writer_get_stats(const struct perfetto_writer *w, struct perfetto_writer_stats *st)
+{
+	*st = w->st;
+	st->write_error = w->write_error;
+}
+
+static void pw_free_names(struct pw_table *t, size_t name_off)
+{
+	uint32_t i;
+
+	for (i = 0; i < t->n; i++) {
+		char *name;
+
+		memcpy(&name, (uint8_t *)pw_table_at(t, i) + name_off, sizeof(name));
+		free(name);
+	}
+	pw_table_free(t);
+}
+
+int perfetto_writer_free(struct perfetto_writer *w)
+{
+	int ret;
+
+	if (!w)
+		return 0;
+	perfetto_writer_flush(w);
+	ret = w->write_error ? -w->write_error : 0;
+	pw_free_names(&w->procs, offsetof(struct pw_proc, name));
+	pw_free_names(&w->threads, offsetof(struct pw_thread, name));
+	pw_free_names(&w->funcs, offsetof(struct pw_func, name));
+	pw_strtab_free(&w->counters);
+	pw_strtab_free(&w->event_names);
+	pw_symbols_free(&w->sym);
+	pb_free(&w->pkt);
+	free(w->buf);
+	free(w);
+	return ret;
+}

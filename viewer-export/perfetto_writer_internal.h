@@ -1,0 +1,92 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The writer's state, shared by perfetto_writer.c (buffer, clocks, tracks,
+ * slices, counters) and perfetto_samples.c (sequence 2: perf samples and
+ * their interned symbols). Internal to viewer-export/.
+ */
+#ifndef PROFD_PERFETTO_WRITER_INTERNAL_H
+#define PROFD_PERFETTO_WRITER_INTERNAL_H
+
+#include "viewer-export/perfetto_intern.h"
+#include "viewer-export/perfetto_writer.h"
+
+#define PW_BUF_SIZE (64 * 1024)
+
+/* Sequence 1: clock snapshots, descriptors, track events. Sequence 2: perf samples. */
+enum { PW_SEQ_TRACK = 1, PW_SEQ_PERF = 2, PW_NSEQ = 3 };
+
+/* Perfetto enum values (perfetto-format.md §3) used by both files. */
+enum {
+	PW_SEQ_INCREMENTAL_STATE_CLEARED = 1,
+	PW_CLOCK_REALTIME = 1,
+	PW_CLOCK_MONOTONIC = 3,
+	PW_CLOCK_BOOTTIME = 6,
+	PW_TYPE_SLICE_BEGIN = 1,
+	PW_TYPE_SLICE_END = 2,
+	PW_TYPE_COUNTER = 4,
+	PW_UNIT_COUNT = 2,
+	PW_MODE_USER = 2,
+	PW_SW_CPU_CLOCK = 1,
+};
+
+/* TracePacket field numbers. */
+enum {
+	PW_F_CLOCK_SNAPSHOT = 6,
+	PW_F_TIMESTAMP = 8,
+	PW_F_SEQ_ID = 10,
+	PW_F_TRACK_EVENT = 11,
+	PW_F_INTERNED_DATA = 12,
+	PW_F_SEQ_FLAGS = 13,
+	PW_F_CLOCK_ID = 58,
+	PW_F_DEFAULTS = 59,
+	PW_F_TRACK_DESCRIPTOR = 60,
+	PW_F_PERF_SAMPLE = 66,
+};
+
+/* Symbol dictionaries of sequence 2; every iid is its table index + 1. */
+struct pw_symbols {
+	struct pw_strtab functions, paths, build_ids;
+	struct pw_table mappings;   /* struct pw_mapping_key */
+	struct pw_table frames;     /* struct pw_frame_ent */
+	struct pw_strtab callstacks; /* key: the frame iids (u32, root first) */
+	/* iids first defined by the packet being built, per InternedData field */
+	struct pw_vec new_functions, new_paths, new_build_ids, new_mappings, new_frames;
+	struct pw_vec stack; /* frame iids of the sample being built */
+	uint32_t freq_hz;
+};
+
+struct perfetto_writer {
+	int fd;
+	int write_error;      /* first errno of a failed write; writing stops */
+	uint8_t *buf;         /* PW_BUF_SIZE bytes of whole packets */
+	size_t buf_len;
+	struct pb pkt;        /* scratch for packets not built by the hot path */
+	struct perfetto_writer_stats st;
+	bool snapshot_written;
+	bool seq_started[PW_NSEQ];
+	uint32_t starting_seq; /* sequence the packet being built clears, 0 = none */
+	uint64_t next_uuid;
+	struct pw_table procs;     /* struct pw_proc */
+	struct pw_table threads;   /* struct pw_thread */
+	struct pw_table funcs;     /* struct pw_func */
+	struct pw_strtab counters; /* key: pid (4 bytes) + name; aux = uuid */
+	struct pw_strtab event_names;
+	uint32_t last_thread;      /* index + 1 of the last thread used, 0 = none */
+	struct pw_symbols sym;
+};
+
+/* perfetto_writer.c */
+/*
+ * Starts a packet in w->pkt on `seq` (a ClockSnapshot first if none was
+ * written; CLEARED + defaults if it is the sequence's first packet); returns
+ * the mark for pw_packet_end.
+ */
+size_t pw_packet_begin(struct perfetto_writer *w, uint32_t seq, uint64_t ts, bool has_ts);
+/* Closes the packet and queues it. 0, or -ENOMEM (the packet is dropped). */
+int pw_packet_end(struct perfetto_writer *w, size_t mark);
+
+/* perfetto_samples.c */
+void pw_symbols_init(struct pw_symbols *s);
+void pw_symbols_free(struct pw_symbols *s);
+
+#endif

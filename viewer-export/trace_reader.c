@@ -1,0 +1,899 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Perfetto trace reader, first pass: splits the file into `0A len` records,
+ * decodes each TracePacket with protobuf-c and applies the importer's
+ * tokenization rules in file order (sequence validity and CLEARED, defaults,
+ * per-sequence interning, track reservation, counter and sample checks).
+ * The input is hostile: every length is bounded, every iid may be missing.
+ * trace_model.c does the end-of-file pass.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "perfetto_trace_subset.pb-c.h"
+#include "viewer-export/trace_reader_internal.h"
+
+typedef Perfetto__Protos__TracePacket rd_packet;
+
+/* Interned entries of one sequence generation; every table is keyed by iid. */
+struct rd_iid_str {
+	uint64_t iid;
+	const char *s;
+};
+
+struct rd_frame {
+	uint64_t iid;
+	uint64_t function_iid, mapping_iid, rel_pc;
+};
+
+struct rd_mapping {
+	uint64_t iid;
+	size_t off, n;    /* path_string_ids in the sequence's u64 pool */
+	const char *path; /* joined path, once resolved */
+};
+
+enum { RD_STACK_NEW, RD_STACK_OK, RD_STACK_BAD };
+
+struct rd_stack {
+	uint64_t iid;
+	size_t off, n;    /* frame_ids in the sequence's u64 pool */
+	int state;
+	char **frames, **maps; /* resolved once, shared by every sample using it */
+};
+
+struct rd_seq {
+	uint32_t id; /* key */
+	bool valid;  /* seen CLEARED, no loss since */
+	bool has_clock, has_track_uuid;
+	uint32_t clock_id;
+	uint64_t track_uuid;
+	struct pw_table names, functions, paths, build_ids, frames, mappings, stacks;
+	uint64_t *pool;
+	size_t pool_n, pool_cap;
+};
+
+/* ---- sequences ------------------------------------------------------------ */
+
+static void rd_seq_init(struct rd_seq *s)
+{
+	pw_table_init(&s->names, sizeof(struct rd_iid_str), sizeof(uint64_t));
+	pw_table_init(&s->functions, sizeof(struct rd_iid_str), sizeof(uint64_t));
+	pw_table_init(&s->paths, sizeof(struct rd_iid_str), sizeof(uint64_t));
+	pw_table_init(&s->build_ids, sizeof(struct rd_iid_str), sizeof(uint64_t));
+	pw_table_init(&s->frames, sizeof(struct rd_frame), sizeof(uint64_t));
+	pw_table_init(&s->mappings, sizeof(struct rd_mapping), sizeof(uint64_t));
+	pw_table_init(&s->stacks, sizeof(struct rd_stack), sizeof(uint64_t));
+}
+
+/* A new generation: interned data and defaults are wiped (CLEARED). */
+static void rd_seq_clear(struct rd_seq *s)
+{
+	pw_table_clear(&s->names);
+	pw_table_clear(&s->functions);
+	pw_table_clear(&s->paths);
+	pw_table_clear(&s->build_ids);
+	pw_table_clear(&s->frames);
+	pw_table_clear(&s->mappings);
+	pw_table_clear(&s->stacks);
+	s->pool_n = 0;
+	s->has_clock = s->has_track_uuid = false;
+}
+
+static void rd_seq_free(struct rd_seq *s)
+{
+	pw_table_free(&s->names);
+	pw_table_free(&s->functions);
+	pw_table_free(&s->paths);
+	pw_table_free(&s->build_ids);
+	pw_table_free(&s->frames);
+	pw_table_free(&s->mappings);
+	pw_table_free(&s->stacks);
+	free(s->pool);
+}
+
+static struct rd_seq *rd_seq_get(struct rd *r, uint32_t id)
+{
+	struct rd_seq *s;
+	bool is_new;
+
+	s = pw_table_get(&r->seqs, &id, &is_new);
+	if (!s) {
+		r->oom = true;
+		return NULL;
+	}
+	if (is_new)
+		rd_seq_init(s); /* starts invalid: packet loss assumed until CLEARED */
+	return s;
+}
+
+/* Copies n u64s into the sequence pool; returns their offset or SIZE_MAX. */
+static size_t rd_pool_add(struct rd *r, struct rd_seq *s, const uint64_t *v, size_t n)
+{
+	size_t off = s->pool_n;
+
+	while (s->pool_cap - s->pool_n < n)
+		if (!rd_reserve(r, (void **)&s->pool, &s->pool_cap, s->pool_cap, sizeof(uint64_t)))
+			return SIZE_MAX;
+	if (n)
+		memcpy(s->pool + off, v, n * sizeof(uint64_t));
+	s->pool_n += n;
+	return off;
+}
+
+/* ---- interned data ---------------------------------------------------------- */
+
+/* Returns the new entry for iid, or NULL when absent (problem) or defined (first wins). */
+static void *rd_define(struct rd *r, struct pw_table *t, protobuf_c_boolean has_iid, uint64_t iid,
+		       const char *what)
+{
+	bool is_new;
+	void *e;
+
+	if (!has_iid || !iid) {
+		rd_problem(r, "interned %s without iid (interned_data_tokenizer_errors)", what);
+		return NULL;
+	}
+	e = pw_table_get(t, &iid, &is_new);
+	if (!e)
+		r->oom = true;
+	return is_new ? e : NULL;
+}
+
+static void rd_intern_strings(struct rd *r, struct pw_table *t,
+			      Perfetto__Protos__InternedString **v, size_t n, const char *what)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		struct rd_iid_str *e = rd_define(r, t, v[i]->has_iid, v[i]->iid, what);
+
+		if (e && v[i]->has_str && v[i]->str.data)
+			e->s = rd_str(r, v[i]->str.data, v[i]->str.len);
+		else if (e)
+			e->s = rd_str(r, "", 0);
+	}
+}
+
+static void rd_intern_names(struct rd *r, struct rd_seq *s, Perfetto__Protos__InternedData *d)
+{
+	size_t i;
+
+	for (i = 0; i < d->n_event_names; i++) {
+		Perfetto__Protos__EventName *en = d->event_names[i];
+		struct rd_iid_str *e = rd_define(r, &s->names, en->has_iid, en->iid, "event name");
+
+		if (e)
+			e->s = en->name ? rd_str(r, en->name, strlen(en->name)) : NULL;
+	}
+}
+
+static void rd_intern_profile(struct rd *r, struct rd_seq *s, Perfetto__Protos__InternedData *d)
+{
+	size_t i;
+
+	for (i = 0; i < d->n_frames; i++) {
+		Perfetto__Protos__Frame *f = d->frames[i];
+		struct rd_frame *e = rd_define(r, &s->frames, f->has_iid, f->iid, "frame");
+
+		if (!e)
+			continue;
+		e->function_iid = f->has_function_name_id ? f->function_name_id : 0;
+		e->mapping_iid = f->has_mapping_id ? f->mapping_id : 0;
+		e->rel_pc = f->rel_pc;
+	}
+	for (i = 0; i < d->n_mappings; i++) {
+		Perfetto__Protos__Mapping *mp = d->mappings[i];
+		struct rd_mapping *e = rd_define(r, &s->mappings, mp->has_iid, mp->iid, "mapping");
+
+		if (!e)
+			continue;
+		e->n = mp->n_path_string_ids;
+		e->off = rd_pool_add(r, s, mp->path_string_ids, e->n);
+		e->path = NULL;
+	}
+	for (i = 0; i < d->n_callstacks; i++) {
+		Perfetto__Protos__Callstack *cs = d->callstacks[i];
+		struct rd_stack *e = rd_define(r, &s->stacks, cs->has_iid, cs->iid, "callstack");
+
+		if (!e)
+			continue;
+		e->n = cs->n_frame_ids;
+		e->off = rd_pool_add(r, s, cs->frame_ids, e->n);
+		e->state = RD_STACK_NEW;
+	}
+}
+
+static void rd_intern(struct rd *r, struct rd_seq *s, Perfetto__Protos__InternedData *d)
+{
+	/* strings first: a packet may define an entry and what it references */
+	rd_intern_names(r, s, d);
+	rd_intern_strings(r, &s->functions, d->function_names, d->n_function_names,
+			  "function name");
+	rd_intern_strings(r, &s->paths, d->mapping_paths, d->n_mapping_paths, "mapping path");
+	rd_intern_strings(r, &s->build_ids, d->build_ids, d->n_build_ids, "build id");
+	rd_intern_profile(r, s, d);
+}
+
+/* ---- callstacks ----------------------------------------------------------- */
+
+/* The mapping's path (path_string_ids joined with "/"); NULL with a problem if broken. */
+static const char *rd_mapping_path(struct rd *r, struct rd_seq *s, uint64_t iid)
+{
+	struct rd_mapping *mp = pw_table_find(&s->mappings, &iid);
+	size_t i, len = 0;
+	char *buf;
+
+	if (!mp) {
+		rd_problem(r, "mapping iid %" PRIu64 " undefined on sequence %" PRIu32
+			   " (stackprofile_invalid_mapping_id)", iid, s->id);
+		return NULL;
+	}
+	if (mp->path)
+		return mp->path;
+	buf = malloc(1);
+	if (!buf)
+		goto err_oom;
+	buf[0] = 0;
+	for (i = 0; i < mp->n; i++) {
+		uint64_t sid = s->pool[mp->off + i];
+		struct rd_iid_str *ps = pw_table_find(&s->paths, &sid);
+		size_t add;
+		char *nb;
+
+		if (!ps || !ps->s) {
+			rd_problem(r, "mapping path iid %" PRIu64 " undefined on sequence %" PRIu32
+				   " (stackprofile_invalid_string_id)", sid, s->id);
+			free(buf);
+			return NULL;
+		}
+		add = strlen(ps->s) + (i ? 1 : 0);
+		nb = realloc(buf, len + add + 1);
+		if (!nb)
+			goto err_free_buf;
+		buf = nb;
+		strcpy(buf + len, i ? "/" : "");
+		strcat(buf + len, ps->s);
+		len += add;
+	}
+	mp->path = rd_str(r, buf, len);
+	free(buf);
+	return mp->path;
+err_free_buf:
+	free(buf);
+err_oom:
+	r->oom = true;
+	return NULL;
+}
+
+/* Resolves frame i of st into st->frames[i] / st->maps[i]; false with a problem. */
+static bool rd_resolve_frame(struct rd *r, struct rd_seq *s, struct rd_stack *st, size_t i)
+{
+	uint64_t fid = s->pool[st->off + i];
+	struct rd_frame *f = pw_table_find(&s->frames, &fid);
+	struct rd_iid_str *fn;
+	const char *map = "?";
+
+	if (!f) {
+		rd_problem(r, "frame iid %" PRIu64 " undefined on sequence %" PRIu32
+			   " (stackprofile_invalid_frame_id)", fid, s->id);
+		return false;
+	}
+	st->frames[i] = "?";
+	if (f->function_iid) {
+		fn = pw_table_find(&s->functions, &f->function_iid);
+		if (!fn || !fn->s) {
+			rd_problem(r, "function name iid %" PRIu64 " undefined on sequence %" PRIu32
+				   " (stackprofile_invalid_string_id)", f->function_iid, s->id);
+			return false;
+		}
+		if (fn->s[0])
+			st->frames[i] = (char *)fn->s;
+	}
+	if (!f->mapping_iid) {
+		rd_problem(r, "frame iid %" PRIu64 " has no mapping (readers before v53 drop "
+			   "the callstack)", fid);
+	} else {
+		map = rd_mapping_path(r, s, f->mapping_iid);
+		if (!map)
+			return false;
+	}
+	st->maps[i] = (char *)map;
+	return true;
+}
+
+/* The callstack's frames, root first, resolved once per generation; NULL if broken. */
+static struct rd_stack *rd_resolve_stack(struct rd *r, struct rd_seq *s, uint64_t iid)
+{
+	struct rd_stack *st = pw_table_find(&s->stacks, &iid);
+	size_t i;
+
+	if (!st) {
+		rd_problem(r, "callstack iid %" PRIu64 " undefined on sequence %" PRIu32
+			   " (sample gets no callsite)", iid, s->id);
+		return NULL;
+	}
+	if (st->state != RD_STACK_NEW)
+		return st->state == RD_STACK_OK ? st : NULL;
+	st->state = RD_STACK_BAD;
+	if (!st->n) {
+		st->state = RD_STACK_OK;
+		return st;
+	}
+	st->frames = calloc(st->n, sizeof(char *));
+	st->maps = calloc(st->n, sizeof(char *));
+	if (!st->frames || !st->maps) {
+		free(st->frames);
+		free(st->maps);
+		r->oom = true;
+		return NULL;
+	}
+	if (!rd_keep(r, st->frames) || !rd_keep(r, st->maps))
+		return NULL;
+	for (i = 0; i < st->n; i++)
+		if (!rd_resolve_frame(r, s, st, i))
+			return NULL;
+	st->state = RD_STACK_OK;
+	return st;
+}
+
+/* ---- payloads --------------------------------------------------------------- */
+
+static void rd_perf_sample(struct rd *r, struct rd_seq *s, const rd_packet *p)
+{
+	const Perfetto__Protos__PerfSample *ps = p->perf_sample;
+	struct rd_sample *out;
+	struct rd_stack *st = NULL;
+
+	if (ps->has_kernel_records_lost) {
+		uint64_t sum = r->m->samples_lost + ps->kernel_records_lost;
+
+		r->m->samples_lost = sum < r->m->samples_lost ? UINT64_MAX : sum;
+		return;
+	}
+	if (ps->optional_sample_skipped_reason_case)
+		return; /* a skip record, not a sample */
+	if (ps->has_callstack_iid && ps->callstack_iid)
+		st = rd_resolve_stack(r, s, ps->callstack_iid);
+	if (!rd_reserve(r, (void **)&r->samples, &r->cap_samples, r->n_samples, sizeof(*out)))
+		return;
+	out = &r->samples[r->n_samples++];
+	memset(out, 0, sizeof(*out));
+	out->order = r->pkt_index;
+	out->s.ts = p->has_timestamp ? p->timestamp : r->latest_ts;
+	out->s.pid = (int32_t)ps->pid;
+	out->s.tid = (int32_t)ps->tid;
+	out->s.cpu = ps->cpu;
+	if (st) {
+		out->s.n_frames = st->n;
+		out->s.frames = st->frames;
+		out->s.frame_mappings = st->maps;
+	}
+}
+
+static void rd_counter_value(struct rd *r, const rd_packet *p, uint64_t uuid)
+{
+	const Perfetto__Protos__TrackEvent *te = p->track_event;
+	struct rd_track *t = pw_table_find(&r->tracks, &uuid), *parent;
+	struct rd_counter *c;
+
+	if (!t || t->kind != RD_TRACK_COUNTER) {
+		rd_problem(r, "counter value on track %" PRIu64 " before its counter descriptor "
+			   "(track_event_counter_invalid_track_uuid, dropped)", uuid);
+		return;
+	}
+	if (!te->counter_value_field_case) {
+		rd_problem(r, "TYPE_COUNTER event without a value (dropped)");
+		return;
+	}
+	if (!rd_reserve(r, (void **)&r->counters, &r->cap_counters, r->n_counters, sizeof(*c)))
+		return;
+	c = &r->counters[r->n_counters++];
+	c->order = r->pkt_index;
+	c->v.track_name = (char *)t->name;
+	parent = t->parent_uuid ? pw_table_find(&r->tracks, &t->parent_uuid) : NULL;
+	c->v.pid = parent && parent->kind == RD_TRACK_PROCESS ? parent->pid : 0;
+	c->v.ts = p->timestamp;
+	if (te->counter_value_field_case ==
+	    PERFETTO__PROTOS__TRACK_EVENT__COUNTER_VALUE_FIELD_COUNTER_VALUE)
+		c->v.value = (double)te->counter_value;
+	else
+		c->v.value = te->double_counter_value;
+}
+
+static const char *rd_event_name(struct rd *r, struct rd_seq *s,
+				 const Perfetto__Protos__TrackEvent *te)
+{
+	struct rd_iid_str *e;
+
+	if (te->name_field_case == PERFETTO__PROTOS__TRACK_EVENT__NAME_FIELD_NAME)
+		return te->name ? rd_str(r, te->name, strlen(te->name)) : NULL;
+	if (te->name_field_case != PERFETTO__PROTOS__TRACK_EVENT__NAME_FIELD_NAME_IID)
+		return NULL;
+	e = pw_table_find(&s->names, &te->name_iid);
+	if (!e) {
+		rd_problem(r, "event name iid %" PRIu64 " undefined on sequence %" PRIu32
+			   " (slice gets no name)", te->name_iid, s->id);
+		return NULL;
+	}
+	return e->s;
+}
+
+static void rd_track_event(struct rd *r, struct rd_seq *s, const rd_packet *p)
+{
+	const Perfetto__Protos__TrackEvent *te = p->track_event;
+	int type = te->has_type ? (int)te->type : 0;
+	struct rd_event *ev;
+	uint64_t uuid;
+
+	if (!p->has_timestamp) {
+		rd_problem(r, "TrackEvent without timestamp (track_event_missing_timestamp, "
+			   "dropped)");
+		return;
+	}
+	if (!te->has_track_uuid && !s->has_track_uuid) {
+		rd_problem(r, "TrackEvent without track_uuid (lands on the sequence's "
+			   "default thread)");
+		return;
+	}
+	uuid = te->has_track_uuid ? te->track_uuid : s->track_uuid;
+	if (type == RD_COUNTER) {
+		rd_counter_value(r, p, uuid);
+		return;
+	}
+	if (type != RD_BEGIN && type != RD_END && type != RD_INSTANT) {
+		rd_problem(r, "TrackEvent of type %d (dropped)", type);
+		return;
+	}
+	if (!rd_reserve(r, (void **)&r->events, &r->cap_events, r->n_events, sizeof(*ev)))
+		return;
+	ev = &r->events[r->n_events++];
+	ev->ts = p->timestamp;
+	ev->order = r->pkt_index;
+	ev->uuid = uuid;
+	ev->type = type;
+	ev->name = rd_event_name(r, s, te);
+}
+
+/* ---- descriptors ------------------------------------------------------------ */
+
+struct rd_tid_key {
+	int32_t pid, tid;
+};
+
+struct rd_tid_ent {
+	struct rd_tid_key key;
+	uint64_t uuid;
+};
+
+struct rd_pid_ent {
+	int32_t pid;
+	uint64_t uuid;
+	size_t index; /* into process_pids / process_names */
+};
+
+static void rd_thread_track(struct rd *r, struct rd_track *t,
+			    const Perfetto__Protos__ThreadDescriptor *td, bool is_new)
+{
+	struct trace_model *m = r->m;
+	struct rd_tid_key key = { td->pid, (int32_t)td->tid };
+	struct rd_tid_ent *id;
+	bool id_new;
+
+	if (is_new) {
+		t->model_index = m->n_threads;
+		id = pw_table_get(&r->thread_ids, &key, &id_new);
+		if (!id || !rd_reserve(r, (void **)&m->threads, &r->cap_threads, m->n_threads,
+				       sizeof(*m->threads))) {
+			r->oom = true;
+			return;
+		}
+		if (!id_new && id->uuid != t->uuid)
+			rd_problem(r, "thread %d/%d described by uuids %" PRIu64 " and %" PRIu64
+				   ": the importer creates a second thread", key.pid, key.tid,
+				   id->uuid, t->uuid);
+		id->uuid = t->uuid;
+		m->threads[m->n_threads] = (struct trace_thread){ key.pid, key.tid, NULL, t->uuid };
+		m->n_threads++;
+	}
+	if (td->thread_name && t->model_index < m->n_threads)
+		m->threads[t->model_index].name =
+			(char *)rd_str(r, td->thread_name, strlen(td->thread_name));
+}
+
+static void rd_process_track(struct rd *r, struct rd_track *t,
+			     const Perfetto__Protos__ProcessDescriptor *pd)
+{
+	struct trace_model *m = r->m;
+	struct rd_pid_ent *e;
+	size_t cap;
+	bool is_new;
+
+	e = pw_table_get(&r->process_ids, &pd->pid, &is_new);
+	if (!e) {
+		r->oom = true;
+		return;
+	}
+	if (is_new) {
+		cap = r->cap_processes;
+		if (!rd_reserve(r, (void **)&m->process_pids, &cap, m->n_processes,
+				sizeof(int32_t)))
+			return;
+		cap = r->cap_processes;
+		if (!rd_reserve(r, (void **)&m->process_names, &cap, m->n_processes,
+				sizeof(char *)))
+			return;
+		r->cap_processes = cap;
+		e->uuid = t->uuid;
+		e->index = m->n_processes++;
+		m->process_pids[e->index] = pd->pid;
+		m->process_names[e->index] = NULL;
+	} else if (e->uuid != t->uuid) {
+		rd_problem(r, "process %d described by uuids %" PRIu64 " and %" PRIu64
+			   ": the importer creates a second process", pd->pid, e->uuid, t->uuid);
+	}
+	if (pd->process_name)
+		m->process_names[e->index] =
+			(char *)rd_str(r, pd->process_name, strlen(pd->process_name));
+}
+
+/* Kind, pid and tid of a descriptor; false (with a problem) if it is unusable. */
+static bool rd_descriptor_identity(struct rd *r, const Perfetto__Protos__TrackDescriptor *d,
+				   struct rd_track *id)
+{
+	memset(id, 0, sizeof(*id));
+	id->uuid = d->uuid;
+	id->kind = d->thread ? RD_TRACK_THREAD :
+		   d->process ? RD_TRACK_PROCESS :
+		   d->counter ? RD_TRACK_COUNTER : RD_TRACK_OTHER;
+	id->parent_uuid = d->has_parent_uuid ? d->parent_uuid : 0;
+	if (d->thread) {
+		id->pid = d->thread->pid;
+		id->tid = (int32_t)d->thread->tid;
+		if (!d->thread->has_pid || !d->thread->has_tid) {
+			rd_problem(r, "thread descriptor %" PRIu64 " without pid and tid: its "
+				   "events are dropped", d->uuid);
+			return false;
+		}
+	} else if (d->process) {
+		id->pid = d->process->pid;
+		if (!d->process->has_pid) {
+			rd_problem(r, "process descriptor %" PRIu64 " without pid", d->uuid);
+			return false;
+		}
+	}
+	return true;
+}
+
+static void rd_track_descriptor(struct rd *r, const Perfetto__Protos__TrackDescriptor *d)
+{
+	struct rd_track id, *t;
+	bool is_new;
+
+	if (!d->has_uuid || !d->uuid) {
+		rd_problem(r, "TrackDescriptor without uuid (ignored)");
+		return;
+	}
+	id.usable = rd_descriptor_identity(r, d, &id);
+	t = pw_table_get(&r->tracks, &d->uuid, &is_new);
+	if (!t) {
+		r->oom = true;
+		return;
+	}
+	if (is_new) {
+		*t = id;
+	} else if (t->kind != id.kind || t->pid != id.pid || t->tid != id.tid ||
+		   t->parent_uuid != id.parent_uuid) {
+		rd_problem(r, "TrackDescriptor %" PRIu64 " conflicts with its first reservation "
+			   "(track_descriptor_conflicting_reservation)", d->uuid);
+		return;
+	}
+	if (d->static_or_dynamic_name_case && d->name)
+		t->name = rd_str(r, d->name, strlen(d->name));
+	if (!t->usable)
+		return;
+	if (t->kind == RD_TRACK_THREAD)
+		rd_thread_track(r, t, d->thread, is_new);
+	else if (t->kind == RD_TRACK_PROCESS)
+		rd_process_track(r, t, d->process);
+}
+
+static void rd_clock_snapshot(struct rd *r, const Perfetto__Protos__ClockSnapshot *cs)
+{
+	size_t i;
+	bool is_new;
+
+	if (!r->m->has_clock_snapshot)
+		r->m->first_clock_snapshot = r->pkt_index;
+	r->m->has_clock_snapshot = 1;
+	if (cs->n_clocks < 2)
+		rd_problem(r, "ClockSnapshot with %zu clocks (needs at least 2)", cs->n_clocks);
+	for (i = 0; i < cs->n_clocks; i++) {
+		uint32_t id = cs->clocks[i]->clock_id;
+
+		if (!pw_table_get(&r->clocks_snapshotted, &id, &is_new))
+			r->oom = true;
+	}
+}
+
+/* ---- one packet -------------------------------------------------------------- */
+
+static void rd_note_clock(struct rd *r, const rd_packet *p, const struct rd_seq *s)
+{
+	uint32_t clock = p->has_timestamp_clock_id ? p->timestamp_clock_id :
+			 s && s->has_clock ? s->clock_id : RD_CLOCK_BOOTTIME;
+	uint32_t *e;
+	bool is_new;
+
+	e = pw_table_get(&r->clocks_used, &clock, &is_new);
+	if (!e) {
+		r->oom = true;
+		return;
+	}
+	e[1]++;
+	r->latest_ts = p->timestamp;
+}
+
+static bool rd_is_scoped(const rd_packet *p)
+{
+	return p->interned_data || p->trace_packet_defaults || p->has_sequence_flags ||
+	       p->incremental_state_cleared ||
+	       p->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_TRACK_EVENT ||
+	       p->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_PERF_SAMPLE;
+}
+
+/* Steps 1-5 of ProtoTraceReader::ParsePacket: loss, CLEARED, defaults, interning. */
+static void rd_sequence_state(struct rd *r, struct rd_seq *s, const rd_packet *p, uint32_t flags)
+{
+	const Perfetto__Protos__TracePacketDefaults *d = p->trace_packet_defaults;
+
+	if (flags & 1) {
+		rd_seq_clear(s);
+		s->valid = true;
+	} else if (p->previous_packet_dropped) {
+		s->valid = false;
+	}
+	if (d) {
+		s->has_clock = d->has_timestamp_clock_id;
+		s->clock_id = d->timestamp_clock_id;
+		s->has_track_uuid = d->track_event_defaults && d->track_event_defaults->has_track_uuid;
+		s->track_uuid = s->has_track_uuid ? d->track_event_defaults->track_uuid : 0;
+	}
+	if (p->interned_data && s->valid)
+		rd_intern(r, s, p->interned_data);
+	else if (p->interned_data)
+		rd_problem(r, "interned data on sequence %" PRIu32 " before its "
+			   "SEQ_INCREMENTAL_STATE_CLEARED packet (discarded)", s->id);
+}
+
+static void rd_tokenize(struct rd *r, const rd_packet *p)
+{
+	uint32_t flags = p->has_sequence_flags ? p->sequence_flags : 0;
+	struct rd_seq *s = NULL;
+
+	if (p->incremental_state_cleared)
+		flags |= 1;
+	if (p->optional_trusted_packet_sequence_id_case && p->trusted_packet_sequence_id) {
+		s = rd_seq_get(r, p->trusted_packet_sequence_id);
+		if (!s)
+			return;
+		rd_sequence_state(r, s, p, flags);
+	} else if (rd_is_scoped(p)) {
+		rd_problem(r, "packet without trusted_packet_sequence_id: its sequence-scoped "
+			   "content is dropped (track_event_missing_sequence_id)");
+	}
+	if (p->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_CLOCK_SNAPSHOT) {
+		rd_clock_snapshot(r, p->clock_snapshot);
+		return; /* the importer stops here for snapshots */
+	}
+	if (s && (flags & 2) && !s->valid) {
+		rd_problem(r, "packet needs incremental state but sequence %" PRIu32 " is not "
+			   "valid (packet_skipped_seq_needs_incremental_state_invalid)", s->id);
+		return;
+	}
+	if (p->has_timestamp)
+		rd_note_clock(r, p, s);
+	if (p->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_TRACK_DESCRIPTOR)
+		rd_track_descriptor(r, p->track_descriptor);
+	else if (s && p->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_TRACK_EVENT)
+		rd_track_event(r, s, p);
+	else if (s && p->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_PERF_SAMPLE)
+		rd_perf_sample(r, s, p);
+}
+
+/* ---- framing ------------------------------------------------------------------ */
+
+/* 1 read, 0 ran out of bytes, -1 over-long varint. */
+static int rd_varint(const uint8_t *buf, size_t len, size_t *off, uint64_t *v)
+{
+	unsigned shift;
+	size_t i = *off;
+
+	*v = 0;
+	for (shift = 0; shift < 70; shift += 7) {
+		if (i >= len)
+			return 0;
+		*v |= (uint64_t)(buf[i] & 0x7f) << shift;
+		if (!(buf[i++] & 0x80)) {
+			*off = i;
+			return 1;
+		}
+	}
+	return -1;
+}
+
+static void rd_packet_record(struct rd *r, const uint8_t *data, size_t len)
+{
+	rd_packet *p = perfetto__protos__trace_packet__unpack(NULL, len, data);
+
+	if (!p) {
+		rd_problem(r, "TracePacket does not decode (%zu bytes; skipped)", len);
+		return;
+	}
+	r->m->n_packets++;
+	rd_tokenize(r, p);
+	perfetto__protos__trace_packet__free_unpacked(p, NULL);
+}
+
+/* Skips a Trace field other than `packet`; false if the framing is broken. */
+static bool rd_skip_field(const uint8_t *buf, size_t len, size_t *off, uint64_t tag)
+{
+	uint64_t v;
+
+	switch (tag & 7) {
+	case PB_VARINT:
+		return rd_varint(buf, len, off, &v) == 1;
+	case PB_I64:
+		v = 8;
+		break;
+	case PB_I32:
+		v = 4;
+		break;
+	case PB_LEN:
+		if (rd_varint(buf, len, off, &v) != 1)
+			return false;
+		break;
+	default:
+		return false;
+	}
+	if (v > len - *off)
+		return false;
+	*off += v;
+	return true;
+}
+
+static void rd_split(struct rd *r, const uint8_t *buf, size_t len)
+{
+	size_t off = 0, start;
+	uint64_t tag, plen = 0;
+	int rc;
+
+	if (len && buf[0] != 0x0a)
+		rd_problem_at(r, "first byte is 0x%02x, not 0x0a: not a Perfetto protobuf trace",
+			      buf[0]);
+	for (r->pkt_index = 0; off < len && !r->oom; r->pkt_index++) {
+		start = r->pkt_offset = off;
+		rc = rd_varint(buf, len, &off, &tag);
+		if (rc == 1 && tag == 0x0a)
+			rc = rd_varint(buf, len, &off, &plen);
+		if (rc == 0 || (rc == 1 && tag == 0x0a && plen > len - off)) {
+			rd_problem_at(r, "truncated packet at offset %zu (%zu bytes left)", start,
+				      len - start);
+			return;
+		}
+		if (rc < 0 || tag == 0 || (tag != 0x0a && !rd_skip_field(buf, len, &off, tag))) {
+			rd_problem_at(r, "broken record framing at offset %zu: parsing stops", start);
+			return;
+		}
+		if (tag != 0x0a) {
+			rd_problem_at(r, "record at offset %zu is Trace field %" PRIu64 ", not a "
+				      "packet (skipped)", start, tag >> 3);
+			continue;
+		}
+		rd_packet_record(r, buf + off, (size_t)plen);
+		off += plen;
+	}
+}
+
+/* ---- entry points --------------------------------------------------------------- */
+
+static void rd_cleanup(struct rd *r)
+{
+	uint32_t i;
+
+	for (i = 0; i < r->seqs.n; i++)
+		rd_seq_free(pw_table_at(&r->seqs, i));
+	for (i = 0; i < r->tracks.n; i++)
+		free(((struct rd_track *)pw_table_at(&r->tracks, i))->stack);
+	pw_table_free(&r->seqs);
+	pw_table_free(&r->tracks);
+	pw_table_free(&r->thread_ids);
+	pw_table_free(&r->process_ids);
+	pw_table_free(&r->clocks_used);
+	pw_table_free(&r->clocks_snapshotted);
+	free(r->events);
+	free(r->samples);
+	free(r->counters);
+}
+
+int trace_model_load_buffer(const uint8_t *buf, size_t len, struct trace_model **out)
+{
+	struct rd r = { 0 };
+
+	*out = NULL;
+	r.m = calloc(1, sizeof(*r.m));
+	if (!r.m)
+		return -ENOMEM;
+	r.m->priv = calloc(1, sizeof(*r.m->priv));
+	if (!r.m->priv) {
+		free(r.m);
+		return -ENOMEM;
+	}
+	pw_table_init(&r.seqs, sizeof(struct rd_seq), sizeof(uint32_t));
+	pw_table_init(&r.tracks, sizeof(struct rd_track), sizeof(uint64_t));
+	pw_table_init(&r.thread_ids, sizeof(struct rd_tid_ent), sizeof(struct rd_tid_key));
+	pw_table_init(&r.process_ids, sizeof(struct rd_pid_ent), sizeof(int32_t));
+	pw_table_init(&r.clocks_used, 2 * sizeof(uint32_t), sizeof(uint32_t));
+	pw_table_init(&r.clocks_snapshotted, sizeof(uint32_t), sizeof(uint32_t));
+	rd_split(&r, buf, len);
+	if (!r.oom)
+		rd_finish(&r);
+	rd_cleanup(&r);
+	if (r.oom) {
+		trace_model_free(r.m);
+		return -ENOMEM;
+	}
+	*out = r.m;
+	return 0;
+}
+
+int trace_model_load(const char *path, struct trace_model **out)
+{
+	size_t len = 0, cap = 1 << 16;
+	uint8_t *buf = malloc(cap), *nb;
+	int fd, ret;
+	ssize_t n;
+
+	*out = NULL;
+	if (!buf)
+		return -ENOMEM;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		ret = -errno;
+		goto err_free_buf;
+	}
+	for (;;) {
+		if (len == cap) {
+			nb = cap > SIZE_MAX / 2 ? NULL : realloc(buf, cap * 2);
+			if (!nb) {
+				ret = -ENOMEM;
+				goto err_close;
+			}
+			buf = nb;
+			cap *= 2;
+		}
+		n = read(fd, buf + len, cap - len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			ret = -errno;
+			goto err_close;
+		}
+		if (n == 0)
+			break;
+		len += (size_t)n;
+	}
+	close(fd);
+	ret = trace_model_load_buffer(buf, len, out);
+	free(buf);
+	return ret;
+
+err_close:
+	close(fd);
+err_free_buf:
+	free(buf);
+	return ret;
+}

@@ -1,0 +1,102 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * State of one trace_model_load: shared by trace_reader.c (framing, packet
+ * tokenization in file order, sequences and interning) and trace_model.c
+ * (stable strings, problems, and the end-of-file pass: sorting, BEGIN/END
+ * matching, model tables). Internal to viewer-export/.
+ */
+#ifndef PROFD_TRACE_READER_INTERNAL_H
+#define PROFD_TRACE_READER_INTERNAL_H
+
+#include <stdarg.h>
+
+#include "viewer-export/perfetto_intern.h"
+#include "viewer-export/trace_reader.h"
+
+#define RD_MAX_DEPTH 512       /* the importer's SliceTracker kMaxDepth */
+#define RD_MAX_PROBLEMS 4096
+#define RD_CLOCK_BOOTTIME 6
+
+enum { RD_TRACK_OTHER, RD_TRACK_PROCESS, RD_TRACK_THREAD, RD_TRACK_COUNTER };
+enum { RD_BEGIN = 1, RD_END = 2, RD_INSTANT = 3, RD_COUNTER = 4 };
+
+struct trace_model_priv {
+	/* interned, stable, NUL-terminated strings */
+	struct pw_index str_ix;
+	char **strs;
+	uint32_t *lens;
+	uint32_t n_strs, cap_strs;
+	struct rd_chunk *chunks;
+	/* frames/frame_mappings arrays shared by samples */
+	void **allocs;
+	size_t n_allocs, cap_allocs;
+	size_t cap_problems, problems_dropped;
+};
+
+struct rd_track {
+	uint64_t uuid; /* key */
+	int kind;
+	bool usable;   /* a thread track needs pid and tid, a process track a pid */
+	int32_t pid, tid;
+	uint64_t parent_uuid;
+	const char *name;
+	size_t model_index; /* thread tracks: index into the model's threads */
+	size_t *stack; /* open slices (indexes into the slices array) at EOF */
+	size_t depth, cap;
+};
+
+/* A slice event kept for the end-of-file pass (the importer sorts first). */
+struct rd_event {
+	uint64_t ts;
+	size_t order;  /* packet index: ties keep file order */
+	uint64_t uuid;
+	const char *name;
+	int type;
+};
+
+struct rd_sample {
+	struct trace_sample s;
+	size_t order;
+};
+
+struct rd_counter {
+	struct trace_counter_value v;
+	size_t order;
+};
+
+struct rd {
+	struct trace_model *m;
+	bool oom;
+	size_t pkt_index;          /* current packet (file order) */
+	size_t pkt_offset;         /* its record's offset in the file */
+	uint64_t latest_ts;
+	struct pw_table seqs;      /* struct rd_seq */
+	struct pw_table tracks;    /* struct rd_track */
+	struct pw_table thread_ids; /* (pid, tid) -> uuid */
+	struct pw_table process_ids; /* pid -> uuid, model index */
+	struct pw_table clocks_used; /* clock id -> packets */
+	struct pw_table clocks_snapshotted; /* clock id */
+	struct rd_event *events;
+	size_t n_events, cap_events;
+	struct rd_sample *samples;
+	size_t n_samples, cap_samples;
+	struct rd_counter *counters;
+	size_t n_counters, cap_counters;
+	size_t cap_threads, cap_processes, cap_slices;
+};
+
+/* trace_model.c */
+/* Grows *arr (elements of `size` bytes) to hold n + 1; false (r->oom set) on ENOMEM. */
+bool rd_reserve(struct rd *r, void **arr, size_t *cap, size_t n, size_t size);
+/* The stable copy of data[0..len) (NUL added), shared by equal strings; NULL on ENOMEM. */
+const char *rd_str(struct rd *r, const void *data, size_t len);
+/* Records a problem, prefixed with the current packet's index and offset. */
+__attribute__((format(printf, 2, 3))) void rd_problem(struct rd *r, const char *fmt, ...);
+/* Records a problem about the file, without the packet prefix. */
+__attribute__((format(printf, 2, 3))) void rd_problem_at(struct rd *r, const char *fmt, ...);
+/* Takes ownership of p (freed by trace_model_free); false on ENOMEM (p is freed). */
+bool rd_keep(struct rd *r, void *p);
+/* End of file: clock checks, sorting, BEGIN/END matching, final tables. */
+void rd_finish(struct rd *r);
+
+#endif
