@@ -33,6 +33,7 @@ struct thread_slot {
 	uint32_t tid;          /* 0 = empty */
 	uint64_t last_ts;      /* slices on one thread never go back in time */
 	uint64_t drops;
+	int named_by_kernel;   /* perf COMM names beat the agent's, read earlier */
 };
 
 struct session {
@@ -277,8 +278,13 @@ static void on_comm(void *ctx, uint32_t pid, uint32_t tid, const char *comm, uin
 	struct session *s = ctx;
 
 	(void)time;
+	struct thread_slot *t;
+
 	if ((pid_t)pid != s->target)
 		return;
+	t = session_thread(s, tid);
+	if (t)
+		t->named_by_kernel = 1;
 	if (pid == tid)
 		perfetto_writer_process(s->writer, (pid_t)pid, comm);
 	perfetto_writer_thread(s->writer, (pid_t)pid, (pid_t)tid, comm);
@@ -367,7 +373,10 @@ static void on_record(void *ctx, uint32_t tid, uint64_t ts, uint32_t func_id, ui
 static void on_thread_name(void *ctx, uint32_t tid, const char *name)
 {
 	struct session *s = ctx;
+	struct thread_slot *t = session_thread(s, tid);
 
+	if (t && t->named_by_kernel)
+		return;
 	perfetto_writer_thread(s->writer, s->target, (pid_t)tid, name);
 }
 

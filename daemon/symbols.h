@@ -58,6 +58,8 @@ int symbolizer_load_proc_maps(struct symbolizer *s);
 /*
  * Resolves pc. Always fills *out (with "[unknown]" mapping when pc is in no
  * known mapping) and returns 0 if pc was inside a known mapping, -ENOENT if not.
+ * rel_pc goes through the PT_LOAD holding the file offset pc - map_start +
+ * map_pgoff; without program headers ([anon], non-ELF) it is that offset.
  * Pointers stay valid until symbolizer_free.
  */
 int symbolizer_lookup(struct symbolizer *s, uint64_t pc, struct symbol_info *out);
