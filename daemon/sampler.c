@@ -81,7 +81,11 @@ static uint32_t rd32(const uint8_t *p)
 
 /* ---- record parsing ------------------------------------------------------ */
 
-/* Copies the user part of a raw callchain; kernel/hv/guest parts and markers are dropped. */
+/*
+ * Copies the user part of a raw callchain; kernel/hv/guest parts and markers
+ * are dropped, and so are callers in the never-mapped first page (the 0 a
+ * frame-pointer walk reads at the outermost frame); the leaf is always kept.
+ */
 static size_t user_frames(const struct parse_ctx *pc, const uint8_t *ips, uint64_t nr)
 {
 	uint64_t context = 0, i, ip;
@@ -93,7 +97,7 @@ static size_t user_frames(const struct parse_ctx *pc, const uint8_t *ips, uint64
 			context = ip;
 			continue;
 		}
-		if (context != (uint64_t)PERF_CONTEXT_USER)
+		if (context != (uint64_t)PERF_CONTEXT_USER || (n > 0 && ip < 4096))
 			continue;
 		if (n == SAMPLER_MAX_CALLCHAIN) {
 			pc->stats->truncated_chains++;

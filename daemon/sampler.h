@@ -32,7 +32,8 @@ struct sampler_sample {
 	uint64_t ip;
 	size_t n_callchain;    /* user frames only, leaf first, PERF_CONTEXT_* markers removed */
 	const uint64_t *callchain; /* callchain[0] == ip (the kernel stores the interrupted
-				      user ip first); valid only during the callback */
+				      user ip first); callers below 4096 (the 0 ending a
+				      frame-pointer walk) dropped; valid during the callback */
 };
 
 struct sampler_mmap {

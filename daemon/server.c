@@ -11,7 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/epoll.h>
+#include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/timerfd.h>
 #include <sys/un.h>
@@ -86,6 +88,7 @@ static int epoll_add(int epfd, int fd, void *ptr)
 int server_init(struct server *srv, const struct server_options *opt)
 {
 	struct itimerspec tick = { { 0, TICK_NS }, { 0, TICK_NS } };
+	sigset_t stop_signals;
 
 	memset(srv, 0, sizeof(*srv));
 	srv->exit_when_idle = opt->exit_when_idle;
@@ -95,13 +98,21 @@ int server_init(struct server *srv, const struct server_options *opt)
 		server_log("cannot listen on %s: %s", opt->socket_path, strerror(-srv->listen_fd));
 		return srv->listen_fd;
 	}
+	sigemptyset(&stop_signals);
+	sigaddset(&stop_signals, SIGTERM);
+	sigaddset(&stop_signals, SIGINT);
+	sigaddset(&stop_signals, SIGHUP);
+	sigprocmask(SIG_BLOCK, &stop_signals, NULL);
+	srv->signal_fd = signalfd(-1, &stop_signals, SFD_CLOEXEC | SFD_NONBLOCK);
 	srv->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
 	srv->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-	if (srv->epoll_fd < 0 || srv->timer_fd < 0 || timerfd_settime(srv->timer_fd, 0, &tick, NULL))
+	if (srv->epoll_fd < 0 || srv->timer_fd < 0 || srv->signal_fd < 0 ||
+	    timerfd_settime(srv->timer_fd, 0, &tick, NULL))
 		return -errno;
 	/* data.ptr NULL = listener, &timer_fd = timer, else a struct conn */
 	if (epoll_add(srv->epoll_fd, srv->listen_fd, NULL) ||
-	    epoll_add(srv->epoll_fd, srv->timer_fd, &srv->timer_fd))
+	    epoll_add(srv->epoll_fd, srv->timer_fd, &srv->timer_fd) ||
+	    epoll_add(srv->epoll_fd, srv->signal_fd, &srv->signal_fd))
 		return -errno;
 	return 0;
 }
@@ -245,6 +256,10 @@ int server_run(struct server *srv)
 
 			if (!ptr) {
 				server_accept(srv);
+			} else if (ptr == &srv->signal_fd) {
+				server_log("stopping on a signal: finalizing %s",
+					   srv->sessions ? "every trace" : "(no session)");
+				return 0;
 			} else if (ptr == &srv->timer_fd) {
 				uint64_t expirations;
 
@@ -269,5 +284,6 @@ void server_fini(struct server *srv)
 		conn_free(srv, srv->conns);
 	close(srv->epoll_fd);
 	close(srv->timer_fd);
+	close(srv->signal_fd);
 	close(srv->listen_fd);
 }

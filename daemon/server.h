@@ -38,6 +38,7 @@ struct server {
 	int epoll_fd;
 	int listen_fd;
 	int timer_fd;
+	int signal_fd;            /* SIGTERM/SIGINT/SIGHUP: finalize every trace, then exit */
 	struct conn *conns;
 	struct session *sessions;
 	uint64_t next_session_id;

@@ -52,9 +52,14 @@ struct session {
 	char **patterns;
 	size_t n_patterns;
 	uint32_t freq;
-	char **func_names;     /* index = function id */
+	char **func_names;     /* index = session-wide function id */
 	uint32_t n_funcs;
-	Profd__FunctionTable *table;
+	/* one table per agent that connected (a new one after each exec) */
+	Profd__FunctionTable **tables;
+	size_t n_tables;
+	uint32_t agent_func_base; /* session id = base + the current agent's id */
+	uint32_t agent_n_funcs;   /* functions in the current agent's table */
+	int agent_has_table;
 	struct thread_slot *threads;
 	uint64_t events, drops, samples, samples_lost, events_invalid;
 	uint64_t agent_deadline_ns;
@@ -112,8 +117,9 @@ static void session_free(struct session *s)
 	for (uint32_t i = 0; i <= s->n_funcs && s->func_names; i++)
 		free(s->func_names[i]);
 	free(s->func_names);
-	if (s->table)
-		profd__function_table__free_unpacked(s->table, NULL);
+	for (size_t i = 0; i < s->n_tables; i++)
+		profd__function_table__free_unpacked(s->tables[i], NULL);
+	free(s->tables);
 	event_decoder_free(s->decoder);
 	for (size_t i = 0; i < s->n_patterns; i++)
 		free(s->patterns[i]);
@@ -354,10 +360,12 @@ static void on_record(void *ctx, uint32_t tid, uint64_t ts, uint32_t func_id, ui
 	struct session *s = ctx;
 	struct thread_slot *t = session_thread(s, tid);
 
-	if (func_id == 0 || func_id > s->n_funcs || (kind != EVENT_ENTER && kind != EVENT_EXIT)) {
+	if (func_id == 0 || func_id > s->agent_n_funcs ||
+	    (kind != EVENT_ENTER && kind != EVENT_EXIT)) {
 		s->events_invalid++;
 		return;
 	}
+	func_id += s->agent_func_base;
 	if (t) {
 		if (ts < t->last_ts)
 			ts = t->last_ts;
@@ -425,8 +433,18 @@ static void handle_agent_hello(struct server *srv, struct conn *c, const uint8_t
 		send_error(c, "no session for this agent");
 		goto out;
 	}
+	/* each agent (a new one after exec) starts its own zstd stream and clock */
+	event_decoder_free(s->decoder);
+	s->decoder = event_decoder_new();
+	if (!s->decoder) {
+		send_error(c, "out of memory");
+		goto out;
+	}
 	s->agent = c;
 	s->agent_seen = 1;
+	s->agent_func_base = s->n_funcs;
+	s->agent_n_funcs = 0;
+	s->agent_has_table = 0;
 	c->session = s;
 	cfg.session_id = s->id;
 	cfg.n_func_patterns = s->n_patterns;
@@ -438,38 +456,53 @@ out:
 		profd__agent_hello__free_unpacked(hello, NULL);
 }
 
+static int session_add_table(struct session *s, Profd__FunctionTable *t)
+{
+	Profd__FunctionTable **tables = realloc(s->tables, (s->n_tables + 1) * sizeof(*tables));
+	char **names;
+
+	if (!tables)
+		return -ENOMEM;
+	s->tables = tables;
+	names = realloc(s->func_names, (s->n_funcs + t->n_functions + 1) * sizeof(char *));
+	if (!names)
+		return -ENOMEM;
+	s->func_names = names;
+	s->tables[s->n_tables++] = t;
+	return 0;
+}
+
 static void handle_function_table(struct session *s, const uint8_t *p, size_t len)
 {
 	Profd__FunctionTable *t = profd__function_table__unpack(NULL, len, p);
 
-	if (!t || s->table) {
+	if (!t || s->agent_has_table || t->n_functions >= UINT32_MAX / 2 || session_add_table(s, t)) {
 		session_error(s, "%s", "malformed or repeated function table from the agent");
 		if (t)
 			profd__function_table__free_unpacked(t, NULL);
 		conn_close_later(s->agent);
 		return;
 	}
-	s->table = t;
-	s->func_names = calloc(t->n_functions + 1, sizeof(char *));
-	if (!s->func_names)
-		return;
+	if (s->n_funcs == 0)
+		s->func_names[0] = NULL;
 	for (size_t i = 0; i < t->n_functions; i++) {
 		const Profd__InstrumentedFunction *f = t->functions[i];
+		uint32_t id = s->agent_func_base + (uint32_t)i + 1;
 
-		/* ids are dense from 1 in the agent; anything else is refused */
-		if (f->id != i + 1 || !f->name)
-			continue;
-		s->func_names[f->id] = strdup(f->name);
-		perfetto_writer_function(s->writer, f->id, f->name);
+		/* ids are dense from 1 in the agent; a table that says otherwise names nothing */
+		s->func_names[id] = f->id == i + 1 && f->name ? strdup(f->name) : NULL;
+		perfetto_writer_function(s->writer, id, s->func_names[id] ? s->func_names[id] : "?");
 	}
-	s->n_funcs = (uint32_t)t->n_functions;
+	s->n_funcs += (uint32_t)t->n_functions;
+	s->agent_n_funcs = (uint32_t)t->n_functions;
+	s->agent_has_table = 1;
 }
 
 static void handle_events(struct session *s, const uint8_t *p, size_t len)
 {
 	char err[160];
 
-	if (!s->table) {
+	if (!s->agent_has_table) {
 		session_error(s, "%s", "events before the function table");
 		conn_close_later(s->agent);
 		return;
@@ -507,9 +540,12 @@ void session_agent_frame(struct server *srv, struct conn *c, uint32_t type,
 	}
 }
 
-static void fill_summary(struct session *s, Profd__SessionSummary *sum,
-			 const struct perfetto_writer_stats *st)
+/* Every agent's table adds up (an exec brings a new agent); skipped is allocated. */
+static int fill_summary(struct session *s, Profd__SessionSummary *sum,
+			const struct perfetto_writer_stats *st)
 {
+	size_t n_skipped = 0;
+
 	sum->agent_connected = s->agent_seen;
 	sum->events = s->events;
 	sum->events_dropped = s->drops;
@@ -522,21 +558,30 @@ static void fill_summary(struct session *s, Profd__SessionSummary *sum,
 		sum->n_warnings = 1;
 		sum->warnings = s->warning_list;
 	}
-	if (s->table) {
-		sum->functions_matched = s->table->matched;
-		sum->functions_instrumented = (uint32_t)s->table->n_functions;
-		sum->n_skipped = s->table->n_skipped;
-		sum->skipped = s->table->skipped;
+	for (size_t i = 0; i < s->n_tables; i++)
+		n_skipped += s->tables[i]->n_skipped;
+	sum->skipped = calloc(n_skipped + 1, sizeof(*sum->skipped));
+	if (!sum->skipped)
+		return -ENOMEM;
+	for (size_t i = 0; i < s->n_tables; i++) {
+		const Profd__FunctionTable *t = s->tables[i];
+
+		sum->functions_matched += t->matched;
+		sum->functions_instrumented += (uint32_t)t->n_functions;
+		for (size_t k = 0; k < t->n_skipped; k++)
+			sum->skipped[sum->n_skipped++] = t->skipped[k];
 	}
+	return 0;
 }
 
 static void send_summary(struct session *s, const struct perfetto_writer_stats *st)
 {
 	Profd__SessionSummary sum = PROFD__SESSION_SUMMARY__INIT;
-	uint8_t *buf;
+	uint8_t *buf = NULL;
 	size_t len;
 
-	fill_summary(s, &sum, st);
+	if (fill_summary(s, &sum, st))
+		goto out;
 	len = profd__session_summary__get_packed_size(&sum);
 	while (len > FRAME_PAYLOAD_MAX && sum.n_skipped > 0) {
 		sum.n_skipped /= 2;
@@ -544,10 +589,12 @@ static void send_summary(struct session *s, const struct perfetto_writer_stats *
 	}
 	buf = malloc(len ? len : 1);
 	if (!buf)
-		return;
+		goto out;
 	profd__session_summary__pack(&sum, buf);
 	conn_send(s->client, FRAME_SESSION_SUMMARY, buf, len);
+out:
 	free(buf);
+	free(sum.skipped);
 }
 
 static void session_unlink(struct server *srv, struct session *s)

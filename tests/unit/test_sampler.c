@@ -437,6 +437,11 @@ static void test_open_errors(void)
 	CHECK(sampler_open(&cfg, err, sizeof(err)) == NULL);
 	CHECK_EQ_INT(errno, EINVAL);
 	CHECK(strstr(err, "power of two") != NULL);
+	cfg.ring_pages = 0;
+	cfg.freq_hz = 2000000000;
+	CHECK(sampler_open(&cfg, err, sizeof(err)) == NULL);
+	CHECK_EQ_INT(errno, EINVAL);
+	CHECK(strstr(err, "perf_event_max_sample_rate=") != NULL);
 }
 
 /* ---- parser on crafted bytes ------------------------------------------------------ */
@@ -576,13 +581,13 @@ static void test_parse_wrapped_sample(void)
 {
 	static uint8_t ring[256];
 	const uint64_t chain[] = { (uint64_t)PERF_CONTEXT_KERNEL, 0xffffffff81000000ull,
-				   (uint64_t)PERF_CONTEXT_USER, 0x401000, 0x402000 };
+				   (uint64_t)PERF_CONTEXT_USER, 0x401000, 0x402000, 0 };
 	struct sampler_stats st = { 0 };
 	struct parsed p = { 0 };
 	struct rec r;
 	uint64_t tail = 3 * 256 + 224, head;
 
-	sample_rec(&r, 0x401000, chain, 5);
+	sample_rec(&r, 0x401000, chain, 6);
 	head = place(ring, sizeof(ring), tail, &r);
 	CHECK_EQ_INT(sampler_parse(ring, sizeof(ring), tail, head, 1, &parse_cbs, &p, &st), 1);
 	CHECK_EQ_INT(p.samples, 1);
@@ -592,7 +597,7 @@ static void test_parse_wrapped_sample(void)
 	CHECK_EQ_U64(p.last.time, 12345);
 	CHECK_EQ_INT(p.last.cpu, 1);
 	CHECK(p.last.user_mode);
-	CHECK_EQ_INT(p.last.n_callchain, 2); /* kernel part and markers dropped */
+	CHECK_EQ_INT(p.last.n_callchain, 2); /* kernel part, markers and the final 0 dropped */
 	CHECK_EQ_U64(p.chain[0], 0x401000);
 	CHECK_EQ_U64(p.chain[1], 0x402000);
 	CHECK_EQ_INT(st.malformed, 0);

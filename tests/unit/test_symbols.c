@@ -11,11 +11,13 @@
 #include <gelf.h>
 #include <libelf.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "daemon/symbols.h"
@@ -194,6 +196,38 @@ static void check_build_id(struct symbolizer *s, uintptr_t pc)
 	CHECK_EQ_STR(got, want);
 }
 
+static void *return_address_thread(void *arg)
+{
+	*(void **)arg = __builtin_extract_return_addr(__builtin_return_address(0));
+	return NULL;
+}
+
+/* start_thread is local to libc: only a .symtab (libc6-dbg's debug file) names it. */
+static void test_libc_local_function_from_debug_file(void)
+{
+	struct symbolizer *s = self_symbolizer();
+	char path[256], id[130];
+	struct symbol_info si;
+	void *ret = NULL;
+	pthread_t t;
+
+	if (!s)
+		return;
+	CHECK_EQ_INT(pthread_create(&t, NULL, return_address_thread, &ret), 0);
+	pthread_join(t, NULL);
+	CHECK_EQ_INT(symbolizer_lookup(s, (uintptr_t)ret, &si), 0);
+	CHECK(strstr(si.mapping_path, "libc.so.6") != NULL);
+	hex(si.build_id, si.build_id_len, id);
+	snprintf(path, sizeof(path), "/usr/lib/debug/.build-id/%.2s/%s.debug", id, id + 2);
+	if (access(path, R_OK) != 0) {
+		printf("skip: no %s (libc6-dbg)\n", path);
+	} else {
+		CHECK_EQ_STR(si.function, "start_thread");
+		CHECK(si.function_offset > 0);
+	}
+	symbolizer_free(s);
+}
+
 static void test_build_id_matches_readelf(void)
 {
 	struct symbolizer *s = self_symbolizer();
@@ -237,6 +271,36 @@ static void test_vdso(void)
 	CHECK_EQ_STR(si.function, "clock_gettime"); /* weak alias, shortest */
 	CHECK_EQ_U64(si.function_offset, 0);
 	symbolizer_free(s);
+}
+
+/* Once the target is gone its vdso is read from ours: the kernel's image is the same. */
+static void test_vdso_of_exited_process(void)
+{
+	void *h = dlopen("linux-vdso.so.1", RTLD_NOW | RTLD_NOLOAD);
+	void *fn = h ? dlsym(h, "__vdso_clock_gettime") : NULL;
+	struct symbolizer *own, *gone;
+	struct symbol_info si;
+	pid_t child;
+
+	if (!fn) {
+		printf("skip: no linux-vdso.so.1 in the link map\n");
+		return;
+	}
+	child = fork();
+	if (child == 0)
+		_exit(0);
+	waitpid(child, NULL, 0);
+	own = self_symbolizer();
+	gone = symbolizer_new(child);
+	if (!own || !gone)
+		return;
+	CHECK_EQ_INT(symbolizer_lookup(own, (uintptr_t)fn, &si), 0);
+	CHECK_EQ_INT(symbolizer_add_mapping(gone, si.map_start, si.map_end, 0, "[vdso]"), 0);
+	CHECK_EQ_INT(symbolizer_lookup(gone, (uintptr_t)fn + 2, &si), 0);
+	CHECK_EQ_STR(si.function, "clock_gettime");
+	CHECK_EQ_U64(si.function_offset, 2);
+	symbolizer_free(own);
+	symbolizer_free(gone);
 }
 
 static void test_unknown_pc(void)
@@ -326,6 +390,7 @@ static void check_no_symbols(const char *path)
 	CHECK_EQ_INT(symbolizer_lookup(s, 0x7f0000000100, &si), 0);
 	CHECK_EQ_STR(si.mapping_path, path);
 	CHECK(si.function == NULL);
+	CHECK(si.symbols_error != NULL);
 	CHECK_EQ_INT(symbolizer_lookup(s, 0x7f000000f000, &si), 0);
 	CHECK(si.function == NULL);
 	symbolizer_free(s);
@@ -359,6 +424,33 @@ static void test_not_elf_and_missing_file(void)
 	check_no_symbols("/nonexistent/profd/libmissing.so");
 	check_no_symbols("/dev/null");
 	check_no_symbols("/proc/self");
+}
+
+/* A deleted file stays readable through /proc/PID/map_files/START-END. */
+static void test_deleted_file(void)
+{
+	char tmpl[] = "/tmp/profd-deleted-XXXXXX";
+	struct symbolizer *s;
+	struct symbol_info si;
+	void *h, *fn;
+	Dl_info dl;
+
+	CHECK(dladdr((void *)&elf_version, &dl) != 0 && dl.dli_fname != NULL);
+	CHECK_EQ_INT(copy_prefix(dl.dli_fname, 0, tmpl), 0);
+	h = dlopen(tmpl, RTLD_NOW | RTLD_LOCAL);
+	fn = h ? dlsym(h, "elf_version") : NULL;
+	CHECK(fn != NULL && fn != (void *)&elf_version);
+	unlink(tmpl);
+	s = self_symbolizer();
+	if (s && fn) {
+		CHECK_EQ_INT(symbolizer_lookup(s, (uintptr_t)fn, &si), 0);
+		CHECK(strstr(si.mapping_path, " (deleted)") != NULL);
+		CHECK_EQ_STR(si.function, "elf_version");
+		CHECK_EQ_U64(si.function_offset, 0);
+	}
+	symbolizer_free(s);
+	if (h)
+		dlclose(h);
 }
 
 /* ---- symbol rules on an ELF written here ---------------------------------- */
@@ -620,14 +712,17 @@ int main(void)
 	RUN_TEST(test_own_function_names);
 	RUN_TEST(test_rel_pc_is_st_value);
 	RUN_TEST(test_libc_function);
+	RUN_TEST(test_libc_local_function_from_debug_file);
 	RUN_TEST(test_build_id_matches_readelf);
 	RUN_TEST(test_load_bias_of_pie);
 	RUN_TEST(test_vdso);
+	RUN_TEST(test_vdso_of_exited_process);
 	RUN_TEST(test_unknown_pc);
 	RUN_TEST(test_anon_mapping);
 	RUN_TEST(test_overlap_replaces);
 	RUN_TEST(test_truncated_elf);
 	RUN_TEST(test_not_elf_and_missing_file);
+	RUN_TEST(test_deleted_file);
 	RUN_TEST(test_symbol_rules);
 	RUN_TEST(test_mutated_elf_never_crashes);
 	return unit_summary();

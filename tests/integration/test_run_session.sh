@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Session life cycle: a target that execs (a new agent takes over in the same
+# process), --duration ending the profile while the program runs on, and a
+# sampling-only run without --funcs.
+set -u
+. "$(dirname "$0")/common.bash"
+DEMO="$ROOT/$BUILD/examples/demo"
+
+"$DEMO" >"$WORK/plain.out"
+printf 'exec %s\n' "$DEMO" >"$WORK/wrapper.sh"
+"$PROFCTL" run --funcs 'fib*,worker*' -o "$WORK/exec.pftrace" -- sh "$WORK/wrapper.sh" \
+	>"$WORK/exec.out" 2>"$WORK/exec.err"
+check_eq "exec'd target exits like the plain run" "$?" 0
+check "exec'd target's output is unchanged" cmp -s "$WORK/plain.out" "$WORK/exec.out"
+"$PROFCTL" report --dump "$WORK/exec.pftrace" >"$WORK/exec.dump"
+total=$(awk '$2 == "fib" && $3 == "calls" {n += $4} END {print n}' "$WORK/plain.out")
+check_eq "slices of the exec'd image are all there" \
+	"$(awk '$1 == "slice" && $4 == "fib"' "$WORK/exec.dump" | wc -l)" "$total"
+check_eq "the exec'd trace breaks no rule" "$(grep -c '^problem' "$WORK/exec.dump")" 0
+
+"$PROFCTL" run --duration 1 --funcs 'fib*' -o "$WORK/dur.pftrace" -- \
+	sh -c 'sleep 2; echo done; exit 3' >"$WORK/dur.out" 2>"$WORK/dur.err"
+check_eq "--duration: CMD's exit status is still profctl's" "$?" 3
+check_eq "--duration: CMD ran to its end" "$(cat "$WORK/dur.out")" "done"
+check "--duration: summary printed" grep -q "trace: $WORK/dur.pftrace" "$WORK/dur.err"
+"$PROFCTL" report --dump "$WORK/dur.pftrace" >"$WORK/dur.dump"
+check "--duration: trace readable" test $? -eq 0
+
+"$PROFCTL" run -o "$WORK/sample.pftrace" -- "$DEMO" >"$WORK/sample.out" 2>"$WORK/sample.err"
+check "sampling only: output unchanged" cmp -s "$WORK/plain.out" "$WORK/sample.out"
+"$PROFCTL" report --dump "$WORK/sample.pftrace" >"$WORK/sample.dump"
+check_eq "sampling only: no slices" "$(grep -c '^slice' "$WORK/sample.dump")" 0
+check "sampling only: hot_loop sampled" grep -qE '^sample .*hot_loop$' "$WORK/sample.dump"
+check_eq "sampling only: no agent thread" "$(grep -c 'profd-flusher' "$WORK/sample.dump")" 0
+
+finish
