@@ -281,9 +281,9 @@ void pw_vec_free(struct pw_vec *v)
 	memset(v, 0, sizeof(*v));
 }
 
-/* ---- pb ------------------------------------------------------------------ */
+/* ---- pwb ----------------------------------------------------------------- */
 
-bool pb_grow(struct pb *b, size_t need)
+bool pwb_grow(struct pwb *b, size_t need)
 {
 	size_t cap = b->cap ? b->cap : 4096;
 	uint8_t *p;
@@ -306,44 +306,44 @@ err_oom:
 	return false;
 }
 
-void pb_bytes(struct pb *b, uint32_t field, const void *data, size_t len)
+void pwb_bytes(struct pwb *b, uint32_t field, const void *data, size_t len)
 {
-	pb_tag(b, field, PB_LEN);
-	pb_varint(b, len);
-	if (b->cap - b->len < len && !pb_grow(b, len))
+	pwb_tag(b, field, PWB_LEN);
+	pwb_varint(b, len);
+	if (b->cap - b->len < len && !pwb_grow(b, len))
 		return;
 	if (len)
 		memcpy(b->p + b->len, data, len);
 	b->len += len;
 }
 
-size_t pb_open(struct pb *b, uint32_t field)
+size_t pwb_open(struct pwb *b, uint32_t field)
 {
-	pb_tag(b, field, PB_LEN);
-	if (b->cap - b->len < 1 && !pb_grow(b, 1))
+	pwb_tag(b, field, PWB_LEN);
+	if (b->cap - b->len < 1 && !pwb_grow(b, 1))
 		return b->len;
 	b->p[b->len] = 0; /* one length byte reserved: most bodies are < 128 bytes */
 	return b->len++;
 }
 
-void pb_close(struct pb *b, size_t mark)
+void pwb_close(struct pwb *b, size_t mark)
 {
 	size_t body, extra;
 
 	if (b->oom)
 		return;
 	body = b->len - mark - 1;
-	extra = pb_varint_size(body) - 1;
+	extra = pwb_varint_size(body) - 1;
 	if (extra) {
-		if (b->cap - b->len < extra && !pb_grow(b, extra))
+		if (b->cap - b->len < extra && !pwb_grow(b, extra))
 			return;
 		memmove(b->p + mark + 1 + extra, b->p + mark + 1, body);
 		b->len += extra;
 	}
-	pb_put_varint(b->p + mark, body);
+	pwb_put_varint(b->p + mark, body);
 }
 
-void pb_free(struct pb *b)
+void pwb_free(struct pwb *b)
 {
 	free(b->p);
 	memset(b, 0, sizeof(*b));

@@ -119,19 +119,19 @@ struct pw_vec {
 int pw_vec_push(struct pw_vec *v, uint32_t x);
 void pw_vec_free(struct pw_vec *v);
 
-/* ---- pb: protobuf encoder into a growable scratch buffer ------------------ */
+/* ---- pwb: protobuf encoder into a growable scratch buffer ----------------- */
 
-enum { PB_VARINT = 0, PB_I64 = 1, PB_LEN = 2, PB_I32 = 5 };
+enum { PWB_VARINT = 0, PWB_I64 = 1, PWB_LEN = 2, PWB_I32 = 5 };
 
-struct pb {
+struct pwb {
 	uint8_t *p;
 	size_t len, cap;
 	bool oom; /* sticky: once set, writes are dropped and the message is invalid */
 };
 
-bool pb_grow(struct pb *b, size_t need);
+bool pwb_grow(struct pwb *b, size_t need);
 
-static inline unsigned pb_varint_size(uint64_t v)
+static inline unsigned pwb_varint_size(uint64_t v)
 {
 	unsigned n = 1;
 
@@ -142,7 +142,7 @@ static inline unsigned pb_varint_size(uint64_t v)
 	return n;
 }
 
-static inline uint8_t *pb_put_varint(uint8_t *p, uint64_t v)
+static inline uint8_t *pwb_put_varint(uint8_t *p, uint64_t v)
 {
 	while (v >= 0x80) {
 		*p++ = (uint8_t)(v | 0x80);
@@ -152,33 +152,33 @@ static inline uint8_t *pb_put_varint(uint8_t *p, uint64_t v)
 	return p;
 }
 
-static inline void pb_varint(struct pb *b, uint64_t v)
+static inline void pwb_varint(struct pwb *b, uint64_t v)
 {
-	if (b->cap - b->len < 10 && !pb_grow(b, 10))
+	if (b->cap - b->len < 10 && !pwb_grow(b, 10))
 		return;
-	b->len = (size_t)(pb_put_varint(b->p + b->len, v) - b->p);
+	b->len = (size_t)(pwb_put_varint(b->p + b->len, v) - b->p);
 }
 
-static inline void pb_tag(struct pb *b, uint32_t field, unsigned wire_type)
+static inline void pwb_tag(struct pwb *b, uint32_t field, unsigned wire_type)
 {
-	pb_varint(b, ((uint64_t)field << 3) | wire_type);
+	pwb_varint(b, ((uint64_t)field << 3) | wire_type);
 }
 
-static inline void pb_uint(struct pb *b, uint32_t field, uint64_t v)
+static inline void pwb_uint(struct pwb *b, uint32_t field, uint64_t v)
 {
-	pb_tag(b, field, PB_VARINT);
-	pb_varint(b, v);
+	pwb_tag(b, field, PWB_VARINT);
+	pwb_varint(b, v);
 }
 
-void pb_bytes(struct pb *b, uint32_t field, const void *data, size_t len);
-static inline void pb_str(struct pb *b, uint32_t field, const char *s)
+void pwb_bytes(struct pwb *b, uint32_t field, const void *data, size_t len);
+static inline void pwb_str(struct pwb *b, uint32_t field, const char *s)
 {
-	pb_bytes(b, field, s, strlen(s));
+	pwb_bytes(b, field, s, strlen(s));
 }
-/* Opens a length-delimited field; returns the mark to give pb_close. */
-size_t pb_open(struct pb *b, uint32_t field);
+/* Opens a length-delimited field; returns the mark to give pwb_close. */
+size_t pwb_open(struct pwb *b, uint32_t field);
 /* Writes the length of the field opened at `mark` (moves its body if needed). */
-void pb_close(struct pb *b, size_t mark);
-void pb_free(struct pb *b);
+void pwb_close(struct pwb *b, size_t mark);
+void pwb_free(struct pwb *b);
 
 #endif

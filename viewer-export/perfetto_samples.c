@@ -93,12 +93,34 @@ static int64_t pw_intern_str(struct pw_strtab *t, struct pw_vec *pending, const 
 	return idx + 1;
 }
 
+/* Whether f's mapping is the cached last one (compared by content, not pointer). */
+static bool pw_last_map_hit(const struct pw_symbols *s, const struct perfetto_frame *f,
+			    const char *path)
+{
+	uint32_t bid = s->last_map.build_id_iid;
+	size_t bid_len = f->build_id ? f->build_id_len : 0;
+
+	if (!s->last_map.mapping_iid || f->map_start != s->last_map.start ||
+	    f->map_end != s->last_map.end || f->map_pgoff != s->last_map.pgoff ||
+	    f->load_bias != s->last_map.load_bias)
+		return false;
+	if (bid ? bid_len != s->build_ids.ents[bid - 1].len ||
+			  memcmp(f->build_id, pw_strtab_data(&s->build_ids, bid - 1), bid_len) != 0
+		: bid_len != 0)
+		return false;
+	return strcmp(path, (const char *)pw_strtab_data(&s->paths, s->last_map.path_iid - 1)) == 0;
+}
+
 static int64_t pw_intern_mapping(struct pw_symbols *s, const struct perfetto_frame *f)
 {
 	const char *path = f->mapping_path ? f->mapping_path : "[unknown]";
 	struct pw_mapping_key key, *m;
 	int64_t path_iid, bid_iid = 0;
+	uint32_t iid;
 	bool is_new;
+
+	if (pw_last_map_hit(s, f, path))
+		return s->last_map.mapping_iid;
 
 	path_iid = pw_intern_str(&s->paths, &s->new_paths, path, strlen(path));
 	if (path_iid < 0)
@@ -119,9 +141,17 @@ static int64_t pw_intern_mapping(struct pw_symbols *s, const struct perfetto_fra
 	m = pw_table_get(&s->mappings, &key, &is_new);
 	if (!m)
 		return -ENOMEM;
-	if (is_new && pw_vec_push(&s->new_mappings, pw_table_index(&s->mappings, m) + 1) < 0)
+	iid = pw_table_index(&s->mappings, m) + 1;
+	if (is_new && pw_vec_push(&s->new_mappings, iid) < 0)
 		return -ENOMEM;
-	return pw_table_index(&s->mappings, m) + 1;
+	s->last_map.start = key.start;
+	s->last_map.end = key.end;
+	s->last_map.pgoff = key.pgoff;
+	s->last_map.load_bias = key.load_bias;
+	s->last_map.path_iid = key.path_iid;
+	s->last_map.build_id_iid = key.build_id_iid;
+	s->last_map.mapping_iid = iid;
+	return iid;
 }
 
 static int64_t pw_intern_frame(struct pw_symbols *s, const struct perfetto_frame *f)
@@ -179,7 +209,7 @@ static int64_t pw_intern_stack(struct pw_symbols *s, const struct perfetto_frame
 	return iid < 0 ? iid : iid + 1;
 }
 
-static void pw_emit_strings(struct pb *b, uint32_t field, const struct pw_strtab *t,
+static void pw_emit_strings(struct pwb *b, uint32_t field, const struct pw_strtab *t,
 			    const struct pw_vec *iids)
 {
 	size_t i, e;
@@ -187,70 +217,71 @@ static void pw_emit_strings(struct pb *b, uint32_t field, const struct pw_strtab
 	for (i = 0; i < iids->n; i++) {
 		uint32_t idx = iids->v[i] - 1;
 
-		e = pb_open(b, field);
-		pb_uint(b, 1, iids->v[i]);
-		pb_bytes(b, 2, pw_strtab_data(t, idx), t->ents[idx].len);
-		pb_close(b, e);
+		e = pwb_open(b, field);
+		pwb_uint(b, 1, iids->v[i]);
+		pwb_bytes(b, 2, pw_strtab_data(t, idx), t->ents[idx].len);
+		pwb_close(b, e);
 	}
 }
 
-static void pw_emit_frames(struct pb *b, const struct pw_symbols *s)
+static void pw_emit_frames(struct pwb *b, const struct pw_symbols *s)
 {
 	size_t i, e;
 
 	for (i = 0; i < s->new_frames.n; i++) {
 		const struct pw_frame_ent *f = pw_table_at(&s->frames, s->new_frames.v[i] - 1);
 
-		e = pb_open(b, PW_I_FRAMES);
-		pb_uint(b, 1, s->new_frames.v[i]);
-		pb_uint(b, 2, f->function_iid);
-		pb_uint(b, 3, f->mapping_iid);
-		pb_uint(b, 4, f->rel_pc);
-		pb_close(b, e);
+		e = pwb_open(b, PW_I_FRAMES);
+		pwb_uint(b, 1, s->new_frames.v[i]);
+		pwb_uint(b, 2, f->function_iid);
+		pwb_uint(b, 3, f->mapping_iid);
+		pwb_uint(b, 4, f->rel_pc);
+		pwb_close(b, e);
 	}
 }
 
-static void pw_emit_mappings(struct pb *b, const struct pw_symbols *s)
+static void pw_emit_mappings(struct pwb *b, const struct pw_symbols *s)
 {
 	size_t i, e;
 
 	for (i = 0; i < s->new_mappings.n; i++) {
-		const struct pw_mapping_key *m = pw_table_at(&s->mappings, s->new_mappings.v[i] - 1);
+		uint32_t iid = s->new_mappings.v[i];
+		const struct pw_mapping_key *m = pw_table_at(&s->mappings, iid - 1);
 
-		e = pb_open(b, PW_I_MAPPINGS);
-		pb_uint(b, 1, s->new_mappings.v[i]);
+		e = pwb_open(b, PW_I_MAPPINGS);
+		pwb_uint(b, 1, iid);
 		if (m->build_id_iid)
-			pb_uint(b, 2, m->build_id_iid);
-		pb_uint(b, 3, 0); /* start_offset: first mapping of the file */
-		pb_uint(b, 4, m->start);
-		pb_uint(b, 5, m->end);
-		pb_uint(b, 6, m->load_bias);
-		pb_uint(b, 7, m->path_iid); /* path_string_ids: the full path */
-		pb_uint(b, 8, m->pgoff);    /* exact_offset */
-		pb_close(b, e);
+			pwb_uint(b, 2, m->build_id_iid);
+		pwb_uint(b, 3, 0); /* start_offset: first mapping of the file */
+		pwb_uint(b, 4, m->start);
+		pwb_uint(b, 5, m->end);
+		pwb_uint(b, 6, m->load_bias);
+		pwb_uint(b, 7, m->path_iid); /* path_string_ids: the full path */
+		pwb_uint(b, 8, m->pgoff);    /* exact_offset */
+		pwb_close(b, e);
 	}
 }
 
-static void pw_emit_callstack(struct pb *b, const struct pw_symbols *s, uint64_t iid)
+static void pw_emit_callstack(struct pwb *b, const struct pw_symbols *s, uint64_t iid)
 {
-	size_t i, e = pb_open(b, PW_I_CALLSTACKS);
+	size_t i, e = pwb_open(b, PW_I_CALLSTACKS);
 
-	pb_uint(b, 1, iid);
+	pwb_uint(b, 1, iid);
 	for (i = 0; i < s->stack.n; i++)
-		pb_uint(b, 2, s->stack.v[i]); /* frame_ids: unpacked, root first */
-	pb_close(b, e);
+		pwb_uint(b, 2, s->stack.v[i]); /* frame_ids: unpacked, root first */
+	pwb_close(b, e);
 }
 
 static void pw_emit_interned(struct perfetto_writer *w, uint64_t new_stack_iid)
 {
 	struct pw_symbols *s = &w->sym;
-	struct pb *b = &w->pkt;
+	struct pwb *b = &w->pkt;
 	size_t in;
 
 	if (!new_stack_iid && !s->new_functions.n && !s->new_frames.n && !s->new_paths.n &&
 	    !s->new_build_ids.n && !s->new_mappings.n)
 		return;
-	in = pb_open(b, PW_F_INTERNED_DATA);
+	in = pwb_open(b, PW_F_INTERNED_DATA);
 	pw_emit_strings(b, PW_I_FUNCTION_NAMES, &s->functions, &s->new_functions);
 	pw_emit_frames(b, s);
 	if (new_stack_iid)
@@ -258,7 +289,7 @@ static void pw_emit_interned(struct perfetto_writer *w, uint64_t new_stack_iid)
 	pw_emit_strings(b, PW_I_BUILD_IDS, &s->build_ids, &s->new_build_ids);
 	pw_emit_strings(b, PW_I_MAPPING_PATHS, &s->paths, &s->new_paths);
 	pw_emit_mappings(b, s);
-	pb_close(b, in);
+	pwb_close(b, in);
 }
 
 static void pw_pending_clear(struct pw_symbols *s)
@@ -292,14 +323,14 @@ int perfetto_writer_sample(struct perfetto_writer *w, uint64_t ts, uint32_t cpu,
 	}
 	mark = pw_packet_begin(w, PW_SEQ_PERF, ts, true);
 	pw_emit_interned(w, stack_new ? (uint64_t)stack_iid : 0);
-	ps = pb_open(&w->pkt, PW_F_PERF_SAMPLE);
-	pb_uint(&w->pkt, 1, cpu);
-	pb_uint(&w->pkt, 2, (uint32_t)pid);
-	pb_uint(&w->pkt, 3, (uint32_t)tid);
+	ps = pwb_open(&w->pkt, PW_F_PERF_SAMPLE);
+	pwb_uint(&w->pkt, 1, cpu);
+	pwb_uint(&w->pkt, 2, (uint32_t)pid);
+	pwb_uint(&w->pkt, 3, (uint32_t)tid);
 	if (stack_iid)
-		pb_uint(&w->pkt, 4, (uint64_t)stack_iid);
-	pb_uint(&w->pkt, 5, PW_MODE_USER);
-	pb_close(&w->pkt, ps);
+		pwb_uint(&w->pkt, 4, (uint64_t)stack_iid);
+	pwb_uint(&w->pkt, 5, PW_MODE_USER);
+	pwb_close(&w->pkt, ps);
 	ret = pw_packet_end(w, mark);
 	if (ret < 0)
 		goto err_reset;
@@ -318,10 +349,10 @@ int perfetto_writer_samples_lost(struct perfetto_writer *w, uint64_t ts, uint32_
 	size_t mark, ps;
 
 	mark = pw_packet_begin(w, PW_SEQ_PERF, ts, true);
-	ps = pb_open(&w->pkt, PW_F_PERF_SAMPLE);
-	pb_uint(&w->pkt, 1, cpu);
-	pb_uint(&w->pkt, 2, 0); /* pid 0: a loss record, not a sample */
-	pb_uint(&w->pkt, 17, lost); /* kernel_records_lost */
-	pb_close(&w->pkt, ps);
+	ps = pwb_open(&w->pkt, PW_F_PERF_SAMPLE);
+	pwb_uint(&w->pkt, 1, cpu);
+	pwb_uint(&w->pkt, 2, 0); /* pid 0: a loss record, not a sample */
+	pwb_uint(&w->pkt, 17, lost); /* kernel_records_lost */
+	pwb_close(&w->pkt, ps);
 	return pw_packet_end(w, mark);
 }

@@ -100,25 +100,25 @@ static size_t pw_packet_open(struct perfetto_writer *w)
 	w->pkt.len = 0;
 	w->pkt.oom = false;
 	w->starting_seq = 0;
-	return pb_open(&w->pkt, 1); /* Trace.packet */
+	return pwb_open(&w->pkt, 1); /* Trace.packet */
 }
 
 static void pw_seq_defaults(struct perfetto_writer *w, uint32_t seq)
 {
-	struct pb *b = &w->pkt;
-	size_t d = pb_open(b, PW_F_DEFAULTS), ps, tb;
+	struct pwb *b = &w->pkt;
+	size_t d = pwb_open(b, PW_F_DEFAULTS), ps, tb;
 
-	pb_uint(b, PW_F_CLOCK_ID, PW_CLOCK_MONOTONIC);
+	pwb_uint(b, PW_F_CLOCK_ID, PW_CLOCK_MONOTONIC);
 	if (seq == PW_SEQ_PERF) {
-		ps = pb_open(b, 12); /* perf_sample_defaults */
-		tb = pb_open(b, 1);  /* timebase */
+		ps = pwb_open(b, 12); /* perf_sample_defaults */
+		tb = pwb_open(b, 1);  /* timebase */
 		if (w->sym.freq_hz)
-			pb_uint(b, 2, w->sym.freq_hz); /* frequency */
-		pb_uint(b, 4, PW_SW_CPU_CLOCK);      /* counter */
-		pb_close(b, tb);
-		pb_close(b, ps);
+			pwb_uint(b, 2, w->sym.freq_hz); /* frequency */
+		pwb_uint(b, 4, PW_SW_CPU_CLOCK);      /* counter */
+		pwb_close(b, tb);
+		pwb_close(b, ps);
 	}
-	pb_close(b, d);
+	pwb_close(b, d);
 }
 
 size_t pw_packet_begin(struct perfetto_writer *w, uint32_t seq, uint64_t ts, bool has_ts)
@@ -129,11 +129,11 @@ size_t pw_packet_begin(struct perfetto_writer *w, uint32_t seq, uint64_t ts, boo
 		perfetto_writer_clock_snapshot(w); /* on failure the next packet retries */
 	mark = pw_packet_open(w);
 	if (has_ts)
-		pb_uint(&w->pkt, PW_F_TIMESTAMP, ts);
-	pb_uint(&w->pkt, PW_F_SEQ_ID, seq);
+		pwb_uint(&w->pkt, PW_F_TIMESTAMP, ts);
+	pwb_uint(&w->pkt, PW_F_SEQ_ID, seq);
 	if (!w->seq_started[seq]) {
 		/* the sequence's first packet: clear, then install the defaults */
-		pb_uint(&w->pkt, PW_F_SEQ_FLAGS, PW_SEQ_INCREMENTAL_STATE_CLEARED);
+		pwb_uint(&w->pkt, PW_F_SEQ_FLAGS, PW_SEQ_INCREMENTAL_STATE_CLEARED);
 		pw_seq_defaults(w, seq);
 		w->starting_seq = seq;
 	}
@@ -142,7 +142,7 @@ size_t pw_packet_begin(struct perfetto_writer *w, uint32_t seq, uint64_t ts, boo
 
 int pw_packet_end(struct perfetto_writer *w, size_t mark)
 {
-	pb_close(&w->pkt, mark);
+	pwb_close(&w->pkt, mark);
 	if (w->pkt.oom)
 		return -ENOMEM;
 	if (w->starting_seq)
@@ -158,13 +158,13 @@ static uint64_t pw_ns(const struct timespec *t)
 	return (uint64_t)t->tv_sec * 1000000000u + (uint64_t)t->tv_nsec;
 }
 
-static void pw_clock(struct pb *b, uint32_t id, uint64_t ts)
+static void pw_clock(struct pwb *b, uint32_t id, uint64_t ts)
 {
-	size_t c = pb_open(b, 1); /* ClockSnapshot.clocks */
+	size_t c = pwb_open(b, 1); /* ClockSnapshot.clocks */
 
-	pb_uint(b, 1, id);
-	pb_uint(b, 2, ts);
-	pb_close(b, c);
+	pwb_uint(b, 1, id);
+	pwb_uint(b, 2, ts);
+	pwb_close(b, c);
 }
 
 int perfetto_writer_clock_snapshot(struct perfetto_writer *w)
@@ -181,16 +181,16 @@ int perfetto_writer_clock_snapshot(struct perfetto_writer *w)
 	 * clock id is explicit so later defaults (MONOTONIC) cannot apply to it.
 	 */
 	mark = pw_packet_open(w);
-	pb_uint(&w->pkt, PW_F_TIMESTAMP, pw_ns(&boot));
-	pb_uint(&w->pkt, PW_F_CLOCK_ID, PW_CLOCK_BOOTTIME);
-	pb_uint(&w->pkt, PW_F_SEQ_ID, PW_SEQ_TRACK);
-	cs = pb_open(&w->pkt, PW_F_CLOCK_SNAPSHOT);
+	pwb_uint(&w->pkt, PW_F_TIMESTAMP, pw_ns(&boot));
+	pwb_uint(&w->pkt, PW_F_CLOCK_ID, PW_CLOCK_BOOTTIME);
+	pwb_uint(&w->pkt, PW_F_SEQ_ID, PW_SEQ_TRACK);
+	cs = pwb_open(&w->pkt, PW_F_CLOCK_SNAPSHOT);
 	pw_clock(&w->pkt, PW_CLOCK_BOOTTIME, pw_ns(&boot));
 	pw_clock(&w->pkt, PW_CLOCK_MONOTONIC, pw_ns(&mono));
 	pw_clock(&w->pkt, PW_CLOCK_REALTIME, pw_ns(&real));
 	if (!w->snapshot_written)
-		pb_uint(&w->pkt, 2, PW_CLOCK_BOOTTIME); /* primary_trace_clock */
-	pb_close(&w->pkt, cs);
+		pwb_uint(&w->pkt, 2, PW_CLOCK_BOOTTIME); /* primary_trace_clock */
+	pwb_close(&w->pkt, cs);
 	ret = pw_packet_end(w, mark);
 	if (!ret)
 		w->snapshot_written = true;
@@ -221,14 +221,14 @@ static int pw_describe_process(struct perfetto_writer *w, struct pw_proc *p)
 	size_t mark = pw_packet_begin(w, PW_SEQ_TRACK, 0, false), d, pd;
 	int ret;
 
-	d = pb_open(&w->pkt, PW_F_TRACK_DESCRIPTOR);
-	pb_uint(&w->pkt, 1, p->uuid);
-	pd = pb_open(&w->pkt, 3); /* process */
-	pb_uint(&w->pkt, 1, (uint64_t)(int64_t)p->pid);
+	d = pwb_open(&w->pkt, PW_F_TRACK_DESCRIPTOR);
+	pwb_uint(&w->pkt, 1, p->uuid);
+	pd = pwb_open(&w->pkt, 3); /* process */
+	pwb_uint(&w->pkt, 1, (uint64_t)(int64_t)p->pid);
 	if (p->name)
-		pb_str(&w->pkt, 6, p->name); /* process_name */
-	pb_close(&w->pkt, pd);
-	pb_close(&w->pkt, d);
+		pwb_str(&w->pkt, 6, p->name); /* process_name */
+	pwb_close(&w->pkt, pd);
+	pwb_close(&w->pkt, d);
 	ret = pw_packet_end(w, mark);
 	p->described = !ret;
 	return ret;
@@ -275,15 +275,15 @@ static int pw_describe_thread(struct perfetto_writer *w, struct pw_thread *t)
 	size_t mark = pw_packet_begin(w, PW_SEQ_TRACK, 0, false), d, td;
 	int ret;
 
-	d = pb_open(&w->pkt, PW_F_TRACK_DESCRIPTOR);
-	pb_uint(&w->pkt, 1, t->uuid);
-	td = pb_open(&w->pkt, 4); /* thread */
-	pb_uint(&w->pkt, 1, (uint64_t)(int64_t)t->key.pid);
-	pb_uint(&w->pkt, 2, (uint64_t)(int64_t)t->key.tid);
+	d = pwb_open(&w->pkt, PW_F_TRACK_DESCRIPTOR);
+	pwb_uint(&w->pkt, 1, t->uuid);
+	td = pwb_open(&w->pkt, 4); /* thread */
+	pwb_uint(&w->pkt, 1, (uint64_t)(int64_t)t->key.pid);
+	pwb_uint(&w->pkt, 2, (uint64_t)(int64_t)t->key.tid);
 	if (t->name)
-		pb_str(&w->pkt, 5, t->name); /* thread_name */
-	pb_close(&w->pkt, td);
-	pb_close(&w->pkt, d);
+		pwb_str(&w->pkt, 5, t->name); /* thread_name */
+	pwb_close(&w->pkt, td);
+	pwb_close(&w->pkt, d);
 	ret = pw_packet_end(w, mark);
 	t->described = !ret;
 	return ret;
@@ -394,17 +394,20 @@ static int pw_func_iid(struct perfetto_writer *w, uint32_t func_id, uint64_t *ii
 static void pw_emit_slice(struct perfetto_writer *w, uint64_t ts, uint64_t uuid, unsigned type,
 			  uint64_t name_iid)
 {
-	unsigned ev = 2 + 1 + pb_varint_size(uuid) + (name_iid ? 1 + pb_varint_size(name_iid) : 0);
-	unsigned len = 1 + pb_varint_size(ts) + 2 + 2 + ev;
+	unsigned ev = 2 + 1 + pwb_varint_size(uuid);
+	unsigned len;
 	uint8_t *p;
 
+	if (name_iid)
+		ev += 1 + pwb_varint_size(name_iid);
+	len = 1 + pwb_varint_size(ts) + 2 + 2 + ev;
 	if (PW_BUF_SIZE - w->buf_len < len + 2)
 		perfetto_writer_flush(w);
 	p = w->buf + w->buf_len;
 	*p++ = 0x0a; /* Trace.packet */
 	*p++ = (uint8_t)len;
 	*p++ = 0x40; /* timestamp */
-	p = pb_put_varint(p, ts);
+	p = pwb_put_varint(p, ts);
 	*p++ = 0x50; /* trusted_packet_sequence_id */
 	*p++ = PW_SEQ_TRACK;
 	*p++ = 0x5a; /* track_event */
@@ -413,10 +416,10 @@ static void pw_emit_slice(struct perfetto_writer *w, uint64_t ts, uint64_t uuid,
 	*p++ = (uint8_t)type;
 	if (name_iid) {
 		*p++ = 0x50; /* name_iid */
-		p = pb_put_varint(p, name_iid);
+		p = pwb_put_varint(p, name_iid);
 	}
 	*p++ = 0x58; /* track_uuid */
-	p = pb_put_varint(p, uuid);
+	p = pwb_put_varint(p, uuid);
 	w->st.packets++;
 	if (!w->write_error) /* else counted, not kept */
 		w->buf_len = (size_t)(p - w->buf);
@@ -428,17 +431,17 @@ static int pw_emit_begin_defining(struct perfetto_writer *w, uint64_t ts, uint64
 {
 	size_t mark = pw_packet_begin(w, PW_SEQ_TRACK, ts, true), ev, in, en;
 
-	ev = pb_open(&w->pkt, PW_F_TRACK_EVENT);
-	pb_uint(&w->pkt, 9, PW_TYPE_SLICE_BEGIN);
-	pb_uint(&w->pkt, 10, iid);
-	pb_uint(&w->pkt, 11, uuid);
-	pb_close(&w->pkt, ev);
-	in = pb_open(&w->pkt, PW_F_INTERNED_DATA);
-	en = pb_open(&w->pkt, 2); /* event_names */
-	pb_uint(&w->pkt, 1, iid);
-	pb_str(&w->pkt, 2, name);
-	pb_close(&w->pkt, en);
-	pb_close(&w->pkt, in);
+	ev = pwb_open(&w->pkt, PW_F_TRACK_EVENT);
+	pwb_uint(&w->pkt, 9, PW_TYPE_SLICE_BEGIN);
+	pwb_uint(&w->pkt, 10, iid);
+	pwb_uint(&w->pkt, 11, uuid);
+	pwb_close(&w->pkt, ev);
+	in = pwb_open(&w->pkt, PW_F_INTERNED_DATA);
+	en = pwb_open(&w->pkt, 2); /* event_names */
+	pwb_uint(&w->pkt, 1, iid);
+	pwb_str(&w->pkt, 2, name);
+	pwb_close(&w->pkt, en);
+	pwb_close(&w->pkt, in);
 	return pw_packet_end(w, mark);
 }
 
@@ -500,14 +503,14 @@ static int pw_describe_counter(struct perfetto_writer *w, uint64_t uuid, uint64_
 {
 	size_t mark = pw_packet_begin(w, PW_SEQ_TRACK, 0, false), d, cd;
 
-	d = pb_open(&w->pkt, PW_F_TRACK_DESCRIPTOR);
-	pb_uint(&w->pkt, 1, uuid);
-	pb_uint(&w->pkt, 5, parent); /* parent_uuid */
-	pb_str(&w->pkt, 2, name);
-	cd = pb_open(&w->pkt, 8); /* counter */
-	pb_uint(&w->pkt, 3, PW_UNIT_COUNT);
-	pb_close(&w->pkt, cd);
-	pb_close(&w->pkt, d);
+	d = pwb_open(&w->pkt, PW_F_TRACK_DESCRIPTOR);
+	pwb_uint(&w->pkt, 1, uuid);
+	pwb_uint(&w->pkt, 5, parent); /* parent_uuid */
+	pwb_str(&w->pkt, 2, name);
+	cd = pwb_open(&w->pkt, 8); /* counter */
+	pwb_uint(&w->pkt, 3, PW_UNIT_COUNT);
+	pwb_close(&w->pkt, cd);
+	pwb_close(&w->pkt, d);
 	return pw_packet_end(w, mark);
 }
 
@@ -555,11 +558,11 @@ int perfetto_writer_counter(struct perfetto_writer *w, pid_t pid, const char *na
 	if (!uuid)
 		return -ENOMEM;
 	mark = pw_packet_begin(w, PW_SEQ_TRACK, ts, true);
-	ev = pb_open(&w->pkt, PW_F_TRACK_EVENT);
-	pb_uint(&w->pkt, 9, PW_TYPE_COUNTER);
-	pb_uint(&w->pkt, 11, uuid);
-	pb_uint(&w->pkt, 30, (uint64_t)value); /* counter_value, int64 */
-	pb_close(&w->pkt, ev);
+	ev = pwb_open(&w->pkt, PW_F_TRACK_EVENT);
+	pwb_uint(&w->pkt, 9, PW_TYPE_COUNTER);
+	pwb_uint(&w->pkt, 11, uuid);
+	pwb_uint(&w->pkt, 30, (uint64_t)value); /* counter_value, int64 */
+	pwb_close(&w->pkt, ev);
 	return pw_packet_end(w, mark);
 }
 
@@ -627,7 +630,7 @@ int perfetto_writer_free(struct perfetto_writer *w)
 	pw_strtab_free(&w->counters);
 	pw_strtab_free(&w->event_names);
 	pw_symbols_free(&w->sym);
-	pb_free(&w->pkt);
+	pwb_free(&w->pkt);
 	free(w->buf);
 	free(w);
 	return ret;

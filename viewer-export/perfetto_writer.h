@@ -29,7 +29,17 @@ struct perfetto_frame {
 
 /* Trace time base of every timestamp given to the writer: CLOCK_MONOTONIC ns. */
 
-/* Returns NULL with errno set. Writes nothing until the first call below. */
+/*
+ * Returns NULL with errno set (EBADF, ENOMEM). Writes nothing until the first
+ * call below; the first packet is always a ClockSnapshot (taken then if
+ * perfetto_writer_clock_snapshot was not called first).
+ *
+ * Errors: calls that emit events return 0, -EINVAL or -ENOMEM. A failed
+ * write() is not returned by them: the first one is remembered, nothing more
+ * is written, packets are still counted, and the error is reported (as a
+ * negative errno) by perfetto_writer_flush and perfetto_writer_free and in
+ * perfetto_writer_stats.write_error.
+ */
 struct perfetto_writer *perfetto_writer_new(int fd);
 
 /*
@@ -41,10 +51,19 @@ int perfetto_writer_clock_snapshot(struct perfetto_writer *w);
 /* Process descriptor (once per pid; a second call with a new name updates it). */
 int perfetto_writer_process(struct perfetto_writer *w, pid_t pid, const char *name);
 
-/* Thread descriptor; emitted on first use of (pid, tid) or when the name changes. */
+/*
+ * Thread descriptor; emitted on first use of (pid, tid) or when the name
+ * changes (NULL keeps the current name). The first use of a pid by a thread
+ * or a counter also describes its process, unnamed until
+ * perfetto_writer_process names it.
+ */
 int perfetto_writer_thread(struct perfetto_writer *w, pid_t pid, pid_t tid, const char *name);
 
-/* Registers the name of instrumented function `func_id` (interned on first use). */
+/*
+ * Registers the name of instrumented function `func_id` (interned on first
+ * use; a later new name applies to later slices). Slices of a func_id never
+ * registered are named "func_<id>".
+ */
 int perfetto_writer_function(struct perfetto_writer *w, uint32_t func_id, const char *name);
 
 /*
@@ -67,21 +86,28 @@ int perfetto_writer_counter(struct perfetto_writer *w, pid_t pid, const char *na
 			    int64_t value);
 
 /*
- * One CPU sample; frames[0] is the outermost (root) frame, frames[n-1] the leaf.
- * freq is the sampling frequency for the timebase (first call only).
+ * One CPU sample; frames[0] is the outermost (root) frame, frames[n-1] the leaf
+ * (n_frames 0: a sample without callstack). Strings and build ids are copied.
+ * Recorded as user mode (MODE_USER). On -ENOMEM the symbol dictionaries are
+ * dropped and re-sent from the next sample on, so no iid is ever dangling.
  */
 int perfetto_writer_sample(struct perfetto_writer *w, uint64_t ts, uint32_t cpu, pid_t pid,
 			   pid_t tid, const struct perfetto_frame *frames, size_t n_frames);
 
-/* Perf ring loss on cpu (PerfSample.kernel_records_lost). */
+/* Perf ring loss on cpu (PerfSample.kernel_records_lost, pid 0). */
 int perfetto_writer_samples_lost(struct perfetto_writer *w, uint64_t ts, uint32_t cpu,
 				 uint64_t lost);
 
+/*
+ * Sampling frequency written in the perf sequence's timebase (cpu-clock).
+ * Call it before the first sample or loss record: the timebase is written
+ * once, with that sequence's first packet (0 = frequency not written).
+ */
 void perfetto_writer_set_sample_freq(struct perfetto_writer *w, uint32_t freq_hz);
 
 struct perfetto_writer_stats {
 	uint64_t bytes;          /* written to fd so far (after the last flush) */
-	uint64_t packets;
+	uint64_t packets;        /* produced, including those dropped after a write error */
 	uint64_t slices_clamped;
 	uint64_t ends_unmatched;
 	uint64_t samples;
@@ -89,7 +115,12 @@ struct perfetto_writer_stats {
 };
 void perfetto_writer_get_stats(const struct perfetto_writer *w, struct perfetto_writer_stats *st);
 
-/* Writes buffered packets (whole packets only). */
+/*
+ * Writes buffered packets (whole packets only, looping on short writes and
+ * EINTR): the file is a valid trace after every flush. The writer also
+ * flushes by itself whenever its 64 KiB buffer fills. Returns 0 or the first
+ * write error (negative errno).
+ */
 int perfetto_writer_flush(struct perfetto_writer *w);
 
 /*

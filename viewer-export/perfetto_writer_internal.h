@@ -52,6 +52,11 @@ struct pw_symbols {
 	/* iids first defined by the packet being built, per InternedData field */
 	struct pw_vec new_functions, new_paths, new_build_ids, new_mappings, new_frames;
 	struct pw_vec stack; /* frame iids of the sample being built */
+	/* the last frame's mapping: consecutive frames mostly share one */
+	struct {
+		uint64_t start, end, pgoff, load_bias;
+		uint32_t path_iid, build_id_iid, mapping_iid; /* 0: cache empty */
+	} last_map;
 	uint32_t freq_hz;
 };
 
@@ -60,7 +65,7 @@ struct perfetto_writer {
 	int write_error;      /* first errno of a failed write; writing stops */
 	uint8_t *buf;         /* PW_BUF_SIZE bytes of whole packets */
 	size_t buf_len;
-	struct pb pkt;        /* scratch for packets not built by the hot path */
+	struct pwb pkt;        /* scratch for packets not built by the hot path */
 	struct perfetto_writer_stats st;
 	bool snapshot_written;
 	bool seq_started[PW_NSEQ];

@@ -14,17 +14,17 @@
 
 #include "viewer-export/trace_reader_internal.h"
 
-#define RD_CHUNK_SIZE (64 * 1024)
+#define TRD_CHUNK_SIZE (64 * 1024)
 
-struct rd_chunk {
-	struct rd_chunk *next;
+struct trd_chunk {
+	struct trd_chunk *next;
 	size_t used, cap;
 	char data[];
 };
 
 /* ---- allocation helpers -------------------------------------------------- */
 
-bool rd_reserve(struct rd *r, void **arr, size_t *cap, size_t n, size_t size)
+bool trd_reserve(struct trd *r, void **arr, size_t *cap, size_t n, size_t size)
 {
 	size_t new_cap;
 	void *p;
@@ -45,11 +45,11 @@ err_oom:
 	return false;
 }
 
-bool rd_keep(struct rd *r, void *p)
+bool trd_keep(struct trd *r, void *p)
 {
 	struct trace_model_priv *pv = r->m->priv;
 
-	if (!rd_reserve(r, (void **)&pv->allocs, &pv->cap_allocs, pv->n_allocs, sizeof(void *))) {
+	if (!trd_reserve(r, (void **)&pv->allocs, &pv->cap_allocs, pv->n_allocs, sizeof(void *))) {
 		free(p);
 		return false;
 	}
@@ -59,32 +59,32 @@ bool rd_keep(struct rd *r, void *p)
 
 /* ---- stable strings ------------------------------------------------------ */
 
-struct rd_strkey {
+struct trd_strkey {
 	const void *data;
 	size_t len;
 };
 
-static bool rd_str_eq(const void *ctx, uint32_t idx, const void *key)
+static bool trd_str_eq(const void *ctx, uint32_t idx, const void *key)
 {
 	const struct trace_model_priv *pv = ctx;
-	const struct rd_strkey *k = key;
+	const struct trd_strkey *k = key;
 
 	return pv->lens[idx] == k->len && memcmp(pv->strs[idx], k->data, k->len) == 0;
 }
 
-static char *rd_chunk_alloc(struct trace_model_priv *pv, size_t n)
+static char *trd_chunk_alloc(struct trace_model_priv *pv, size_t n)
 {
-	struct rd_chunk *c = pv->chunks;
+	struct trd_chunk *c = pv->chunks;
 
 	if (!c || c->cap - c->used < n) {
-		size_t cap = n > RD_CHUNK_SIZE / 4 ? n : RD_CHUNK_SIZE;
+		size_t cap = n > TRD_CHUNK_SIZE / 4 ? n : TRD_CHUNK_SIZE;
 
 		c = malloc(sizeof(*c) + cap);
 		if (!c)
 			return NULL;
 		c->used = 0;
 		c->cap = cap;
-		if (cap == RD_CHUNK_SIZE || !pv->chunks) {
+		if (cap == TRD_CHUNK_SIZE || !pv->chunks) {
 			c->next = pv->chunks;
 			pv->chunks = c;
 		} else { /* a big string gets its own chunk, behind the current one */
@@ -98,10 +98,10 @@ static char *rd_chunk_alloc(struct trace_model_priv *pv, size_t n)
 	return c->data + c->used - n;
 }
 
-const char *rd_str(struct rd *r, const void *data, size_t len)
+const char *trd_str(struct trd *r, const void *data, size_t len)
 {
 	struct trace_model_priv *pv = r->m->priv;
-	struct rd_strkey key = { data, len };
+	struct trd_strkey key = { data, len };
 	uint32_t hash;
 	struct pw_slot *slot;
 	char *s;
@@ -109,20 +109,20 @@ const char *rd_str(struct rd *r, const void *data, size_t len)
 	if (len >= UINT32_MAX || pw_index_reserve(&pv->str_ix) < 0)
 		goto err_oom;
 	hash = pw_hash(data, len);
-	slot = pw_index_lookup(&pv->str_ix, hash, rd_str_eq, pv, &key);
+	slot = pw_index_lookup(&pv->str_ix, hash, trd_str_eq, pv, &key);
 	if (slot->ref)
 		return pv->strs[slot->ref - 1];
 	if (pv->n_strs == pv->cap_strs) {
 		size_t cap = pv->cap_strs;
 
-		if (!rd_reserve(r, (void **)&pv->strs, &cap, pv->n_strs, sizeof(char *)))
+		if (!trd_reserve(r, (void **)&pv->strs, &cap, pv->n_strs, sizeof(char *)))
 			return NULL;
 		cap = pv->cap_strs;
-		if (!rd_reserve(r, (void **)&pv->lens, &cap, pv->n_strs, sizeof(uint32_t)))
+		if (!trd_reserve(r, (void **)&pv->lens, &cap, pv->n_strs, sizeof(uint32_t)))
 			return NULL;
 		pv->cap_strs = (uint32_t)cap;
 	}
-	s = rd_chunk_alloc(pv, len + 1);
+	s = trd_chunk_alloc(pv, len + 1);
 	if (!s)
 		goto err_oom;
 	if (len)
@@ -139,13 +139,13 @@ err_oom:
 
 /* ---- problems ------------------------------------------------------------ */
 
-static void rd_problem_add(struct rd *r, const char *prefix, const char *fmt, va_list ap)
+static void trd_problem_add(struct trd *r, const char *prefix, const char *fmt, va_list ap)
 {
 	struct trace_model_priv *pv = r->m->priv;
 	struct trace_model *m = r->m;
 	char *body, *line;
 
-	if (m->n_problems >= RD_MAX_PROBLEMS) {
+	if (m->n_problems >= TRD_MAX_PROBLEMS) {
 		pv->problems_dropped++;
 		return;
 	}
@@ -156,8 +156,8 @@ static void rd_problem_add(struct rd *r, const char *prefix, const char *fmt, va
 		goto err_oom;
 	}
 	free(body);
-	if (!rd_reserve(r, (void **)&m->problems, &pv->cap_problems, m->n_problems,
-			sizeof(char *))) {
+	if (!trd_reserve(r, (void **)&m->problems, &pv->cap_problems, m->n_problems,
+			 sizeof(char *))) {
 		free(line);
 		return;
 	}
@@ -167,7 +167,7 @@ err_oom:
 	r->oom = true;
 }
 
-void rd_problem(struct rd *r, const char *fmt, ...)
+void trd_problem(struct trd *r, const char *fmt, ...)
 {
 	char prefix[64];
 	va_list ap;
@@ -175,113 +175,115 @@ void rd_problem(struct rd *r, const char *fmt, ...)
 	snprintf(prefix, sizeof(prefix), "packet %zu at offset %zu: ", r->pkt_index,
 		 r->pkt_offset);
 	va_start(ap, fmt);
-	rd_problem_add(r, prefix, fmt, ap);
+	trd_problem_add(r, prefix, fmt, ap);
 	va_end(ap);
 }
 
-void rd_problem_at(struct rd *r, const char *fmt, ...)
+void trd_problem_at(struct trd *r, const char *fmt, ...)
 {
 	va_list ap;
 
 	va_start(ap, fmt);
-	rd_problem_add(r, "", fmt, ap);
+	trd_problem_add(r, "", fmt, ap);
 	va_end(ap);
 }
 
 /* ---- end of file --------------------------------------------------------- */
 
-static void rd_check_clocks(struct rd *r)
+static void trd_check_clocks(struct trd *r)
 {
 	uint32_t i;
 
 	for (i = 0; i < r->clocks_used.n; i++) {
 		const uint32_t *e = pw_table_at(&r->clocks_used, i);
 
-		if (e[0] == RD_CLOCK_BOOTTIME || pw_table_find(&r->clocks_snapshotted, &e[0]))
+		if (e[0] == TRD_CLOCK_BOOTTIME || pw_table_find(&r->clocks_snapshotted, &e[0]))
 			continue;
-		rd_problem_at(r, "%" PRIu32 " packets use clock %" PRIu32 ", which no ClockSnapshot "
-			      "contains: the importer drops them (clock_sync_failure)", e[1], e[0]);
+		trd_problem_at(r, "%" PRIu32 " packets use clock %" PRIu32 ", which no "
+			       "ClockSnapshot contains: the importer drops them "
+			       "(clock_sync_failure)", e[1], e[0]);
 	}
 }
 
-static int rd_cmp_ts_order(uint64_t ts_a, size_t ord_a, uint64_t ts_b, size_t ord_b)
+static int trd_cmp_ts_order(uint64_t ts_a, size_t ord_a, uint64_t ts_b, size_t ord_b)
 {
 	if (ts_a != ts_b)
 		return ts_a < ts_b ? -1 : 1;
 	return ord_a < ord_b ? -1 : ord_a > ord_b;
 }
 
-static int rd_cmp_event(const void *a, const void *b)
+static int trd_cmp_event(const void *a, const void *b)
 {
-	const struct rd_event *x = a, *y = b;
+	const struct trd_event *x = a, *y = b;
 
-	return rd_cmp_ts_order(x->ts, x->order, y->ts, y->order);
+	return trd_cmp_ts_order(x->ts, x->order, y->ts, y->order);
 }
 
-static int rd_cmp_sample(const void *a, const void *b)
+static int trd_cmp_sample(const void *a, const void *b)
 {
-	const struct rd_sample *x = a, *y = b;
+	const struct trd_sample *x = a, *y = b;
 
-	return rd_cmp_ts_order(x->s.ts, x->order, y->s.ts, y->order);
+	return trd_cmp_ts_order(x->s.ts, x->order, y->s.ts, y->order);
 }
 
-static int rd_cmp_counter(const void *a, const void *b)
+static int trd_cmp_counter(const void *a, const void *b)
 {
-	const struct rd_counter *x = a, *y = b;
+	const struct trd_counter *x = a, *y = b;
 
-	return rd_cmp_ts_order(x->v.ts, x->order, y->v.ts, y->order);
+	return trd_cmp_ts_order(x->v.ts, x->order, y->v.ts, y->order);
 }
 
 /* Appends a slice at the track's current depth; returns its index or -1. */
-static int64_t rd_slice_open(struct rd *r, struct rd_track *t, const struct rd_event *ev)
+static int64_t trd_slice_open(struct trd *r, struct trd_track *t, const struct trd_event *ev)
 {
 	struct trace_model *m = r->m;
 	struct trace_slice *s;
 
-	if (!rd_reserve(r, (void **)&m->slices, &r->cap_slices, m->n_slices, sizeof(*s)))
+	if (!trd_reserve(r, (void **)&m->slices, &r->cap_slices, m->n_slices, sizeof(*s)))
 		return -1;
 	s = &m->slices[m->n_slices];
-	s->pid = t->kind == RD_TRACK_OTHER ? 0 : t->pid;
-	s->tid = t->kind == RD_TRACK_THREAD ? t->tid : 0;
+	s->pid = t->kind == TRD_TRACK_OTHER ? 0 : t->pid;
+	s->tid = t->kind == TRD_TRACK_THREAD ? t->tid : 0;
 	s->ts = ev->ts;
-	s->dur = ev->type == RD_INSTANT ? 0 : -1;
+	s->dur = ev->type == TRD_INSTANT ? 0 : -1;
 	s->depth = (uint32_t)t->depth;
 	s->parent = t->depth ? (int64_t)t->stack[t->depth - 1] : -1;
 	s->name = (char *)ev->name;
 	return (int64_t)m->n_slices++;
 }
 
-static void rd_match_begin(struct rd *r, struct rd_track *t, const struct rd_event *ev)
+static void trd_match_begin(struct trd *r, struct trd_track *t, const struct trd_event *ev)
 {
 	int64_t idx;
 
-	if (t->depth >= RD_MAX_DEPTH) {
-		rd_problem_at(r, "track %" PRIu64 ": BEGIN at ts %" PRIu64 " would be at depth %zu "
-			      "(>= %d): the importer drops it and its END closes the parent "
-			      "(slice_max_depth_exceeded)", t->uuid, ev->ts, t->depth, RD_MAX_DEPTH);
+	if (t->depth >= TRD_MAX_DEPTH) {
+		trd_problem_at(r, "track %" PRIu64 ": BEGIN at ts %" PRIu64 " would be at "
+			       "depth %zu (>= %d): the importer drops it and its END closes "
+			       "the parent (slice_max_depth_exceeded)", t->uuid, ev->ts, t->depth,
+			       TRD_MAX_DEPTH);
 		return;
 	}
-	if (!rd_reserve(r, (void **)&t->stack, &t->cap, t->depth, sizeof(size_t)))
+	if (!trd_reserve(r, (void **)&t->stack, &t->cap, t->depth, sizeof(size_t)))
 		return;
-	idx = rd_slice_open(r, t, ev);
+	idx = trd_slice_open(r, t, ev);
 	if (idx >= 0)
 		t->stack[t->depth++] = (size_t)idx;
 }
 
-static void rd_close_top(struct rd *r, struct rd_track *t, uint64_t ts)
+static void trd_close_top(struct trd *r, struct trd_track *t, uint64_t ts)
 {
 	struct trace_slice *s = &r->m->slices[t->stack[--t->depth]];
 
 	s->dur = (int64_t)(ts - s->ts);
 }
 
-static void rd_match_end(struct rd *r, struct rd_track *t, const struct rd_event *ev)
+static void trd_match_end(struct trd *r, struct trd_track *t, const struct trd_event *ev)
 {
 	size_t k;
 
 	if (!t->depth) {
-		rd_problem_at(r, "track %" PRIu64 ": unmatched END at ts %" PRIu64
-			      " (nothing open; the importer ignores it)", t->uuid, ev->ts);
+		trd_problem_at(r, "track %" PRIu64 ": unmatched END at ts %" PRIu64
+			       " (nothing open; the importer ignores it)", t->uuid, ev->ts);
 		return;
 	}
 	/* a NULL name matches anything; a name closes the top-most slice of that name */
@@ -289,59 +291,59 @@ static void rd_match_end(struct rd *r, struct rd_track *t, const struct rd_event
 		if (r->m->slices[t->stack[k - 1]].name == ev->name)
 			break;
 	if (ev->name && k == 0) {
-		rd_problem_at(r, "track %" PRIu64 ": END \"%s\" at ts %" PRIu64
-			      " matches no open slice", t->uuid, ev->name, ev->ts);
+		trd_problem_at(r, "track %" PRIu64 ": END \"%s\" at ts %" PRIu64
+			       " matches no open slice", t->uuid, ev->name, ev->ts);
 		return;
 	}
 	if (ev->name && k != t->depth)
-		rd_problem_at(r, "track %" PRIu64 ": END \"%s\" at ts %" PRIu64 " closes a slice "
-			      "that is not the innermost (misplaced_end_event)", t->uuid, ev->name,
-			      ev->ts);
+		trd_problem_at(r, "track %" PRIu64 ": END \"%s\" at ts %" PRIu64 " closes a slice "
+			       "that is not the innermost (misplaced_end_event)", t->uuid, ev->name,
+			       ev->ts);
 	for (k = ev->name ? k : t->depth; t->depth >= k && t->depth > 0;)
-		rd_close_top(r, t, ev->ts);
+		trd_close_top(r, t, ev->ts);
 }
 
-static void rd_match_event(struct rd *r, const struct rd_event *ev)
+static void trd_match_event(struct trd *r, const struct trd_event *ev)
 {
-	struct rd_track *t = pw_table_find(&r->tracks, &ev->uuid);
+	struct trd_track *t = pw_table_find(&r->tracks, &ev->uuid);
 
 	if (!t) {
-		rd_problem_at(r, "slice event at ts %" PRIu64 " on track %" PRIu64
-			      " which no TrackDescriptor defines (dropped)", ev->ts, ev->uuid);
+		trd_problem_at(r, "slice event at ts %" PRIu64 " on track %" PRIu64
+			       " which no TrackDescriptor defines (dropped)", ev->ts, ev->uuid);
 		return;
 	}
 	if (!t->usable)
 		return; /* reported with its descriptor */
-	if (t->kind == RD_TRACK_COUNTER) {
-		rd_problem_at(r, "slice event at ts %" PRIu64 " on counter track %" PRIu64
-			      " (dropped)", ev->ts, ev->uuid);
+	if (t->kind == TRD_TRACK_COUNTER) {
+		trd_problem_at(r, "slice event at ts %" PRIu64 " on counter track %" PRIu64
+			       " (dropped)", ev->ts, ev->uuid);
 		return;
 	}
-	if (ev->type == RD_BEGIN)
-		rd_match_begin(r, t, ev);
-	else if (ev->type == RD_END)
-		rd_match_end(r, t, ev);
-	else if (t->depth < RD_MAX_DEPTH)
-		rd_slice_open(r, t, ev);
+	if (ev->type == TRD_BEGIN)
+		trd_match_begin(r, t, ev);
+	else if (ev->type == TRD_END)
+		trd_match_end(r, t, ev);
+	else if (t->depth < TRD_MAX_DEPTH)
+		trd_slice_open(r, t, ev);
 }
 
-static void rd_match_slices(struct rd *r)
+static void trd_match_slices(struct trd *r)
 {
 	size_t i;
 
 	if (r->n_events)
-		qsort(r->events, r->n_events, sizeof(*r->events), rd_cmp_event);
+		qsort(r->events, r->n_events, sizeof(*r->events), trd_cmp_event);
 	for (i = 0; i < r->n_events && !r->oom; i++)
-		rd_match_event(r, &r->events[i]);
+		trd_match_event(r, &r->events[i]);
 }
 
-static void rd_final_tables(struct rd *r)
+static void trd_final_tables(struct trd *r)
 {
 	struct trace_model *m = r->m;
 	size_t i;
 
 	if (r->n_samples) {
-		qsort(r->samples, r->n_samples, sizeof(*r->samples), rd_cmp_sample);
+		qsort(r->samples, r->n_samples, sizeof(*r->samples), trd_cmp_sample);
 		m->samples = calloc(r->n_samples, sizeof(*m->samples));
 		if (!m->samples)
 			goto err_oom;
@@ -350,7 +352,7 @@ static void rd_final_tables(struct rd *r)
 		m->n_samples = r->n_samples;
 	}
 	if (r->n_counters) {
-		qsort(r->counters, r->n_counters, sizeof(*r->counters), rd_cmp_counter);
+		qsort(r->counters, r->n_counters, sizeof(*r->counters), trd_cmp_counter);
 		m->counter_values = calloc(r->n_counters, sizeof(*m->counter_values));
 		if (!m->counter_values)
 			goto err_oom;
@@ -363,13 +365,13 @@ err_oom:
 	r->oom = true;
 }
 
-void rd_finish(struct rd *r)
+void trd_finish(struct trd *r)
 {
 	struct trace_model_priv *pv = r->m->priv;
 
-	rd_check_clocks(r);
-	rd_match_slices(r);
-	rd_final_tables(r);
+	trd_check_clocks(r);
+	trd_match_slices(r);
+	trd_final_tables(r);
 	if (pv->problems_dropped) {
 		struct trace_model *m = r->m;
 		char *line;
@@ -378,8 +380,8 @@ void rd_finish(struct rd *r)
 			r->oom = true;
 			return;
 		}
-		if (!rd_reserve(r, (void **)&m->problems, &pv->cap_problems, m->n_problems,
-				sizeof(char *))) {
+		if (!trd_reserve(r, (void **)&m->problems, &pv->cap_problems, m->n_problems,
+				 sizeof(char *))) {
 			free(line);
 			return;
 		}
@@ -389,9 +391,9 @@ void rd_finish(struct rd *r)
 
 /* ---- freeing -------------------------------------------------------------- */
 
-static void rd_priv_free(struct trace_model_priv *pv)
+static void trd_priv_free(struct trace_model_priv *pv)
 {
-	struct rd_chunk *c, *next;
+	struct trd_chunk *c, *next;
 	size_t i;
 
 	if (!pv)
@@ -424,6 +426,6 @@ void trace_model_free(struct trace_model *m)
 	free(m->counter_values);
 	free(m->process_names);
 	free(m->process_pids);
-	rd_priv_free(m->priv);
+	trd_priv_free(m->priv);
 	free(m);
 }

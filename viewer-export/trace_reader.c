@@ -17,35 +17,35 @@
 #include "perfetto_trace_subset.pb-c.h"
 #include "viewer-export/trace_reader_internal.h"
 
-typedef Perfetto__Protos__TracePacket rd_packet;
+typedef Perfetto__Protos__TracePacket trd_packet;
 
 /* Interned entries of one sequence generation; every table is keyed by iid. */
-struct rd_iid_str {
+struct trd_iid_str {
 	uint64_t iid;
 	const char *s;
 };
 
-struct rd_frame {
+struct trd_frame {
 	uint64_t iid;
 	uint64_t function_iid, mapping_iid, rel_pc;
 };
 
-struct rd_mapping {
+struct trd_mapping {
 	uint64_t iid;
 	size_t off, n;    /* path_string_ids in the sequence's u64 pool */
 	const char *path; /* joined path, once resolved */
 };
 
-enum { RD_STACK_NEW, RD_STACK_OK, RD_STACK_BAD };
+enum { TRD_STACK_NEW, TRD_STACK_OK, TRD_STACK_BAD };
 
-struct rd_stack {
+struct trd_stack {
 	uint64_t iid;
 	size_t off, n;    /* frame_ids in the sequence's u64 pool */
 	int state;
 	char **frames, **maps; /* resolved once, shared by every sample using it */
 };
 
-struct rd_seq {
+struct trd_seq {
 	uint32_t id; /* key */
 	bool valid;  /* seen CLEARED, no loss since */
 	bool has_clock, has_track_uuid;
@@ -58,19 +58,19 @@ struct rd_seq {
 
 /* ---- sequences ------------------------------------------------------------ */
 
-static void rd_seq_init(struct rd_seq *s)
+static void trd_seq_init(struct trd_seq *s)
 {
-	pw_table_init(&s->names, sizeof(struct rd_iid_str), sizeof(uint64_t));
-	pw_table_init(&s->functions, sizeof(struct rd_iid_str), sizeof(uint64_t));
-	pw_table_init(&s->paths, sizeof(struct rd_iid_str), sizeof(uint64_t));
-	pw_table_init(&s->build_ids, sizeof(struct rd_iid_str), sizeof(uint64_t));
-	pw_table_init(&s->frames, sizeof(struct rd_frame), sizeof(uint64_t));
-	pw_table_init(&s->mappings, sizeof(struct rd_mapping), sizeof(uint64_t));
-	pw_table_init(&s->stacks, sizeof(struct rd_stack), sizeof(uint64_t));
+	pw_table_init(&s->names, sizeof(struct trd_iid_str), sizeof(uint64_t));
+	pw_table_init(&s->functions, sizeof(struct trd_iid_str), sizeof(uint64_t));
+	pw_table_init(&s->paths, sizeof(struct trd_iid_str), sizeof(uint64_t));
+	pw_table_init(&s->build_ids, sizeof(struct trd_iid_str), sizeof(uint64_t));
+	pw_table_init(&s->frames, sizeof(struct trd_frame), sizeof(uint64_t));
+	pw_table_init(&s->mappings, sizeof(struct trd_mapping), sizeof(uint64_t));
+	pw_table_init(&s->stacks, sizeof(struct trd_stack), sizeof(uint64_t));
 }
 
 /* A new generation: interned data and defaults are wiped (CLEARED). */
-static void rd_seq_clear(struct rd_seq *s)
+static void trd_seq_clear(struct trd_seq *s)
 {
 	pw_table_clear(&s->names);
 	pw_table_clear(&s->functions);
@@ -83,7 +83,7 @@ static void rd_seq_clear(struct rd_seq *s)
 	s->has_clock = s->has_track_uuid = false;
 }
 
-static void rd_seq_free(struct rd_seq *s)
+static void trd_seq_free(struct trd_seq *s)
 {
 	pw_table_free(&s->names);
 	pw_table_free(&s->functions);
@@ -95,9 +95,9 @@ static void rd_seq_free(struct rd_seq *s)
 	free(s->pool);
 }
 
-static struct rd_seq *rd_seq_get(struct rd *r, uint32_t id)
+static struct trd_seq *trd_seq_get(struct trd *r, uint32_t id)
 {
-	struct rd_seq *s;
+	struct trd_seq *s;
 	bool is_new;
 
 	s = pw_table_get(&r->seqs, &id, &is_new);
@@ -106,17 +106,17 @@ static struct rd_seq *rd_seq_get(struct rd *r, uint32_t id)
 		return NULL;
 	}
 	if (is_new)
-		rd_seq_init(s); /* starts invalid: packet loss assumed until CLEARED */
+		trd_seq_init(s); /* starts invalid: packet loss assumed until CLEARED */
 	return s;
 }
 
 /* Copies n u64s into the sequence pool; returns their offset or SIZE_MAX. */
-static size_t rd_pool_add(struct rd *r, struct rd_seq *s, const uint64_t *v, size_t n)
+static size_t trd_pool_add(struct trd *r, struct trd_seq *s, const uint64_t *v, size_t n)
 {
 	size_t off = s->pool_n;
 
 	while (s->pool_cap - s->pool_n < n)
-		if (!rd_reserve(r, (void **)&s->pool, &s->pool_cap, s->pool_cap, sizeof(uint64_t)))
+		if (!trd_reserve(r, (void **)&s->pool, &s->pool_cap, s->pool_cap, sizeof(uint64_t)))
 			return SIZE_MAX;
 	if (n)
 		memcpy(s->pool + off, v, n * sizeof(uint64_t));
@@ -127,14 +127,14 @@ static size_t rd_pool_add(struct rd *r, struct rd_seq *s, const uint64_t *v, siz
 /* ---- interned data ---------------------------------------------------------- */
 
 /* Returns the new entry for iid, or NULL when absent (problem) or defined (first wins). */
-static void *rd_define(struct rd *r, struct pw_table *t, protobuf_c_boolean has_iid, uint64_t iid,
-		       const char *what)
+static void *trd_define(struct trd *r, struct pw_table *t, protobuf_c_boolean has_iid, uint64_t iid,
+			const char *what)
 {
 	bool is_new;
 	void *e;
 
 	if (!has_iid || !iid) {
-		rd_problem(r, "interned %s without iid (interned_data_tokenizer_errors)", what);
+		trd_problem(r, "interned %s without iid (interned_data_tokenizer_errors)", what);
 		return NULL;
 	}
 	e = pw_table_get(t, &iid, &is_new);
@@ -143,41 +143,43 @@ static void *rd_define(struct rd *r, struct pw_table *t, protobuf_c_boolean has_
 	return is_new ? e : NULL;
 }
 
-static void rd_intern_strings(struct rd *r, struct pw_table *t,
-			      Perfetto__Protos__InternedString **v, size_t n, const char *what)
+static void trd_intern_strings(struct trd *r, struct pw_table *t,
+			       Perfetto__Protos__InternedString **v, size_t n, const char *what)
 {
 	size_t i;
 
 	for (i = 0; i < n; i++) {
-		struct rd_iid_str *e = rd_define(r, t, v[i]->has_iid, v[i]->iid, what);
+		struct trd_iid_str *e = trd_define(r, t, v[i]->has_iid, v[i]->iid, what);
 
 		if (e && v[i]->has_str && v[i]->str.data)
-			e->s = rd_str(r, v[i]->str.data, v[i]->str.len);
+			e->s = trd_str(r, v[i]->str.data, v[i]->str.len);
 		else if (e)
-			e->s = rd_str(r, "", 0);
+			e->s = trd_str(r, "", 0);
 	}
 }
 
-static void rd_intern_names(struct rd *r, struct rd_seq *s, Perfetto__Protos__InternedData *d)
+static void trd_intern_names(struct trd *r, struct trd_seq *s, Perfetto__Protos__InternedData *d)
 {
 	size_t i;
 
 	for (i = 0; i < d->n_event_names; i++) {
 		Perfetto__Protos__EventName *en = d->event_names[i];
-		struct rd_iid_str *e = rd_define(r, &s->names, en->has_iid, en->iid, "event name");
+		struct trd_iid_str *e;
+
+		e = trd_define(r, &s->names, en->has_iid, en->iid, "event name");
 
 		if (e)
-			e->s = en->name ? rd_str(r, en->name, strlen(en->name)) : NULL;
+			e->s = en->name ? trd_str(r, en->name, strlen(en->name)) : NULL;
 	}
 }
 
-static void rd_intern_profile(struct rd *r, struct rd_seq *s, Perfetto__Protos__InternedData *d)
+static void trd_intern_profile(struct trd *r, struct trd_seq *s, Perfetto__Protos__InternedData *d)
 {
 	size_t i;
 
 	for (i = 0; i < d->n_frames; i++) {
 		Perfetto__Protos__Frame *f = d->frames[i];
-		struct rd_frame *e = rd_define(r, &s->frames, f->has_iid, f->iid, "frame");
+		struct trd_frame *e = trd_define(r, &s->frames, f->has_iid, f->iid, "frame");
 
 		if (!e)
 			continue;
@@ -187,117 +189,113 @@ static void rd_intern_profile(struct rd *r, struct rd_seq *s, Perfetto__Protos__
 	}
 	for (i = 0; i < d->n_mappings; i++) {
 		Perfetto__Protos__Mapping *mp = d->mappings[i];
-		struct rd_mapping *e = rd_define(r, &s->mappings, mp->has_iid, mp->iid, "mapping");
+		struct trd_mapping *e;
+
+		e = trd_define(r, &s->mappings, mp->has_iid, mp->iid, "mapping");
 
 		if (!e)
 			continue;
-		e->n = mp->n_path_string_ids;
-		e->off = rd_pool_add(r, s, mp->path_string_ids, e->n);
+		e->off = trd_pool_add(r, s, mp->path_string_ids, mp->n_path_string_ids);
+		e->n = e->off == SIZE_MAX ? 0 : mp->n_path_string_ids;
 		e->path = NULL;
 	}
 	for (i = 0; i < d->n_callstacks; i++) {
 		Perfetto__Protos__Callstack *cs = d->callstacks[i];
-		struct rd_stack *e = rd_define(r, &s->stacks, cs->has_iid, cs->iid, "callstack");
+		struct trd_stack *e = trd_define(r, &s->stacks, cs->has_iid, cs->iid, "callstack");
 
 		if (!e)
 			continue;
-		e->n = cs->n_frame_ids;
-		e->off = rd_pool_add(r, s, cs->frame_ids, e->n);
-		e->state = RD_STACK_NEW;
+		e->off = trd_pool_add(r, s, cs->frame_ids, cs->n_frame_ids);
+		e->n = e->off == SIZE_MAX ? 0 : cs->n_frame_ids;
+		e->state = TRD_STACK_NEW;
 	}
 }
 
-static void rd_intern(struct rd *r, struct rd_seq *s, Perfetto__Protos__InternedData *d)
+static void trd_intern(struct trd *r, struct trd_seq *s, Perfetto__Protos__InternedData *d)
 {
 	/* strings first: a packet may define an entry and what it references */
-	rd_intern_names(r, s, d);
-	rd_intern_strings(r, &s->functions, d->function_names, d->n_function_names,
-			  "function name");
-	rd_intern_strings(r, &s->paths, d->mapping_paths, d->n_mapping_paths, "mapping path");
-	rd_intern_strings(r, &s->build_ids, d->build_ids, d->n_build_ids, "build id");
-	rd_intern_profile(r, s, d);
+	trd_intern_names(r, s, d);
+	trd_intern_strings(r, &s->functions, d->function_names, d->n_function_names,
+			   "function name");
+	trd_intern_strings(r, &s->paths, d->mapping_paths, d->n_mapping_paths, "mapping path");
+	trd_intern_strings(r, &s->build_ids, d->build_ids, d->n_build_ids, "build id");
+	trd_intern_profile(r, s, d);
 }
 
 /* ---- callstacks ----------------------------------------------------------- */
 
 /* The mapping's path (path_string_ids joined with "/"); NULL with a problem if broken. */
-static const char *rd_mapping_path(struct rd *r, struct rd_seq *s, uint64_t iid)
+static const char *trd_mapping_path(struct trd *r, struct trd_seq *s, uint64_t iid)
 {
-	struct rd_mapping *mp = pw_table_find(&s->mappings, &iid);
-	size_t i, len = 0;
+	struct trd_mapping *mp = pw_table_find(&s->mappings, &iid);
+	size_t i, len = 0, pos = 0;
+	struct trd_iid_str *ps;
 	char *buf;
 
 	if (!mp) {
-		rd_problem(r, "mapping iid %" PRIu64 " undefined on sequence %" PRIu32
-			   " (stackprofile_invalid_mapping_id)", iid, s->id);
+		trd_problem(r, "mapping iid %" PRIu64 " undefined on sequence %" PRIu32
+			    " (stackprofile_invalid_mapping_id)", iid, s->id);
 		return NULL;
 	}
 	if (mp->path)
 		return mp->path;
-	buf = malloc(1);
-	if (!buf)
-		goto err_oom;
-	buf[0] = 0;
 	for (i = 0; i < mp->n; i++) {
-		uint64_t sid = s->pool[mp->off + i];
-		struct rd_iid_str *ps = pw_table_find(&s->paths, &sid);
-		size_t add;
-		char *nb;
-
+		ps = pw_table_find(&s->paths, &s->pool[mp->off + i]);
 		if (!ps || !ps->s) {
-			rd_problem(r, "mapping path iid %" PRIu64 " undefined on sequence %" PRIu32
-				   " (stackprofile_invalid_string_id)", sid, s->id);
-			free(buf);
+			trd_problem(r, "mapping path iid %" PRIu64 " undefined on sequence %" PRIu32
+				    " (stackprofile_invalid_string_id)", s->pool[mp->off + i],
+				    s->id);
 			return NULL;
 		}
-		add = strlen(ps->s) + (i ? 1 : 0);
-		nb = realloc(buf, len + add + 1);
-		if (!nb)
-			goto err_free_buf;
-		buf = nb;
-		strcpy(buf + len, i ? "/" : "");
-		strcat(buf + len, ps->s);
-		len += add;
+		len += strlen(ps->s) + 1;
 	}
-	mp->path = rd_str(r, buf, len);
+	buf = malloc(len + 1);
+	if (!buf) {
+		r->oom = true;
+		return NULL;
+	}
+	for (i = 0; i < mp->n; i++) {
+		ps = pw_table_find(&s->paths, &s->pool[mp->off + i]);
+		if (i)
+			buf[pos++] = '/';
+		memcpy(buf + pos, ps->s, strlen(ps->s));
+		pos += strlen(ps->s);
+	}
+	mp->path = trd_str(r, buf, pos);
 	free(buf);
 	return mp->path;
-err_free_buf:
-	free(buf);
-err_oom:
-	r->oom = true;
-	return NULL;
 }
 
 /* Resolves frame i of st into st->frames[i] / st->maps[i]; false with a problem. */
-static bool rd_resolve_frame(struct rd *r, struct rd_seq *s, struct rd_stack *st, size_t i)
+static bool trd_resolve_frame(struct trd *r, struct trd_seq *s, struct trd_stack *st, size_t i)
 {
 	uint64_t fid = s->pool[st->off + i];
-	struct rd_frame *f = pw_table_find(&s->frames, &fid);
-	struct rd_iid_str *fn;
+	struct trd_frame *f = pw_table_find(&s->frames, &fid);
+	struct trd_iid_str *fn;
 	const char *map = "?";
 
 	if (!f) {
-		rd_problem(r, "frame iid %" PRIu64 " undefined on sequence %" PRIu32
-			   " (stackprofile_invalid_frame_id)", fid, s->id);
+		trd_problem(r, "frame iid %" PRIu64 " undefined on sequence %" PRIu32
+			    " (stackprofile_invalid_frame_id)", fid, s->id);
 		return false;
 	}
 	st->frames[i] = "?";
 	if (f->function_iid) {
 		fn = pw_table_find(&s->functions, &f->function_iid);
 		if (!fn || !fn->s) {
-			rd_problem(r, "function name iid %" PRIu64 " undefined on sequence %" PRIu32
-				   " (stackprofile_invalid_string_id)", f->function_iid, s->id);
+			trd_problem(r, "function name iid %" PRIu64 " undefined on sequence "
+				    "%" PRIu32 " (stackprofile_invalid_string_id)", f->function_iid,
+				    s->id);
 			return false;
 		}
 		if (fn->s[0])
 			st->frames[i] = (char *)fn->s;
 	}
 	if (!f->mapping_iid) {
-		rd_problem(r, "frame iid %" PRIu64 " has no mapping (readers before v53 drop "
-			   "the callstack)", fid);
+		trd_problem(r, "frame iid %" PRIu64 " has no mapping (readers before v53 drop "
+			    "the callstack)", fid);
 	} else {
-		map = rd_mapping_path(r, s, f->mapping_iid);
+		map = trd_mapping_path(r, s, f->mapping_iid);
 		if (!map)
 			return false;
 	}
@@ -306,21 +304,21 @@ static bool rd_resolve_frame(struct rd *r, struct rd_seq *s, struct rd_stack *st
 }
 
 /* The callstack's frames, root first, resolved once per generation; NULL if broken. */
-static struct rd_stack *rd_resolve_stack(struct rd *r, struct rd_seq *s, uint64_t iid)
+static struct trd_stack *trd_resolve_stack(struct trd *r, struct trd_seq *s, uint64_t iid)
 {
-	struct rd_stack *st = pw_table_find(&s->stacks, &iid);
+	struct trd_stack *st = pw_table_find(&s->stacks, &iid);
 	size_t i;
 
 	if (!st) {
-		rd_problem(r, "callstack iid %" PRIu64 " undefined on sequence %" PRIu32
-			   " (sample gets no callsite)", iid, s->id);
+		trd_problem(r, "callstack iid %" PRIu64 " undefined on sequence %" PRIu32
+			    " (sample gets no callsite)", iid, s->id);
 		return NULL;
 	}
-	if (st->state != RD_STACK_NEW)
-		return st->state == RD_STACK_OK ? st : NULL;
-	st->state = RD_STACK_BAD;
+	if (st->state != TRD_STACK_NEW)
+		return st->state == TRD_STACK_OK ? st : NULL;
+	st->state = TRD_STACK_BAD;
 	if (!st->n) {
-		st->state = RD_STACK_OK;
+		st->state = TRD_STACK_OK;
 		return st;
 	}
 	st->frames = calloc(st->n, sizeof(char *));
@@ -331,22 +329,22 @@ static struct rd_stack *rd_resolve_stack(struct rd *r, struct rd_seq *s, uint64_
 		r->oom = true;
 		return NULL;
 	}
-	if (!rd_keep(r, st->frames) || !rd_keep(r, st->maps))
+	if (!trd_keep(r, st->frames) || !trd_keep(r, st->maps))
 		return NULL;
 	for (i = 0; i < st->n; i++)
-		if (!rd_resolve_frame(r, s, st, i))
+		if (!trd_resolve_frame(r, s, st, i))
 			return NULL;
-	st->state = RD_STACK_OK;
+	st->state = TRD_STACK_OK;
 	return st;
 }
 
 /* ---- payloads --------------------------------------------------------------- */
 
-static void rd_perf_sample(struct rd *r, struct rd_seq *s, const rd_packet *p)
+static void trd_perf_sample(struct trd *r, struct trd_seq *s, const trd_packet *p)
 {
 	const Perfetto__Protos__PerfSample *ps = p->perf_sample;
-	struct rd_sample *out;
-	struct rd_stack *st = NULL;
+	struct trd_sample *out;
+	struct trd_stack *st = NULL;
 
 	if (ps->has_kernel_records_lost) {
 		uint64_t sum = r->m->samples_lost + ps->kernel_records_lost;
@@ -357,8 +355,8 @@ static void rd_perf_sample(struct rd *r, struct rd_seq *s, const rd_packet *p)
 	if (ps->optional_sample_skipped_reason_case)
 		return; /* a skip record, not a sample */
 	if (ps->has_callstack_iid && ps->callstack_iid)
-		st = rd_resolve_stack(r, s, ps->callstack_iid);
-	if (!rd_reserve(r, (void **)&r->samples, &r->cap_samples, r->n_samples, sizeof(*out)))
+		st = trd_resolve_stack(r, s, ps->callstack_iid);
+	if (!trd_reserve(r, (void **)&r->samples, &r->cap_samples, r->n_samples, sizeof(*out)))
 		return;
 	out = &r->samples[r->n_samples++];
 	memset(out, 0, sizeof(*out));
@@ -374,28 +372,28 @@ static void rd_perf_sample(struct rd *r, struct rd_seq *s, const rd_packet *p)
 	}
 }
 
-static void rd_counter_value(struct rd *r, const rd_packet *p, uint64_t uuid)
+static void trd_counter_value(struct trd *r, const trd_packet *p, uint64_t uuid)
 {
 	const Perfetto__Protos__TrackEvent *te = p->track_event;
-	struct rd_track *t = pw_table_find(&r->tracks, &uuid), *parent;
-	struct rd_counter *c;
+	struct trd_track *t = pw_table_find(&r->tracks, &uuid), *parent;
+	struct trd_counter *c;
 
-	if (!t || t->kind != RD_TRACK_COUNTER) {
-		rd_problem(r, "counter value on track %" PRIu64 " before its counter descriptor "
-			   "(track_event_counter_invalid_track_uuid, dropped)", uuid);
+	if (!t || t->kind != TRD_TRACK_COUNTER) {
+		trd_problem(r, "counter value on track %" PRIu64 " before its counter descriptor "
+			    "(track_event_counter_invalid_track_uuid, dropped)", uuid);
 		return;
 	}
 	if (!te->counter_value_field_case) {
-		rd_problem(r, "TYPE_COUNTER event without a value (dropped)");
+		trd_problem(r, "TYPE_COUNTER event without a value (dropped)");
 		return;
 	}
-	if (!rd_reserve(r, (void **)&r->counters, &r->cap_counters, r->n_counters, sizeof(*c)))
+	if (!trd_reserve(r, (void **)&r->counters, &r->cap_counters, r->n_counters, sizeof(*c)))
 		return;
 	c = &r->counters[r->n_counters++];
 	c->order = r->pkt_index;
 	c->v.track_name = (char *)t->name;
 	parent = t->parent_uuid ? pw_table_find(&r->tracks, &t->parent_uuid) : NULL;
-	c->v.pid = parent && parent->kind == RD_TRACK_PROCESS ? parent->pid : 0;
+	c->v.pid = parent && parent->kind == TRD_TRACK_PROCESS ? parent->pid : 0;
 	c->v.ts = p->timestamp;
 	if (te->counter_value_field_case ==
 	    PERFETTO__PROTOS__TRACK_EVENT__COUNTER_VALUE_FIELD_COUNTER_VALUE)
@@ -404,111 +402,111 @@ static void rd_counter_value(struct rd *r, const rd_packet *p, uint64_t uuid)
 		c->v.value = te->double_counter_value;
 }
 
-static const char *rd_event_name(struct rd *r, struct rd_seq *s,
-				 const Perfetto__Protos__TrackEvent *te)
+static const char *trd_event_name(struct trd *r, struct trd_seq *s,
+				  const Perfetto__Protos__TrackEvent *te)
 {
-	struct rd_iid_str *e;
+	struct trd_iid_str *e;
 
 	if (te->name_field_case == PERFETTO__PROTOS__TRACK_EVENT__NAME_FIELD_NAME)
-		return te->name ? rd_str(r, te->name, strlen(te->name)) : NULL;
+		return te->name ? trd_str(r, te->name, strlen(te->name)) : NULL;
 	if (te->name_field_case != PERFETTO__PROTOS__TRACK_EVENT__NAME_FIELD_NAME_IID)
 		return NULL;
 	e = pw_table_find(&s->names, &te->name_iid);
 	if (!e) {
-		rd_problem(r, "event name iid %" PRIu64 " undefined on sequence %" PRIu32
-			   " (slice gets no name)", te->name_iid, s->id);
+		trd_problem(r, "event name iid %" PRIu64 " undefined on sequence %" PRIu32
+			    " (slice gets no name)", te->name_iid, s->id);
 		return NULL;
 	}
 	return e->s;
 }
 
-static void rd_track_event(struct rd *r, struct rd_seq *s, const rd_packet *p)
+static void trd_track_event(struct trd *r, struct trd_seq *s, const trd_packet *p)
 {
 	const Perfetto__Protos__TrackEvent *te = p->track_event;
 	int type = te->has_type ? (int)te->type : 0;
-	struct rd_event *ev;
+	struct trd_event *ev;
 	uint64_t uuid;
 
 	if (!p->has_timestamp) {
-		rd_problem(r, "TrackEvent without timestamp (track_event_missing_timestamp, "
-			   "dropped)");
+		trd_problem(r, "TrackEvent without timestamp (track_event_missing_timestamp, "
+			    "dropped)");
 		return;
 	}
 	if (!te->has_track_uuid && !s->has_track_uuid) {
-		rd_problem(r, "TrackEvent without track_uuid (lands on the sequence's "
-			   "default thread)");
+		trd_problem(r, "TrackEvent without track_uuid (lands on the sequence's "
+			    "default thread)");
 		return;
 	}
 	uuid = te->has_track_uuid ? te->track_uuid : s->track_uuid;
-	if (type == RD_COUNTER) {
-		rd_counter_value(r, p, uuid);
+	if (type == TRD_COUNTER) {
+		trd_counter_value(r, p, uuid);
 		return;
 	}
-	if (type != RD_BEGIN && type != RD_END && type != RD_INSTANT) {
-		rd_problem(r, "TrackEvent of type %d (dropped)", type);
+	if (type != TRD_BEGIN && type != TRD_END && type != TRD_INSTANT) {
+		trd_problem(r, "TrackEvent of type %d (dropped)", type);
 		return;
 	}
-	if (!rd_reserve(r, (void **)&r->events, &r->cap_events, r->n_events, sizeof(*ev)))
+	if (!trd_reserve(r, (void **)&r->events, &r->cap_events, r->n_events, sizeof(*ev)))
 		return;
 	ev = &r->events[r->n_events++];
 	ev->ts = p->timestamp;
 	ev->order = r->pkt_index;
 	ev->uuid = uuid;
 	ev->type = type;
-	ev->name = rd_event_name(r, s, te);
+	ev->name = trd_event_name(r, s, te);
 }
 
 /* ---- descriptors ------------------------------------------------------------ */
 
-struct rd_tid_key {
+struct trd_tid_key {
 	int32_t pid, tid;
 };
 
-struct rd_tid_ent {
-	struct rd_tid_key key;
+struct trd_tid_ent {
+	struct trd_tid_key key;
 	uint64_t uuid;
 };
 
-struct rd_pid_ent {
+struct trd_pid_ent {
 	int32_t pid;
 	uint64_t uuid;
 	size_t index; /* into process_pids / process_names */
 };
 
-static void rd_thread_track(struct rd *r, struct rd_track *t,
-			    const Perfetto__Protos__ThreadDescriptor *td, bool is_new)
+static void trd_thread_track(struct trd *r, struct trd_track *t,
+			     const Perfetto__Protos__ThreadDescriptor *td, bool is_new)
 {
 	struct trace_model *m = r->m;
-	struct rd_tid_key key = { td->pid, (int32_t)td->tid };
-	struct rd_tid_ent *id;
+	struct trd_tid_key key = { td->pid, (int32_t)td->tid };
+	struct trd_tid_ent *id;
 	bool id_new;
 
 	if (is_new) {
 		t->model_index = m->n_threads;
 		id = pw_table_get(&r->thread_ids, &key, &id_new);
-		if (!id || !rd_reserve(r, (void **)&m->threads, &r->cap_threads, m->n_threads,
-				       sizeof(*m->threads))) {
+		if (!id || !trd_reserve(r, (void **)&m->threads, &r->cap_threads, m->n_threads,
+					sizeof(*m->threads))) {
 			r->oom = true;
 			return;
 		}
 		if (!id_new && id->uuid != t->uuid)
-			rd_problem(r, "thread %d/%d described by uuids %" PRIu64 " and %" PRIu64
-				   ": the importer creates a second thread", key.pid, key.tid,
-				   id->uuid, t->uuid);
+			trd_problem(r, "thread %d/%d described by uuids %" PRIu64 " and %" PRIu64
+				    ": the importer creates a second thread", key.pid, key.tid,
+				    id->uuid, t->uuid);
 		id->uuid = t->uuid;
 		m->threads[m->n_threads] = (struct trace_thread){ key.pid, key.tid, NULL, t->uuid };
 		m->n_threads++;
 	}
 	if (td->thread_name && t->model_index < m->n_threads)
 		m->threads[t->model_index].name =
-			(char *)rd_str(r, td->thread_name, strlen(td->thread_name));
+			(char *)trd_str(r, td->thread_name, strlen(td->thread_name));
 }
 
-static void rd_process_track(struct rd *r, struct rd_track *t,
-			     const Perfetto__Protos__ProcessDescriptor *pd)
+static void trd_process_track(struct trd *r, struct trd_track *t,
+			      const Perfetto__Protos__ProcessDescriptor *pd)
 {
 	struct trace_model *m = r->m;
-	struct rd_pid_ent *e;
+	struct trd_pid_ent *e;
 	size_t cap;
 	bool is_new;
 
@@ -519,12 +517,12 @@ static void rd_process_track(struct rd *r, struct rd_track *t,
 	}
 	if (is_new) {
 		cap = r->cap_processes;
-		if (!rd_reserve(r, (void **)&m->process_pids, &cap, m->n_processes,
-				sizeof(int32_t)))
+		if (!trd_reserve(r, (void **)&m->process_pids, &cap, m->n_processes,
+				 sizeof(int32_t)))
 			return;
 		cap = r->cap_processes;
-		if (!rd_reserve(r, (void **)&m->process_names, &cap, m->n_processes,
-				sizeof(char *)))
+		if (!trd_reserve(r, (void **)&m->process_names, &cap, m->n_processes,
+				 sizeof(char *)))
 			return;
 		r->cap_processes = cap;
 		e->uuid = t->uuid;
@@ -532,52 +530,52 @@ static void rd_process_track(struct rd *r, struct rd_track *t,
 		m->process_pids[e->index] = pd->pid;
 		m->process_names[e->index] = NULL;
 	} else if (e->uuid != t->uuid) {
-		rd_problem(r, "process %d described by uuids %" PRIu64 " and %" PRIu64
-			   ": the importer creates a second process", pd->pid, e->uuid, t->uuid);
+		trd_problem(r, "process %d described by uuids %" PRIu64 " and %" PRIu64
+			    ": the importer creates a second process", pd->pid, e->uuid, t->uuid);
 	}
 	if (pd->process_name)
 		m->process_names[e->index] =
-			(char *)rd_str(r, pd->process_name, strlen(pd->process_name));
+			(char *)trd_str(r, pd->process_name, strlen(pd->process_name));
 }
 
 /* Kind, pid and tid of a descriptor; false (with a problem) if it is unusable. */
-static bool rd_descriptor_identity(struct rd *r, const Perfetto__Protos__TrackDescriptor *d,
-				   struct rd_track *id)
+static bool trd_descriptor_identity(struct trd *r, const Perfetto__Protos__TrackDescriptor *d,
+				    struct trd_track *id)
 {
 	memset(id, 0, sizeof(*id));
 	id->uuid = d->uuid;
-	id->kind = d->thread ? RD_TRACK_THREAD :
-		   d->process ? RD_TRACK_PROCESS :
-		   d->counter ? RD_TRACK_COUNTER : RD_TRACK_OTHER;
+	id->kind = d->thread ? TRD_TRACK_THREAD :
+		   d->process ? TRD_TRACK_PROCESS :
+		   d->counter ? TRD_TRACK_COUNTER : TRD_TRACK_OTHER;
 	id->parent_uuid = d->has_parent_uuid ? d->parent_uuid : 0;
 	if (d->thread) {
 		id->pid = d->thread->pid;
 		id->tid = (int32_t)d->thread->tid;
 		if (!d->thread->has_pid || !d->thread->has_tid) {
-			rd_problem(r, "thread descriptor %" PRIu64 " without pid and tid: its "
-				   "events are dropped", d->uuid);
+			trd_problem(r, "thread descriptor %" PRIu64 " without pid and tid: its "
+				    "events are dropped", d->uuid);
 			return false;
 		}
 	} else if (d->process) {
 		id->pid = d->process->pid;
 		if (!d->process->has_pid) {
-			rd_problem(r, "process descriptor %" PRIu64 " without pid", d->uuid);
+			trd_problem(r, "process descriptor %" PRIu64 " without pid", d->uuid);
 			return false;
 		}
 	}
 	return true;
 }
 
-static void rd_track_descriptor(struct rd *r, const Perfetto__Protos__TrackDescriptor *d)
+static void trd_track_descriptor(struct trd *r, const Perfetto__Protos__TrackDescriptor *d)
 {
-	struct rd_track id, *t;
+	struct trd_track id, *t;
 	bool is_new;
 
 	if (!d->has_uuid || !d->uuid) {
-		rd_problem(r, "TrackDescriptor without uuid (ignored)");
+		trd_problem(r, "TrackDescriptor without uuid (ignored)");
 		return;
 	}
-	id.usable = rd_descriptor_identity(r, d, &id);
+	id.usable = trd_descriptor_identity(r, d, &id);
 	t = pw_table_get(&r->tracks, &d->uuid, &is_new);
 	if (!t) {
 		r->oom = true;
@@ -587,21 +585,21 @@ static void rd_track_descriptor(struct rd *r, const Perfetto__Protos__TrackDescr
 		*t = id;
 	} else if (t->kind != id.kind || t->pid != id.pid || t->tid != id.tid ||
 		   t->parent_uuid != id.parent_uuid) {
-		rd_problem(r, "TrackDescriptor %" PRIu64 " conflicts with its first reservation "
-			   "(track_descriptor_conflicting_reservation)", d->uuid);
+		trd_problem(r, "TrackDescriptor %" PRIu64 " conflicts with its first reservation "
+			    "(track_descriptor_conflicting_reservation)", d->uuid);
 		return;
 	}
 	if (d->static_or_dynamic_name_case && d->name)
-		t->name = rd_str(r, d->name, strlen(d->name));
+		t->name = trd_str(r, d->name, strlen(d->name));
 	if (!t->usable)
 		return;
-	if (t->kind == RD_TRACK_THREAD)
-		rd_thread_track(r, t, d->thread, is_new);
-	else if (t->kind == RD_TRACK_PROCESS)
-		rd_process_track(r, t, d->process);
+	if (t->kind == TRD_TRACK_THREAD)
+		trd_thread_track(r, t, d->thread, is_new);
+	else if (t->kind == TRD_TRACK_PROCESS)
+		trd_process_track(r, t, d->process);
 }
 
-static void rd_clock_snapshot(struct rd *r, const Perfetto__Protos__ClockSnapshot *cs)
+static void trd_clock_snapshot(struct trd *r, const Perfetto__Protos__ClockSnapshot *cs)
 {
 	size_t i;
 	bool is_new;
@@ -610,7 +608,7 @@ static void rd_clock_snapshot(struct rd *r, const Perfetto__Protos__ClockSnapsho
 		r->m->first_clock_snapshot = r->pkt_index;
 	r->m->has_clock_snapshot = 1;
 	if (cs->n_clocks < 2)
-		rd_problem(r, "ClockSnapshot with %zu clocks (needs at least 2)", cs->n_clocks);
+		trd_problem(r, "ClockSnapshot with %zu clocks (needs at least 2)", cs->n_clocks);
 	for (i = 0; i < cs->n_clocks; i++) {
 		uint32_t id = cs->clocks[i]->clock_id;
 
@@ -621,10 +619,10 @@ static void rd_clock_snapshot(struct rd *r, const Perfetto__Protos__ClockSnapsho
 
 /* ---- one packet -------------------------------------------------------------- */
 
-static void rd_note_clock(struct rd *r, const rd_packet *p, const struct rd_seq *s)
+static void trd_note_clock(struct trd *r, const trd_packet *p, const struct trd_seq *s)
 {
 	uint32_t clock = p->has_timestamp_clock_id ? p->timestamp_clock_id :
-			 s && s->has_clock ? s->clock_id : RD_CLOCK_BOOTTIME;
+			 s && s->has_clock ? s->clock_id : TRD_CLOCK_BOOTTIME;
 	uint32_t *e;
 	bool is_new;
 
@@ -637,7 +635,7 @@ static void rd_note_clock(struct rd *r, const rd_packet *p, const struct rd_seq 
 	r->latest_ts = p->timestamp;
 }
 
-static bool rd_is_scoped(const rd_packet *p)
+static bool trd_is_scoped(const trd_packet *p)
 {
 	return p->interned_data || p->trace_packet_defaults || p->has_sequence_flags ||
 	       p->incremental_state_cleared ||
@@ -646,12 +644,14 @@ static bool rd_is_scoped(const rd_packet *p)
 }
 
 /* Steps 1-5 of ProtoTraceReader::ParsePacket: loss, CLEARED, defaults, interning. */
-static void rd_sequence_state(struct rd *r, struct rd_seq *s, const rd_packet *p, uint32_t flags)
+static void trd_sequence_state(struct trd *r, struct trd_seq *s, const trd_packet *p,
+			       uint32_t flags)
 {
 	const Perfetto__Protos__TracePacketDefaults *d = p->trace_packet_defaults;
+	const Perfetto__Protos__TrackEventDefaults *ted = d ? d->track_event_defaults : NULL;
 
 	if (flags & 1) {
-		rd_seq_clear(s);
+		trd_seq_clear(s);
 		s->valid = true;
 	} else if (p->previous_packet_dropped) {
 		s->valid = false;
@@ -659,55 +659,55 @@ static void rd_sequence_state(struct rd *r, struct rd_seq *s, const rd_packet *p
 	if (d) {
 		s->has_clock = d->has_timestamp_clock_id;
 		s->clock_id = d->timestamp_clock_id;
-		s->has_track_uuid = d->track_event_defaults && d->track_event_defaults->has_track_uuid;
-		s->track_uuid = s->has_track_uuid ? d->track_event_defaults->track_uuid : 0;
+		s->has_track_uuid = ted && ted->has_track_uuid;
+		s->track_uuid = s->has_track_uuid ? ted->track_uuid : 0;
 	}
 	if (p->interned_data && s->valid)
-		rd_intern(r, s, p->interned_data);
+		trd_intern(r, s, p->interned_data);
 	else if (p->interned_data)
-		rd_problem(r, "interned data on sequence %" PRIu32 " before its "
-			   "SEQ_INCREMENTAL_STATE_CLEARED packet (discarded)", s->id);
+		trd_problem(r, "interned data on sequence %" PRIu32 " before its "
+			    "SEQ_INCREMENTAL_STATE_CLEARED packet (discarded)", s->id);
 }
 
-static void rd_tokenize(struct rd *r, const rd_packet *p)
+static void trd_tokenize(struct trd *r, const trd_packet *p)
 {
 	uint32_t flags = p->has_sequence_flags ? p->sequence_flags : 0;
-	struct rd_seq *s = NULL;
+	struct trd_seq *s = NULL;
 
 	if (p->incremental_state_cleared)
 		flags |= 1;
 	if (p->optional_trusted_packet_sequence_id_case && p->trusted_packet_sequence_id) {
-		s = rd_seq_get(r, p->trusted_packet_sequence_id);
+		s = trd_seq_get(r, p->trusted_packet_sequence_id);
 		if (!s)
 			return;
-		rd_sequence_state(r, s, p, flags);
-	} else if (rd_is_scoped(p)) {
-		rd_problem(r, "packet without trusted_packet_sequence_id: its sequence-scoped "
-			   "content is dropped (track_event_missing_sequence_id)");
+		trd_sequence_state(r, s, p, flags);
+	} else if (trd_is_scoped(p)) {
+		trd_problem(r, "packet without trusted_packet_sequence_id: its sequence-scoped "
+			    "content is dropped (track_event_missing_sequence_id)");
 	}
 	if (p->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_CLOCK_SNAPSHOT) {
-		rd_clock_snapshot(r, p->clock_snapshot);
+		trd_clock_snapshot(r, p->clock_snapshot);
 		return; /* the importer stops here for snapshots */
 	}
 	if (s && (flags & 2) && !s->valid) {
-		rd_problem(r, "packet needs incremental state but sequence %" PRIu32 " is not "
-			   "valid (packet_skipped_seq_needs_incremental_state_invalid)", s->id);
+		trd_problem(r, "packet needs incremental state but sequence %" PRIu32 " is not "
+			    "valid (packet_skipped_seq_needs_incremental_state_invalid)", s->id);
 		return;
 	}
 	if (p->has_timestamp)
-		rd_note_clock(r, p, s);
+		trd_note_clock(r, p, s);
 	if (p->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_TRACK_DESCRIPTOR)
-		rd_track_descriptor(r, p->track_descriptor);
+		trd_track_descriptor(r, p->track_descriptor);
 	else if (s && p->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_TRACK_EVENT)
-		rd_track_event(r, s, p);
+		trd_track_event(r, s, p);
 	else if (s && p->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_PERF_SAMPLE)
-		rd_perf_sample(r, s, p);
+		trd_perf_sample(r, s, p);
 }
 
 /* ---- framing ------------------------------------------------------------------ */
 
 /* 1 read, 0 ran out of bytes, -1 over-long varint. */
-static int rd_varint(const uint8_t *buf, size_t len, size_t *off, uint64_t *v)
+static int trd_varint(const uint8_t *buf, size_t len, size_t *off, uint64_t *v)
 {
 	unsigned shift;
 	size_t i = *off;
@@ -725,35 +725,35 @@ static int rd_varint(const uint8_t *buf, size_t len, size_t *off, uint64_t *v)
 	return -1;
 }
 
-static void rd_packet_record(struct rd *r, const uint8_t *data, size_t len)
+static void trd_packet_record(struct trd *r, const uint8_t *data, size_t len)
 {
-	rd_packet *p = perfetto__protos__trace_packet__unpack(NULL, len, data);
+	trd_packet *p = perfetto__protos__trace_packet__unpack(NULL, len, data);
 
 	if (!p) {
-		rd_problem(r, "TracePacket does not decode (%zu bytes; skipped)", len);
+		trd_problem(r, "TracePacket does not decode (%zu bytes; skipped)", len);
 		return;
 	}
 	r->m->n_packets++;
-	rd_tokenize(r, p);
+	trd_tokenize(r, p);
 	perfetto__protos__trace_packet__free_unpacked(p, NULL);
 }
 
 /* Skips a Trace field other than `packet`; false if the framing is broken. */
-static bool rd_skip_field(const uint8_t *buf, size_t len, size_t *off, uint64_t tag)
+static bool trd_skip_field(const uint8_t *buf, size_t len, size_t *off, uint64_t tag)
 {
 	uint64_t v;
 
 	switch (tag & 7) {
-	case PB_VARINT:
-		return rd_varint(buf, len, off, &v) == 1;
-	case PB_I64:
+	case PWB_VARINT:
+		return trd_varint(buf, len, off, &v) == 1;
+	case PWB_I64:
 		v = 8;
 		break;
-	case PB_I32:
+	case PWB_I32:
 		v = 4;
 		break;
-	case PB_LEN:
-		if (rd_varint(buf, len, off, &v) != 1)
+	case PWB_LEN:
+		if (trd_varint(buf, len, off, &v) != 1)
 			return false;
 		break;
 	default:
@@ -765,49 +765,50 @@ static bool rd_skip_field(const uint8_t *buf, size_t len, size_t *off, uint64_t 
 	return true;
 }
 
-static void rd_split(struct rd *r, const uint8_t *buf, size_t len)
+static void trd_split(struct trd *r, const uint8_t *buf, size_t len)
 {
 	size_t off = 0, start;
 	uint64_t tag, plen = 0;
 	int rc;
 
 	if (len && buf[0] != 0x0a)
-		rd_problem_at(r, "first byte is 0x%02x, not 0x0a: not a Perfetto protobuf trace",
-			      buf[0]);
+		trd_problem_at(r, "first byte is 0x%02x, not 0x0a: not a Perfetto protobuf trace",
+			       buf[0]);
 	for (r->pkt_index = 0; off < len && !r->oom; r->pkt_index++) {
 		start = r->pkt_offset = off;
-		rc = rd_varint(buf, len, &off, &tag);
+		rc = trd_varint(buf, len, &off, &tag);
 		if (rc == 1 && tag == 0x0a)
-			rc = rd_varint(buf, len, &off, &plen);
+			rc = trd_varint(buf, len, &off, &plen);
 		if (rc == 0 || (rc == 1 && tag == 0x0a && plen > len - off)) {
-			rd_problem_at(r, "truncated packet at offset %zu (%zu bytes left)", start,
-				      len - start);
+			trd_problem_at(r, "truncated packet at offset %zu (%zu bytes left)", start,
+				       len - start);
 			return;
 		}
-		if (rc < 0 || tag == 0 || (tag != 0x0a && !rd_skip_field(buf, len, &off, tag))) {
-			rd_problem_at(r, "broken record framing at offset %zu: parsing stops", start);
+		if (rc < 0 || tag == 0 || (tag != 0x0a && !trd_skip_field(buf, len, &off, tag))) {
+			trd_problem_at(r, "broken record framing at offset %zu: parsing stops",
+				       start);
 			return;
 		}
 		if (tag != 0x0a) {
-			rd_problem_at(r, "record at offset %zu is Trace field %" PRIu64 ", not a "
-				      "packet (skipped)", start, tag >> 3);
+			trd_problem_at(r, "record at offset %zu is Trace field %" PRIu64 ", not a "
+				       "packet (skipped)", start, tag >> 3);
 			continue;
 		}
-		rd_packet_record(r, buf + off, (size_t)plen);
+		trd_packet_record(r, buf + off, (size_t)plen);
 		off += plen;
 	}
 }
 
 /* ---- entry points --------------------------------------------------------------- */
 
-static void rd_cleanup(struct rd *r)
+static void trd_cleanup(struct trd *r)
 {
 	uint32_t i;
 
 	for (i = 0; i < r->seqs.n; i++)
-		rd_seq_free(pw_table_at(&r->seqs, i));
+		trd_seq_free(pw_table_at(&r->seqs, i));
 	for (i = 0; i < r->tracks.n; i++)
-		free(((struct rd_track *)pw_table_at(&r->tracks, i))->stack);
+		free(((struct trd_track *)pw_table_at(&r->tracks, i))->stack);
 	pw_table_free(&r->seqs);
 	pw_table_free(&r->tracks);
 	pw_table_free(&r->thread_ids);
@@ -821,7 +822,7 @@ static void rd_cleanup(struct rd *r)
 
 int trace_model_load_buffer(const uint8_t *buf, size_t len, struct trace_model **out)
 {
-	struct rd r = { 0 };
+	struct trd r = { 0 };
 
 	*out = NULL;
 	r.m = calloc(1, sizeof(*r.m));
@@ -832,16 +833,16 @@ int trace_model_load_buffer(const uint8_t *buf, size_t len, struct trace_model *
 		free(r.m);
 		return -ENOMEM;
 	}
-	pw_table_init(&r.seqs, sizeof(struct rd_seq), sizeof(uint32_t));
-	pw_table_init(&r.tracks, sizeof(struct rd_track), sizeof(uint64_t));
-	pw_table_init(&r.thread_ids, sizeof(struct rd_tid_ent), sizeof(struct rd_tid_key));
-	pw_table_init(&r.process_ids, sizeof(struct rd_pid_ent), sizeof(int32_t));
+	pw_table_init(&r.seqs, sizeof(struct trd_seq), sizeof(uint32_t));
+	pw_table_init(&r.tracks, sizeof(struct trd_track), sizeof(uint64_t));
+	pw_table_init(&r.thread_ids, sizeof(struct trd_tid_ent), sizeof(struct trd_tid_key));
+	pw_table_init(&r.process_ids, sizeof(struct trd_pid_ent), sizeof(int32_t));
 	pw_table_init(&r.clocks_used, 2 * sizeof(uint32_t), sizeof(uint32_t));
 	pw_table_init(&r.clocks_snapshotted, sizeof(uint32_t), sizeof(uint32_t));
-	rd_split(&r, buf, len);
+	trd_split(&r, buf, len);
 	if (!r.oom)
-		rd_finish(&r);
-	rd_cleanup(&r);
+		trd_finish(&r);
+	trd_cleanup(&r);
 	if (r.oom) {
 		trace_model_free(r.m);
 		return -ENOMEM;

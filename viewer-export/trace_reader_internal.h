@@ -13,12 +13,12 @@
 #include "viewer-export/perfetto_intern.h"
 #include "viewer-export/trace_reader.h"
 
-#define RD_MAX_DEPTH 512       /* the importer's SliceTracker kMaxDepth */
-#define RD_MAX_PROBLEMS 4096
-#define RD_CLOCK_BOOTTIME 6
+#define TRD_MAX_DEPTH 512       /* the importer's SliceTracker kMaxDepth */
+#define TRD_MAX_PROBLEMS 4096
+#define TRD_CLOCK_BOOTTIME 6
 
-enum { RD_TRACK_OTHER, RD_TRACK_PROCESS, RD_TRACK_THREAD, RD_TRACK_COUNTER };
-enum { RD_BEGIN = 1, RD_END = 2, RD_INSTANT = 3, RD_COUNTER = 4 };
+enum { TRD_TRACK_OTHER, TRD_TRACK_PROCESS, TRD_TRACK_THREAD, TRD_TRACK_COUNTER };
+enum { TRD_BEGIN = 1, TRD_END = 2, TRD_INSTANT = 3, TRD_COUNTER = 4 };
 
 struct trace_model_priv {
 	/* interned, stable, NUL-terminated strings */
@@ -26,14 +26,14 @@ struct trace_model_priv {
 	char **strs;
 	uint32_t *lens;
 	uint32_t n_strs, cap_strs;
-	struct rd_chunk *chunks;
+	struct trd_chunk *chunks;
 	/* frames/frame_mappings arrays shared by samples */
 	void **allocs;
 	size_t n_allocs, cap_allocs;
 	size_t cap_problems, problems_dropped;
 };
 
-struct rd_track {
+struct trd_track {
 	uint64_t uuid; /* key */
 	int kind;
 	bool usable;   /* a thread track needs pid and tid, a process track a pid */
@@ -46,7 +46,7 @@ struct rd_track {
 };
 
 /* A slice event kept for the end-of-file pass (the importer sorts first). */
-struct rd_event {
+struct trd_event {
 	uint64_t ts;
 	size_t order;  /* packet index: ties keep file order */
 	uint64_t uuid;
@@ -54,49 +54,49 @@ struct rd_event {
 	int type;
 };
 
-struct rd_sample {
+struct trd_sample {
 	struct trace_sample s;
 	size_t order;
 };
 
-struct rd_counter {
+struct trd_counter {
 	struct trace_counter_value v;
 	size_t order;
 };
 
-struct rd {
+struct trd {
 	struct trace_model *m;
 	bool oom;
 	size_t pkt_index;          /* current packet (file order) */
 	size_t pkt_offset;         /* its record's offset in the file */
 	uint64_t latest_ts;
-	struct pw_table seqs;      /* struct rd_seq */
-	struct pw_table tracks;    /* struct rd_track */
+	struct pw_table seqs;      /* struct trd_seq */
+	struct pw_table tracks;    /* struct trd_track */
 	struct pw_table thread_ids; /* (pid, tid) -> uuid */
 	struct pw_table process_ids; /* pid -> uuid, model index */
 	struct pw_table clocks_used; /* clock id -> packets */
 	struct pw_table clocks_snapshotted; /* clock id */
-	struct rd_event *events;
+	struct trd_event *events;
 	size_t n_events, cap_events;
-	struct rd_sample *samples;
+	struct trd_sample *samples;
 	size_t n_samples, cap_samples;
-	struct rd_counter *counters;
+	struct trd_counter *counters;
 	size_t n_counters, cap_counters;
 	size_t cap_threads, cap_processes, cap_slices;
 };
 
 /* trace_model.c */
 /* Grows *arr (elements of `size` bytes) to hold n + 1; false (r->oom set) on ENOMEM. */
-bool rd_reserve(struct rd *r, void **arr, size_t *cap, size_t n, size_t size);
+bool trd_reserve(struct trd *r, void **arr, size_t *cap, size_t n, size_t size);
 /* The stable copy of data[0..len) (NUL added), shared by equal strings; NULL on ENOMEM. */
-const char *rd_str(struct rd *r, const void *data, size_t len);
+const char *trd_str(struct trd *r, const void *data, size_t len);
 /* Records a problem, prefixed with the current packet's index and offset. */
-__attribute__((format(printf, 2, 3))) void rd_problem(struct rd *r, const char *fmt, ...);
+__attribute__((format(printf, 2, 3))) void trd_problem(struct trd *r, const char *fmt, ...);
 /* Records a problem about the file, without the packet prefix. */
-__attribute__((format(printf, 2, 3))) void rd_problem_at(struct rd *r, const char *fmt, ...);
+__attribute__((format(printf, 2, 3))) void trd_problem_at(struct trd *r, const char *fmt, ...);
 /* Takes ownership of p (freed by trace_model_free); false on ENOMEM (p is freed). */
-bool rd_keep(struct rd *r, void *p);
+bool trd_keep(struct trd *r, void *p);
 /* End of file: clock checks, sorting, BEGIN/END matching, final tables. */
-void rd_finish(struct rd *r);
+void trd_finish(struct trd *r);
 
 #endif

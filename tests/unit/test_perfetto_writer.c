@@ -22,6 +22,8 @@
 #define PID 4242
 
 typedef Perfetto__Protos__TracePacket packet_t;
+#define SEQ_ID_CASE \
+	PERFETTO__PROTOS__TRACE_PACKET__OPTIONAL_TRUSTED_PACKET_SEQUENCE_ID_TRUSTED_PACKET_SEQUENCE_ID
 
 /* ---- helpers ----------------------------------------------------------------- */
 
@@ -477,7 +479,8 @@ static void test_sample_interning_reused(void)
 	b1 = flushed_bytes(w);
 	perfetto_writer_sample(w, T0 + 2000, 0, PID, PID, demo_frames, 3);
 	b2 = flushed_bytes(w);
-	perfetto_writer_sample(w, T0 + 3000, 0, PID, PID, demo_frames, 2); /* new stack, old frames */
+	/* a new stack of known frames */
+	perfetto_writer_sample(w, T0 + 3000, 0, PID, PID, demo_frames, 2);
 	b3 = flushed_bytes(w);
 	printf("sample bytes: first %llu, repeated %llu, new stack of known frames %llu\n",
 	       (unsigned long long)(b1 - b0), (unsigned long long)(b2 - b1),
@@ -543,6 +546,84 @@ static void test_samples_lost_summed(void)
 	check_no_problems(m);
 	CHECK_EQ_U64(m->samples_lost, 12);
 	CHECK_EQ_INT(m->n_samples, 1);
+	trace_model_free(m);
+	close(fd);
+}
+
+static uint64_t rng_next(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return *s;
+}
+
+/* One random writer call; *begins counts the BEGINs it asked for. */
+static void random_call(struct perfetto_writer *w, uint64_t *seed, uint64_t ts, uint64_t *begins)
+{
+	uint64_t r = rng_next(seed);
+	pid_t pid = 100 + (pid_t)(r % 3), tid = pid + (pid_t)((r >> 8) % 4);
+	struct perfetto_frame fr[3];
+	char name[32];
+
+	snprintf(name, sizeof(name), "n%u", (unsigned)((r >> 16) % 50));
+	switch ((r >> 32) % 16) {
+	case 0:
+		perfetto_writer_thread(w, pid, tid, name);
+		break;
+	case 1:
+		perfetto_writer_process(w, pid, name);
+		break;
+	case 2:
+		perfetto_writer_function(w, (uint32_t)(r >> 40) % 64, name);
+		break;
+	case 3:
+		perfetto_writer_counter(w, pid, name, ts, (int64_t)(r % 1000) - 500);
+		break;
+	case 4:
+	case 5:
+		memcpy(fr, demo_frames, sizeof(fr));
+		fr[2].rel_pc = (r >> 20) % 300;
+		fr[2].function = (r & 1) ? NULL : name;
+		perfetto_writer_sample(w, ts, (uint32_t)(r % 4), pid, tid, fr + (r >> 50) % 2,
+				       1 + (r >> 52) % 2);
+		break;
+	case 6:
+		perfetto_writer_samples_lost(w, ts, 0, 1);
+		break;
+	case 7:
+	case 8:
+	case 9:
+	case 10:
+		perfetto_writer_slice_begin(w, pid, tid, ts, (uint32_t)(r >> 40) % 64);
+		(*begins)++;
+		break;
+	default:
+		perfetto_writer_slice_end(w, pid, tid, ts);
+		break;
+	}
+}
+
+static void test_random_calls_obey_importer_rules(void)
+{
+	uint64_t seed = 0x2545f4914f6cdd1dull, begins = 0;
+	int fd = new_fd(), i;
+	struct perfetto_writer *w = perfetto_writer_new(fd);
+	struct perfetto_writer_stats st;
+	struct trace_model *m;
+
+	for (i = 0; i < 50000; i++) {
+		random_call(w, &seed, T0 + (uint64_t)i * 7, &begins);
+		if (i % 10000 == 9999)
+			perfetto_writer_clock_snapshot(w);
+	}
+	perfetto_writer_get_stats(w, &st);
+	CHECK_EQ_INT(perfetto_writer_free(w), 0);
+	m = load_fd(fd);
+	check_no_problems(m);
+	CHECK_EQ_U64(m->n_slices, begins - st.slices_clamped);
+	CHECK_EQ_U64(m->n_samples, st.samples);
+	CHECK_EQ_U64(m->n_packets, st.packets);
 	trace_model_free(m);
 	close(fd);
 }
@@ -681,14 +762,6 @@ static void test_truncated_trace(void)
 	close(fd);
 }
 
-static uint64_t rng_next(uint64_t *s)
-{
-	*s ^= *s << 13;
-	*s ^= *s >> 7;
-	*s ^= *s << 17;
-	return *s;
-}
-
 static void test_garbage_does_not_crash(void)
 {
 	uint64_t seed = 0x9e3779b97f4a7c15ull;
@@ -756,8 +829,7 @@ static void hand_put(struct hand *h, const packet_t *p)
 
 static void hand_seq(packet_t *p, uint32_t seq)
 {
-	p->optional_trusted_packet_sequence_id_case =
-		PERFETTO__PROTOS__TRACE_PACKET__OPTIONAL_TRUSTED_PACKET_SEQUENCE_ID_TRUSTED_PACKET_SEQUENCE_ID;
+	p->optional_trusted_packet_sequence_id_case = SEQ_ID_CASE;
 	p->trusted_packet_sequence_id = seq;
 }
 
@@ -967,6 +1039,7 @@ int main(void)
 	RUN_TEST(test_sample_interning_reused);
 	RUN_TEST(test_many_distinct_callstacks);
 	RUN_TEST(test_samples_lost_summed);
+	RUN_TEST(test_random_calls_obey_importer_rules);
 	RUN_TEST(test_write_error_broken_pipe);
 	RUN_TEST(test_write_error_dev_full);
 	RUN_TEST(test_valid_at_every_flush);
