@@ -42,6 +42,10 @@ struct agent_thread {
 	_Atomic uint64_t head;       /* release: pairs with the acquire in flusher_drain_thread() */
 	uint32_t depth;              /* shadow stack entries in use */
 	uint32_t tid;
+	/* Set when an unwinder put the real return addresses back; the next enter re-hijacks. */
+	uint32_t returns_restored;
+	uint32_t reserved;
+	uintptr_t stack_lo, stack_hi; /* the thread's own stack (not a sigaltstack) */
 	_Atomic uint64_t drops;      /* events not recorded because the ring was full */
 	_Atomic uint64_t overflows;  /* calls not recorded because the shadow stack was full */
 	struct event_record *records;
@@ -73,6 +77,8 @@ int threads_init(void);
 /* Calls fn for every registered thread (flusher only); recycles drained exited ones. */
 void threads_for_each(void (*fn)(struct agent_thread *t, void *ctx), void *ctx);
 void threads_recycle_drained(void);
+/* agent/hooks.c: closes every open call of t (its frames are gone). */
+void hooks_close_all(struct agent_thread *t);
 /* Marks the calling thread as agent-internal: its calls are never recorded. */
 void threads_guard_forever(void);
 

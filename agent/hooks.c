@@ -2,9 +2,15 @@
 /*
  * The enter/exit hooks: the only C the trampolines reach on every call.
  * Compiled with -mgeneral-regs-only (the trampolines do not save vector
- * state), no stack protector, no calls: timestamp, append to this thread's
- * ring, push/pop the shadow stack. Never blocks, never allocates, never
- * enters the kernel; when the ring is full the event is dropped and counted.
+ * state), no stack protector, no calls out of this file: timestamp, append
+ * to this thread's ring, push/pop the shadow stack. Never blocks, never
+ * allocates, never enters the kernel; when the ring is full the event is
+ * dropped and counted.
+ *
+ * The shadow stack survives frames that leave without returning: longjmp
+ * and exceptions are noticed when a later call or return finds entries
+ * whose stack slot is gone, and unwinders (exceptions, backtrace(),
+ * pthread_exit) get the real return addresses back before they walk.
  */
 #include <stdatomic.h>
 #include <stddef.h>
@@ -15,8 +21,9 @@
 
 #define likely(x) __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
+#define COLD __attribute__((noinline, cold))
 
-/* TLS read by the trampolines' callers on every call: initial-exec, no lazy allocation. */
+/* TLS read on every call: initial-exec, no lazy allocation. */
 __thread struct agent_thread *agent_current_thread __attribute__((tls_model("initial-exec")));
 __thread unsigned agent_thread_guard __attribute__((tls_model("initial-exec")));
 /* Global because every hook reads it; written only at start, stop and fork. */
@@ -38,9 +45,9 @@ static inline int hooks_ring_has_room(struct agent_thread *t, uint64_t head, uin
 	return AGENT_RING_RECORDS - (head - tail) >= reserve;
 }
 
-static inline void hooks_append(struct agent_thread *t, uint64_t head, uint32_t func_id,
-				uint32_t kind)
+static inline void hooks_append(struct agent_thread *t, uint32_t func_id, uint32_t kind)
 {
+	uint64_t head = atomic_load_explicit(&t->head, memory_order_relaxed);
 	struct event_record *rec = &t->records[head & (AGENT_RING_RECORDS - 1)];
 
 	rec->tsc = read_tsc();
@@ -48,6 +55,84 @@ static inline void hooks_append(struct agent_thread *t, uint64_t head, uint32_t 
 	rec->kind = kind;
 	/* pairs with the acquire in flusher_drain_thread() */
 	atomic_store_explicit(&t->head, head + 1, memory_order_release);
+}
+
+/* Closes the top entry without a return through us (its frame is gone). */
+static void shadow_stack_drop_top(struct agent_thread *t)
+{
+	struct shadow_entry *e = &t->shadow[--t->depth];
+
+	if (e->func_id)
+		hooks_append(t, e->func_id, EVENT_EXIT);
+}
+
+static int on_thread_stack(const struct agent_thread *t, uintptr_t addr)
+{
+	return addr >= t->stack_lo && addr < t->stack_hi;
+}
+
+/*
+ * A new call's return slot at or above an entry's slot on the same stack
+ * means that entry's frame is gone (longjmp, exception). Across stacks
+ * (sigaltstack) nothing is certain: such entries wait for the exact match
+ * at exit.
+ */
+COLD static void shadow_stack_drop_stale(struct agent_thread *t, uintptr_t *new_slot)
+{
+	if (!on_thread_stack(t, (uintptr_t)new_slot))
+		return;
+	while (t->depth > 0) {
+		uintptr_t *slot = t->shadow[t->depth - 1].return_slot;
+
+		if (slot < new_slot || !on_thread_stack(t, (uintptr_t)slot))
+			break;
+		shadow_stack_drop_top(t);
+	}
+}
+
+/*
+ * After an unwinder ran: entries whose frames are gone are closed, the live
+ * ones get the exit trampoline back (only where the slot still holds the
+ * real return address we restored).
+ */
+COLD static void shadow_stack_rehijack(struct agent_thread *t, uintptr_t *new_slot)
+{
+	shadow_stack_drop_stale(t, new_slot);
+	for (uint32_t i = 0; i < t->depth; i++) {
+		struct shadow_entry *e = &t->shadow[i];
+
+		if (*e->return_slot == e->return_address)
+			*e->return_slot = (uintptr_t)profagent_exit_trampoline;
+	}
+	t->returns_restored = 0;
+}
+
+/* Before an unwinder walks this thread's stack: every return address back in place. */
+COLD static void shadow_stack_restore_returns(struct agent_thread *t)
+{
+	for (uint32_t i = 0; i < t->depth; i++) {
+		struct shadow_entry *e = &t->shadow[i];
+
+		if (*e->return_slot == (uintptr_t)profagent_exit_trampoline)
+			*e->return_slot = e->return_address;
+	}
+	t->returns_restored = 1;
+}
+
+/* The unusual cases of an enter: returns 1 when the call must not be hijacked. */
+COLD static int enter_slow_cases(struct agent_thread *t, const struct stub_desc *desc,
+				 uintptr_t *return_slot)
+{
+	if (t->returns_restored)
+		shadow_stack_rehijack(t, return_slot);
+	else if (t->depth && return_slot >= t->shadow[t->depth - 1].return_slot)
+		shadow_stack_drop_stale(t, return_slot);
+	if (desc->flags & STUB_FLAG_UNWINDER) {
+		/* its own frame stays unhijacked: it is about to walk from it */
+		shadow_stack_restore_returns(t);
+		return 1;
+	}
+	return 0;
 }
 
 /* Returns 1 when the thread has no state yet: the trampoline runs the slow path and retries. */
@@ -58,12 +143,18 @@ int profagent_enter_hook(const struct stub_desc *desc, uintptr_t *return_slot)
 
 	if (unlikely(agent_thread_guard))
 		return 0;
-	if (unlikely(!atomic_load_explicit(&agent_recording, memory_order_relaxed)))
-		return 0;
 	if (unlikely(!t))
-		return 1;
+		return atomic_load_explicit(&agent_recording, memory_order_relaxed) ? 1 : 0;
 
 	agent_thread_guard = 1; /* a signal handler arriving now passes through */
+	/* before the recording check: frames hijacked earlier still need this */
+	if (unlikely(desc->flags | t->returns_restored) ||
+	    unlikely(t->depth && return_slot >= t->shadow[t->depth - 1].return_slot)) {
+		if (enter_slow_cases(t, desc, return_slot))
+			goto out;
+	}
+	if (unlikely(!atomic_load_explicit(&agent_recording, memory_order_relaxed)))
+		goto out;
 	head = atomic_load_explicit(&t->head, memory_order_relaxed);
 	if (unlikely(t->depth >= AGENT_SHADOW_CAPACITY)) {
 		atomic_fetch_add_explicit(&t->overflows, 1, memory_order_relaxed);
@@ -75,34 +166,47 @@ int profagent_enter_hook(const struct stub_desc *desc, uintptr_t *return_slot)
 		e->return_address = *return_slot;
 		e->return_slot = return_slot;
 		e->func_id = desc->func_id;
-		hooks_append(t, head, desc->func_id, EVENT_ENTER);
+		hooks_append(t, desc->func_id, EVENT_ENTER);
 		*return_slot = (uintptr_t)profagent_exit_trampoline;
 	}
+out:
 	agent_thread_guard = 0;
 	return 0;
 }
 
-/*
- * stack_pointer is rsp as the instrumented function returned: its return
- * slot was just below. Entries whose slot lies below that belong to frames a
- * longjmp or an exception skipped; they are closed here.
- */
+/* The entry whose slot is exactly this one; entries above it lost their frames. */
+COLD static void shadow_stack_unwind_to(struct agent_thread *t, uintptr_t *slot)
+{
+	uint32_t i = t->depth;
+
+	while (i > 0 && t->shadow[i - 1].return_slot != slot)
+		i--;
+	if (i == 0)
+		return; /* not ours (cannot happen): fall back to the top entry */
+	while (t->depth > i)
+		shadow_stack_drop_top(t);
+}
+
+/* stack_pointer is rsp as the instrumented function returned: its return slot is just below. */
 uintptr_t profagent_exit_hook(uintptr_t stack_pointer)
 {
 	struct agent_thread *t = agent_current_thread;
 	uintptr_t *slot = (uintptr_t *)(stack_pointer - sizeof(uintptr_t));
 	unsigned saved_guard = agent_thread_guard;
 	struct shadow_entry *e;
-	uint64_t head;
 
 	agent_thread_guard = 1;
-	head = atomic_load_explicit(&t->head, memory_order_relaxed);
-	while (t->depth > 1 && t->shadow[t->depth - 1].return_slot < slot) {
-		e = &t->shadow[--t->depth];
-		hooks_append(t, head++, e->func_id, EVENT_EXIT);
-	}
+	if (unlikely(t->shadow[t->depth - 1].return_slot != slot))
+		shadow_stack_unwind_to(t, slot);
 	e = &t->shadow[--t->depth];
-	hooks_append(t, head, e->func_id, EVENT_EXIT);
+	hooks_append(t, e->func_id, EVENT_EXIT);
 	agent_thread_guard = saved_guard;
 	return e->return_address;
+}
+
+/* Thread exit with frames still open (pthread_exit, cancellation): they are all gone. */
+void hooks_close_all(struct agent_thread *t)
+{
+	while (t->depth > 0)
+		shadow_stack_drop_top(t);
 }

@@ -17,6 +17,7 @@
 #include "agent/instrument.h"
 #include "agent/patcher.h"
 #include "agent/proc_maps.h"
+#include "trampolines/trampoline_layout.h"
 
 #define MAX_EXEC_SEGMENTS 8
 
@@ -40,6 +41,23 @@ static const char *const non_abi_functions[] = {
 	"_dl_runtime_resolve*", "_dl_runtime_profile*", "_dl_tlsdesc_*", "__tls_get_addr",
 	"_start", "_dl_start*", "__restore_rt", "_init", "_fini", "__morestack", "__x86.*",
 };
+
+/*
+ * Entered before a stack walk or unwind: patched whatever the user selected,
+ * so that hijacked return addresses are put back first (agent/hooks.c).
+ */
+static const char *const unwinder_functions[] = {
+	"_Unwind_RaiseException", "_Unwind_Resume", "_Unwind_Resume_or_Rethrow",
+	"_Unwind_ForcedUnwind", "_Unwind_Backtrace", "backtrace", "pthread_exit",
+};
+
+static int is_unwinder(const char *name)
+{
+	for (size_t i = 0; i < sizeof(unwinder_functions) / sizeof(unwinder_functions[0]); i++)
+		if (strcmp(unwinder_functions[i], name) == 0)
+			return 1;
+	return 0;
+}
 
 static const char *non_abi_reason(const char *name)
 {
@@ -227,31 +245,46 @@ static const char *precheck(const struct loaded_module *m, const struct elf_symb
 	return NULL;
 }
 
+struct picked_function {
+	size_t index;   /* into syms.functions */
+	int selected;   /* by the user's patterns: timed, listed */
+	int unwinder;   /* patched to restore return addresses first */
+};
+
 struct module_job {
 	const struct loaded_module *module;
 	const char *module_name;
 	struct elf_symbols syms;
-	size_t *picked; /* indexes into syms.functions */
+	struct picked_function *picked;
 	size_t n_picked;
+	struct stub_region region;
+	struct code_patch *patches;
+	size_t n_patches;
 };
 
 static void module_pick(struct module_job *job, const struct func_filter *filter,
 			struct instrument_report *r)
 {
-	job->picked = malloc(job->syms.n_functions * sizeof(size_t));
+	int module_selected = func_filter_module_may_match(filter, job->module->path);
+
+	job->picked = malloc(job->syms.n_functions * sizeof(*job->picked));
 	job->n_picked = 0;
 	for (size_t i = 0; job->picked && i < job->syms.n_functions; i++) {
 		const struct elf_function *fn = &job->syms.functions[i];
+		int selected = module_selected && func_filter_match(filter, job->module->path, fn->name);
+		int unwinder = is_unwinder(fn->name);
 		const char *why;
 
-		if (!func_filter_match(filter, job->module->path, fn->name))
+		if (!selected && !unwinder)
 			continue;
-		r->matched++;
+		r->matched += selected;
 		why = precheck(job->module, &job->syms, i);
-		if (why)
+		if (why && selected)
 			report_skip(r, fn->name, job->module_name, why);
+		else if (why)
+			report_warn(r, "%s: unwinder %s left unpatched", job->module_name, fn->name);
 		else
-			job->picked[job->n_picked++] = i;
+			job->picked[job->n_picked++] = (struct picked_function){ i, selected, unwinder };
 	}
 }
 
@@ -262,63 +295,73 @@ static int next_entry_overlaps(const struct elf_symbols *syms, size_t i, size_t 
 	       syms->functions[i + 1].value < syms->functions[i].value + patch_len;
 }
 
+/* Builds the stub of one picked function; returns -ENOMEM only when the report cannot grow. */
+static int module_prepare_one(struct module_job *job, const struct picked_function *p,
+			      struct instrument_report *r)
+{
+	const struct elf_function *fn = &job->syms.functions[p->index];
+	uint64_t addr = job->module->base + fn->value;
+	int timed = p->selected && !p->unwinder;
+	uint32_t id = timed ? (uint32_t)r->n_functions + 1 : 0;
+	const char *why = NULL;
+	size_t patch_len = 0;
+
+	if (stub_region_fill(&job->region, job->n_patches, addr, fn->size, id,
+			     p->unwinder ? STUB_FLAG_UNWINDER : 0, &patch_len, &why)) {
+		if (p->selected)
+			report_skip(r, fn->name, job->module_name, why);
+		return 0;
+	}
+	if (next_entry_overlaps(&job->syms, p->index, patch_len)) {
+		if (p->selected)
+			report_skip(r, fn->name, job->module_name,
+				    "another function's entry lies inside the patched bytes");
+		return 0;
+	}
+	if (p->selected && p->unwinder)
+		report_skip(r, fn->name, job->module_name,
+			    "walks the stack: patched only to restore return addresses, not timed");
+	if (timed && report_add(r, fn->name, job->module_name, addr, fn->size))
+		return -ENOMEM;
+	job->patches[job->n_patches].address = addr;
+	job->patches[job->n_patches].target = stub_region_slot_entry(&job->region, job->n_patches);
+	job->n_patches++;
+	return 0;
+}
+
 static int module_patch(struct module_job *job, const struct proc_maps *maps,
 			struct instrument_report *r)
 {
 	const struct loaded_module *m = job->module;
-	struct stub_region region;
-	struct code_patch *patches;
-	size_t n_patches = 0, written = 0;
+	size_t written = 0, listed_before = r->n_functions;
 	int err;
 
 	if (job->n_picked == 0)
 		return 0;
-	err = stub_region_map(maps, m->seg_lo[0], m->seg_hi[m->n_segs - 1], job->n_picked,
-			      &region);
-	if (err) {
+	if (stub_region_map(maps, m->seg_lo[0], m->seg_hi[m->n_segs - 1], job->n_picked,
+			    &job->region)) {
 		for (size_t k = 0; k < job->n_picked; k++)
-			report_skip(r, job->syms.functions[job->picked[k]].name, job->module_name,
-				    "no free memory for stubs within 2 GiB of the module");
+			if (job->picked[k].selected)
+				report_skip(r, job->syms.functions[job->picked[k].index].name,
+					    job->module_name,
+					    "no free memory for stubs within 2 GiB of the module");
 		return 0;
 	}
-	patches = malloc(job->n_picked * sizeof(*patches));
-	if (!patches)
+	job->patches = malloc(job->n_picked * sizeof(*job->patches));
+	if (!job->patches)
 		return -ENOMEM;
-	for (size_t k = 0; k < job->n_picked; k++) {
-		size_t i = job->picked[k];
-		const struct elf_function *fn = &job->syms.functions[i];
-		uint64_t addr = m->base + fn->value;
-		uint32_t id = (uint32_t)r->n_functions + 1;
-		const char *why = NULL;
-		size_t patch_len = 0;
-
-		if (stub_region_fill(&region, n_patches, addr, fn->size, id, &patch_len, &why)) {
-			report_skip(r, fn->name, job->module_name, why);
-			continue;
-		}
-		if (next_entry_overlaps(&job->syms, i, patch_len)) {
-			report_skip(r, fn->name, job->module_name,
-				    "another function's entry lies inside the patched bytes");
-			continue;
-		}
-		if (report_add(r, fn->name, job->module_name, addr, fn->size)) {
-			free(patches);
+	for (size_t k = 0; k < job->n_picked; k++)
+		if (module_prepare_one(job, &job->picked[k], r))
 			return -ENOMEM;
-		}
-		patches[n_patches].address = addr;
-		patches[n_patches].target = stub_region_slot_entry(&region, n_patches);
-		n_patches++;
-	}
-	err = stub_region_seal(&region);
+	err = stub_region_seal(&job->region);
 	if (!err)
-		err = patcher_write_jumps(maps, patches, n_patches, &written);
+		err = patcher_write_jumps(maps, job->patches, job->n_patches, &written);
 	if (err < 0) {
-		/* Functions listed but not written must not be reported as instrumented. */
+		/* Functions listed but not patched must not be reported as instrumented. */
 		report_warn(r, "%s: could not write code patches: %s", job->module_name,
 			    strerror(-err));
-		r->n_functions -= n_patches - written;
+		r->n_functions = listed_before;
 	}
-	free(patches);
 	return 0;
 }
 
@@ -328,8 +371,6 @@ static void module_instrument(const struct loaded_module *m, const struct func_f
 	struct module_job job = { .module = m };
 	char err[256] = "";
 
-	if (!func_filter_module_may_match(filter, m->path))
-		return;
 	r->modules_scanned++;
 	job.module_name = report_keep_string(r, m->path);
 	if (!job.module_name)
@@ -341,6 +382,7 @@ static void module_instrument(const struct loaded_module *m, const struct func_f
 	module_pick(&job, filter, r);
 	if (module_patch(&job, maps, r))
 		report_warn(r, "%s: %s", m->path, "out of memory while patching");
+	free(job.patches);
 	free(job.picked);
 	elf_symbols_free(&job.syms);
 }

@@ -125,11 +125,12 @@ static void put_rel32(uint8_t *at, uint64_t next_insn, uint64_t target)
 }
 
 int stub_region_fill(struct stub_region *r, size_t slot, uint64_t func_addr, size_t func_size,
-		     uint32_t func_id, size_t *patch_len, const char **reason)
+		     uint32_t func_id, uint32_t flags, size_t *patch_len, const char **reason)
 {
 	uint8_t *s = r->base + (slot + 1) * STUB_SLOT_SIZE;
 	uint64_t sa = (uint64_t)(uintptr_t)s;
-	struct stub_desc desc = { .relocated = sa + STUB_RELOCATED_OFFSET, .func_id = func_id };
+	struct stub_desc desc = { .relocated = sa + STUB_RELOCATED_OFFSET, .func_id = func_id,
+				  .flags = flags };
 	struct relocation reloc = { 0 };
 	int err;
 

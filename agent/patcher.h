@@ -33,7 +33,7 @@ int stub_region_map(const struct proc_maps *maps, uint64_t code_lo, uint64_t cod
  * thread-local text).
  */
 int stub_region_fill(struct stub_region *r, size_t slot, uint64_t func_addr, size_t func_size,
-		     uint32_t func_id, size_t *patch_len, const char **reason);
+		     uint32_t func_id, uint32_t flags, size_t *patch_len, const char **reason);
 
 /* Address a function's jmp must target for slot `slot`. */
 uint64_t stub_region_slot_entry(const struct stub_region *r, size_t slot);

@@ -49,6 +49,23 @@ static struct agent_thread *thread_state_alloc(void)
 	return t;
 }
 
+/* Where this thread's own stack lies: stale shadow entries are only judged there. */
+static void thread_stack_bounds(struct agent_thread *t)
+{
+	pthread_attr_t attr;
+	void *addr;
+	size_t size;
+
+	t->stack_lo = t->stack_hi = 0;
+	if (pthread_getattr_np(pthread_self(), &attr))
+		return;
+	if (pthread_attr_getstack(&attr, &addr, &size) == 0) {
+		t->stack_lo = (uintptr_t)addr;
+		t->stack_hi = (uintptr_t)addr + size;
+	}
+	pthread_attr_destroy(&attr);
+}
+
 static void thread_state_reset(struct agent_thread *t)
 {
 	atomic_store(&t->head, 0);
@@ -60,8 +77,10 @@ static void thread_state_reset(struct agent_thread *t)
 	t->drops_reported = 0;
 	t->flusher_stage = FLUSHER_STAGE_NEW;
 	t->tid = (uint32_t)gettid();
+	t->returns_restored = 0;
 	memset(t->name, 0, sizeof(t->name));
 	prctl(PR_GET_NAME, t->name);
+	thread_stack_bounds(t);
 }
 
 /* Runs at thread exit (TSD destructor): the thread records nothing more. */
@@ -70,8 +89,8 @@ static void thread_exit_destructor(void *arg)
 	struct agent_thread *t = arg;
 
 	agent_thread_guard = 1;
-	if (t->depth != 0)
-		return; /* frames still hijacked (pthread_exit): keep the state, never recycle */
+	/* pthread_exit or cancellation left calls open: their frames are gone */
+	hooks_close_all(t);
 	agent_current_thread = NULL;
 	atomic_store_explicit(&t->state, AGENT_THREAD_EXITED, memory_order_release);
 }

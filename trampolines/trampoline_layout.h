@@ -36,10 +36,13 @@
 #ifndef __ASSEMBLER__
 #include <stdint.h>
 
+/* Functions that walk or unwind the stack: hijacked return addresses must go first. */
+#define STUB_FLAG_UNWINDER 1u
+
 struct stub_desc {
 	uint64_t relocated; /* address of the relocated prologue in the same slot */
-	uint32_t func_id;
-	uint32_t reserved;
+	uint32_t func_id;   /* 0 for a function patched only for its flags */
+	uint32_t flags;     /* STUB_FLAG_* */
 };
 
 _Static_assert(sizeof(struct stub_desc) == STUB_SLOT_SIZE - STUB_DESC_OFFSET, "slot layout");
