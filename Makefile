@@ -65,8 +65,8 @@ PROFCTL_OBJ := $(call obj,$(PROFCTL_SRC))
 
 UNIT_SRC    := $(wildcard tests/unit/test_*.c)
 UNIT_BIN    := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
-TARGET_SRC  := $(wildcard tests/targets/*.c) $(wildcard examples/*.c)
-TARGET_BIN  := $(patsubst %.c,$(BUILD)/%,$(TARGET_SRC))
+TARGET_SRC  := $(wildcard tests/targets/*.c) $(wildcard tests/targets/*.cpp) $(wildcard examples/*.c)
+TARGET_BIN  := $(patsubst %.cpp,$(BUILD)/%,$(patsubst %.c,$(BUILD)/%,$(TARGET_SRC)))
 BENCH_SRC   := $(wildcard bench/*.c)
 BENCH_BIN   := $(patsubst %.c,$(BUILD)/%,$(BENCH_SRC))
 
@@ -129,11 +129,15 @@ $(BUILD)/tests/%: tests/unit/%.c $(TEST_LINK_OBJ) tests/unit/unit.h
 
 # Targets: built like ordinary user programs (frame pointers, even in leaves),
 # default visibility so their functions appear in .dynsym too.
-TARGET_CFLAGS := -std=gnu11 -O2 -g -Wall -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer -pthread
+TARGET_CFLAGS := -std=gnu11 -O2 -g -Wall -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer -pthread -rdynamic
 $(BUILD)/tests/targets/%: tests/targets/%.c
 	@mkdir -p $(@D)
 	@echo "  CC      $<"
 	$(Q)$(CC) $(TARGET_CFLAGS) -o $@ $< -lm
+$(BUILD)/tests/targets/%: tests/targets/%.cpp
+	@mkdir -p $(@D)
+	@echo "  CXX     $<"
+	$(Q)$(CXX) $(subst -std=gnu11,-std=gnu++17,$(TARGET_CFLAGS)) -o $@ $<
 $(BUILD)/examples/%: examples/%.c
 	@mkdir -p $(@D)
 	@echo "  CC      $<"

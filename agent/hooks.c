@@ -84,8 +84,8 @@ COLD static void shadow_stack_drop_stale(struct agent_thread *t, uintptr_t *new_
 	while (t->depth > 0) {
 		uintptr_t *slot = t->shadow[t->depth - 1].return_slot;
 
-		if (slot < new_slot || !on_thread_stack(t, (uintptr_t)slot))
-			break;
+		if (slot > new_slot || !on_thread_stack(t, (uintptr_t)slot))
+			break; /* a live frame above the new call */
 		shadow_stack_drop_top(t);
 	}
 }

@@ -67,6 +67,14 @@ static const char *non_abi_reason(const char *name)
 	return NULL;
 }
 
+/* GCC's hot/cold splitting: NAME.cold or NAME.cold.N is a jump target, not a function. */
+static int is_cold_fragment(const char *name)
+{
+	const char *dot = strstr(name, ".cold");
+
+	return dot && (dot[5] == '\0' || dot[5] == '.');
+}
+
 static uint64_t now_ns(void)
 {
 	struct timespec ts;
@@ -236,6 +244,8 @@ static const char *precheck(const struct loaded_module *m, const struct elf_symb
 
 	if (why)
 		return why;
+	if (is_cold_fragment(fn->name))
+		return "a compiler-split cold fragment, entered by a jump, not a call";
 	if (fn->is_ifunc)
 		return "IFUNC resolver: the implementation it selects has no symbol here";
 	if (fn->size < 5)

@@ -31,7 +31,19 @@ enum copy_kind {
 	COPY_JCC,          /* re-emitted as 0F 8x rel32 */
 	COPY_JMP,          /* re-emitted as E9 rel32 */
 	COPY_CALL,         /* re-emitted as E8 rel32 */
+	COPY_CALL_AS_JMP,  /* last copied call: return address pushed by hand, then a jmp */
 };
+
+/*
+ * A call copied as a call would push a return address inside the stub, where
+ * no unwinder finds CFI. The last copied instruction can instead push the
+ * original return address (func + patch_len: untouched original code) and
+ * jump: the callee returns straight into the function.
+ *   lea -8(%rsp), %rsp; movl $lo, (%rsp); movl $hi, 4(%rsp); jmp target
+ */
+#define PUSH_RETURN_LEN 20
+#define CALL_AS_JMP_LEN (PUSH_RETURN_LEN + RELOCATOR_JMP_REL32_LEN)
+#define CALL_MEM_AS_JMP_LEN (PUSH_RETURN_LEN + 6)
 
 struct copied_insn {
 	enum copy_kind kind;
@@ -43,6 +55,7 @@ struct copied_insn {
 	uint8_t cond;      /* COPY_JCC: condition code, the opcode's low nibble */
 	uint8_t disp_off;  /* COPY_RIP_RELATIVE: offset of disp32 in the instruction */
 	bool ends_flow;    /* unconditional jmp or ret: nothing falls through */
+	bool is_call;      /* COPY_RIP_RELATIVE: `call *disp(%rip)` */
 };
 
 struct prologue {
@@ -201,9 +214,26 @@ static int classify_insn(const struct prologue *p, struct copied_insn *ci,
 			    ZydisMnemonicGetString(insn->mnemonic), ci->src_off);
 	assert(insn->raw.disp.size == 32); /* rip-relative is always disp32 */
 	ci->kind = COPY_RIP_RELATIVE;
+	ci->is_call = insn->mnemonic == ZYDIS_MNEMONIC_CALL && insn->opcode == 0xff &&
+		      insn->raw.modrm.reg == 2 && insn->length == 6; /* plain FF 15 disp32 */
 	ci->disp_off = insn->raw.disp.offset;
 	ci->target = ip + insn->length + (uint64_t)insn->raw.disp.value;
 	return 0;
+}
+
+/* See COPY_CALL_AS_JMP: only the last instruction's return address lies past the patch. */
+static void mark_last_call_as_jmp(struct prologue *p)
+{
+	struct copied_insn *last = &p->insns[p->n_insns - 1];
+
+	if (last->kind == COPY_CALL) {
+		last->kind = COPY_CALL_AS_JMP;
+		last->out_len = CALL_AS_JMP_LEN;
+		last->ends_flow = true;
+	} else if (last->kind == COPY_RIP_RELATIVE && last->is_call) {
+		last->out_len = CALL_MEM_AS_JMP_LEN;
+		last->ends_flow = true;
+	}
 }
 
 /* Decodes whole instructions until they cover min_patch_len bytes. */
@@ -237,6 +267,7 @@ static int decode_prologue(struct prologue *p, const ZydisDecoder *dec, size_t m
 		off += insn.length;
 	}
 	p->patch_len = off;
+	mark_last_call_as_jmp(p);
 	return 0;
 }
 
@@ -325,6 +356,44 @@ static int encode_branch(const struct prologue *p, const struct copied_insn *ci,
 	return 0;
 }
 
+/* lea -8(%rsp), %rsp; movl $lo, (%rsp); movl $hi, 4(%rsp) */
+static void encode_push_return(uint8_t *out, uint64_t return_address)
+{
+	static const uint8_t lea[] = { 0x48, 0x8d, 0x64, 0x24, 0xf8 };
+
+	memcpy(out, lea, sizeof(lea));
+	out[5] = 0xc7, out[6] = 0x04, out[7] = 0x24;
+	put_le32(out + 8, (int32_t)(uint32_t)return_address);
+	out[12] = 0xc7, out[13] = 0x44, out[14] = 0x24, out[15] = 0x04;
+	put_le32(out + 16, (int32_t)(uint32_t)(return_address >> 32));
+}
+
+static int encode_call_as_jmp(const struct prologue *p, const struct copied_insn *ci,
+			      uint8_t *out, struct relocation *reloc)
+{
+	uint64_t return_address = p->func_addr + ci->src_off + ci->src_len;
+	uint64_t next_ip = p->dest_addr + ci->out_off + ci->out_len;
+	int32_t rel;
+
+	encode_push_return(out, return_address);
+	if (ci->kind == COPY_RIP_RELATIVE) { /* jmp *disp(%rip): same memory operand */
+		if (!rel32_of(ci->target, next_ip, &rel))
+			return fail(reloc, -ERANGE,
+				    "rip-relative operand at +0x%zx out of rel32 range of the copy",
+				    ci->src_off);
+		out[PUSH_RETURN_LEN] = 0xff;
+		out[PUSH_RETURN_LEN + 1] = 0x25;
+		put_le32(out + PUSH_RETURN_LEN + 2, rel);
+		return 0;
+	}
+	if (!rel32_of(ci->target, next_ip, &rel))
+		return fail(reloc, -ERANGE,
+			    "branch at +0x%zx: target out of rel32 range of the copy", ci->src_off);
+	out[PUSH_RETURN_LEN] = 0xe9;
+	put_le32(out + PUSH_RETURN_LEN + 1, rel);
+	return 0;
+}
+
 static int encode_insn(const struct prologue *p, const struct copied_insn *ci, uint8_t *out,
 		       struct relocation *reloc)
 {
@@ -335,7 +404,11 @@ static int encode_insn(const struct prologue *p, const struct copied_insn *ci, u
 	case COPY_VERBATIM:
 		memcpy(out, p->code + ci->src_off, ci->src_len);
 		return 0;
+	case COPY_CALL_AS_JMP:
+		return encode_call_as_jmp(p, ci, out, reloc);
 	case COPY_RIP_RELATIVE:
+		if (ci->out_len == CALL_MEM_AS_JMP_LEN)
+			return encode_call_as_jmp(p, ci, out, reloc);
 		if (!rel32_of(ci->target, next_ip, &rel))
 			return fail(reloc, -ERANGE,
 				    "rip-relative operand at +0x%zx out of rel32 range of the copy",

@@ -132,6 +132,37 @@ static const char *verify_jump_back(const uint8_t *out, const struct relocation 
 }
 
 /*
+ * A call as the last copied instruction becomes: lea -8(%rsp),%rsp; movl lo,
+ * (%rsp); movl hi, 4(%rsp) pushing the original return address (after the
+ * call, in the untouched function), then a jmp to the same target.
+ */
+static const char *verify_call_as_jmp(const uint8_t *out, const struct relocation *r,
+				      const struct decoded_insn *call, uint64_t func_addr,
+				      uint64_t dest_addr, size_t at)
+{
+	static const uint8_t lea[] = { 0x48, 0x8d, 0x64, 0x24, 0xf8 };
+	uint64_t ret = func_addr + call->off + call->len, pushed;
+	uint32_t lo, hi;
+	struct decoded_insn jmp;
+
+	if (r->code_len < at + 20 || memcmp(out + at, lea, sizeof(lea)) != 0 ||
+	    out[at + 5] != 0xc7 || out[at + 12] != 0xc7)
+		return "call not rewritten as push-return + jmp";
+	memcpy(&lo, out + at + 8, 4);
+	memcpy(&hi, out + at + 16, 4);
+	pushed = (uint64_t)hi << 32 | lo;
+	if (pushed != ret)
+		return "pushed return address is not the instruction after the call";
+	if (!decode_one(out + at + 20, r->code_len - at - 20, dest_addr + at + 20, &jmp) ||
+	    jmp.mnemonic != ZYDIS_MNEMONIC_JMP || !jmp.has_target ||
+	    jmp.is_memory != call->is_memory)
+		return "call not followed by the equivalent jmp";
+	if (jmp.target != call->target)
+		return "call's jmp target differs";
+	return at + 20 + jmp.len == r->code_len ? NULL : "code after the call's jmp";
+}
+
+/*
  * NULL when out holds the prologue of code relocated to dest_addr: same
  * mnemonics, position-independent instructions byte-identical, every branch
  * and rip-relative operand aimed at the original absolute target (branches
@@ -143,7 +174,7 @@ static const char *verify_relocation(const uint8_t *code, size_t func_size, uint
 				     const struct relocation *r)
 {
 	struct decoded_insn orig[MAX_INSNS], copy[MAX_INSNS];
-	size_t n = 0, off = 0, end;
+	size_t n = 0, off = 0, end, last_is_call;
 
 	while (off < r->patch_len) {
 		if (n == MAX_INSNS ||
@@ -154,10 +185,11 @@ static const char *verify_relocation(const uint8_t *code, size_t func_size, uint
 	}
 	if (off != r->patch_len)
 		return "patch_len is not on an instruction boundary";
-	if (!decode_n(out, r->code_len, dest_addr, copy, n))
+	last_is_call = orig[n - 1].mnemonic == ZYDIS_MNEMONIC_CALL && orig[n - 1].has_target;
+	if (!decode_n(out, r->code_len, dest_addr, copy, n - last_is_call))
 		return "relocated code does not decode";
 
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; i < n - last_is_call; i++) {
 		uint64_t want = orig[i].target;
 
 		if (copy[i].mnemonic != orig[i].mnemonic)
@@ -176,6 +208,9 @@ static const char *verify_relocation(const uint8_t *code, size_t func_size, uint
 		if (!copy[i].has_target || copy[i].target != want)
 			return "relocated target differs";
 	}
+	if (last_is_call)
+		return verify_call_as_jmp(out, r, &orig[n - 1], func_addr, dest_addr,
+					  n > 1 ? copy[n - 2].off + copy[n - 2].len : 0);
 	end = copy[n - 1].off + copy[n - 1].len;
 	if (orig[n - 1].ends_flow)
 		return end == r->code_len ? NULL : "code after a final jmp/ret";
@@ -473,9 +508,17 @@ static void test_thunk_out_of_range_is_erange(void)
 	});
 }
 
-/* call +0x1000 | ret: call ends at copy +5 -> 0xffb - D */
+/*
+ * call +0x1000 | ret: the callee must return to func+5 (the original ret), so
+ * the copy pushes FUNC+5 by hand and jumps: jmp ends at copy +25.
+ */
+#define CALL_RET_LO 0x05, 0x10, 0x40, 0x00 /* FUNC_ADDR + 5 */
+#define CALL_RET_HI 0x00, 0x00, 0x00, 0x00
 static const uint8_t call_code[] = { 0xe8, 0xfb, 0x0f, 0x00, 0x00, 0xc3 };
-static const uint8_t call_out[] = { 0xe8, 0xfb, 0x0f, 0xf0, 0xff, 0xe9, 0xfb, 0xff, 0xef, 0xff };
+static const uint8_t call_out[] = { 0x48, 0x8d, 0x64, 0x24, 0xf8,
+				    0xc7, 0x04, 0x24, CALL_RET_LO,
+				    0xc7, 0x44, 0x24, 0x04, CALL_RET_HI,
+				    0xe9, 0xe7, 0x0f, 0xf0, 0xff };
 
 static void test_call_rel32(void)
 {

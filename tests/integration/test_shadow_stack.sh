@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Frames that do not return the ordinary way (tests/targets/shadow_torture.c,
+# tests/targets/exceptions.cpp) under instrumentation: identical output, and
+# slices that close where the calls really ended instead of nesting forever.
+set -u
+. "$(dirname "$0")/common.bash"
+
+run_both() { # name, globs, program
+	local name=$1 globs=$2 prog=$3
+	"$prog" >"$WORK/$name.plain" 2>&1
+	echo "$?" >"$WORK/$name.plain.rc"
+	"$PROFCTL" run --funcs "$globs" -o "$WORK/$name.pftrace" -- "$prog" \
+		>"$WORK/$name.prof" 2>"$WORK/$name.err"
+	echo "$?" >"$WORK/$name.prof.rc"
+	grep '^profctl: functions' "$WORK/$name.err"
+	check_eq "$name: exit status" "$(cat "$WORK/$name.prof.rc")" "$(cat "$WORK/$name.plain.rc")"
+	check "$name: output identical to the plain run" cmp -s "$WORK/$name.plain" "$WORK/$name.prof"
+	"$PROFCTL" report --dump "$WORK/$name.pftrace" >"$WORK/$name.dump"
+	check_eq "$name: trace breaks no rule" "$(grep -c '^problem' "$WORK/$name.dump")" 0
+}
+
+slices() { awk -v n="$2" '$1 == "slice" && $4 == n' "$WORK/$1.dump" | wc -l; }
+counted() { awk -v n="$2" '$1 == "count" && $2 == n {print $3}' "$WORK/$1.plain"; }
+
+run_both torture 'sh_*' "$ROOT/$BUILD/tests/targets/shadow_torture"
+check "backtrace() sees the true callers" grep -q "backtrace callers found 3 of 3" "$WORK/torture.prof"
+check_eq "longjmp'd calls: one slice per call" "$(slices torture sh_jump_leaf)" "$(counted torture sh_jump_leaf)"
+check_eq "longjmp'd calls nest no deeper than the recursion (depth <= 4)" \
+	"$(awk '$1 == "slice" && $4 == "sh_jump_leaf" && $3 > 4' "$WORK/torture.dump" | wc -l)" 0
+check_eq "short-lived threads: one slice each" "$(slices torture sh_thread_body)" "$(counted torture sh_thread_body)"
+check_eq "recursion 100,000 deep: traced down to Perfetto's depth limit" "$(slices torture sh_recurse)" 500
+check_eq "signal handler calls on sigaltstack: 4 per signal" "$(slices torture sh_in_handler)" 200
+
+if [ -x "$ROOT/$BUILD/tests/targets/exceptions" ]; then
+	# globs match the mangled (ELF) names: _Z10ex_throweri
+	run_both exceptions '_Z*ex_*' "$ROOT/$BUILD/tests/targets/exceptions"
+	check_eq "exceptions: one slice per call" "$(slices exceptions _Z10ex_throweri)" \
+		"$(counted exceptions ex_thrower)"
+	check_eq "exceptions: thrown-through frames close (depth <= 4)" \
+		"$(awk '$1 == "slice" && $4 ~ /ex_/ && $3 > 4' "$WORK/exceptions.dump" | wc -l)" 0
+fi
+finish
