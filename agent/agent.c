@@ -148,6 +148,8 @@ out:
 static void atfork_child(void)
 {
 	atomic_store(&agent_recording, 0);
+	flusher_forget_after_fork();
+	agent_socket = -1;
 }
 
 static int agent_instrument(int fd, const Profd__AgentConfig *cfg)

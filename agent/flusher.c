@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 #include <zstd.h>
 
 #include "agent/agent_thread.h"
@@ -283,6 +284,14 @@ void flusher_stop(const char *reason)
 	deadline.tv_sec += STOP_TIMEOUT_S;
 	if (pthread_timedjoin_np(flusher.thread, NULL, &deadline) == 0)
 		flusher.running = 0;
+}
+
+void flusher_forget_after_fork(void)
+{
+	if (flusher.sock >= 0)
+		close(flusher.sock); /* the child's copy only: the parent's stream is untouched */
+	flusher.sock = -1;
+	flusher.running = 0;
 }
 
 void flusher_get_totals(struct flusher_totals *totals)

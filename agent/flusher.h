@@ -27,6 +27,12 @@ int flusher_start(int sock, const struct event_clock_pair *initial);
  */
 void flusher_stop(const char *reason);
 
+/*
+ * In a forked child: the flusher thread does not exist there and the socket
+ * is the parent's; forget both without touching them (never join, never send).
+ */
+void flusher_forget_after_fork(void);
+
 struct flusher_totals {
 	uint64_t events;
 	uint64_t dropped;
