@@ -31,9 +31,9 @@ CFLAGS ?=
 ALL_CFLAGS := $(CFLAGS_BASE) $(CFLAGS)
 
 LIBS_COMMON := -lprotobuf-c -lzstd
-LIBS_AGENT  := -lzstd -lprotobuf-c -lZydis -lpthread
-LIBS_DAEMON := -lelf -ldw -lzstd -lprotobuf-c -lpthread
-LIBS_TEST   := -lelf -ldw -lzstd -lprotobuf-c -lZydis -lpthread
+LIBS_AGENT  := -lzstd -lprotobuf-c -lZydis -lpthread -ldl
+LIBS_DAEMON := -lelf -ldw -lzstd -lprotobuf-c -lpthread -lstdc++
+LIBS_TEST   := -lelf -ldw -lzstd -lprotobuf-c -lZydis -lpthread -ldl -lstdc++
 
 ifeq ($(V),1)
 Q :=

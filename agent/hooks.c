@@ -132,7 +132,8 @@ COLD static int enter_slow_cases(struct agent_thread *t, const struct stub_desc 
 		shadow_stack_restore_returns(t);
 		return 1;
 	}
-	return 0;
+	/* patched only for its flag (the catch above re-hijacked): not timed */
+	return desc->func_id == 0;
 }
 
 /* Returns 1 when the thread has no state yet: the trampoline runs the slow path and retries. */

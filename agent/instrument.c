@@ -4,6 +4,7 @@
  * it allocates freely and runs with the calling thread's guard set, so the
  * functions it patches (mprotect, memcpy, ...) may be called mid-way.
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <fnmatch.h>
 #include <link.h>
@@ -51,11 +52,14 @@ static const char *const unwinder_functions[] = {
 	"_Unwind_ForcedUnwind", "_Unwind_Backtrace", "backtrace", "pthread_exit",
 };
 
-static int is_unwinder(const char *name)
+/* Returns the STUB_FLAG_* a function gets whatever the user selected, 0 for most. */
+static uint32_t stack_walk_flags(const char *name)
 {
 	for (size_t i = 0; i < sizeof(unwinder_functions) / sizeof(unwinder_functions[0]); i++)
 		if (strcmp(unwinder_functions[i], name) == 0)
-			return 1;
+			return STUB_FLAG_UNWINDER;
+	if (strcmp(name, "__cxa_begin_catch") == 0)
+		return STUB_FLAG_CATCH;
 	return 0;
 }
 
@@ -258,7 +262,7 @@ static const char *precheck(const struct loaded_module *m, const struct elf_symb
 struct picked_function {
 	size_t index;   /* into syms.functions */
 	int selected;   /* by the user's patterns: timed, listed */
-	int unwinder;   /* patched to restore return addresses first */
+	uint32_t flags; /* STUB_FLAG_*: patched for the shadow stack's sake */
 };
 
 struct module_job {
@@ -272,6 +276,35 @@ struct module_job {
 	size_t n_patches;
 };
 
+typedef char *(*demangle_fn)(const char *, char *, size_t *, int *);
+
+/*
+ * C++ names match in either form (`_Z10ex_throweri` or `ex_thrower(int)`),
+ * through the program's own libstdc++ when it has one: the agent links none.
+ */
+static int selected_by_filter(const struct func_filter *filter, const char *module,
+			      const char *name)
+{
+	static demangle_fn demangle; /* set once, during single-threaded setup */
+	static int looked_up;
+	char *plain;
+	int status = -1, match;
+
+	if (func_filter_match(filter, module, name))
+		return 1;
+	if (name[0] != '_' || name[1] != 'Z')
+		return 0;
+	if (!looked_up) {
+		demangle = (demangle_fn)dlsym(RTLD_DEFAULT, "__cxa_demangle");
+		looked_up = 1;
+	}
+	if (!demangle || !(plain = demangle(name, NULL, NULL, &status)))
+		return 0;
+	match = status == 0 && func_filter_match(filter, module, plain);
+	free(plain);
+	return match;
+}
+
 static void module_pick(struct module_job *job, const struct func_filter *filter,
 			struct instrument_report *r)
 {
@@ -281,11 +314,12 @@ static void module_pick(struct module_job *job, const struct func_filter *filter
 	job->n_picked = 0;
 	for (size_t i = 0; job->picked && i < job->syms.n_functions; i++) {
 		const struct elf_function *fn = &job->syms.functions[i];
-		int selected = module_selected && func_filter_match(filter, job->module->path, fn->name);
-		int unwinder = is_unwinder(fn->name);
+		int selected = module_selected &&
+			       selected_by_filter(filter, job->module->path, fn->name);
+		uint32_t flags = stack_walk_flags(fn->name);
 		const char *why;
 
-		if (!selected && !unwinder)
+		if (!selected && !flags)
 			continue;
 		r->matched += selected;
 		why = precheck(job->module, &job->syms, i);
@@ -294,7 +328,7 @@ static void module_pick(struct module_job *job, const struct func_filter *filter
 		else if (why)
 			report_warn(r, "%s: unwinder %s left unpatched", job->module_name, fn->name);
 		else
-			job->picked[job->n_picked++] = (struct picked_function){ i, selected, unwinder };
+			job->picked[job->n_picked++] = (struct picked_function){ i, selected, flags };
 	}
 }
 
@@ -311,13 +345,14 @@ static int module_prepare_one(struct module_job *job, const struct picked_functi
 {
 	const struct elf_function *fn = &job->syms.functions[p->index];
 	uint64_t addr = job->module->base + fn->value;
-	int timed = p->selected && !p->unwinder;
+	int unwinder = p->flags & STUB_FLAG_UNWINDER;
+	int timed = p->selected && !unwinder;
 	uint32_t id = timed ? (uint32_t)r->n_functions + 1 : 0;
 	const char *why = NULL;
 	size_t patch_len = 0;
 
 	if (stub_region_fill(&job->region, job->n_patches, addr, fn->size, id,
-			     p->unwinder ? STUB_FLAG_UNWINDER : 0, &patch_len, &why)) {
+			     p->flags, &patch_len, &why)) {
 		if (p->selected)
 			report_skip(r, fn->name, job->module_name, why);
 		return 0;
@@ -328,7 +363,7 @@ static int module_prepare_one(struct module_job *job, const struct picked_functi
 				    "another function's entry lies inside the patched bytes");
 		return 0;
 	}
-	if (p->selected && p->unwinder)
+	if (p->selected && unwinder)
 		report_skip(r, fn->name, job->module_name,
 			    "walks the stack: patched only to restore return addresses, not timed");
 	if (timed && report_add(r, fn->name, job->module_name, addr, fn->size))

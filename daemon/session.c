@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "daemon/demangle.h"
 #include "daemon/event_decoder.h"
 #include "daemon/sampler.h"
 #include "daemon/session.h"
@@ -48,6 +49,7 @@ struct session {
 	struct sampler *sampler;
 	struct symbolizer *symbols;
 	struct event_decoder *decoder;
+	struct demangle_cache *demangled;
 	char *comm;
 	char **patterns;
 	size_t n_patterns;
@@ -145,12 +147,13 @@ static struct session *session_new(struct server *srv, struct conn *c, const Pro
 		return NULL;
 	s->threads = calloc(TID_SLOTS, sizeof(*s->threads));
 	s->decoder = event_decoder_new();
+	s->demangled = demangle_cache_new();
 	s->comm = strdup(req->target_comm && req->target_comm[0] ? req->target_comm : "target");
 	s->patterns = calloc(req->n_func_patterns + 1, sizeof(char *));
 	for (size_t i = 0; s->patterns && i < req->n_func_patterns; i++)
 		if ((s->patterns[i] = strdup(req->func_patterns[i])))
 			s->n_patterns++;
-	if (!s->threads || !s->decoder || !s->comm || !s->patterns ||
+	if (!s->threads || !s->decoder || !s->demangled || !s->comm || !s->patterns ||
 	    s->n_patterns != req->n_func_patterns ||
 	    getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd)) {
 		session_free(s);
@@ -251,7 +254,7 @@ static void on_sample(void *ctx, const struct sampler_sample *smp)
 		/* a return address points after its call: look up the call itself */
 		symbolizer_lookup(s->symbols, is_leaf ? pc : pc - 1, &info);
 		frames[n] = (struct perfetto_frame){
-			.function = info.function,
+			.function = demangle_cached(s->demangled, info.function),
 			.rel_pc = is_leaf ? info.rel_pc : info.rel_pc + 1,
 			.mapping_path = info.mapping_path,
 			.build_id = info.build_id,
@@ -491,7 +494,9 @@ static void handle_function_table(struct session *s, const uint8_t *p, size_t le
 
 		/* ids are dense from 1 in the agent; a table that says otherwise names nothing */
 		s->func_names[id] = f->id == i + 1 && f->name ? strdup(f->name) : NULL;
-		perfetto_writer_function(s->writer, id, s->func_names[id] ? s->func_names[id] : "?");
+		perfetto_writer_function(s->writer, id,
+					 s->func_names[id] ? demangle_cached(s->demangled, s->func_names[id])
+							   : "?");
 	}
 	s->n_funcs += (uint32_t)t->n_functions;
 	s->agent_n_funcs = (uint32_t)t->n_functions;

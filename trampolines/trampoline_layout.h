@@ -38,6 +38,8 @@
 
 /* Functions that walk or unwind the stack: hijacked return addresses must go first. */
 #define STUB_FLAG_UNWINDER 1u
+/* Where a caught exception lands (__cxa_begin_catch): the surviving frames are hijacked again. */
+#define STUB_FLAG_CATCH 2u
 
 struct stub_desc {
 	uint64_t relocated; /* address of the relocated prologue in the same slot */

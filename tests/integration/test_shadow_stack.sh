@@ -32,11 +32,13 @@ check_eq "recursion 100,000 deep: traced down to Perfetto's depth limit" "$(slic
 check_eq "signal handler calls on sigaltstack: 4 per signal" "$(slices torture sh_in_handler)" 200
 
 if [ -x "$ROOT/$BUILD/tests/targets/exceptions" ]; then
-	# globs match the mangled (ELF) names: _Z10ex_throweri
-	run_both exceptions '_Z*ex_*' "$ROOT/$BUILD/tests/targets/exceptions"
-	check_eq "exceptions: one slice per call" "$(slices exceptions _Z10ex_throweri)" \
+	# globs match demangled names too; slices are named demangled
+	run_both exceptions 'ex_*' "$ROOT/$BUILD/tests/targets/exceptions"
+	check_eq "exceptions: one slice per call" "$(slices exceptions 'ex_thrower(int)')" \
 		"$(counted exceptions ex_thrower)"
 	check_eq "exceptions: thrown-through frames close (depth <= 4)" \
 		"$(awk '$1 == "slice" && $4 ~ /ex_/ && $3 > 4' "$WORK/exceptions.dump" | wc -l)" 0
+	check_eq "exceptions: every call's slice ends (re-hijacked at the catch)" \
+		"$(awk '$1 == "slice" && $6 == -1' "$WORK/exceptions.dump" | wc -l)" 0
 fi
 finish
