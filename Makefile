@@ -70,7 +70,13 @@ TARGET_BIN  := $(patsubst %.cpp,$(BUILD)/%,$(patsubst %.c,$(BUILD)/%,$(TARGET_SR
 BENCH_SRC   := $(wildcard bench/*.c)
 BENCH_BIN   := $(patsubst %.c,$(BUILD)/%,$(BENCH_SRC))
 
-all: $(BUILD)/profd $(BUILD)/profctl $(BUILD)/libprofagent.so $(TARGET_BIN)
+all: $(BUILD)/profd $(BUILD)/profctl $(BUILD)/libprofagent.so $(BUILD)/libprofagent.so-gdb.py \
+	$(TARGET_BIN)
+
+# gdb auto-loads it from next to the agent (once the directory is a safe path)
+$(BUILD)/libprofagent.so-gdb.py: tools/gdb/libprofagent.so-gdb.py
+	@mkdir -p $(@D)
+	$(Q)cp $< $@
 
 # ---- generated protobuf-c code ----------------------------------------------
 $(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: proto/%.proto
