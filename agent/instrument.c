@@ -18,6 +18,7 @@
 #include "agent/instrument.h"
 #include "agent/patcher.h"
 #include "agent/proc_maps.h"
+#include "trampolines/relocator_x86_64.h"
 #include "trampolines/trampoline_layout.h"
 
 #define MAX_EXEC_SEGMENTS 8
@@ -370,6 +371,7 @@ static int module_prepare_one(struct module_job *job, const struct picked_functi
 		return -ENOMEM;
 	job->patches[job->n_patches].address = addr;
 	job->patches[job->n_patches].target = stub_region_slot_entry(&job->region, job->n_patches);
+	job->patches[job->n_patches].len = job->region.far ? PATCH_ABS64_LEN : RELOCATOR_JMP_REL32_LEN;
 	job->n_patches++;
 	return 0;
 }
@@ -388,10 +390,12 @@ static int module_patch(struct module_job *job, const struct proc_maps *maps,
 		for (size_t k = 0; k < job->n_picked; k++)
 			if (job->picked[k].selected)
 				report_skip(r, job->syms.functions[job->picked[k].index].name,
-					    job->module_name,
-					    "no free memory for stubs within 2 GiB of the module");
+					    job->module_name, "no memory for stubs");
 		return 0;
 	}
+	if (job->region.far)
+		report_warn(r, "%s: no free memory within 2 GiB: %s", job->module_name,
+			    "14-byte absolute jumps, longer prologues only");
 	job->patches = malloc(job->n_picked * sizeof(*job->patches));
 	if (!job->patches)
 		return -ENOMEM;

@@ -103,8 +103,12 @@ int stub_region_map(const struct proc_maps *maps, uint64_t code_lo, uint64_t cod
 
 	for (size_t i = 0; i < n && !base; i++)
 		base = try_map_at(cands[i].start, size);
-	if (!base)
-		return -ENOMEM;
+	r->far = !base;
+	if (!base) {
+		base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (base == MAP_FAILED)
+			return -ENOMEM;
+	}
 	r->base = base;
 	r->size = size;
 	r->n_slots = n_slots;
@@ -134,17 +138,22 @@ int stub_region_fill(struct stub_region *r, size_t slot, uint64_t func_addr, siz
 	struct relocation reloc = { 0 };
 	int err;
 
-	if (!in_rel32_reach(func_addr + RELOCATOR_JMP_REL32_LEN, sa)) {
+	size_t jump_len = r->far ? PATCH_ABS64_LEN : RELOCATOR_JMP_REL32_LEN;
+
+	if (!r->far && !in_rel32_reach(func_addr + RELOCATOR_JMP_REL32_LEN, sa)) {
 		*reason = "no stub memory within reach of a 5-byte jump";
 		return -ERANGE;
 	}
 	memset(s, 0xcc, STUB_SLOT_SIZE);
 	err = relocator_relocate((const uint8_t *)(uintptr_t)func_addr, func_size, func_addr,
-				 RELOCATOR_JMP_REL32_LEN, sa + STUB_RELOCATED_OFFSET,
-				 s + STUB_RELOCATED_OFFSET, STUB_RELOCATED_MAX, &reloc);
+				 jump_len, sa + STUB_RELOCATED_OFFSET, s + STUB_RELOCATED_OFFSET,
+				 STUB_RELOCATED_MAX, &reloc);
 	if (err) {
 		memset(s, 0xcc, STUB_SLOT_SIZE);
-		*reason = reloc.skip_reason ? reloc.skip_reason : "relocation failed";
+		if (r->far && err == -ERANGE && func_size < PATCH_ABS64_LEN)
+			*reason = "no stub memory within 2 GiB, and shorter than a 14-byte absolute jump";
+		else
+			*reason = reloc.skip_reason ? reloc.skip_reason : "relocation failed";
 		return err;
 	}
 	s[0] = 0xe8; /* call region_thunk: pushes the relocated prologue's address */
@@ -188,6 +197,19 @@ static int pages_unlock(const struct proc_maps *maps, struct unlocked_pages *u, 
 	return 0;
 }
 
+static void encode_patch_jump(uint8_t *jmp, const struct code_patch *p)
+{
+	static const uint8_t jmp_rip_indirect[6] = { 0xff, 0x25, 0, 0, 0, 0 };
+
+	if (p->len == PATCH_ABS64_LEN) {
+		memcpy(jmp, jmp_rip_indirect, sizeof(jmp_rip_indirect));
+		memcpy(jmp + sizeof(jmp_rip_indirect), &p->target, sizeof(p->target));
+	} else {
+		jmp[0] = 0xe9;
+		put_rel32(jmp + 1, p->address + RELOCATOR_JMP_REL32_LEN, p->target);
+	}
+}
+
 int patcher_write_jumps(const struct proc_maps *maps, const struct code_patch *patches, size_t n,
 			size_t *written)
 {
@@ -198,8 +220,8 @@ int patcher_write_jumps(const struct proc_maps *maps, const struct code_patch *p
 	*written = 0;
 	for (size_t i = 0; i < n && !err; i++) {
 		uint64_t lo = patches[i].address & ~(page - 1);
-		uint64_t hi = (patches[i].address + RELOCATOR_JMP_REL32_LEN + page - 1) & ~(page - 1);
-		uint8_t jmp[RELOCATOR_JMP_REL32_LEN] = { 0xe9 };
+		uint64_t hi = (patches[i].address + patches[i].len + page - 1) & ~(page - 1);
+		uint8_t jmp[PATCH_ABS64_LEN];
 
 		if (lo < u.lo || hi > u.hi) {
 			err = pages_relock(&u);
@@ -210,8 +232,8 @@ int patcher_write_jumps(const struct proc_maps *maps, const struct code_patch *p
 			if (err)
 				break;
 		}
-		put_rel32(jmp + 1, patches[i].address + 5, patches[i].target);
-		memcpy((void *)(uintptr_t)patches[i].address, jmp, sizeof(jmp));
+		encode_patch_jump(jmp, &patches[i]);
+		memcpy((void *)(uintptr_t)patches[i].address, jmp, patches[i].len);
 		(*written)++;
 	}
 	if (pages_relock(&u) && !err)

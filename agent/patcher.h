@@ -17,11 +17,16 @@ struct stub_region {
 	uint8_t *base;
 	size_t size;
 	size_t n_slots;
+	int far; /* out of rel32 reach: functions get a 14-byte absolute jump */
 };
+
+/* `jmp *0(%rip); .quad stub`: for stubs out of rel32 reach, on long enough prologues. */
+#define PATCH_ABS64_LEN 14
 
 /*
  * Maps a region of n_slots within reach (rel32) of every address in
- * [code_lo, code_hi). Returns 0 or -ENOMEM when no such space exists.
+ * [code_lo, code_hi), or, when no such space exists, anywhere (r->far set).
+ * Returns 0 or -ENOMEM.
  */
 int stub_region_map(const struct proc_maps *maps, uint64_t code_lo, uint64_t code_hi,
 		    size_t n_slots, struct stub_region *r);
@@ -44,10 +49,11 @@ int stub_region_seal(struct stub_region *r);
 struct code_patch {
 	uint64_t address;  /* function entry */
 	uint64_t target;   /* slot entry */
+	uint32_t len;      /* RELOCATOR_JMP_REL32_LEN, or PATCH_ABS64_LEN from a far region */
 };
 
 /*
- * Writes `jmp rel32` at every patch address (sorted by address), unlocking
+ * Writes the jump (rel32 or absolute, per patch) at every patch address (sorted by address), unlocking
  * the pages it touches and restoring their protection from maps. Returns the
  * number written, or a negative errno if a page could not be unlocked (the
  * patches written before stay in place and are counted in *written).

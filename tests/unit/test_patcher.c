@@ -1,0 +1,136 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Patching and trampolines end to end inside this process: a function is
+ * copied into executable memory, given a stub (near, with a 5-byte jump, or
+ * far, with a 14-byte absolute jump), patched, called, and must return the
+ * same result while the hooks record exactly one enter and one exit.
+ */
+#include <stdatomic.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "agent/agent_thread.h"
+#include "agent/patcher.h"
+#include "agent/proc_maps.h"
+#include "trampolines/relocator_x86_64.h"
+#include "unit.h"
+
+/* long f(long a, long b) { return (a + 2 * b) * 3; } with a frame: 19 bytes */
+static const uint8_t sample_function[] = {
+	0x55,                   /* push %rbp */
+	0x48, 0x89, 0xe5,       /* mov %rsp,%rbp */
+	0x48, 0x89, 0xf8,       /* mov %rdi,%rax */
+	0x48, 0x01, 0xf0,       /* add %rsi,%rax */
+	0x48, 0x01, 0xf0,       /* add %rsi,%rax */
+	0x48, 0x6b, 0xc0, 0x03, /* imul $3,%rax,%rax */
+	0x5d,                   /* pop %rbp */
+	0xc3,                   /* ret */
+};
+
+typedef long (*sample_fn)(long, long);
+
+static uint8_t *map_function(void)
+{
+	uint8_t *code = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (code == MAP_FAILED)
+		return NULL;
+	memset(code, 0xcc, 4096);
+	memcpy(code, sample_function, sizeof(sample_function));
+	mprotect(code, 4096, PROT_READ | PROT_EXEC);
+	return code;
+}
+
+/* Stubs, patch, call: returns the function's result, or -1 on a setup failure. */
+static long patch_and_call(uint8_t *code, const struct proc_maps *placement, int *far,
+			   uint32_t *patch_len_out)
+{
+	struct proc_maps real;
+	struct stub_region region;
+	struct code_patch patch;
+	const char *why = NULL;
+	size_t patch_len = 0, written = 0;
+	uint64_t addr = (uint64_t)(uintptr_t)code;
+
+	if (stub_region_map(placement, addr, addr + 4096, 1, &region))
+		return -1;
+	*far = region.far;
+	if (stub_region_fill(&region, 0, addr, sizeof(sample_function), 7, 0, &patch_len, &why)) {
+		fprintf(stderr, "fill: %s\n", why);
+		return -1;
+	}
+	stub_region_seal(&region);
+	patch = (struct code_patch){ addr, stub_region_slot_entry(&region, 0),
+				     region.far ? PATCH_ABS64_LEN : RELOCATOR_JMP_REL32_LEN };
+	*patch_len_out = patch.len;
+	if (proc_maps_load(&real) || patcher_write_jumps(&real, &patch, 1, &written) != 1)
+		return -1;
+	proc_maps_free(&real);
+	return ((sample_fn)(uintptr_t)code)(5, 7);
+}
+
+static void test_near_stub_rel32_jump(void)
+{
+	uint8_t *code = map_function();
+	struct proc_maps maps;
+	uint32_t len = 0;
+	int far = -1;
+
+	CHECK(code != NULL && proc_maps_load(&maps) == 0);
+	CHECK_EQ_INT(patch_and_call(code, &maps, &far, &len), (5 + 14) * 3);
+	CHECK_EQ_INT(far, 0);
+	CHECK_EQ_INT(len, 5);
+	CHECK_EQ_INT(code[0], 0xe9);
+	proc_maps_free(&maps);
+}
+
+static void test_far_stub_absolute_jump(void)
+{
+	/* one mapping over the whole address space: no gap anywhere near */
+	struct proc_map everything = { 0, UINT64_C(1) << 47, PROT_READ };
+	struct proc_maps no_gaps = { &everything, 1 };
+	uint8_t *code = map_function();
+	uint32_t len = 0;
+	int far = -1;
+
+	CHECK(code != NULL);
+	CHECK_EQ_INT(patch_and_call(code, &no_gaps, &far, &len), (5 + 14) * 3);
+	CHECK_EQ_INT(far, 1);
+	CHECK_EQ_INT(len, PATCH_ABS64_LEN);
+	CHECK_EQ_INT(code[0], 0xff);
+	CHECK_EQ_INT(code[1], 0x25);
+}
+
+static void test_hooks_record_enter_and_exit(void)
+{
+	uint8_t *code = map_function();
+	struct proc_maps maps;
+	struct agent_thread *t;
+	uint32_t len = 0;
+	int far = -1;
+
+	CHECK(code != NULL && proc_maps_load(&maps) == 0 && threads_init() == 0);
+	atomic_store(&agent_recording, 1);
+	CHECK_EQ_INT(patch_and_call(code, &maps, &far, &len), (5 + 14) * 3);
+	atomic_store(&agent_recording, 0);
+	t = agent_current_thread;
+	CHECK(t != NULL);
+	if (t) {
+		CHECK_EQ_INT(atomic_load(&t->head), 2);
+		CHECK_EQ_INT(t->records[0].func_id, 7);
+		CHECK_EQ_INT(t->records[0].kind, EVENT_ENTER);
+		CHECK_EQ_INT(t->records[1].kind, EVENT_EXIT);
+		CHECK(t->records[1].tsc >= t->records[0].tsc);
+		CHECK_EQ_INT(t->depth, 0);
+	}
+	proc_maps_free(&maps);
+}
+
+int main(void)
+{
+	RUN_TEST(test_near_stub_rel32_jump);
+	RUN_TEST(test_far_stub_absolute_jump);
+	RUN_TEST(test_hooks_record_enter_and_exit);
+	return unit_summary();
+}
