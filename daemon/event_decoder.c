@@ -4,6 +4,7 @@
  * two passes: clock pairs first, so that every record of the frame is
  * converted with the pairs that bracket it, then records in stream order.
  */
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,8 @@
 
 #define CLOCK_PAIRS_KEPT 64
 #define ZSTD_WINDOW_LOG_MAX 24
+/* One byte past the bound tells a frame of exactly the bound from a bigger one. */
+#define OUTPUT_CAP_MAX ((size_t)EVENT_FRAME_DECOMPRESSED_MAX + 1)
 
 struct event_decoder {
 	ZSTD_DStream *dstream;
@@ -55,14 +58,18 @@ static int grow_output(struct event_decoder *d, char *err, size_t errlen)
 	size_t ncap = d->cap ? d->cap * 2 : (256u << 10);
 	uint8_t *n;
 
-	if (d->cap >= EVENT_FRAME_DECOMPRESSED_MAX) {
+	if (d->cap >= OUTPUT_CAP_MAX) {
 		snprintf(err, errlen, "event frame decompresses past %u bytes",
 			 EVENT_FRAME_DECOMPRESSED_MAX);
 		return -EMSGSIZE;
 	}
+	if (ncap > OUTPUT_CAP_MAX)
+		ncap = OUTPUT_CAP_MAX;
 	n = realloc(d->buf, ncap);
-	if (!n)
+	if (!n) {
+		snprintf(err, errlen, "out of memory for a %zu-byte event frame", ncap);
 		return -ENOMEM;
+	}
 	d->buf = n;
 	d->cap = ncap;
 	return 0;
@@ -118,7 +125,8 @@ uint64_t event_decoder_convert(const struct event_decoder *d, uint64_t tsc)
 {
 	const struct event_clock_pair *a, *b;
 	size_t i = 1;
-	__int128 dt, dm, mono;
+	unsigned __int128 q;
+	uint64_t dm;
 
 	if (d->n_pairs < 2)
 		return 0;
@@ -127,10 +135,18 @@ uint64_t event_decoder_convert(const struct event_decoder *d, uint64_t tsc)
 		i++;
 	a = &d->pairs[i - 1];
 	b = &d->pairs[i];
-	dt = (__int128)tsc - (__int128)a->tsc;
-	dm = (__int128)b->mono_ns - (__int128)a->mono_ns;
-	mono = (__int128)a->mono_ns + dt * dm / ((__int128)b->tsc - (__int128)a->tsc);
-	return mono < 0 ? 0 : (uint64_t)mono;
+	/*
+	 * add_clock_pair() keeps b->tsc > a->tsc and b->mono_ns >= a->mono_ns. |dt| * dm
+	 * is below 2^128, which a signed __int128 cannot hold: work on magnitudes and
+	 * saturate at both ends so that the result stays monotonic in tsc.
+	 */
+	dm = b->mono_ns - a->mono_ns;
+	if (tsc >= a->tsc) {
+		q = (unsigned __int128)(tsc - a->tsc) * dm / (b->tsc - a->tsc);
+		return q > UINT64_MAX - a->mono_ns ? UINT64_MAX : a->mono_ns + (uint64_t)q;
+	}
+	q = (unsigned __int128)(a->tsc - tsc) * dm / (b->tsc - a->tsc);
+	return q > a->mono_ns ? 0 : a->mono_ns - (uint64_t)q;
 }
 
 struct chunk_cursor {
@@ -196,8 +212,10 @@ static void deliver_records(const struct event_decoder *d, const struct event_ch
 			    const uint8_t *body, const struct event_decoder_callbacks *cb,
 			    void *ctx)
 {
-	uint64_t last_ts = 0;
+	/* a drops-only chunk (count 0) is dated by the latest pair, taken after the drain */
+	uint64_t last_ts = d->pairs[d->n_pairs - 1].mono_ns;
 
+	assert(d->n_pairs >= 2); /* event_decoder_feed() refuses chunks before two pairs */
 	for (uint32_t i = 0; i < h->count; i++) {
 		struct event_record rec;
 
