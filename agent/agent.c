@@ -30,7 +30,18 @@
 /* Read by the entry trampoline's slow path (trampolines/x86_64.S): bytes of xsave area. */
 uint64_t profagent_xsave_area_size = 4096;
 
-static int agent_socket = -1;
+/*
+ * The agent's one session at a time (a process holds one agent). Written by
+ * the constructor/destructor or by profctl's remote calls, never concurrently.
+ */
+enum agent_state { AGENT_IDLE, AGENT_PREPARED, AGENT_ACTIVE, AGENT_UNPATCHED };
+
+static struct {
+	enum agent_state state;
+	int sock;
+	struct instrument_plan plan;
+	int atfork_registered;
+} agent = { .sock = -1 };
 
 static void xsave_size_init(void)
 {
@@ -89,11 +100,13 @@ static Profd__AgentConfig *receive_config(int fd)
 
 static int send_function_table(int fd, const struct instrument_report *r)
 {
+	size_t n_listed = 0;
 	Profd__FunctionTable table = PROFD__FUNCTION_TABLE__INIT;
 	Profd__InstrumentedFunction *fns = calloc(r->n_functions + 1, sizeof(*fns));
 	Profd__InstrumentedFunction **fn_ptrs = calloc(r->n_functions + 1, sizeof(*fn_ptrs));
-	Profd__SkippedFunction *sk = calloc(r->n_skipped + 1, sizeof(*sk));
-	Profd__SkippedFunction **sk_ptrs = calloc(r->n_skipped + 1, sizeof(*sk_ptrs));
+	Profd__SkippedFunction *sk = calloc(r->n_skipped + r->n_functions + 1, sizeof(*sk));
+	Profd__SkippedFunction **sk_ptrs = calloc(r->n_skipped + r->n_functions + 1,
+						  sizeof(*sk_ptrs));
 	uint8_t *buf = NULL;
 	size_t len;
 	int err = -ENOMEM;
@@ -101,24 +114,35 @@ static int send_function_table(int fd, const struct instrument_report *r)
 	if (!fns || !fn_ptrs || !sk || !sk_ptrs)
 		goto out;
 	for (size_t i = 0; i < r->n_functions; i++) {
-		profd__instrumented_function__init(&fns[i]);
-		fns[i].id = r->functions[i].id;
-		fns[i].name = r->functions[i].name;
-		fns[i].module = (char *)r->functions[i].module;
-		fns[i].address = r->functions[i].address;
-		fns[i].size = r->functions[i].size;
-		fn_ptrs[i] = &fns[i];
+		const struct instrumented_function *f = &r->functions[i];
+
+		if (f->dropped) { /* dropped at commit: listed with the skipped */
+			profd__skipped_function__init(&sk[r->n_skipped + i]);
+			sk[r->n_skipped + i].name = f->name;
+			sk[r->n_skipped + i].module = (char *)f->module;
+			sk[r->n_skipped + i].reason = (char *)f->dropped;
+			continue;
+		}
+		profd__instrumented_function__init(&fns[n_listed]);
+		fns[n_listed].id = f->id;
+		fns[n_listed].name = f->name;
+		fns[n_listed].module = (char *)f->module;
+		fns[n_listed].address = f->address;
+		fns[n_listed].size = f->size;
+		fn_ptrs[n_listed] = &fns[n_listed];
+		n_listed++;
 	}
 	for (size_t i = 0; i < r->n_skipped; i++) {
 		profd__skipped_function__init(&sk[i]);
 		sk[i].name = r->skipped[i].name;
 		sk[i].module = (char *)r->skipped[i].module;
 		sk[i].reason = (char *)r->skipped[i].reason;
-		sk_ptrs[i] = &sk[i];
 	}
-	table.n_functions = r->n_functions;
+	for (size_t i = 0; i < r->n_skipped + r->n_functions; i++)
+		if (sk[i].base.descriptor)
+			sk_ptrs[table.n_skipped++] = &sk[i];
+	table.n_functions = n_listed;
 	table.functions = fn_ptrs;
-	table.n_skipped = r->n_skipped;
 	table.skipped = sk_ptrs;
 	table.matched = r->matched;
 	table.patch_time_ns = r->elapsed_ns;
@@ -144,31 +168,157 @@ out:
 	return err;
 }
 
+
+static int send_table_from_plan(void *ctx, int sock)
+{
+	return send_function_table(sock, &((struct instrument_plan *)ctx)->report);
+}
+
 /* Fork: the child keeps running what it inherited but records nothing. */
 static void atfork_child(void)
 {
 	atomic_store(&agent_recording, 0);
 	flusher_forget_after_fork();
-	agent_socket = -1;
+	agent.sock = -1;
+	agent.state = AGENT_IDLE;
 }
 
-static int agent_instrument(int fd, const Profd__AgentConfig *cfg)
+static void agent_close(void)
 {
-	struct instrument_report report;
+	if (agent.sock >= 0)
+		close(agent.sock);
+	agent.sock = -1;
+	instrument_plan_free(&agent.plan);
+	agent.state = AGENT_IDLE;
+}
+
+/* Connects, gets the patterns, builds every stub; nothing is patched yet. */
+static int agent_prepare(const char *path, const char *token)
+{
+	Profd__AgentConfig *cfg;
 	struct func_filter *filter = NULL;
 	char err_text[256];
 	int err;
 
+	if (agent.state != AGENT_IDLE)
+		return -EBUSY;
+	xsave_size_init();
+	if (threads_init() || (!agent.atfork_registered && pthread_atfork(NULL, NULL, atfork_child)))
+		return -ENOMEM;
+	agent.atfork_registered = 1;
+	agent.sock = agent_connect(path);
+	if (agent.sock < 0)
+		return agent.sock;
+	if (send_hello(agent.sock, token) < 0 || !(cfg = receive_config(agent.sock))) {
+		agent_close();
+		return -ECONNREFUSED;
+	}
 	err = func_filter_parse((const char *const *)cfg->func_patterns, cfg->n_func_patterns,
 				&filter, err_text, sizeof(err_text));
-	if (err)
-		return err;
-	err = instrument_all(filter, &report);
+	profd__agent_config__free_unpacked(cfg, NULL);
+	if (!err)
+		err = instrument_prepare(filter, &agent.plan);
 	func_filter_free(filter);
-	if (err)
+	if (!err)
+		err = flusher_start(agent.sock, send_table_from_plan, &agent.plan);
+	if (err) {
+		agent_close();
 		return err;
-	err = send_function_table(fd, &report);
-	instrument_report_free(&report);
+	}
+	agent.state = AGENT_PREPARED;
+	return 0;
+}
+
+/* Threads keep their rings across sessions: what an earlier session left is not ours. */
+static void forget_earlier_session(struct agent_thread *t, void *ctx)
+{
+	(void)ctx;
+	atomic_store(&t->tail, atomic_load(&t->head));
+	t->drops_reported = atomic_load(&t->drops);
+	t->flusher_stage = FLUSHER_STAGE_NEW;
+	for (uint32_t i = 0; i < t->depth; i++)
+		t->shadow[i].func_id = 0; /* still returns through us, recorded no more */
+}
+
+/* Patches (all other threads stopped, or none yet); allocates nothing. */
+static int agent_commit(const uint64_t *ips, size_t n_ips)
+{
+	struct event_clock_pair pair;
+	int written;
+
+	if (agent.state != AGENT_PREPARED)
+		return -EINVAL;
+	threads_for_each_stopped(forget_earlier_session, NULL);
+	written = instrument_commit(&agent.plan, ips, n_ips);
+	flusher_read_clock_pair(&pair);
+	flusher_release(&pair);
+	atomic_store(&agent_recording, 1);
+	agent.state = AGENT_ACTIVE;
+	return written;
+}
+
+/*
+ * profctl attach, step 1 (other threads running): connect to profd at
+ * socket_path, present token, build the stubs. Returns 0 or a negative errno.
+ */
+__attribute__((visibility("default"))) int profagent_attach(const char *socket_path,
+							   const char *token)
+{
+	int err;
+
+	agent_thread_guard = 1;
+	err = agent_prepare(socket_path, token);
+	agent_thread_guard = 0;
+	return err;
+}
+
+/*
+ * profctl attach, step 2 (every other thread stopped at ips[]): write the
+ * jumps, except over bytes a thread is executing. Returns functions patched.
+ */
+__attribute__((visibility("default"))) int profagent_commit(const uint64_t *ips, size_t n_ips)
+{
+	int r;
+
+	agent_thread_guard = 1;
+	r = agent_commit(ips, n_ips);
+	agent_thread_guard = 0;
+	return r;
+}
+
+/* profctl detach, step 1 (every other thread stopped): original bytes back. */
+__attribute__((visibility("default"))) int profagent_unpatch(void)
+{
+	int err;
+
+	if (agent.state != AGENT_ACTIVE)
+		return -EINVAL;
+	agent_thread_guard = 1;
+	atomic_store(&agent_recording, 0);
+	err = instrument_unpatch(&agent.plan);
+	agent.state = AGENT_UNPATCHED;
+	agent_thread_guard = 0;
+	return err;
+}
+
+/*
+ * profctl detach, step 2 (other threads running): final drain, goodbye,
+ * flusher gone, socket closed. The stubs stay mapped: frames may still
+ * return through them. A later attach starts over.
+ */
+__attribute__((visibility("default"))) int profagent_stop(void)
+{
+	int err;
+
+	if (agent.state != AGENT_UNPATCHED && agent.state != AGENT_PREPARED)
+		return -EINVAL;
+	agent_thread_guard = 1;
+	if (agent.state == AGENT_PREPARED) /* attach gave up between its steps */
+		flusher_release(&(struct event_clock_pair){ 0, 0 });
+	err = flusher_stop("detach");
+	if (!err)
+		agent_close();
+	agent_thread_guard = 0;
 	return err;
 }
 
@@ -176,40 +326,18 @@ __attribute__((constructor)) static void agent_start(void)
 {
 	const char *path = getenv("PROFD_AGENT_SOCKET");
 	const char *token = getenv("PROFD_AGENT_TOKEN");
-	Profd__AgentConfig *cfg;
-	struct event_clock_pair pair;
-	int fd;
 
 	if (!path || !token)
-		return;
+		return; /* dlopen'ed by profctl attach: it calls profagent_attach */
 	agent_thread_guard = 1; /* agent code runs: instrumented calls pass through */
-	xsave_size_init();
-	fd = agent_connect(path);
-	if (fd < 0)
-		goto out;
-	if (send_hello(fd, token) < 0 || !(cfg = receive_config(fd))) {
-		close(fd);
-		goto out;
-	}
-	if (threads_init() || pthread_atfork(NULL, NULL, atfork_child) ||
-	    agent_instrument(fd, cfg) < 0) {
-		profd__agent_config__free_unpacked(cfg, NULL);
-		close(fd);
-		goto out;
-	}
-	profd__agent_config__free_unpacked(cfg, NULL);
-	flusher_read_clock_pair(&pair);
-	if (flusher_start(fd, &pair) == 0) {
-		agent_socket = fd;
-		atomic_store(&agent_recording, 1);
-	}
-out:
+	if (agent_prepare(path, token) == 0)
+		agent_commit(NULL, 0); /* process start: no other thread runs our code yet */
 	agent_thread_guard = 0;
 }
 
 __attribute__((destructor)) static void agent_stop(void)
 {
-	if (agent_socket < 0)
+	if (agent.state != AGENT_ACTIVE)
 		return;
 	agent_thread_guard = 1;
 	flusher_stop("process exit");

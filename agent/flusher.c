@@ -49,6 +49,11 @@ static struct flusher {
 	_Atomic uint64_t dropped;
 	struct event_clock_pair initial_pair;
 	int initial_pair_pending;
+	/* set once the functions are patched: no lock, the patching thread may be alone */
+	_Atomic int released;
+	int table_sent;
+	int (*send_table)(void *ctx, int sock);
+	void *table_ctx;
 } flusher = { .sock = -1, .lock = PTHREAD_MUTEX_INITIALIZER };
 
 void flusher_read_clock_pair(struct event_clock_pair *pair)
@@ -170,6 +175,13 @@ static void flusher_cycle(void)
 {
 	struct event_clock_pair pair;
 
+	if (!atomic_load_explicit(&flusher.released, memory_order_acquire) || flusher.failed)
+		return;
+	if (!flusher.table_sent) { /* the daemon needs the names before any event */
+		if (flusher.send_table(flusher.table_ctx, flusher.sock) < 0)
+			flusher.failed = -EPIPE;
+		flusher.table_sent = 1;
+	}
 	if (flusher.initial_pair_pending) {
 		flusher_put_chunk(EVENT_CHUNK_CLOCK_PAIR, 0, 0, 0, &flusher.initial_pair,
 				  sizeof(flusher.initial_pair));
@@ -223,34 +235,49 @@ static void *flusher_main(void *arg)
 	flusher_cycle();
 	if (!flusher.failed)
 		flusher_send_goodbye();
+	if (flusher.failed) /* detach will not reach us: leave a usable state */
+		atomic_store(&agent_recording, 0);
 	return NULL;
 }
 
 static int flusher_alloc(void)
 {
-	flusher.cctx = ZSTD_createCCtx();
-	flusher.stage = malloc(STAGE_CAPACITY);
+	if (!flusher.cctx)
+		flusher.cctx = ZSTD_createCCtx();
+	if (!flusher.stage)
+		flusher.stage = malloc(STAGE_CAPACITY);
 	flusher.out_cap = ZSTD_compressBound(STAGE_CAPACITY) + 1024;
-	flusher.out = malloc(flusher.out_cap);
+	if (!flusher.out)
+		flusher.out = malloc(flusher.out_cap);
 	if (!flusher.cctx || !flusher.stage || !flusher.out)
 		return -ENOMEM;
+	/* a new connection is a new zstd stream */
+	ZSTD_CCtx_reset(flusher.cctx, ZSTD_reset_session_only);
 	ZSTD_CCtx_setParameter(flusher.cctx, ZSTD_c_compressionLevel, ZSTD_LEVEL);
 	return 0;
 }
 
-int flusher_start(int sock, const struct event_clock_pair *initial)
+int flusher_start(int sock, int (*send_table)(void *ctx, int sock), void *ctx)
 {
 	pthread_condattr_t attr;
 	sigset_t all, old;
 	struct timeval send_timeout = { .tv_sec = 2 };
 	int err;
 
+	if (flusher.running)
+		return -EBUSY;
 	err = flusher_alloc();
 	if (err)
 		return err;
 	flusher.sock = sock;
-	flusher.initial_pair = *initial;
-	flusher.initial_pair_pending = 1;
+	flusher.send_table = send_table;
+	flusher.table_ctx = ctx;
+	flusher.table_sent = 0;
+	flusher.stage_len = 0;
+	flusher.stop_requested = 0;
+	flusher.failed = 0;
+	flusher.stop_reason = NULL;
+	atomic_store(&flusher.released, 0);
 	/* A daemon that stops reading makes sends fail instead of hanging the flusher. */
 	setsockopt(sock, SOL_SOCKET, SO_SNDTIMEO, &send_timeout, sizeof(send_timeout));
 	pthread_condattr_init(&attr);
@@ -269,12 +296,20 @@ int flusher_start(int sock, const struct event_clock_pair *initial)
 	return 0;
 }
 
-void flusher_stop(const char *reason)
+void flusher_release(const struct event_clock_pair *initial)
+{
+	flusher.initial_pair = *initial;
+	flusher.initial_pair_pending = 1;
+	/* pairs with the acquire in flusher_cycle() */
+	atomic_store_explicit(&flusher.released, 1, memory_order_release);
+}
+
+int flusher_stop(const char *reason)
 {
 	struct timespec deadline;
 
 	if (!flusher.running)
-		return;
+		return 0;
 	pthread_mutex_lock(&flusher.lock);
 	flusher.stop_requested = 1;
 	flusher.stop_reason = reason;
@@ -282,8 +317,10 @@ void flusher_stop(const char *reason)
 	pthread_mutex_unlock(&flusher.lock);
 	clock_gettime(CLOCK_REALTIME, &deadline);
 	deadline.tv_sec += STOP_TIMEOUT_S;
-	if (pthread_timedjoin_np(flusher.thread, NULL, &deadline) == 0)
-		flusher.running = 0;
+	if (pthread_timedjoin_np(flusher.thread, NULL, &deadline) != 0)
+		return -ETIMEDOUT;
+	flusher.running = 0;
+	return 0;
 }
 
 void flusher_forget_after_fork(void)

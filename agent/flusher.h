@@ -16,16 +16,24 @@
 void flusher_read_clock_pair(struct event_clock_pair *pair);
 
 /*
- * Starts the flusher on the connected socket; initial is the clock pair taken
- * before recording began. Returns 0 or a negative errno.
+ * Starts the flusher on the connected socket. It sends nothing until
+ * flusher_release(); then send_table(ctx, sock) first (from the flusher
+ * thread, which may allocate), then events. Returns 0 or a negative errno.
  */
-int flusher_start(int sock, const struct event_clock_pair *initial);
+int flusher_start(int sock, int (*send_table)(void *ctx, int sock), void *ctx);
+
+/*
+ * Lets the flusher go, with the clock pair taken before recording began.
+ * Lock-free: callable while every other thread of the process is stopped.
+ */
+void flusher_release(const struct event_clock_pair *initial);
 
 /*
  * Final drain, AgentGoodbye with reason, join (bounded by a timeout so a
- * stuck daemon cannot hold the target's exit). Safe to call twice.
+ * stuck daemon cannot hold the target's exit). Safe to call twice. Returns
+ * -ETIMEDOUT when the flusher did not finish (it keeps its socket then).
  */
-void flusher_stop(const char *reason);
+int flusher_stop(const char *reason);
 
 /*
  * In a forked child: the flusher thread does not exist there and the socket

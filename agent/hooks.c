@@ -200,7 +200,8 @@ uintptr_t profagent_exit_hook(uintptr_t stack_pointer)
 	if (unlikely(t->shadow[t->depth - 1].return_slot != slot))
 		shadow_stack_unwind_to(t, slot);
 	e = &t->shadow[--t->depth];
-	hooks_append(t, e->func_id, EVENT_EXIT);
+	if (likely(e->func_id))
+		hooks_append(t, e->func_id, EVENT_EXIT);
 	agent_thread_guard = saved_guard;
 	return e->return_address;
 }

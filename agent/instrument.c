@@ -90,7 +90,7 @@ static uint64_t now_ns(void)
 
 static int is_own_module(const struct dl_phdr_info *info)
 {
-	uint64_t self = (uint64_t)(uintptr_t)instrument_all;
+	uint64_t self = (uint64_t)(uintptr_t)instrument_prepare;
 
 	for (int i = 0; i < info->dlpi_phnum; i++) {
 		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
@@ -225,6 +225,7 @@ static int report_add(struct instrument_report *r, const char *name, const char 
 	f->module = module;
 	f->address = address;
 	f->size = size;
+	f->dropped = NULL;
 	if (!f->name)
 		return -ENOMEM;
 	r->n_functions++;
@@ -273,8 +274,8 @@ struct module_job {
 	struct picked_function *picked;
 	size_t n_picked;
 	struct stub_region region;
-	struct code_patch *patches;
-	size_t n_patches;
+	size_t slots_used;
+	struct instrument_plan *plan;
 };
 
 typedef char *(*demangle_fn)(const char *, char *, size_t *, int *);
@@ -340,7 +341,15 @@ static int next_entry_overlaps(const struct elf_symbols *syms, size_t i, size_t 
 	       syms->functions[i + 1].value < syms->functions[i].value + patch_len;
 }
 
-/* Builds the stub of one picked function; returns -ENOMEM only when the report cannot grow. */
+static struct pending_patch *plan_add_patch(struct instrument_plan *plan)
+{
+	if (grow((void **)&plan->patches, &plan->cap_patches, plan->n_patches,
+		 sizeof(*plan->patches)))
+		return NULL;
+	return &plan->patches[plan->n_patches++];
+}
+
+/* Builds the stub of one picked function; returns -ENOMEM only when the plan cannot grow. */
 static int module_prepare_one(struct module_job *job, const struct picked_function *p,
 			      struct instrument_report *r)
 {
@@ -351,9 +360,10 @@ static int module_prepare_one(struct module_job *job, const struct picked_functi
 	uint32_t id = timed ? (uint32_t)r->n_functions + 1 : 0;
 	const char *why = NULL;
 	size_t patch_len = 0;
+	struct pending_patch *pp;
 
-	if (stub_region_fill(&job->region, job->n_patches, addr, fn->size, id,
-			     p->flags, &patch_len, &why)) {
+	if (stub_region_fill(&job->region, job->slots_used, addr, fn->size, id, p->flags,
+			     &patch_len, &why)) {
 		if (p->selected)
 			report_skip(r, fn->name, job->module_name, why);
 		return 0;
@@ -367,21 +377,23 @@ static int module_prepare_one(struct module_job *job, const struct picked_functi
 	if (p->selected && unwinder)
 		report_skip(r, fn->name, job->module_name,
 			    "walks the stack: patched only to restore return addresses, not timed");
-	if (timed && report_add(r, fn->name, job->module_name, addr, fn->size))
+	pp = plan_add_patch(job->plan);
+	if (!pp || (timed && report_add(r, fn->name, job->module_name, addr, fn->size)))
 		return -ENOMEM;
-	job->patches[job->n_patches].address = addr;
-	job->patches[job->n_patches].target = stub_region_slot_entry(&job->region, job->n_patches);
-	job->patches[job->n_patches].len = job->region.far ? PATCH_ABS64_LEN : RELOCATOR_JMP_REL32_LEN;
-	job->n_patches++;
+	pp->jump.address = addr;
+	pp->jump.target = stub_region_slot_entry(&job->region, job->slots_used);
+	pp->jump.len = job->region.far ? PATCH_ABS64_LEN : RELOCATOR_JMP_REL32_LEN;
+	memcpy(pp->original, (const void *)(uintptr_t)addr, pp->jump.len);
+	pp->function = timed ? (int64_t)r->n_functions - 1 : -1;
+	pp->written = 0;
+	job->slots_used++;
 	return 0;
 }
 
-static int module_patch(struct module_job *job, const struct proc_maps *maps,
-			struct instrument_report *r)
+static int module_plan(struct module_job *job, const struct proc_maps *maps,
+		       struct instrument_report *r)
 {
 	const struct loaded_module *m = job->module;
-	size_t written = 0, listed_before = r->n_functions;
-	int err;
 
 	if (job->n_picked == 0)
 		return 0;
@@ -396,28 +408,17 @@ static int module_patch(struct module_job *job, const struct proc_maps *maps,
 	if (job->region.far)
 		report_warn(r, "%s: no free memory within 2 GiB: %s", job->module_name,
 			    "14-byte absolute jumps, longer prologues only");
-	job->patches = malloc(job->n_picked * sizeof(*job->patches));
-	if (!job->patches)
-		return -ENOMEM;
 	for (size_t k = 0; k < job->n_picked; k++)
 		if (module_prepare_one(job, &job->picked[k], r))
 			return -ENOMEM;
-	err = stub_region_seal(&job->region);
-	if (!err)
-		err = patcher_write_jumps(maps, job->patches, job->n_patches, &written);
-	if (err < 0) {
-		/* Functions listed but not patched must not be reported as instrumented. */
-		report_warn(r, "%s: could not write code patches: %s", job->module_name,
-			    strerror(-err));
-		r->n_functions = listed_before;
-	}
-	return 0;
+	return stub_region_seal(&job->region);
 }
 
 static void module_instrument(const struct loaded_module *m, const struct func_filter *filter,
-			      const struct proc_maps *maps, struct instrument_report *r)
+			      const struct proc_maps *maps, struct instrument_plan *plan)
 {
-	struct module_job job = { .module = m };
+	struct instrument_report *r = &plan->report;
+	struct module_job job = { .module = m, .plan = plan };
 	char err[256] = "";
 
 	r->modules_scanned++;
@@ -429,40 +430,101 @@ static void module_instrument(const struct loaded_module *m, const struct func_f
 		return;
 	}
 	module_pick(&job, filter, r);
-	if (module_patch(&job, maps, r))
-		report_warn(r, "%s: %s", m->path, "out of memory while patching");
-	free(job.patches);
+	if (module_plan(&job, maps, r))
+		report_warn(r, "%s: %s", m->path, "out of memory while preparing stubs");
 	free(job.picked);
 	elf_symbols_free(&job.syms);
 }
 
-int instrument_all(const struct func_filter *filter, struct instrument_report *r)
+int instrument_prepare(const struct func_filter *filter, struct instrument_plan *plan)
 {
 	struct module_list list = { 0 };
-	struct proc_maps maps;
 	uint64_t start = now_ns();
 	int err;
 
-	memset(r, 0, sizeof(*r));
+	memset(plan, 0, sizeof(*plan));
 	dl_iterate_phdr(collect_module, &list);
-	err = proc_maps_load(&maps);
-	if (err)
-		goto out;
-	for (size_t i = 0; i < list.n; i++) {
-		module_instrument(&list.items[i], filter, &maps, r);
-		/* Stub regions were mapped: refresh so the next module sees them. */
-		proc_maps_free(&maps);
-		err = proc_maps_load(&maps);
-		if (err)
-			goto out;
+	err = proc_maps_load(&plan->maps);
+	for (size_t i = 0; i < list.n && !err; i++) {
+		module_instrument(&list.items[i], filter, &plan->maps, plan);
+		/* Stub regions were mapped: the next module must see them. */
+		proc_maps_free(&plan->maps);
+		err = proc_maps_load(&plan->maps);
 	}
-	proc_maps_free(&maps);
-out:
 	for (size_t i = 0; i < list.n; i++)
 		free(list.items[i].path);
 	free(list.items);
-	r->elapsed_ns = now_ns() - start;
+	plan->report.elapsed_ns = now_ns() - start;
 	return err;
+}
+
+static int thread_inside(const struct pending_patch *pp, const uint64_t *ips, size_t n_ips)
+{
+	for (size_t i = 0; i < n_ips; i++)
+		if (ips[i] > pp->jump.address && ips[i] < pp->jump.address + pp->jump.len)
+			return 1;
+	return 0;
+}
+
+int instrument_commit(struct instrument_plan *plan, const uint64_t *ips, size_t n_ips)
+{
+	struct patch_writer w;
+	int written = 0, err = 0;
+
+	patch_writer_init(&w, &plan->maps);
+	for (size_t i = 0; i < plan->n_patches && !err; i++) {
+		struct pending_patch *pp = &plan->patches[i];
+		uint8_t jump[PATCH_ABS64_LEN];
+
+		if (thread_inside(pp, ips, n_ips)) {
+			if (pp->function >= 0)
+				plan->report.functions[pp->function].dropped =
+					"a thread was executing its first bytes at attach";
+			continue;
+		}
+		patcher_encode_jump(jump, &pp->jump);
+		err = patch_writer_write(&w, pp->jump.address, jump, pp->jump.len);
+		pp->written = !err;
+		written += !err;
+	}
+	if (patch_writer_finish(&w) && !err)
+		err = -errno;
+	/* what could not be written is not instrumented */
+	for (size_t i = 0; i < plan->n_patches; i++)
+		if (!plan->patches[i].written && plan->patches[i].function >= 0 &&
+		    !plan->report.functions[plan->patches[i].function].dropped)
+			plan->report.functions[plan->patches[i].function].dropped =
+				"its code could not be made writable";
+	plan->committed = 1;
+	return err ? err : written;
+}
+
+int instrument_unpatch(struct instrument_plan *plan)
+{
+	struct patch_writer w;
+	int err = 0;
+
+	patch_writer_init(&w, &plan->maps);
+	for (size_t i = 0; i < plan->n_patches; i++) {
+		struct pending_patch *pp = &plan->patches[i];
+
+		if (pp->written && !patch_writer_write(&w, pp->jump.address, pp->original,
+						       pp->jump.len))
+			pp->written = 0;
+		else if (pp->written)
+			err = -EFAULT;
+	}
+	if (patch_writer_finish(&w) && !err)
+		err = -errno;
+	return err;
+}
+
+void instrument_plan_free(struct instrument_plan *plan)
+{
+	instrument_report_free(&plan->report);
+	proc_maps_free(&plan->maps);
+	free(plan->patches);
+	memset(plan, 0, sizeof(*plan));
 }
 
 void instrument_report_free(struct instrument_report *r)

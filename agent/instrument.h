@@ -19,6 +19,7 @@ struct instrumented_function {
 	const char *module; /* points into the report's module strings */
 	uint64_t address;
 	uint64_t size;
+	const char *dropped; /* set by instrument_commit: not patched after all, and why */
 };
 
 struct skipped_function {
@@ -41,13 +42,48 @@ struct instrument_report {
 	uint64_t elapsed_ns;
 };
 
+#include "agent/patcher.h"
+#include "agent/proc_maps.h"
+
+struct pending_patch {
+	struct code_patch jump;
+	uint8_t original[PATCH_ABS64_LEN];
+	int64_t function;  /* index into report.functions; -1: patched only for its flags */
+	int written;
+};
+
 /*
- * Instruments every function selected by filter in the modules loaded now.
- * The caller must run it while no other thread executes code being patched
- * (process start, or all threads stopped). Returns 0 (even if some or all
- * functions were skipped) or a negative errno for a failure that stopped it.
+ * Instrumentation in two steps, so that a running process can be patched
+ * with all its threads stopped: prepare allocates and builds every stub
+ * (other threads may run), commit only writes code (no allocation, no lock).
  */
-int instrument_all(const struct func_filter *filter, struct instrument_report *report);
+struct instrument_plan {
+	struct instrument_report report;
+	struct pending_patch *patches;   /* in address order within each module */
+	size_t n_patches, cap_patches;
+	struct proc_maps maps;           /* protections to restore after writing */
+	int committed;
+};
+
+/*
+ * Finds every function filter selects in the modules loaded now and builds
+ * its stub. Returns 0 (even if some or all functions were skipped) or a
+ * negative errno for a failure that stopped it.
+ */
+int instrument_prepare(const struct func_filter *filter, struct instrument_plan *plan);
+
+/*
+ * Writes the entry jumps. A function whose patched bytes hold one of ips[]
+ * (a stopped thread is executing them) is left alone and marked dropped.
+ * Allocates nothing. Returns how many were written or a negative errno.
+ */
+int instrument_commit(struct instrument_plan *plan, const uint64_t *ips, size_t n_ips);
+
+/* Puts every original byte back (all threads stopped). Allocates nothing. */
+int instrument_unpatch(struct instrument_plan *plan);
+
+/* Frees the plan; its stubs stay mapped (threads may still return through them). */
+void instrument_plan_free(struct instrument_plan *plan);
 void instrument_report_free(struct instrument_report *report);
 
 #endif

@@ -169,35 +169,31 @@ int stub_region_seal(struct stub_region *r)
 	return mprotect(r->base, r->size, PROT_READ | PROT_EXEC) ? -errno : 0;
 }
 
-struct unlocked_pages {
-	uint64_t lo, hi;
-	int prot;
-};
-
-static int pages_relock(struct unlocked_pages *u)
+static int pages_relock(struct patch_writer *w)
 {
 	int err = 0;
 
-	if (u->hi > u->lo && mprotect((void *)u->lo, u->hi - u->lo, u->prot))
+	if (w->hi > w->lo && mprotect((void *)w->lo, w->hi - w->lo, w->prot))
 		err = -errno;
-	u->lo = u->hi = 0;
+	w->lo = w->hi = 0;
 	return err;
 }
 
-static int pages_unlock(const struct proc_maps *maps, struct unlocked_pages *u, uint64_t lo,
-			uint64_t hi)
+static int pages_unlock(struct patch_writer *w, uint64_t lo, uint64_t hi)
 {
-	const struct proc_map *m = proc_maps_find(maps, lo);
+	const struct proc_map *m = proc_maps_find(w->maps, lo);
 
 	if (!m || hi > m->end)
-		return -EFAULT; /* the patch straddles two mappings */
+		return -EFAULT; /* beyond the mapping: the caller narrows the range */
 	if (mprotect((void *)lo, hi - lo, PROT_READ | PROT_WRITE | PROT_EXEC))
 		return -errno;
-	*u = (struct unlocked_pages){ lo, hi, m->prot };
+	w->lo = lo;
+	w->hi = hi;
+	w->prot = m->prot;
 	return 0;
 }
 
-static void encode_patch_jump(uint8_t *jmp, const struct code_patch *p)
+void patcher_encode_jump(uint8_t *jmp, const struct code_patch *p)
 {
 	static const uint8_t jmp_rip_indirect[6] = { 0xff, 0x25, 0, 0, 0, 0 };
 
@@ -210,33 +206,33 @@ static void encode_patch_jump(uint8_t *jmp, const struct code_patch *p)
 	}
 }
 
-int patcher_write_jumps(const struct proc_maps *maps, const struct code_patch *patches, size_t n,
-			size_t *written)
+void patch_writer_init(struct patch_writer *w, const struct proc_maps *maps)
+{
+	*w = (struct patch_writer){ .maps = maps };
+}
+
+int patch_writer_write(struct patch_writer *w, uint64_t addr, const void *bytes, size_t len)
 {
 	const uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
-	struct unlocked_pages u = { 0 };
+	uint64_t lo = addr & ~(page - 1);
+	uint64_t hi = (addr + len + page - 1) & ~(page - 1);
 	int err = 0;
 
-	*written = 0;
-	for (size_t i = 0; i < n && !err; i++) {
-		uint64_t lo = patches[i].address & ~(page - 1);
-		uint64_t hi = (patches[i].address + patches[i].len + page - 1) & ~(page - 1);
-		uint8_t jmp[PATCH_ABS64_LEN];
-
-		if (lo < u.lo || hi > u.hi) {
-			err = pages_relock(&u);
-			if (!err)
-				err = pages_unlock(maps, &u, lo, hi > lo + 64 * page ? hi : lo + 64 * page);
-			if (err == -EFAULT)
-				err = pages_unlock(maps, &u, lo, hi);
-			if (err)
-				break;
-		}
-		encode_patch_jump(jmp, &patches[i]);
-		memcpy((void *)(uintptr_t)patches[i].address, jmp, patches[i].len);
-		(*written)++;
+	if (lo < w->lo || hi > w->hi) {
+		err = pages_relock(w);
+		/* unlock ahead: patches come in address order, often on the same pages */
+		if (!err)
+			err = pages_unlock(w, lo, hi > lo + 64 * page ? hi : lo + 64 * page);
+		if (err == -EFAULT)
+			err = pages_unlock(w, lo, hi);
+		if (err)
+			return err;
 	}
-	if (pages_relock(&u) && !err)
-		err = -errno;
-	return err ? err : (int)*written;
+	memcpy((void *)(uintptr_t)addr, bytes, len);
+	return 0;
+}
+
+int patch_writer_finish(struct patch_writer *w)
+{
+	return pages_relock(w);
 }

@@ -52,13 +52,23 @@ struct code_patch {
 	uint32_t len;      /* RELOCATOR_JMP_REL32_LEN, or PATCH_ABS64_LEN from a far region */
 };
 
+/* The jump bytes (p->len of them) that send p->address to p->target. */
+void patcher_encode_jump(uint8_t *out, const struct code_patch *p);
+
 /*
- * Writes the jump (rel32 or absolute, per patch) at every patch address (sorted by address), unlocking
- * the pages it touches and restoring their protection from maps. Returns the
- * number written, or a negative errno if a page could not be unlocked (the
- * patches written before stay in place and are counted in *written).
+ * Writes code bytes over read-only text: unlocks the pages a write touches
+ * (and some ahead: writes come in address order), restores each range's
+ * protection from maps when moving on and at finish. Allocates nothing, so
+ * it can run while every other thread of the process is stopped.
  */
-int patcher_write_jumps(const struct proc_maps *maps, const struct code_patch *patches, size_t n,
-			size_t *written);
+struct patch_writer {
+	const struct proc_maps *maps;
+	uint64_t lo, hi;   /* pages currently writable */
+	int prot;          /* their protection to restore */
+};
+
+void patch_writer_init(struct patch_writer *w, const struct proc_maps *maps);
+int patch_writer_write(struct patch_writer *w, uint64_t addr, const void *bytes, size_t len);
+int patch_writer_finish(struct patch_writer *w);
 
 #endif

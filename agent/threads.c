@@ -122,8 +122,13 @@ void profagent_thread_attach_slow(void)
 
 int threads_init(void)
 {
-	int err = pthread_key_create(&thread_exit_key, thread_exit_destructor);
+	static int initialized; /* a second attach reuses the key */
+	int err;
 
+	if (initialized)
+		return 0;
+	err = pthread_key_create(&thread_exit_key, thread_exit_destructor);
+	initialized = !err;
 	return -err;
 }
 
@@ -142,6 +147,13 @@ void threads_for_each(void (*fn)(struct agent_thread *t, void *ctx), void *ctx)
 	/* New states are pushed at the head; the list below t never changes shape
 	 * except through threads_recycle_drained(), which runs on this thread. */
 	for (; t; t = t->next)
+		fn(t, ctx);
+}
+
+void threads_for_each_stopped(void (*fn)(struct agent_thread *t, void *ctx), void *ctx)
+{
+	/* a stopped thread may hold registry_lock: never take it here */
+	for (struct agent_thread *t = registry_head; t; t = t->next)
 		fn(t, ctx);
 }
 

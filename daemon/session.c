@@ -69,7 +69,6 @@ struct session {
 	int agent_seen;
 	char error[256];
 	char warning[256];
-	char *warning_list[1];
 	struct session *next;
 };
 
@@ -364,6 +363,7 @@ static void on_record(void *ctx, uint32_t tid, uint64_t ts, uint32_t func_id, ui
 	struct thread_slot *t = session_thread(s, tid);
 
 	if (func_id == 0 || func_id > s->agent_n_funcs ||
+	    !s->func_names[s->agent_func_base + func_id] ||
 	    (kind != EVENT_ENTER && kind != EVENT_EXIT)) {
 		s->events_invalid++;
 		return;
@@ -459,7 +459,23 @@ out:
 		profd__agent_hello__free_unpacked(hello, NULL);
 }
 
-static int session_add_table(struct session *s, Profd__FunctionTable *t)
+#define MAX_FUNCTION_ID (1u << 22) /* bounds what a hostile table can make us allocate */
+
+/* Ids are the agent's: dense from 1 except where a function was dropped at attach. */
+static uint32_t table_max_id(const Profd__FunctionTable *t)
+{
+	uint32_t max = 0;
+
+	for (size_t i = 0; i < t->n_functions; i++) {
+		if (t->functions[i]->id == 0 || t->functions[i]->id > MAX_FUNCTION_ID)
+			return UINT32_MAX;
+		if (t->functions[i]->id > max)
+			max = t->functions[i]->id;
+	}
+	return max;
+}
+
+static int session_add_table(struct session *s, Profd__FunctionTable *t, uint32_t max_id)
 {
 	Profd__FunctionTable **tables = realloc(s->tables, (s->n_tables + 1) * sizeof(*tables));
 	char **names;
@@ -467,10 +483,11 @@ static int session_add_table(struct session *s, Profd__FunctionTable *t)
 	if (!tables)
 		return -ENOMEM;
 	s->tables = tables;
-	names = realloc(s->func_names, (s->n_funcs + t->n_functions + 1) * sizeof(char *));
+	names = realloc(s->func_names, (s->n_funcs + max_id + 1) * sizeof(char *));
 	if (!names)
 		return -ENOMEM;
 	s->func_names = names;
+	memset(names + s->n_funcs, 0, (max_id + 1) * sizeof(char *));
 	s->tables[s->n_tables++] = t;
 	return 0;
 }
@@ -478,28 +495,28 @@ static int session_add_table(struct session *s, Profd__FunctionTable *t)
 static void handle_function_table(struct session *s, const uint8_t *p, size_t len)
 {
 	Profd__FunctionTable *t = profd__function_table__unpack(NULL, len, p);
+	uint32_t max_id = t ? table_max_id(t) : UINT32_MAX;
 
-	if (!t || s->agent_has_table || t->n_functions >= UINT32_MAX / 2 || session_add_table(s, t)) {
+	if (!t || s->agent_has_table || max_id == UINT32_MAX || session_add_table(s, t, max_id)) {
 		session_error(s, "%s", "malformed or repeated function table from the agent");
 		if (t)
 			profd__function_table__free_unpacked(t, NULL);
 		conn_close_later(s->agent);
 		return;
 	}
-	if (s->n_funcs == 0)
-		s->func_names[0] = NULL;
 	for (size_t i = 0; i < t->n_functions; i++) {
 		const Profd__InstrumentedFunction *f = t->functions[i];
-		uint32_t id = s->agent_func_base + (uint32_t)i + 1;
+		uint32_t id = s->agent_func_base + f->id;
 
-		/* ids are dense from 1 in the agent; a table that says otherwise names nothing */
-		s->func_names[id] = f->id == i + 1 && f->name ? strdup(f->name) : NULL;
-		perfetto_writer_function(s->writer, id,
-					 s->func_names[id] ? demangle_cached(s->demangled, s->func_names[id])
-							   : "?");
+		if (s->func_names[id] || !f->name)
+			continue; /* a repeated id names nothing new */
+		s->func_names[id] = strdup(f->name);
+		if (s->func_names[id])
+			perfetto_writer_function(s->writer, id,
+						 demangle_cached(s->demangled, s->func_names[id]));
 	}
-	s->n_funcs += (uint32_t)t->n_functions;
-	s->agent_n_funcs = (uint32_t)t->n_functions;
+	s->n_funcs += max_id;
+	s->agent_n_funcs = max_id;
 	s->agent_has_table = 1;
 }
 
@@ -558,13 +575,20 @@ static int fill_summary(struct session *s, Profd__SessionSummary *sum,
 	sum->samples_lost = s->samples_lost;
 	sum->trace_bytes = st->bytes;
 	sum->error = s->error;
-	if (s->warning[0]) {
-		s->warning_list[0] = s->warning;
-		sum->n_warnings = 1;
-		sum->warnings = s->warning_list;
-	}
-	for (size_t i = 0; i < s->n_tables; i++)
+	size_t n_warnings = s->warning[0] ? 1 : 0;
+
+	for (size_t i = 0; i < s->n_tables; i++) {
 		n_skipped += s->tables[i]->n_skipped;
+		n_warnings += s->tables[i]->n_warnings;
+	}
+	sum->warnings = calloc(n_warnings + 1, sizeof(char *));
+	if (!sum->warnings)
+		return -ENOMEM;
+	if (s->warning[0])
+		sum->warnings[sum->n_warnings++] = s->warning;
+	for (size_t i = 0; i < s->n_tables; i++)
+		for (size_t k = 0; k < s->tables[i]->n_warnings; k++)
+			sum->warnings[sum->n_warnings++] = s->tables[i]->warnings[k];
 	sum->skipped = calloc(n_skipped + 1, sizeof(*sum->skipped));
 	if (!sum->skipped)
 		return -ENOMEM;
@@ -600,6 +624,7 @@ static void send_summary(struct session *s, const struct perfetto_writer_stats *
 out:
 	free(buf);
 	free(sum.skipped);
+	free(sum.warnings);
 }
 
 static void session_unlink(struct server *srv, struct session *s)
