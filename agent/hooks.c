@@ -86,6 +86,8 @@ COLD static void shadow_stack_drop_stale(struct agent_thread *t, uintptr_t *new_
 
 		if (slot > new_slot || !on_thread_stack(t, (uintptr_t)slot))
 			break; /* a live frame above the new call */
+		if (slot == new_slot && *new_slot == (uintptr_t)profagent_exit_trampoline)
+			break; /* a tail call: the hijacked caller jumped here, still live */
 		shadow_stack_drop_top(t);
 	}
 }
@@ -175,17 +177,53 @@ out:
 	return 0;
 }
 
-/* The entry whose slot is exactly this one; entries above it lost their frames. */
-COLD static void shadow_stack_unwind_to(struct agent_thread *t, uintptr_t *slot)
-{
-	uint32_t i = t->depth;
+#define SAME_STACK_WINDOW (256u << 10)
 
-	while (i > 0 && t->shadow[i - 1].return_slot != slot)
-		i--;
-	if (i == 0)
-		return; /* not ours (cannot happen): fall back to the top entry */
-	while (t->depth > i)
-		shadow_stack_drop_top(t);
+/*
+ * Whether the frame of entry e, recorded more recently than the frame now
+ * returning from `slot`, is certainly gone: it lay deeper on the same stack.
+ * Frames on another stack (a coroutine that is only suspended, a signal
+ * handler's sigaltstack) stay: they may still return.
+ */
+static int frame_is_gone(const struct agent_thread *t, const struct shadow_entry *e,
+			 uintptr_t *slot)
+{
+	uintptr_t a = (uintptr_t)e->return_slot, b = (uintptr_t)slot;
+
+	if (a >= b)
+		return 0;
+	if (on_thread_stack(t, a) && on_thread_stack(t, b))
+		return 1;
+	return !on_thread_stack(t, a) && !on_thread_stack(t, b) && b - a < SAME_STACK_WINDOW;
+}
+
+/*
+ * The returning frame's entry is not on top: entries above it whose frames
+ * are gone (longjmp, exceptions) are closed; the others keep their order and
+ * the returning entry moves to the top. Returns 0 if no entry has this slot.
+ */
+COLD static int shadow_stack_bring_to_top(struct agent_thread *t, uintptr_t *slot)
+{
+	uint32_t m = t->depth, kept;
+	struct shadow_entry match;
+
+	while (m > 0 && t->shadow[m - 1].return_slot != slot)
+		m--;
+	if (m-- == 0)
+		return 0;
+	match = t->shadow[m];
+	kept = m;
+	for (uint32_t i = m + 1; i < t->depth; i++) {
+		if (frame_is_gone(t, &t->shadow[i], slot)) {
+			if (t->shadow[i].func_id)
+				hooks_append(t, t->shadow[i].func_id, EVENT_EXIT);
+		} else {
+			t->shadow[kept++] = t->shadow[i];
+		}
+	}
+	t->shadow[kept] = match;
+	t->depth = kept + 1;
+	return 1;
 }
 
 /* stack_pointer is rsp as the instrumented function returned: its return slot is just below. */
@@ -198,7 +236,7 @@ uintptr_t profagent_exit_hook(uintptr_t stack_pointer)
 
 	agent_thread_guard = 1;
 	if (unlikely(t->shadow[t->depth - 1].return_slot != slot))
-		shadow_stack_unwind_to(t, slot);
+		shadow_stack_bring_to_top(t, slot); /* no entry at all cannot happen: take the top */
 	e = &t->shadow[--t->depth];
 	if (likely(e->func_id))
 		hooks_append(t, e->func_id, EVENT_EXIT);

@@ -45,6 +45,17 @@ static const char *const non_abi_functions[] = {
 };
 
 /*
+ * Functions that keep their own return address for later (setjmp family,
+ * getcontext) or return twice on one stack (vfork): a hijacked address
+ * there would be used after its shadow entry is gone.
+ */
+static const char *const return_address_keepers[] = {
+	"setjmp", "_setjmp", "__setjmp", "sigsetjmp", "__sigsetjmp", "_longjmp_unwind",
+	"vfork", "__vfork", "getcontext", "__getcontext", "swapcontext", "__swapcontext",
+	"savectx", "__libc_vfork",
+};
+
+/*
  * Entered before a stack walk or unwind: patched whatever the user selected,
  * so that hijacked return addresses are put back first (agent/hooks.c).
  */
@@ -69,6 +80,10 @@ static const char *non_abi_reason(const char *name)
 	for (size_t i = 0; i < sizeof(non_abi_functions) / sizeof(non_abi_functions[0]); i++)
 		if (fnmatch(non_abi_functions[i], name, 0) == 0)
 			return "not called through the standard ABI (loader, TLS or signal glue)";
+	for (size_t i = 0; i < sizeof(return_address_keepers) / sizeof(return_address_keepers[0]);
+	     i++)
+		if (strcmp(return_address_keepers[i], name) == 0)
+			return "saves its own return address or returns twice (setjmp, vfork, contexts)";
 	return NULL;
 }
 
