@@ -55,6 +55,11 @@ static const char *const return_address_keepers[] = {
 	"savectx", "__libc_vfork",
 };
 
+/* They look at their return address to know who called (RTLD_NEXT, the caller's RUNPATH). */
+static const char *const caller_sensitive_functions[] = {
+	"dlopen", "dlsym", "dlvsym", "dlmopen", "__dlopen", "__dlsym", "__dlvsym",
+};
+
 /*
  * Entered before a stack walk or unwind: patched whatever the user selected,
  * so that hijacked return addresses are put back first (agent/hooks.c).
@@ -84,6 +89,10 @@ static const char *non_abi_reason(const char *name)
 	     i++)
 		if (strcmp(return_address_keepers[i], name) == 0)
 			return "saves its own return address or returns twice (setjmp, vfork, contexts)";
+	for (size_t i = 0;
+	     i < sizeof(caller_sensitive_functions) / sizeof(caller_sensitive_functions[0]); i++)
+		if (strcmp(caller_sensitive_functions[i], name) == 0)
+			return "finds its caller from its return address (dlopen/dlsym RTLD_NEXT)";
 	return NULL;
 }
 

@@ -1,19 +1,50 @@
 // SPDX-License-Identifier: MIT
 /*
- * Per-call overhead of instrumentation: two identical empty noinline
- * functions, `bench_plain` and `bench_instrumented`; run under
- * `profctl run --funcs bench_instrumented` (bench/run.sh does) and both are
- * timed in the same process, interleaved, so the difference is what one
- * instrumented call (enter + exit) costs. Prints the median of the rounds.
+ * Per-call overhead of instrumentation, run under
+ * `profctl run --funcs bench_instrumented,bench_instrumented_args`
+ * (bench/run.sh does). Every pair of functions is identical code, one copy
+ * patched by profd and one not, timed interleaved in the same process, so
+ * the difference is what one instrumented call (enter + exit) costs:
+ *  - an empty function; a third and fourth copy with a kernel
+ *    uprobe + uretprobe on them instead (perf_event_open, uprobe PMU);
+ *  - a function of 8 mixed integer/float arguments (its results are
+ *    checked: the trampolines must hand every argument register through);
+ *  - the empty function in 1, 2, 4 and 8 threads at once.
+ * Times are the calling thread's CPU time (CLOCK_THREAD_CPUTIME_ID: user +
+ * kernel, not the time spent preempted); wall time is printed beside it.
+ * Knows nothing of the agent's internals: profctl reports events and drops,
+ * bench/run.sh checks them against the calls counted here.
  */
 #define _GNU_SOURCE
+#include <errno.h>
+#include <linux/perf_event.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
-#define ROUNDS 21
-#define WARMUP_ROUNDS 3
+#define ROUNDS 31
+#define WARMUP_ROUNDS 5
+#define TOTAL_ROUNDS (ROUNDS + WARMUP_ROUNDS)
+#define MAX_THREADS 8
+/* Kernel probes cost microseconds: fewer calls keep a round short. */
+#define UPROBE_CALLS_DIVISOR 10
+#define UPROBE_STEP_CALLS_DIVISOR 40
+/*
+ * Pause after each round of instrumented calls. The flusher drains the
+ * rings every 5 ms, and profd decodes them on the same 2 CPUs: 8 threads x
+ * 40k events took 20-40 ms to drain (less and the rings overflow), and with
+ * 20 ms pauses the still-running drain of the previous round inflated the
+ * instrumented medians by 5-15 ns on this VM. The bench measures the calling
+ * thread's cost; the drain's is profd's own CPU time.
+ */
+#define DRAIN_PAUSE_MS 100
 
 /*
  * The shape of an empty function built with frame pointers, written in
@@ -25,25 +56,116 @@
 		"\tpop %rbp\n\tret\n.size " #name ", .-" #name "\n");          \
 	void name(void)
 
+/*
+ * An empty function alone on its code page, so that the kernel's uprobe
+ * breakpoint and profd's patching never share (and copy-on-write) a page.
+ * `first` is its first instruction: `push %rbp` is emulated by the uprobe
+ * code, `sub $8, %rsp` has to be single-stepped out of line.
+ */
+#define PAGE_ALONE_FUNCTION(name, first, last)                                 \
+	__asm__(".pushsection .text." #name ", \"ax\", @progbits\n"            \
+		".globl " #name "\n.type " #name ", @function\n"                \
+		".p2align 12\n" #name ":\n\t" first "\n\tnop\n\t" last "\n\tret\n"  \
+		".size " #name ", .-" #name "\n.p2align 12\n.popsection\n");    \
+	void name(void)
+
 EMPTY_FUNCTION(bench_plain);
 EMPTY_FUNCTION(bench_instrumented);
+PAGE_ALONE_FUNCTION(bench_uprobe, "push %rbp", "pop %rbp");
+PAGE_ALONE_FUNCTION(bench_uprobe_step, "sub $8, %rsp", "add $8, %rsp");
 
-static uint64_t now_ns(void)
+/*
+ * 8 arguments: 4 integer registers (rdi, rsi, edx, rcx) and 4 vector ones
+ * (xmm0-3, one a float). noipa: no inlining, cloning or identical-code
+ * folding of the two copies; every argument feeds the result.
+ */
+#define ARGS_FUNCTION(name)                                                    \
+	__attribute__((noipa)) long name(long a, double b, long c, double d, int e, \
+					 float f, long g, double h)            \
+	{                                                                      \
+		return a + c * 3 + e + (g >> 1) + (long)(b + d * 2.0 + f - h);  \
+	}
+
+ARGS_FUNCTION(bench_args_plain)
+ARGS_FUNCTION(bench_instrumented_args)
+
+typedef void (*empty_fn)(void);
+typedef long (*args_fn)(long, double, long, double, int, float, long, double);
+
+/* Calls made to the instrumented functions, warm-up included: profd records 2 events each. */
+static _Atomic unsigned long instrumented_calls;
+
+struct sample {
+	double cpu;  /* ns per call, this thread's CPU time */
+	double wall; /* ns per call, CLOCK_MONOTONIC */
+};
+
+struct clock_pair {
+	struct timespec cpu, wall;
+};
+
+static void clock_pair_read(struct clock_pair *c)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	clock_gettime(CLOCK_MONOTONIC, &c->wall);
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c->cpu);
 }
 
-static double time_calls(void (*fn)(void), unsigned long calls)
+static double ts_diff_ns(const struct timespec *a, const struct timespec *b)
 {
-	uint64_t start = now_ns();
+	return (double)(b->tv_sec - a->tv_sec) * 1e9 + (double)(b->tv_nsec - a->tv_nsec);
+}
 
+static struct sample sample_between(const struct clock_pair *a, const struct clock_pair *b,
+				    unsigned long calls)
+{
+	struct sample s = {
+		.cpu = ts_diff_ns(&a->cpu, &b->cpu) / (double)calls,
+		.wall = ts_diff_ns(&a->wall, &b->wall) / (double)calls,
+	};
+
+	return s;
+}
+
+static __attribute__((noinline)) struct sample time_empty(empty_fn fn, unsigned long calls)
+{
+	struct clock_pair start, end;
+
+	clock_pair_read(&start);
 	for (unsigned long i = 0; i < calls; i++)
 		fn();
-	return (double)(now_ns() - start) / (double)calls;
+	/* CPU clock first on the way out: the wall interval encloses it */
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &end.cpu);
+	clock_gettime(CLOCK_MONOTONIC, &end.wall);
+	return sample_between(&start, &end, calls);
 }
+
+static __attribute__((noinline)) struct sample time_args(args_fn fn, unsigned long calls,
+							 long *checksum)
+{
+	struct clock_pair start, end;
+	double x = 0.25;
+	long sum = 0;
+
+	clock_pair_read(&start);
+	for (unsigned long i = 0; i < calls; i++) {
+		sum += fn((long)i, x, (long)i ^ 7, x * 0.5, (int)i, (float)x, (long)i << 1, x + 1.0);
+		x += 0.5;
+	}
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &end.cpu);
+	clock_gettime(CLOCK_MONOTONIC, &end.wall);
+	*checksum = sum;
+	return sample_between(&start, &end, calls);
+}
+
+static void pause_ms(long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000 };
+
+	while (nanosleep(&ts, &ts) && errno == EINTR)
+		;
+}
+
+/* ---- statistics ---------------------------------------------------------- */
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -52,29 +174,462 @@ static int cmp_double(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+static double median(double *v, size_t n)
+{
+	qsort(v, n, sizeof(*v), cmp_double);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static double minimum(const double *v, size_t n)
+{
+	double m = v[0];
+
+	for (size_t i = 1; i < n; i++)
+		m = v[i] < m ? v[i] : m;
+	return m;
+}
+
+/* One row's measured rounds (pooled over threads), each paired with its baseline. */
+struct series {
+	size_t n;
+	double cpu[ROUNDS * MAX_THREADS];
+	double wall[ROUNDS * MAX_THREADS];
+	double over[ROUNDS * MAX_THREADS]; /* cpu minus the baseline's cpu, same round and thread */
+};
+
+static void series_add(struct series *s, struct sample x, const struct sample *base)
+{
+	s->cpu[s->n] = x.cpu;
+	s->wall[s->n] = x.wall;
+	s->over[s->n] = base ? x.cpu - base->cpu : 0;
+	s->n++;
+}
+
+static void print_header(void)
+{
+	printf("%-42s %10s %9s %11s %10s\n", "", "cpu ns/call", "", "overhead", "wall ns/");
+	printf("%-42s %10s %9s %11s %10s\n", "row", "median", "min", "vs plain", "call");
+}
+
+static void print_row(const char *label, struct series *s, int has_base)
+{
+	char over[32] = "-";
+
+	if (has_base)
+		snprintf(over, sizeof(over), "%+.2f", median(s->over, s->n));
+	printf("%-42s %10.2f %9.2f %11s %10.2f\n", label, median(s->cpu, s->n), minimum(s->cpu, s->n),
+	       over, median(s->wall, s->n));
+}
+
+static void print_missing_row(const char *label, const char *why)
+{
+	printf("%-42s %10s   (%s)\n", label, "n/a", why);
+}
+
+/* ---- uprobe + uretprobe through the uprobe PMU (no tracefs) -------------- */
+
+struct uprobe_pair {
+	int entry_fd, return_fd;
+	char why[160]; /* why it is not attached */
+};
+
+static int read_first_line(const char *path, char *buf, size_t len)
+{
+	FILE *f = fopen(path, "r");
+	int ok;
+
+	if (!f)
+		return -errno;
+	ok = fgets(buf, (int)len, f) != NULL;
+	fclose(f);
+	return ok ? 0 : -EIO;
+}
+
+/* The file and file offset that hold addr, from /proc/self/maps. */
+static int file_offset_of(const void *addr, char *path, size_t path_len, uint64_t *offset)
+{
+	char line[4096];
+	FILE *f = fopen("/proc/self/maps", "r");
+	int err = -ENOENT;
+
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long lo, hi, pgoff;
+		int name_at = 0;
+
+		if (sscanf(line, "%lx-%lx %*s %lx %*s %*s %n", &lo, &hi, &pgoff, &name_at) != 3 ||
+		    (uintptr_t)addr < lo || (uintptr_t)addr >= hi)
+			continue;
+		if (line[name_at] != '/')
+			break;
+		line[strcspn(line, "\n")] = 0;
+		snprintf(path, path_len, "%s", line + name_at);
+		*offset = (uintptr_t)addr - lo + pgoff;
+		err = 0;
+		break;
+	}
+	fclose(f);
+	return err;
+}
+
+static int uprobe_open(int type, uint64_t config, const char *path, uint64_t offset)
+{
+	struct perf_event_attr attr;
+
+	memset(&attr, 0, sizeof(attr));
+	attr.size = sizeof(attr);
+	attr.type = (uint32_t)type;
+	attr.config = config;
+	attr.config1 = (uint64_t)(uintptr_t)path; /* uprobe_path */
+	attr.config2 = offset;                    /* probe_offset */
+	/* a counting event: the count proves every call hit the probe */
+	return (int)syscall(SYS_perf_event_open, &attr, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
+}
+
+/* Attaches an entry and a return probe to fn in this thread; on failure says why in p->why. */
+static int uprobe_pair_attach(struct uprobe_pair *p, empty_fn fn)
+{
+	char buf[64], path[4096];
+	const char *which;
+	uint64_t offset = 0;
+	int type, retbit, err;
+
+	p->entry_fd = p->return_fd = -1;
+	err = read_first_line("/sys/bus/event_source/devices/uprobe/type", buf, sizeof(buf));
+	if (err) {
+		snprintf(p->why, sizeof(p->why), "no uprobe PMU: %s", strerror(-err));
+		return err;
+	}
+	type = atoi(buf);
+	err = read_first_line("/sys/bus/event_source/devices/uprobe/format/retprobe", buf,
+			      sizeof(buf));
+	if (err || sscanf(buf, "config:%d", &retbit) != 1) {
+		snprintf(p->why, sizeof(p->why), "uprobe PMU has no retprobe format bit");
+		return -ENOTSUP;
+	}
+	err = file_offset_of((const void *)fn, path, sizeof(path), &offset);
+	if (err) {
+		snprintf(p->why, sizeof(p->why), "no file mapping for %p", (void *)fn);
+		return err;
+	}
+	which = "uprobe";
+	p->entry_fd = uprobe_open(type, 0, path, offset);
+	if (p->entry_fd < 0) {
+		err = -errno;
+		goto err_why;
+	}
+	which = "uretprobe";
+	p->return_fd = uprobe_open(type, 1ull << retbit, path, offset);
+	if (p->return_fd < 0) {
+		err = -errno;
+		goto err_close_entry;
+	}
+	return 0;
+
+err_close_entry:
+	close(p->entry_fd);
+	p->entry_fd = -1;
+err_why:
+	snprintf(p->why, sizeof(p->why), "perf_event_open(%s %.80s+0x%llx): %s", which, path,
+		 (unsigned long long)offset, strerror(-err));
+	return err;
+}
+
+/* Hits counted by the entry and the return probe. */
+static void uprobe_pair_counts(const struct uprobe_pair *p, uint64_t *entries, uint64_t *returns)
+{
+	*entries = *returns = 0;
+	if (read(p->entry_fd, entries, sizeof(*entries)) != sizeof(*entries))
+		*entries = 0;
+	if (read(p->return_fd, returns, sizeof(*returns)) != sizeof(*returns))
+		*returns = 0;
+}
+
+static void uprobe_pair_close(struct uprobe_pair *p)
+{
+	if (p->entry_fd >= 0)
+		close(p->entry_fd);
+	if (p->return_fd >= 0)
+		close(p->return_fd);
+	p->entry_fd = p->return_fd = -1;
+}
+
+/* ---- single thread: empty, uprobes, 8 arguments ------------------------- */
+
+struct single_results {
+	struct series plain, instr, uprobe, uprobe_step, args_plain, args_instr;
+	struct uprobe_pair up, up_step;
+	int up_ok, up_step_ok;
+	uint64_t up_calls, up_step_calls;
+	int args_mismatch;
+};
+
+static void run_single(struct single_results *res, unsigned long calls)
+{
+	unsigned long up_calls = calls / UPROBE_CALLS_DIVISOR ?: 1;
+	unsigned long step_calls = calls / UPROBE_STEP_CALLS_DIVISOR ?: 1;
+
+	res->up_ok = uprobe_pair_attach(&res->up, bench_uprobe) == 0;
+	res->up_step_ok = uprobe_pair_attach(&res->up_step, bench_uprobe_step) == 0;
+	for (int r = 0; r < TOTAL_ROUNDS; r++) {
+		int keep = r >= WARMUP_ROUNDS;
+		struct sample p, i, u, a, ai;
+		long sum_plain, sum_instr;
+
+		p = time_empty(bench_plain, calls);
+		i = time_empty(bench_instrumented, calls);
+		if (keep) {
+			series_add(&res->plain, p, NULL);
+			series_add(&res->instr, i, &p);
+		}
+		if (res->up_ok) {
+			u = time_empty(bench_uprobe, up_calls);
+			res->up_calls += up_calls;
+			if (keep)
+				series_add(&res->uprobe, u, &p);
+		}
+		if (res->up_step_ok) {
+			u = time_empty(bench_uprobe_step, step_calls);
+			res->up_step_calls += step_calls;
+			if (keep)
+				series_add(&res->uprobe_step, u, &p);
+		}
+		pause_ms(DRAIN_PAUSE_MS);
+		a = time_args(bench_args_plain, calls, &sum_plain);
+		ai = time_args(bench_instrumented_args, calls, &sum_instr);
+		instrumented_calls += 2 * calls; /* this and the empty one above */
+		if (sum_plain != sum_instr)
+			res->args_mismatch = 1;
+		if (keep) {
+			series_add(&res->args_plain, a, NULL);
+			series_add(&res->args_instr, ai, &a);
+		}
+		pause_ms(DRAIN_PAUSE_MS);
+	}
+}
+
+/* ---- threads: the empty function in N threads at once -------------------- */
+
+struct thread_run {
+	/* the gate opens once every worker exists (go = 1) or creating one failed (go = -1) */
+	pthread_mutex_t gate_lock;
+	pthread_cond_t gate;
+	int go;
+	pthread_barrier_t start, done;
+	unsigned long calls;
+	struct sample plain[MAX_THREADS][TOTAL_ROUNDS];
+	struct sample instr[MAX_THREADS][TOTAL_ROUNDS];
+	long preempted[MAX_THREADS]; /* involuntary context switches inside measured rounds */
+};
+
+struct worker {
+	pthread_t thread;
+	int index;
+	struct thread_run *run;
+};
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	struct thread_run *run = w->run;
+	char name[16];
+	int go;
+
+	snprintf(name, sizeof(name), "bench-w%d", w->index);
+	pthread_setname_np(pthread_self(), name);
+	pthread_mutex_lock(&run->gate_lock);
+	while (!run->go)
+		pthread_cond_wait(&run->gate, &run->gate_lock);
+	go = run->go;
+	pthread_mutex_unlock(&run->gate_lock);
+	if (go < 0)
+		return NULL;
+	run->preempted[w->index] = 0;
+	for (int r = 0; r < TOTAL_ROUNDS; r++) {
+		struct rusage before, after;
+
+		pthread_barrier_wait(&run->start);
+		getrusage(RUSAGE_THREAD, &before);
+		run->plain[w->index][r] = time_empty(bench_plain, run->calls);
+		run->instr[w->index][r] = time_empty(bench_instrumented, run->calls);
+		instrumented_calls += run->calls;
+		getrusage(RUSAGE_THREAD, &after);
+		if (r >= WARMUP_ROUNDS)
+			run->preempted[w->index] += after.ru_nivcsw - before.ru_nivcsw;
+		pthread_barrier_wait(&run->done);
+	}
+	return NULL;
+}
+
+/* What a thread count's rounds showed beyond the pooled series. */
+struct thread_stats {
+	double lo, hi;     /* lowest and highest per-thread median, instrumented cpu ns/call */
+	double preempted;  /* involuntary context switches per thread per round */
+};
+
+/* Runs nthreads workers for every round; returns 0 or a positive errno. */
+static int run_threads(int nthreads, unsigned long calls, struct series *plain,
+		       struct series *instr, struct thread_stats *st)
+{
+	static struct thread_run run;
+	struct worker workers[MAX_THREADS];
+	int started, err;
+
+	run.calls = calls;
+	run.go = 0;
+	pthread_mutex_init(&run.gate_lock, NULL);
+	pthread_cond_init(&run.gate, NULL);
+	pthread_barrier_init(&run.start, NULL, (unsigned)nthreads + 1);
+	pthread_barrier_init(&run.done, NULL, (unsigned)nthreads + 1);
+	for (started = 0; started < nthreads; started++) {
+		workers[started] = (struct worker){ .index = started, .run = &run };
+		err = pthread_create(&workers[started].thread, NULL, worker_main, &workers[started]);
+		if (err)
+			break;
+	}
+	pthread_mutex_lock(&run.gate_lock);
+	run.go = started < nthreads ? -1 : 1;
+	pthread_cond_broadcast(&run.gate);
+	pthread_mutex_unlock(&run.gate_lock);
+	if (run.go < 0) {
+		fprintf(stderr, "overhead: pthread_create: %s\n", strerror(err));
+		goto out_join;
+	}
+	for (int r = 0; r < TOTAL_ROUNDS; r++) {
+		pthread_barrier_wait(&run.start);
+		pthread_barrier_wait(&run.done);
+		pause_ms(DRAIN_PAUSE_MS);
+	}
+	err = 0;
+out_join:
+	for (int t = 0; t < started; t++)
+		pthread_join(workers[t].thread, NULL);
+	pthread_barrier_destroy(&run.start);
+	pthread_barrier_destroy(&run.done);
+	pthread_cond_destroy(&run.gate);
+	pthread_mutex_destroy(&run.gate_lock);
+	if (err)
+		return err;
+
+	st->lo = 1e300;
+	st->hi = 0;
+	st->preempted = 0;
+	for (int t = 0; t < nthreads; t++) {
+		double mine[ROUNDS], m;
+
+		for (int r = WARMUP_ROUNDS; r < TOTAL_ROUNDS; r++) {
+			series_add(plain, run.plain[t][r], NULL);
+			series_add(instr, run.instr[t][r], &run.plain[t][r]);
+			mine[r - WARMUP_ROUNDS] = run.instr[t][r].cpu;
+		}
+		m = median(mine, ROUNDS);
+		st->lo = m < st->lo ? m : st->lo;
+		st->hi = m > st->hi ? m : st->hi;
+		st->preempted += (double)run.preempted[t] / (ROUNDS * nthreads);
+	}
+	return 0;
+}
+
+/* ---- main ----------------------------------------------------------------- */
+
+/* The 1-minute load average, or -1. */
+static double load_average(void)
+{
+	char buf[64];
+	double load;
+
+	if (read_first_line("/proc/loadavg", buf, sizeof(buf)) || sscanf(buf, "%lf", &load) != 1)
+		return -1;
+	return load;
+}
+
+static void print_uprobe_row(const char *label, struct series *s, int ok,
+			     struct uprobe_pair *p, uint64_t calls)
+{
+	uint64_t entries, returns;
+
+	if (!ok) {
+		print_missing_row(label, "not attached, see above");
+		return;
+	}
+	print_row(label, s, 1);
+	uprobe_pair_counts(p, &entries, &returns);
+	if (entries != calls || returns != calls)
+		printf("%-42s   warning: probes counted %llu entries, %llu returns, %llu calls\n",
+		       "", (unsigned long long)entries, (unsigned long long)returns,
+		       (unsigned long long)calls);
+}
+
 int main(int argc, char **argv)
 {
 	/* 20k calls per round: 40k events, inside one thread's 64k-record ring */
 	unsigned long calls = argc > 1 ? strtoul(argv[1], NULL, 10) : 20000;
-	double plain[ROUNDS], instr[ROUNDS];
-	struct timespec pause = { 0, 20 * 1000 * 1000 }; /* let the flusher drain */
+	static struct single_results single;
+	static struct series tplain[4], tinstr[4];
+	static const int thread_counts[4] = { 1, 2, 4, 8 };
+	struct thread_stats tstats[4];
+	int thread_err[4];
+	char label[64];
+	double load_before;
 
-	for (int r = 0; r < ROUNDS + WARMUP_ROUNDS; r++) {
-		double p = time_calls(bench_plain, calls);
-		double i = time_calls(bench_instrumented, calls);
-
-		if (r >= WARMUP_ROUNDS) {
-			plain[r - WARMUP_ROUNDS] = p;
-			instr[r - WARMUP_ROUNDS] = i;
-		}
-		nanosleep(&pause, NULL);
+	if (calls == 0) {
+		fprintf(stderr, "usage: %s [CALLS_PER_ROUND]\n", argv[0]);
+		return 2;
 	}
-	qsort(plain, ROUNDS, sizeof(double), cmp_double);
-	qsort(instr, ROUNDS, sizeof(double), cmp_double);
-	printf("plain call:        %6.2f ns/call (median of %d rounds of %lu calls)\n",
-	       plain[ROUNDS / 2], ROUNDS, calls);
-	printf("instrumented call: %6.2f ns/call\n", instr[ROUNDS / 2]);
-	printf("overhead:          %6.2f ns/call (enter + exit)\n",
-	       instr[ROUNDS / 2] - plain[ROUNDS / 2]);
+	/* other work on the machine shows up in every row: say how much there was */
+	load_before = load_average();
+	run_single(&single, calls);
+	for (int k = 0; k < 4; k++)
+		thread_err[k] = run_threads(thread_counts[k], calls, &tplain[k], &tinstr[k],
+					    &tstats[k]);
+
+	printf("%lu calls per round (uprobe rows: %lu and %lu), median and min of %d rounds "
+	       "after %d warm-up rounds; %ld CPUs online, load average %.2f before, %.2f after\n",
+	       calls, calls / UPROBE_CALLS_DIVISOR ?: 1, calls / UPROBE_STEP_CALLS_DIVISOR ?: 1,
+	       ROUNDS, WARMUP_ROUNDS, sysconf(_SC_NPROCESSORS_ONLN), load_before, load_average());
+	if (!single.up_ok)
+		printf("uprobe: not attached: %s\n", single.up.why);
+	if (!single.up_step_ok)
+		printf("uprobe (sub): not attached: %s\n", single.up_step.why);
+	print_header();
+	print_row("empty  plain", &single.plain, 0);
+	print_row("empty  instrumented (profd)", &single.instr, 1);
+	print_uprobe_row("empty  uprobe+uretprobe (push, emulated)", &single.uprobe, single.up_ok,
+			 &single.up, single.up_calls);
+	print_uprobe_row("empty  uprobe+uretprobe (sub, stepped)", &single.uprobe_step,
+			 single.up_step_ok, &single.up_step, single.up_step_calls);
+	print_row("8-arg  plain", &single.args_plain, 0);
+	print_row("8-arg  instrumented (profd)", &single.args_instr, 1);
+	for (int k = 0; k < 4; k++) {
+		int n = thread_counts[k];
+
+		snprintf(label, sizeof(label), "%d thread%s plain", n, n > 1 ? "s" : "");
+		if (thread_err[k]) {
+			print_missing_row(label, strerror(thread_err[k]));
+			continue;
+		}
+		print_row(label, &tplain[k], 0);
+		snprintf(label, sizeof(label), "%d thread%s instrumented (profd)", n, n > 1 ? "s" : "");
+		print_row(label, &tinstr[k], 1);
+	}
+	printf("per-thread medians, instrumented (cpu ns/call):");
+	for (int k = 0; k < 4; k++)
+		if (!thread_err[k])
+			printf("  %dT %.2f..%.2f", thread_counts[k], tstats[k].lo, tstats[k].hi);
+	printf("\npreemptions per thread per round (involuntary switches):");
+	for (int k = 0; k < 4; k++)
+		if (!thread_err[k])
+			printf("  %dT %.2f", thread_counts[k], tstats[k].preempted);
+	printf("\n");
+	/* bench/run.sh checks this against profctl's count of recorded events */
+	printf("instrumented calls: %lu (profd should record %lu events)\n",
+	       atomic_load(&instrumented_calls), 2 * atomic_load(&instrumented_calls));
+	uprobe_pair_close(&single.up);
+	uprobe_pair_close(&single.up_step);
+	if (single.args_mismatch) {
+		printf("FAIL: bench_instrumented_args returned other results than bench_args_plain\n");
+		return 1;
+	}
 	return 0;
 }

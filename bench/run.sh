@@ -1,11 +1,55 @@
 #!/usr/bin/env bash
 # make bench: runs the benchmarks under bench/ and prints their figures.
+# Usage: bench/run.sh [BUILD_DIR] [CALLS_PER_ROUND]; see bench/README.md.
+# Exits non-zero when the figures cannot be trusted: profd did not patch the
+# functions, the session failed, or the benchmark itself failed.
 set -eu
 BUILD=${1:-build}
+CALLS=${2:-20000}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-echo "== overhead: empty function, plain vs instrumented (same process) =="
-"$ROOT/$BUILD/profctl" run --freq 0 --funcs 'bench_instrumented' -o "$tmp/overhead.pftrace" -- \
-	"$ROOT/$BUILD/bench/overhead" 2>"$tmp/overhead.err"
-grep -E "events:" "$tmp/overhead.err" || true
+
+# The functions profd patches; everything else in bench/overhead.c stays plain.
+FUNCS='bench_instrumented,bench_instrumented_args'
+NFUNCS=2
+
+echo "== overhead: per-call cost, plain vs profd vs uprobe+uretprobe, same process =="
+rc=0
+"$ROOT/$BUILD/profctl" run --freq 0 --funcs "$FUNCS" -o "$tmp/overhead.pftrace" -- \
+	"$ROOT/$BUILD/bench/overhead" "$CALLS" >"$tmp/overhead.out" 2>"$tmp/overhead.err" || rc=$?
+grep -v "^instrumented calls:" "$tmp/overhead.out" || true
+grep -E "^profctl: (functions|events):" "$tmp/overhead.err" || true
+fail=0
+if [ "$rc" -ne 0 ]; then
+	echo "FAIL: overhead exited with status $rc" >&2
+	fail=1
+fi
+# profctl exits with the program's status: a failed session only shows on stderr.
+if grep -qE "^profctl: error" "$tmp/overhead.err"; then
+	echo "FAIL: the profd session failed: the instrumented rows did not record" >&2
+	fail=1
+fi
+if ! grep -qE "^profctl: functions: .* $NFUNCS instrumented" "$tmp/overhead.err"; then
+	echo "FAIL: profd did not instrument all of $FUNCS" >&2
+	fail=1
+fi
+# A dropped call records nothing (its enter is counted once in "dropped", its exit never runs).
+expected=$(sed -nE 's/^instrumented calls: .*should record ([0-9]+) events.*/\1/p' "$tmp/overhead.out")
+read -r recorded dropped < <(sed -nE \
+	's/^profctl: events: ([0-9]+) recorded, ([0-9]+) dropped.*/\1 \2/p' "$tmp/overhead.err") || true
+if [ -n "$expected" ] && [ -n "${recorded:-}" ]; then
+	if [ "$dropped" -ne 0 ]; then
+		echo "WARNING: $dropped calls dropped (rings full): the instrumented rows mix" \
+			"recorded and cheaper dropped calls; rerun on a quieter machine" >&2
+	elif [ "$recorded" -ne "$expected" ]; then
+		echo "FAIL: profd recorded $recorded events, expected $expected" >&2
+		fail=1
+	else
+		echo "profd recorded all $expected events, none dropped"
+	fi
+fi
+if [ "$fail" -ne 0 ]; then
+	sed 's/^/  | /' "$tmp/overhead.err" >&2
+	exit 1
+fi

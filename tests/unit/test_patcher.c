@@ -49,8 +49,10 @@ static long patch_and_call(uint8_t *code, const struct proc_maps *placement, int
 	struct proc_maps real;
 	struct stub_region region;
 	struct code_patch patch;
+	struct patch_writer w;
+	uint8_t jump[PATCH_ABS64_LEN];
 	const char *why = NULL;
-	size_t patch_len = 0, written = 0;
+	size_t patch_len = 0;
 	uint64_t addr = (uint64_t)(uintptr_t)code;
 
 	if (stub_region_map(placement, addr, addr + 4096, 1, &region))
@@ -64,7 +66,11 @@ static long patch_and_call(uint8_t *code, const struct proc_maps *placement, int
 	patch = (struct code_patch){ addr, stub_region_slot_entry(&region, 0),
 				     region.far ? PATCH_ABS64_LEN : RELOCATOR_JMP_REL32_LEN };
 	*patch_len_out = patch.len;
-	if (proc_maps_load(&real) || patcher_write_jumps(&real, &patch, 1, &written) != 1)
+	if (proc_maps_load(&real))
+		return -1;
+	patcher_encode_jump(jump, &patch);
+	patch_writer_init(&w, &real);
+	if (patch_writer_write(&w, addr, jump, patch.len) || patch_writer_finish(&w))
 		return -1;
 	proc_maps_free(&real);
 	return ((sample_fn)(uintptr_t)code)(5, 7);
