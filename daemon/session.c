@@ -7,6 +7,7 @@
  *   SessionSummary. A client or agent that disappears mid-way still gets its
  *   trace finalized.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -18,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "daemon/access.h"
 #include "daemon/demangle.h"
 #include "daemon/event_decoder.h"
 #include "daemon/sampler.h"
@@ -65,6 +67,8 @@ struct session {
 	struct thread_slot *threads;
 	uint64_t events, drops, samples, samples_lost, events_invalid;
 	uint64_t agent_deadline_ns;
+	unsigned long long target_start_time; /* to refuse an agent from a reused pid */
+	int attach_mode;
 	int target_exited;
 	int agent_seen;
 	char error[256];
@@ -172,6 +176,58 @@ static struct session *session_new(struct server *srv, struct conn *c, const Pro
 	return s;
 }
 
+static void session_start_sampling(struct session *s, Profd__SamplingReady *ready);
+
+/* Names every thread the running target has now (later ones come from perf COMM and the agent). */
+static void describe_running_threads(struct session *s)
+{
+	char path[96], name[64];
+	struct dirent *d;
+	DIR *dir;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)s->target);
+	dir = opendir(path);
+	while (dir && (d = readdir(dir))) {
+		int tid = atoi(d->d_name);
+		FILE *f;
+
+		if (tid <= 0)
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%d/comm", (int)s->target, tid);
+		f = fopen(path, "re");
+		if (f && fgets(name, sizeof(name), f)) {
+			name[strcspn(name, "\n")] = '\0';
+			if (tid == s->target)
+				perfetto_writer_process(s->writer, s->target, name);
+			perfetto_writer_thread(s->writer, s->target, tid, name);
+		}
+		if (f)
+			fclose(f);
+	}
+	if (dir)
+		closedir(dir);
+}
+
+/* profctl attach: the target runs already; the client injects the agent itself. */
+static int session_attach(struct session *s, pid_t pid)
+{
+	char why[160];
+	const char *refused = access_check_target(s->client_pid, s->client_uid, pid, false, why,
+						  sizeof(why));
+
+	if (refused) {
+		send_error(s->client, refused);
+		return -EPERM;
+	}
+	s->attach_mode = 1;
+	s->target = pid;
+	s->target_start_time = access_start_time(pid);
+	perfetto_writer_process(s->writer, pid, s->comm);
+	describe_running_threads(s);
+	session_start_sampling(s, NULL);
+	return 0;
+}
+
 static void handle_run_request(struct server *srv, struct conn *c, const uint8_t *p, size_t len)
 {
 	Profd__RunRequest *req = profd__run_request__unpack(NULL, len, p);
@@ -201,6 +257,8 @@ static void handle_run_request(struct server *srv, struct conn *c, const uint8_t
 	}
 	perfetto_writer_set_sample_freq(s->writer, s->freq);
 	perfetto_writer_clock_snapshot(s->writer);
+	if (req->attach_pid > 0 && session_attach(s, req->attach_pid))
+		goto out; /* refused: the error went to the client */
 	started.session_id = s->id;
 	started.agent_token = s->token;
 	conn_send(c, FRAME_SESSION_STARTED, buf, profd__session_started__pack(&started, buf));
@@ -208,30 +266,6 @@ static void handle_run_request(struct server *srv, struct conn *c, const uint8_t
 out:
 	if (req)
 		profd__run_request__free_unpacked(req, NULL);
-}
-
-/* The client may profile pid only if it forked it and owns it (issue: full ptrace rules later). */
-static const char *target_refused(const struct session *s, pid_t pid)
-{
-	char path[64], line[256];
-	long ppid = -1, uid = -1;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	f = fopen(path, "re");
-	if (!f)
-		return "no such process";
-	while (fgets(line, sizeof(line), f)) {
-		if (sscanf(line, "PPid: %ld", &ppid) == 1)
-			continue;
-		sscanf(line, "Uid: %ld", &uid);
-	}
-	fclose(f);
-	if (ppid != s->client_pid)
-		return "the target is not a child of the client";
-	if (s->client_uid != 0 && uid != (long)s->client_uid)
-		return "the target belongs to another user";
-	return NULL;
 }
 
 static void on_sample(void *ctx, const struct sampler_sample *smp)
@@ -313,21 +347,32 @@ static const struct sampler_callbacks sampler_cb = {
 	.lost = on_lost,
 };
 
+/* Run: armed to start at exec. Attach: the process runs already: maps from /proc, enabled now. */
 static void session_start_sampling(struct session *s, Profd__SamplingReady *ready)
 {
-	struct sampler_config cfg = { .pid = s->target, .freq_hz = s->freq, .enable_on_exec = true };
+	struct sampler_config cfg = { .pid = s->target, .freq_hz = s->freq,
+				      .enable_on_exec = !s->attach_mode };
 	char err[256] = "";
 
 	s->symbols = symbolizer_new(s->target);
+	if (s->symbols && s->attach_mode)
+		symbolizer_load_proc_maps(s->symbols);
 	if (s->freq == 0 || !s->symbols)
 		return;
 	s->sampler = sampler_open(&cfg, err, sizeof(err));
+	if (s->sampler && s->attach_mode && sampler_enable(s->sampler) < 0) {
+		sampler_close(s->sampler);
+		s->sampler = NULL;
+		snprintf(err, sizeof(err), "cannot enable the perf events");
+	}
 	if (!s->sampler) {
 		snprintf(s->warning, sizeof(s->warning), "sampling disabled: %s", err);
-		ready->warning = s->warning;
+		if (ready)
+			ready->warning = s->warning;
 		return;
 	}
-	ready->sampling = 1;
+	if (ready)
+		ready->sampling = 1;
 }
 
 static void handle_target_forked(struct session *s, const uint8_t *p, size_t len)
@@ -335,18 +380,21 @@ static void handle_target_forked(struct session *s, const uint8_t *p, size_t len
 	Profd__TargetForked *msg = profd__target_forked__unpack(NULL, len, p);
 	Profd__SamplingReady ready = PROFD__SAMPLING_READY__INIT;
 	const char *refused;
+	char why[160];
 	uint8_t buf[512];
 
 	if (!msg || msg->pid <= 0 || s->target) {
 		send_error(s->client, "malformed or repeated target announcement");
 		goto out;
 	}
-	refused = target_refused(s, msg->pid);
+	refused = access_check_target(s->client_pid, s->client_uid, msg->pid, true, why,
+				      sizeof(why));
 	if (refused) {
 		send_error(s->client, refused);
 		goto out;
 	}
 	s->target = msg->pid;
+	s->target_start_time = access_start_time(s->target);
 	perfetto_writer_process(s->writer, s->target, s->comm);
 	session_start_sampling(s, &ready);
 	if (profd__sampling_ready__get_packed_size(&ready) <= sizeof(buf))
@@ -432,7 +480,8 @@ static void handle_agent_hello(struct server *srv, struct conn *c, const uint8_t
 	uint8_t buf[64 * 1024];
 
 	/* The kernel's word on who connected, not the agent's. */
-	if (!s || s->agent || !s->target || c->peer.pid != s->target) {
+	if (!s || s->agent || !s->target || c->peer.pid != s->target ||
+	    access_start_time(s->target) != s->target_start_time) {
 		send_error(c, "no session for this agent");
 		goto out;
 	}
@@ -718,6 +767,8 @@ void session_conn_closed(struct server *srv, struct conn *c)
 		s->agent = NULL;
 		if (s->target_exited)
 			session_finish(srv, s);
+		else if (s->attach_mode) /* detached from elsewhere: the client ends it */
+			conn_send(s->client, FRAME_AGENT_GONE, NULL, 0);
 	}
 }
 

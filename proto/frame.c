@@ -59,6 +59,7 @@ static const char *const frame_type_names[FRAME_TYPE_MAX] = {
 	[FRAME_TARGET_EXITED] = "target-exited",
 	[FRAME_SESSION_SUMMARY] = "session-summary",
 	[FRAME_ERROR] = "error",
+	[FRAME_AGENT_GONE] = "agent-gone",
 	[FRAME_AGENT_HELLO] = "agent-hello",
 	[FRAME_AGENT_CONFIG] = "agent-config",
 	[FRAME_FUNCTION_TABLE] = "function-table",

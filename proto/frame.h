@@ -21,6 +21,7 @@ enum frame_type {
 	FRAME_TARGET_EXITED = 5,
 	FRAME_SESSION_SUMMARY = 6,
 	FRAME_ERROR = 7,
+	FRAME_AGENT_GONE = 8, /* profd -> client: the agent left before the session ended */
 	FRAME_AGENT_HELLO = 16,
 	FRAME_AGENT_CONFIG = 17,
 	FRAME_FUNCTION_TABLE = 18,
