@@ -1,0 +1,254 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Shared client side of profiling sessions (see session_client.h).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/func_filter.h"
+#include "profctl/session_client.h"
+#include "proto/frame.h"
+#include "proto/frame_io.h"
+#include "profd.pb-c.h"
+
+#define REPLY_TIMEOUT_MS 10000
+#define SUMMARY_TIMEOUT_MS 60000
+
+static int parse_unsigned(const char *s, const char *what, unsigned max, unsigned *out)
+{
+	char *end;
+	unsigned long v;
+
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (errno || *end || end == s || v > max || s[0] == '-') {
+		fprintf(stderr, "profctl: %s must be a whole number from 0 to %u, not '%s'\n", what,
+			max, s);
+		return -EINVAL;
+	}
+	*out = (unsigned)v;
+	return 0;
+}
+
+int profile_options_parse(int argc, char **argv, struct profile_options *o, const char *usage)
+{
+	static const struct option longopts[] = {
+		{ "funcs", required_argument, NULL, 'F' }, { "freq", required_argument, NULL, 'f' },
+		{ "output", required_argument, NULL, 'o' }, { "duration", required_argument, NULL, 'd' },
+		{ "verbose", no_argument, NULL, 'v' },      { 0 },
+	};
+	int c;
+
+	memset(o, 0, sizeof(*o));
+	o->freq = PROFILE_DEFAULT_FREQ;
+	o->patterns = calloc((size_t)argc + 1, sizeof(char *));
+	if (!o->patterns)
+		return -ENOMEM;
+	while ((c = getopt_long(argc, argv, "+o:v", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'F': o->patterns[o->n_patterns++] = optarg; break;
+		case 'f': if (parse_unsigned(optarg, "--freq", 100000, &o->freq)) return -EINVAL; break;
+		case 'd': if (parse_unsigned(optarg, "--duration", 86400 * 365, &o->duration_s)) return -EINVAL; break;
+		case 'o': o->output = optarg; break;
+		case 'v': o->verbose = true; break;
+		default: fprintf(stderr, "%s", usage); return -EINVAL;
+		}
+	}
+	return optind;
+}
+
+int profile_patterns_check(const struct profile_options *o)
+{
+	struct func_filter *f;
+	char err[256];
+
+	if (o->n_patterns == 0)
+		return 0;
+	if (func_filter_parse((const char *const *)o->patterns, o->n_patterns, &f, err,
+			      sizeof(err))) {
+		fprintf(stderr, "profctl: --funcs: %s\n", err);
+		return -EINVAL;
+	}
+	func_filter_free(f);
+	return 0;
+}
+
+void session_client_init(struct session_client *c, const struct profile_options *opt)
+{
+	memset(c, 0, sizeof(*c));
+	c->opt = opt;
+	c->out_fd = -1;
+	c->link.fd = -1;
+}
+
+int session_client_open_output(struct session_client *c, const char *comm, pid_t pid)
+{
+	if (c->opt->output)
+		snprintf(c->output_path, sizeof(c->output_path), "%s", c->opt->output);
+	else
+		snprintf(c->output_path, sizeof(c->output_path), "profd-%s-%d.pftrace", comm,
+			 (int)pid);
+	c->out_fd = open(c->output_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (c->out_fd < 0) {
+		fprintf(stderr, "profctl: cannot write the trace to %s: %s\n", c->output_path,
+			strerror(errno));
+		return -errno;
+	}
+	return 0;
+}
+
+int session_client_expect(struct session_client *c, uint32_t want, uint8_t **payload,
+			  uint32_t *len, int timeout_ms)
+{
+	struct frame_header h;
+	int err;
+
+	/* an agent-gone notice is for the attach loop; here it changes nothing */
+	while ((err = frame_recv(c->link.fd, &h, payload, NULL, timeout_ms)) >= 0 &&
+	       h.type == FRAME_AGENT_GONE && want != FRAME_AGENT_GONE) {
+		free(*payload);
+		*payload = NULL;
+	}
+	if (err < 0) {
+		fprintf(stderr, "profctl: profd did not answer: %s\n", strerror(-err));
+		return err;
+	}
+	if (h.type == want) {
+		*len = h.length;
+		return 0;
+	}
+	if (h.type == FRAME_ERROR) {
+		Profd__ErrorReply *e = profd__error_reply__unpack(NULL, h.length, *payload);
+
+		fprintf(stderr, "profctl: profd refused: %s\n", e && e->message ? e->message : "?");
+		if (e)
+			profd__error_reply__free_unpacked(e, NULL);
+	} else {
+		fprintf(stderr, "profctl: unexpected %s frame from profd\n", frame_type_name(h.type));
+	}
+	free(*payload);
+	*payload = NULL;
+	return -EPROTO;
+}
+
+int session_client_start(struct session_client *c, const char *comm, pid_t attach_pid,
+			 char *token, size_t token_len)
+{
+	Profd__RunRequest req = PROFD__RUN_REQUEST__INIT;
+	Profd__SessionStarted *started;
+	uint8_t *buf, *reply = NULL;
+	uint32_t len;
+	size_t n;
+	int err = daemon_link_open(&c->link, c->opt->verbose);
+
+	if (err)
+		return err;
+	req.n_func_patterns = c->opt->n_patterns;
+	req.func_patterns = c->opt->patterns;
+	req.sample_freq = c->opt->freq;
+	req.duration_s = c->opt->duration_s;
+	req.target_comm = (char *)comm;
+	req.output_name = c->output_path;
+	req.attach_pid = attach_pid;
+	n = profd__run_request__get_packed_size(&req);
+	buf = malloc(n + 1);
+	if (!buf)
+		return -ENOMEM;
+	profd__run_request__pack(&req, buf);
+	err = frame_send(c->link.fd, FRAME_RUN_REQUEST, buf, n, c->out_fd);
+	free(buf);
+	if (!err)
+		err = session_client_expect(c, FRAME_SESSION_STARTED, &reply, &len, REPLY_TIMEOUT_MS);
+	if (err)
+		return err;
+	started = profd__session_started__unpack(NULL, len, reply);
+	free(reply);
+	if (!started || !started->agent_token || strlen(started->agent_token) + 2 > token_len) {
+		if (started)
+			profd__session_started__free_unpacked(started, NULL);
+		return -EPROTO;
+	}
+	snprintf(token, token_len, "%s", started->agent_token);
+	profd__session_started__free_unpacked(started, NULL);
+	close(c->out_fd); /* profd holds its own copy */
+	c->out_fd = -1;
+	return 0;
+}
+
+static void print_skipped(const Profd__SessionSummary *s, bool verbose)
+{
+	size_t shown = verbose ? s->n_skipped : (s->n_skipped < 20 ? s->n_skipped : 20);
+
+	for (size_t i = 0; i < shown; i++) {
+		const Profd__SkippedFunction *f = s->skipped[i];
+		const char *mod = f->module ? strrchr(f->module, '/') : NULL;
+
+		fprintf(stderr, "  skipped %s (%s): %s\n", f->name, mod ? mod + 1 : f->module,
+			f->reason);
+	}
+	if (shown < s->n_skipped)
+		fprintf(stderr, "  ... and %zu more skipped (-v lists them all)\n",
+			s->n_skipped - shown);
+}
+
+static void print_summary(const struct session_client *c, const Profd__SessionSummary *s)
+{
+	if (s->error && s->error[0])
+		fprintf(stderr, "profctl: error: %s\n", s->error);
+	for (size_t i = 0; i < s->n_warnings; i++)
+		fprintf(stderr, "profctl: warning: %s\n", s->warnings[i]);
+	if (c->opt->n_patterns > 0) {
+		if (!s->agent_connected)
+			fprintf(stderr, "profctl: warning: the agent never connected: no function "
+					"was instrumented\n");
+		else if (s->functions_matched == 0)
+			fprintf(stderr, "profctl: warning: --funcs matched no function in the "
+					"program or its libraries\n");
+		fprintf(stderr, "profctl: functions: %u matched, %u instrumented, %zu skipped\n",
+			s->functions_matched, s->functions_instrumented, s->n_skipped);
+		print_skipped(s, c->opt->verbose);
+	}
+	fprintf(stderr, "profctl: events: %llu recorded, %llu dropped; samples: %llu (%llu lost)\n",
+		(unsigned long long)s->events, (unsigned long long)s->events_dropped,
+		(unsigned long long)s->samples, (unsigned long long)s->samples_lost);
+	fprintf(stderr, "profctl: trace: %s (%llu bytes); open it at https://ui.perfetto.dev\n",
+		c->output_path, (unsigned long long)s->trace_bytes);
+}
+
+int session_client_finish(struct session_client *c, int wait_status)
+{
+	Profd__TargetExited msg = PROFD__TARGET_EXITED__INIT;
+	Profd__SessionSummary *sum;
+	uint8_t buf[64], *reply = NULL;
+	uint32_t len;
+	int err;
+
+	msg.wait_status = wait_status;
+	err = frame_send(c->link.fd, FRAME_TARGET_EXITED, buf,
+			 profd__target_exited__pack(&msg, buf), -1);
+	if (!err)
+		err = session_client_expect(c, FRAME_SESSION_SUMMARY, &reply, &len,
+					    SUMMARY_TIMEOUT_MS);
+	if (err)
+		return err;
+	sum = profd__session_summary__unpack(NULL, len, reply);
+	free(reply);
+	if (!sum)
+		return -EPROTO;
+	print_summary(c, sum);
+	profd__session_summary__free_unpacked(sum, NULL);
+	return 0;
+}
+
+void session_client_close(struct session_client *c)
+{
+	if (c->out_fd >= 0)
+		close(c->out_fd);
+	c->out_fd = -1;
+	daemon_link_close(&c->link);
+}

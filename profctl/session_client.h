@@ -1,0 +1,66 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What `profctl run` and `profctl attach` share: their options, the output
+ * file (opened by profctl with the user's rights, passed to profd), the
+ * session handshake with profd, and the closing summary.
+ */
+#ifndef PROFD_SESSION_CLIENT_H
+#define PROFD_SESSION_CLIENT_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "profctl/profctl.h"
+
+#define PROFILE_DEFAULT_FREQ 999
+
+struct profile_options {
+	char **patterns;
+	size_t n_patterns;
+	unsigned freq;
+	unsigned duration_s;
+	const char *output;
+	bool verbose;
+};
+
+/*
+ * Parses --funcs/--freq/-o/--duration/-v up to the first operand; returns
+ * the index of that operand, or a negative errno after printing why (and usage).
+ */
+int profile_options_parse(int argc, char **argv, struct profile_options *o, const char *usage);
+
+/* Checks the --funcs syntax before anything starts; prints the error. */
+int profile_patterns_check(const struct profile_options *o);
+
+struct session_client {
+	const struct profile_options *opt;
+	struct daemon_link link;
+	char output_path[PATH_MAX];
+	int out_fd;
+};
+
+void session_client_init(struct session_client *c, const struct profile_options *opt);
+
+/* Opens -o FILE, or profd-<comm>-<pid>.pftrace; prints why it cannot. */
+int session_client_open_output(struct session_client *c, const char *comm, pid_t pid);
+
+/*
+ * Connects to profd (or starts a private one) and starts the session: a
+ * `run` one, or, with attach_pid > 0, an `attach` one. Gets the agent token.
+ */
+int session_client_start(struct session_client *c, const char *comm, pid_t attach_pid,
+			 char *token, size_t token_len);
+
+/* Waits for one frame of type want; prints profd's refusal otherwise. */
+int session_client_expect(struct session_client *c, uint32_t want, uint8_t **payload,
+			  uint32_t *len, int timeout_ms);
+
+/* Ends the session (the target exited, or profiling stops) and prints the summary. */
+int session_client_finish(struct session_client *c, int wait_status);
+
+void session_client_close(struct session_client *c);
+
+#endif
