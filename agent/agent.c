@@ -241,15 +241,17 @@ static void forget_earlier_session(struct agent_thread *t, void *ctx)
 }
 
 /* Patches (all other threads stopped, or none yet); allocates nothing. */
-static int agent_commit(const uint64_t *ips, size_t n_ips)
+static int agent_commit(const uint64_t *ips, size_t n_ips, int all_or_nothing)
 {
 	struct event_clock_pair pair;
 	int written;
 
 	if (agent.state != AGENT_PREPARED)
 		return -EINVAL;
+	written = instrument_commit(&agent.plan, ips, n_ips, all_or_nothing);
+	if (written == -EAGAIN)
+		return written;
 	threads_for_each_stopped(forget_earlier_session, NULL);
-	written = instrument_commit(&agent.plan, ips, n_ips);
 	flusher_read_clock_pair(&pair);
 	flusher_release(&pair);
 	atomic_store(&agent_recording, 1);
@@ -258,30 +260,40 @@ static int agent_commit(const uint64_t *ips, size_t n_ips)
 }
 
 /*
- * profctl attach, step 1 (other threads running): connect to profd at
- * socket_path, present token, build the stubs. Returns 0 or a negative errno.
+ * profctl attach, step 1 (other threads running): connect to profd and
+ * present the session token, given as one string "SOCKET_PATH\nTOKEN" (one
+ * block of data for the remote call), then build the stubs. Returns 0 or a
+ * negative errno.
  */
-__attribute__((visibility("default"))) int profagent_attach(const char *socket_path,
-							   const char *token)
+__attribute__((visibility("default"))) int profagent_attach(const char *socket_and_token)
 {
+	char path[256];
+	const char *nl = strchr(socket_and_token, '\n');
 	int err;
 
+	if (!nl || (size_t)(nl - socket_and_token) >= sizeof(path))
+		return -EINVAL;
+	memcpy(path, socket_and_token, (size_t)(nl - socket_and_token));
+	path[nl - socket_and_token] = '\0';
 	agent_thread_guard = 1;
-	err = agent_prepare(socket_path, token);
+	err = agent_prepare(path, nl + 1);
 	agent_thread_guard = 0;
 	return err;
 }
 
 /*
  * profctl attach, step 2 (every other thread stopped at ips[]): write the
- * jumps, except over bytes a thread is executing. Returns functions patched.
+ * jumps. With all_or_nothing, -EAGAIN and nothing written when a thread is
+ * executing bytes to be replaced (profctl lets the threads move and retries);
+ * else such functions are skipped. Returns how many jumps were written.
  */
-__attribute__((visibility("default"))) int profagent_commit(const uint64_t *ips, size_t n_ips)
+__attribute__((visibility("default"))) int profagent_commit(const uint64_t *ips, size_t n_ips,
+							   int all_or_nothing)
 {
 	int r;
 
 	agent_thread_guard = 1;
-	r = agent_commit(ips, n_ips);
+	r = agent_commit(ips, n_ips, all_or_nothing);
 	agent_thread_guard = 0;
 	return r;
 }
@@ -331,7 +343,7 @@ __attribute__((constructor)) static void agent_start(void)
 		return; /* dlopen'ed by profctl attach: it calls profagent_attach */
 	agent_thread_guard = 1; /* agent code runs: instrumented calls pass through */
 	if (agent_prepare(path, token) == 0)
-		agent_commit(NULL, 0); /* process start: no other thread runs our code yet */
+		agent_commit(NULL, 0, 0); /* process start: no other thread runs our code yet */
 	agent_thread_guard = 0;
 }
 

@@ -97,12 +97,31 @@ done:
 	return flusher.failed;
 }
 
+#define CLOCK_PAIR_CHUNK_LEN (sizeof(struct event_chunk_header) + sizeof(struct event_clock_pair))
+
+/*
+ * Ends the frame with a clock pair read now: every record staged before it
+ * was written earlier, so the daemon can place all of them in time.
+ */
+static void flusher_end_frame(void)
+{
+	struct event_chunk_header h = { .kind = EVENT_CHUNK_CLOCK_PAIR };
+	struct event_clock_pair pair;
+
+	flusher_read_clock_pair(&pair);
+	memcpy(flusher.stage + flusher.stage_len, &h, sizeof(h));
+	memcpy(flusher.stage + flusher.stage_len + sizeof(h), &pair, sizeof(pair));
+	flusher.stage_len += CLOCK_PAIR_CHUNK_LEN;
+	flusher_send_stage();
+}
+
+/* Room for len bytes, always leaving room for the frame's closing clock pair. */
 static void *flusher_reserve(size_t len)
 {
 	void *p;
 
-	if (flusher.stage_len + len > STAGE_CAPACITY)
-		flusher_send_stage();
+	if (flusher.stage_len + len + CLOCK_PAIR_CHUNK_LEN > STAGE_CAPACITY)
+		flusher_end_frame();
 	p = flusher.stage + flusher.stage_len;
 	flusher.stage_len += len;
 	return p;
@@ -173,8 +192,6 @@ static void flusher_drain_thread(struct agent_thread *t, void *ctx)
 
 static void flusher_cycle(void)
 {
-	struct event_clock_pair pair;
-
 	if (!atomic_load_explicit(&flusher.released, memory_order_acquire) || flusher.failed)
 		return;
 	if (!flusher.table_sent) { /* the daemon needs the names before any event */
@@ -189,9 +206,7 @@ static void flusher_cycle(void)
 	}
 	threads_for_each(flusher_drain_thread, NULL);
 	/* Taken after the drain: every record above was written before it. */
-	flusher_read_clock_pair(&pair);
-	flusher_put_chunk(EVENT_CHUNK_CLOCK_PAIR, 0, 0, 0, &pair, sizeof(pair));
-	flusher_send_stage();
+	flusher_end_frame();
 	threads_recycle_drained();
 }
 

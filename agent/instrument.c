@@ -490,10 +490,15 @@ static int thread_inside(const struct pending_patch *pp, const uint64_t *ips, si
 	return 0;
 }
 
-int instrument_commit(struct instrument_plan *plan, const uint64_t *ips, size_t n_ips)
+int instrument_commit(struct instrument_plan *plan, const uint64_t *ips, size_t n_ips,
+		      int all_or_nothing)
 {
 	struct patch_writer w;
 	int written = 0, err = 0;
+
+	for (size_t i = 0; all_or_nothing && i < plan->n_patches; i++)
+		if (thread_inside(&plan->patches[i], ips, n_ips))
+			return -EAGAIN;
 
 	patch_writer_init(&w, &plan->maps);
 	for (size_t i = 0; i < plan->n_patches && !err; i++) {

@@ -74,10 +74,13 @@ int instrument_prepare(const struct func_filter *filter, struct instrument_plan 
 
 /*
  * Writes the entry jumps. A function whose patched bytes hold one of ips[]
- * (a stopped thread is executing them) is left alone and marked dropped.
- * Allocates nothing. Returns how many were written or a negative errno.
+ * (a stopped thread is executing them) is left alone and marked dropped, or,
+ * with all_or_nothing, nothing is written and -EAGAIN returned (let the
+ * threads move on and try again). Allocates nothing. Returns how many were
+ * written or a negative errno.
  */
-int instrument_commit(struct instrument_plan *plan, const uint64_t *ips, size_t n_ips);
+int instrument_commit(struct instrument_plan *plan, const uint64_t *ips, size_t n_ips,
+		      int all_or_nothing);
 
 /* Puts every original byte back (all threads stopped). Allocates nothing. */
 int instrument_unpatch(struct instrument_plan *plan);

@@ -37,12 +37,12 @@
 #define UPROBE_CALLS_DIVISOR 10
 #define UPROBE_STEP_CALLS_DIVISOR 40
 /*
- * Pause after each round of instrumented calls. The flusher drains the
- * rings every 5 ms, and profd decodes them on the same 2 CPUs: 8 threads x
- * 40k events took 20-40 ms to drain (less and the rings overflow), and with
- * 20 ms pauses the still-running drain of the previous round inflated the
- * instrumented medians by 5-15 ns on this VM. The bench measures the calling
- * thread's cost; the drain's is profd's own CPU time.
+ * Pause after each batch of instrumented calls. The flusher drains the
+ * rings every 5 ms and profd decodes them on the same 2 CPUs: 8 threads x
+ * 40k events took 20-40 ms (less and the rings overflow), and with 20 ms
+ * pauses the instrumented medians came out 5-15 ns higher, presumably as the
+ * drain still ran on the other vCPU. The rows are the calling thread's cost;
+ * the drain's is profd's own CPU time.
  */
 #define DRAIN_PAUSE_MS 100
 
@@ -365,68 +365,76 @@ struct single_results {
 	int args_mismatch;
 };
 
-static void run_single(struct single_results *res, unsigned long calls)
+static void single_start(struct single_results *res)
+{
+	res->up_ok = uprobe_pair_attach(&res->up, bench_uprobe) == 0;
+	res->up_step_ok = uprobe_pair_attach(&res->up_step, bench_uprobe_step) == 0;
+}
+
+/* One round in the calling thread; drops the figures of warm-up rounds. */
+static void single_round(struct single_results *res, unsigned long calls, int keep)
 {
 	unsigned long up_calls = calls / UPROBE_CALLS_DIVISOR ?: 1;
 	unsigned long step_calls = calls / UPROBE_STEP_CALLS_DIVISOR ?: 1;
+	struct sample p, i, u, a, ai;
+	long sum_plain, sum_instr;
 
-	res->up_ok = uprobe_pair_attach(&res->up, bench_uprobe) == 0;
-	res->up_step_ok = uprobe_pair_attach(&res->up_step, bench_uprobe_step) == 0;
-	for (int r = 0; r < TOTAL_ROUNDS; r++) {
-		int keep = r >= WARMUP_ROUNDS;
-		struct sample p, i, u, a, ai;
-		long sum_plain, sum_instr;
-
-		p = time_empty(bench_plain, calls);
-		i = time_empty(bench_instrumented, calls);
-		if (keep) {
-			series_add(&res->plain, p, NULL);
-			series_add(&res->instr, i, &p);
-		}
-		if (res->up_ok) {
-			u = time_empty(bench_uprobe, up_calls);
-			res->up_calls += up_calls;
-			if (keep)
-				series_add(&res->uprobe, u, &p);
-		}
-		if (res->up_step_ok) {
-			u = time_empty(bench_uprobe_step, step_calls);
-			res->up_step_calls += step_calls;
-			if (keep)
-				series_add(&res->uprobe_step, u, &p);
-		}
-		pause_ms(DRAIN_PAUSE_MS);
-		a = time_args(bench_args_plain, calls, &sum_plain);
-		ai = time_args(bench_instrumented_args, calls, &sum_instr);
-		instrumented_calls += 2 * calls; /* this and the empty one above */
-		if (sum_plain != sum_instr)
-			res->args_mismatch = 1;
-		if (keep) {
-			series_add(&res->args_plain, a, NULL);
-			series_add(&res->args_instr, ai, &a);
-		}
-		pause_ms(DRAIN_PAUSE_MS);
+	p = time_empty(bench_plain, calls);
+	i = time_empty(bench_instrumented, calls);
+	if (keep) {
+		series_add(&res->plain, p, NULL);
+		series_add(&res->instr, i, &p);
 	}
+	if (res->up_ok) {
+		u = time_empty(bench_uprobe, up_calls);
+		res->up_calls += up_calls;
+		if (keep)
+			series_add(&res->uprobe, u, &p);
+	}
+	if (res->up_step_ok) {
+		u = time_empty(bench_uprobe_step, step_calls);
+		res->up_step_calls += step_calls;
+		if (keep)
+			series_add(&res->uprobe_step, u, &p);
+	}
+	pause_ms(DRAIN_PAUSE_MS);
+	a = time_args(bench_args_plain, calls, &sum_plain);
+	ai = time_args(bench_instrumented_args, calls, &sum_instr);
+	instrumented_calls += 2 * calls; /* this and the empty one above */
+	if (sum_plain != sum_instr)
+		res->args_mismatch = 1;
+	if (keep) {
+		series_add(&res->args_plain, a, NULL);
+		series_add(&res->args_instr, ai, &a);
+	}
+	pause_ms(DRAIN_PAUSE_MS);
 }
 
 /* ---- threads: the empty function in N threads at once -------------------- */
 
+/* One thread count: its workers live through every round. */
 struct thread_run {
+	int nthreads, started, err;
 	/* the gate opens once every worker exists (go = 1) or creating one failed (go = -1) */
 	pthread_mutex_t gate_lock;
 	pthread_cond_t gate;
 	int go;
 	pthread_barrier_t start, done;
 	unsigned long calls;
+	struct worker {
+		pthread_t thread;
+		int index;
+		struct thread_run *run;
+	} workers[MAX_THREADS];
 	struct sample plain[MAX_THREADS][TOTAL_ROUNDS];
 	struct sample instr[MAX_THREADS][TOTAL_ROUNDS];
 	long preempted[MAX_THREADS]; /* involuntary context switches inside measured rounds */
 };
 
-struct worker {
-	pthread_t thread;
-	int index;
-	struct thread_run *run;
+/* What a thread count's rounds showed beyond the pooled series. */
+struct thread_stats {
+	double lo, hi;     /* lowest and highest per-thread median, instrumented cpu ns/call */
+	double preempted;  /* involuntary context switches per thread per round */
 };
 
 static void *worker_main(void *arg)
@@ -436,7 +444,7 @@ static void *worker_main(void *arg)
 	char name[16];
 	int go;
 
-	snprintf(name, sizeof(name), "bench-w%d", w->index);
+	snprintf(name, sizeof(name), "bench-%d.%d", run->nthreads, w->index);
 	pthread_setname_np(pthread_self(), name);
 	pthread_mutex_lock(&run->gate_lock);
 	while (!run->go)
@@ -445,7 +453,6 @@ static void *worker_main(void *arg)
 	pthread_mutex_unlock(&run->gate_lock);
 	if (go < 0)
 		return NULL;
-	run->preempted[w->index] = 0;
 	for (int r = 0; r < TOTAL_ROUNDS; r++) {
 		struct rusage before, after;
 
@@ -462,71 +469,70 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
-/* What a thread count's rounds showed beyond the pooled series. */
-struct thread_stats {
-	double lo, hi;     /* lowest and highest per-thread median, instrumented cpu ns/call */
-	double preempted;  /* involuntary context switches per thread per round */
-};
-
-/* Runs nthreads workers for every round; returns 0 or a positive errno. */
-static int run_threads(int nthreads, unsigned long calls, struct series *plain,
-		       struct series *instr, struct thread_stats *st)
+/* Creates the workers, parked until the rounds start; on failure sets run->err (an errno). */
+static void threads_start(struct thread_run *run, int nthreads, unsigned long calls)
 {
-	static struct thread_run run;
-	struct worker workers[MAX_THREADS];
-	int started, err;
+	run->nthreads = nthreads;
+	run->calls = calls;
+	pthread_mutex_init(&run->gate_lock, NULL);
+	pthread_cond_init(&run->gate, NULL);
+	pthread_barrier_init(&run->start, NULL, (unsigned)nthreads + 1);
+	pthread_barrier_init(&run->done, NULL, (unsigned)nthreads + 1);
+	for (run->started = 0; run->started < nthreads; run->started++) {
+		struct worker *w = &run->workers[run->started];
 
-	run.calls = calls;
-	run.go = 0;
-	pthread_mutex_init(&run.gate_lock, NULL);
-	pthread_cond_init(&run.gate, NULL);
-	pthread_barrier_init(&run.start, NULL, (unsigned)nthreads + 1);
-	pthread_barrier_init(&run.done, NULL, (unsigned)nthreads + 1);
-	for (started = 0; started < nthreads; started++) {
-		workers[started] = (struct worker){ .index = started, .run = &run };
-		err = pthread_create(&workers[started].thread, NULL, worker_main, &workers[started]);
-		if (err)
+		w->index = run->started;
+		w->run = run;
+		run->err = pthread_create(&w->thread, NULL, worker_main, w);
+		if (run->err)
 			break;
 	}
-	pthread_mutex_lock(&run.gate_lock);
-	run.go = started < nthreads ? -1 : 1;
-	pthread_cond_broadcast(&run.gate);
-	pthread_mutex_unlock(&run.gate_lock);
-	if (run.go < 0) {
-		fprintf(stderr, "overhead: pthread_create: %s\n", strerror(err));
-		goto out_join;
-	}
-	for (int r = 0; r < TOTAL_ROUNDS; r++) {
-		pthread_barrier_wait(&run.start);
-		pthread_barrier_wait(&run.done);
-		pause_ms(DRAIN_PAUSE_MS);
-	}
-	err = 0;
-out_join:
-	for (int t = 0; t < started; t++)
-		pthread_join(workers[t].thread, NULL);
-	pthread_barrier_destroy(&run.start);
-	pthread_barrier_destroy(&run.done);
-	pthread_cond_destroy(&run.gate);
-	pthread_mutex_destroy(&run.gate_lock);
-	if (err)
-		return err;
+	pthread_mutex_lock(&run->gate_lock);
+	run->go = run->err ? -1 : 1;
+	pthread_cond_broadcast(&run->gate);
+	pthread_mutex_unlock(&run->gate_lock);
+	if (run->err)
+		fprintf(stderr, "overhead: pthread_create: %s\n", strerror(run->err));
+}
+
+/* One round: every worker times its loops, all at once. */
+static void threads_round(struct thread_run *run)
+{
+	if (run->err)
+		return;
+	pthread_barrier_wait(&run->start);
+	pthread_barrier_wait(&run->done);
+	pause_ms(DRAIN_PAUSE_MS);
+}
+
+/* Joins the workers and pools their measured rounds; returns 0 or run->err. */
+static int threads_finish(struct thread_run *run, struct series *plain, struct series *instr,
+			  struct thread_stats *st)
+{
+	for (int t = 0; t < run->started; t++)
+		pthread_join(run->workers[t].thread, NULL);
+	pthread_barrier_destroy(&run->start);
+	pthread_barrier_destroy(&run->done);
+	pthread_cond_destroy(&run->gate);
+	pthread_mutex_destroy(&run->gate_lock);
+	if (run->err)
+		return run->err;
 
 	st->lo = 1e300;
 	st->hi = 0;
 	st->preempted = 0;
-	for (int t = 0; t < nthreads; t++) {
+	for (int t = 0; t < run->nthreads; t++) {
 		double mine[ROUNDS], m;
 
 		for (int r = WARMUP_ROUNDS; r < TOTAL_ROUNDS; r++) {
-			series_add(plain, run.plain[t][r], NULL);
-			series_add(instr, run.instr[t][r], &run.plain[t][r]);
-			mine[r - WARMUP_ROUNDS] = run.instr[t][r].cpu;
+			series_add(plain, run->plain[t][r], NULL);
+			series_add(instr, run->instr[t][r], &run->plain[t][r]);
+			mine[r - WARMUP_ROUNDS] = run->instr[t][r].cpu;
 		}
 		m = median(mine, ROUNDS);
 		st->lo = m < st->lo ? m : st->lo;
 		st->hi = m > st->hi ? m : st->hi;
-		st->preempted += (double)run.preempted[t] / (ROUNDS * nthreads);
+		st->preempted += (double)run->preempted[t] / (ROUNDS * run->nthreads);
 	}
 	return 0;
 }
@@ -566,6 +572,7 @@ int main(int argc, char **argv)
 	/* 20k calls per round: 40k events, inside one thread's 64k-record ring */
 	unsigned long calls = argc > 1 ? strtoul(argv[1], NULL, 10) : 20000;
 	static struct single_results single;
+	static struct thread_run runs[4];
 	static struct series tplain[4], tinstr[4];
 	static const int thread_counts[4] = { 1, 2, 4, 8 };
 	struct thread_stats tstats[4];
@@ -579,10 +586,20 @@ int main(int argc, char **argv)
 	}
 	/* other work on the machine shows up in every row: say how much there was */
 	load_before = load_average();
-	run_single(&single, calls);
+	single_start(&single);
 	for (int k = 0; k < 4; k++)
-		thread_err[k] = run_threads(thread_counts[k], calls, &tplain[k], &tinstr[k],
-					    &tstats[k]);
+		threads_start(&runs[k], thread_counts[k], calls);
+	/*
+	 * Every round runs every row once, so that a noisy stretch of the
+	 * machine's life hits all rows alike instead of one phase.
+	 */
+	for (int r = 0; r < TOTAL_ROUNDS; r++) {
+		single_round(&single, calls, r >= WARMUP_ROUNDS);
+		for (int k = 0; k < 4; k++)
+			threads_round(&runs[k]);
+	}
+	for (int k = 0; k < 4; k++)
+		thread_err[k] = threads_finish(&runs[k], &tplain[k], &tinstr[k], &tstats[k]);
 
 	printf("%lu calls per round (uprobe rows: %lu and %lu), median and min of %d rounds "
 	       "after %d warm-up rounds; %ld CPUs online, load average %.2f before, %.2f after\n",

@@ -41,7 +41,7 @@ static const char run_usage[] =
 
 static int parse_run_options(int argc, char **argv, struct run_state *rs)
 {
-	int first = profile_options_parse(argc, argv, &rs->opt, run_usage);
+	int first = profile_options_parse(argc, argv, &rs->opt, run_usage, true);
 
 	if (first < 0)
 		return first;

@@ -11,12 +11,18 @@ static void usage(FILE *out)
 {
 	fprintf(out,
 		"usage: profctl run [--funcs GLOBS] [--freq HZ] [-o FILE] [--duration S] [-v] -- CMD [ARGS...]\n"
+		"       profctl attach PID --funcs GLOBS [--freq HZ] [-o FILE] [--duration S] [-v]\n"
+		"       profctl detach PID\n"
 		"       profctl report [--dump] FILE\n"
 		"\n"
 		"  run      start CMD with the agent preloaded, instrument the functions GLOBS\n"
 		"           selects (comma-separated, !GLOB excludes, MODULE:GLOB restricts),\n"
 		"           sample it at HZ (default 999, 0 = off) and write a Perfetto trace\n"
-		"  report   summarize a trace written by profctl run\n");
+		"  attach   load the agent into the running process PID (with your own ptrace\n"
+		"           rights), instrument GLOBS until Ctrl-C or S seconds, then detach\n"
+		"           and put every patched byte back\n"
+		"  detach   end an attach session from another terminal\n"
+		"  report   summarize a trace written by profctl run or attach\n");
 }
 
 int main(int argc, char **argv)
@@ -29,6 +35,10 @@ int main(int argc, char **argv)
 		return cmd_run(argc - 1, argv + 1);
 	if (strcmp(argv[1], "report") == 0)
 		return cmd_report(argc - 1, argv + 1);
+	if (strcmp(argv[1], "attach") == 0)
+		return cmd_attach(argc - 1, argv + 1);
+	if (strcmp(argv[1], "detach") == 0)
+		return cmd_detach(argc - 1, argv + 1);
 	if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
 		usage(stdout);
 		return 0;

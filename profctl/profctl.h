@@ -10,6 +10,8 @@
 
 int cmd_run(int argc, char **argv);
 int cmd_report(int argc, char **argv);
+int cmd_attach(int argc, char **argv);
+int cmd_detach(int argc, char **argv);
 
 struct daemon_link {
 	int fd;            /* connected to profd */

@@ -35,7 +35,8 @@ static int parse_unsigned(const char *s, const char *what, unsigned max, unsigne
 	return 0;
 }
 
-int profile_options_parse(int argc, char **argv, struct profile_options *o, const char *usage)
+int profile_options_parse(int argc, char **argv, struct profile_options *o, const char *usage,
+			  bool stop_at_operand)
 {
 	static const struct option longopts[] = {
 		{ "funcs", required_argument, NULL, 'F' }, { "freq", required_argument, NULL, 'f' },
@@ -49,7 +50,8 @@ int profile_options_parse(int argc, char **argv, struct profile_options *o, cons
 	o->patterns = calloc((size_t)argc + 1, sizeof(char *));
 	if (!o->patterns)
 		return -ENOMEM;
-	while ((c = getopt_long(argc, argv, "+o:v", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, stop_at_operand ? "+o:v" : "o:v", longopts, NULL)) !=
+	       -1) {
 		switch (c) {
 		case 'F': o->patterns[o->n_patterns++] = optarg; break;
 		case 'f': if (parse_unsigned(optarg, "--freq", 100000, &o->freq)) return -EINVAL; break;

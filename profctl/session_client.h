@@ -27,10 +27,13 @@ struct profile_options {
 };
 
 /*
- * Parses --funcs/--freq/-o/--duration/-v up to the first operand; returns
- * the index of that operand, or a negative errno after printing why (and usage).
+ * Parses --funcs/--freq/-o/--duration/-v. With stop_at_operand (run: what
+ * follows is CMD's) parsing stops at the first operand; otherwise operands
+ * are moved to the end. Returns the index of the first operand, or a
+ * negative errno after printing why (and usage).
  */
-int profile_options_parse(int argc, char **argv, struct profile_options *o, const char *usage);
+int profile_options_parse(int argc, char **argv, struct profile_options *o, const char *usage,
+			  bool stop_at_operand);
 
 /* Checks the --funcs syntax before anything starts; prints the error. */
 int profile_patterns_check(const struct profile_options *o);

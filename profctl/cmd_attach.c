@@ -1,0 +1,346 @@
+// SPDX-License-Identifier: MIT
+/*
+ * `profctl attach PID` and `profctl detach PID`: with the user's own ptrace
+ * rights, load the agent into a running process (or reuse the one already
+ * there), let it patch while every thread is stopped, record until Ctrl-C,
+ * --duration, the target's exit or a detach from elsewhere, then put every
+ * byte back and leave. Whatever fails, the target runs on.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "profctl/inject.h"
+#include "profctl/profctl.h"
+#include "profctl/session_client.h"
+#include "proto/frame.h"
+#include "proto/frame_io.h"
+
+#define AGENT_MODULE "libprofagent.so*"
+#define CALL_TIMEOUT_MS 15000
+
+static const char attach_usage[] =
+	"usage: profctl attach PID --funcs GLOBS [--freq HZ] [-o FILE] [--duration S] [-v]\n";
+
+static double seconds_since(const struct timespec *t0)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (double)(now.tv_sec - t0->tv_sec) + (double)(now.tv_nsec - t0->tv_nsec) / 1e9;
+}
+
+static int parse_pid(const char *s, pid_t *pid)
+{
+	char *end;
+	long v = strtol(s, &end, 10);
+
+	if (*end || end == s || v <= 0 || v > 0x7fffffff) {
+		fprintf(stderr, "profctl: not a process id: '%s'\n", s);
+		return -EINVAL;
+	}
+	*pid = (pid_t)v;
+	return 0;
+}
+
+static int read_comm(pid_t pid, char *buf, size_t len)
+{
+	char path[64];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
+	f = fopen(path, "re");
+	if (!f || !fgets(buf, (int)len, f)) {
+		if (f)
+			fclose(f);
+		return -ESRCH;
+	}
+	fclose(f);
+	buf[strcspn(buf, "\n")] = '\0';
+	return 0;
+}
+
+/* Calls symbol in the module; *ret is the int it returned. */
+static int call_in_target(struct inject_target *t, const char *module, const char *symbol,
+			  const uint64_t *args, int nargs, const void *data, size_t data_len,
+			  bool others_run, int *ret, char *err, size_t errlen)
+{
+	uint64_t addr, rax = 0;
+	int r = inject_resolve(t, module, symbol, &addr, err, errlen);
+
+	if (!r)
+		r = inject_call(t, addr, args, nargs, data, data_len, others_run, CALL_TIMEOUT_MS,
+				&rax, err, errlen);
+	*ret = (int)(int32_t)rax;
+	return r;
+}
+
+/* dlopen in the target, unless an earlier attach left the agent there. */
+static int load_agent(struct inject_target *t, const char *agent_path, char *err, size_t errlen)
+{
+	uint64_t args[2] = { INJECT_DATA_ADDR, RTLD_NOW };
+	uint64_t addr, handle = 0;
+	int r;
+
+	if (inject_has_module(t, AGENT_MODULE))
+		return 0;
+	r = inject_resolve(t, "libc.so*", "dlopen", &addr, err, errlen);
+	if (!r) /* dlopen allocates: the other threads run, so no lock they hold can block it */
+		r = inject_call(t, addr, args, 2, agent_path, strlen(agent_path) + 1, true,
+				CALL_TIMEOUT_MS, &handle, err, errlen);
+	if (!r && handle == 0) {
+		snprintf(err, errlen, "the target could not load %s (dlopen failed)", agent_path);
+		r = -ENOEXEC;
+	}
+	return r;
+}
+
+#define COMMIT_TRIES 50
+
+/*
+ * Every thread stopped, none may be inside bytes about to change: while one
+ * is, let them all run a moment (a 1 ms sleep on the calling thread) and try
+ * again; the last try patches around such threads instead.
+ */
+static int commit_patches(struct inject_target *t, int *patched, char *err, size_t errlen)
+{
+	uint64_t sleep_args[1] = { 1000 };
+	int r = 0, slept;
+
+	for (int try = 0; try < COMMIT_TRIES && !r; try++) {
+		uint64_t *ips = NULL, args[3] = { INJECT_DATA_ADDR, 0, try < COMMIT_TRIES - 1 };
+		size_t n_ips = 0;
+
+		r = inject_thread_ips(t, &ips, &n_ips);
+		args[1] = n_ips;
+		if (!r)
+			r = call_in_target(t, AGENT_MODULE, "profagent_commit", args, 3, ips,
+					   n_ips * sizeof(*ips), false, patched, err, errlen);
+		free(ips);
+		if (!r && *patched < 0 && *patched != -EAGAIN)
+			snprintf(err, errlen, "the agent could not patch: %s", strerror(-*patched));
+		if (r || *patched != -EAGAIN)
+			return r ? r : (*patched < 0 ? *patched : 0);
+		r = call_in_target(t, "libc.so*", "usleep", sleep_args, 1, NULL, 0, true, &slept,
+				   err, errlen);
+	}
+	return r;
+}
+
+static int inject_agent(pid_t pid, const char *agent_path, const char *socket_path,
+			const char *token, int *patched, char *err, size_t errlen)
+{
+	struct inject_target *t;
+	char connect_info[512];
+	uint64_t args[1] = { INJECT_DATA_ADDR };
+	int r, ret = 0;
+
+	r = inject_attach(pid, &t, err, errlen);
+	if (r)
+		return r;
+	snprintf(connect_info, sizeof(connect_info), "%s\n%s", socket_path, token);
+	r = load_agent(t, agent_path, err, errlen);
+	if (!r)
+		r = call_in_target(t, AGENT_MODULE, "profagent_attach", args, 1, connect_info,
+				   strlen(connect_info) + 1, true, &ret, err, errlen);
+	if (!r && ret < 0) {
+		snprintf(err, errlen, "the agent could not start: %s", strerror(-ret));
+		r = ret;
+	}
+	if (!r)
+		r = commit_patches(t, patched, err, errlen);
+	if (r && ret == 0 && inject_has_module(t, AGENT_MODULE)) {
+		int ignored; /* the agent started but could not patch: let it leave */
+
+		call_in_target(t, AGENT_MODULE, "profagent_stop", NULL, 0, NULL, 0, true, &ignored,
+			       err + strlen(err), errlen - strlen(err));
+	}
+	inject_detach(t);
+	return r;
+}
+
+/* Original bytes back with every thread stopped, then the agent drains and leaves. */
+static int remove_agent(pid_t pid, char *err, size_t errlen)
+{
+	struct inject_target *t;
+	int r, ret = 0;
+
+	r = inject_attach(pid, &t, err, errlen);
+	if (r)
+		return r;
+	if (!inject_has_module(t, AGENT_MODULE)) {
+		snprintf(err, errlen, "PID %d has no profd agent", (int)pid);
+		inject_detach(t);
+		return -ENOENT;
+	}
+	r = call_in_target(t, AGENT_MODULE, "profagent_unpatch", NULL, 0, NULL, 0, false, &ret,
+			   err, errlen);
+	if (!r && ret < 0 && ret != -EINVAL) {
+		snprintf(err, errlen, "the agent could not restore the code: %s", strerror(-ret));
+		r = ret;
+	}
+	if (!r)
+		r = call_in_target(t, AGENT_MODULE, "profagent_stop", NULL, 0, NULL, 0, true, &ret,
+				   err, errlen);
+	inject_detach(t);
+	if (!r && ret == -EINVAL) {
+		snprintf(err, errlen, "the agent in PID %d is not profiling", (int)pid);
+		return -EINVAL;
+	}
+	return r;
+}
+
+enum stop_cause { STOP_SIGNAL, STOP_DURATION, STOP_TARGET_EXITED, STOP_AGENT_GONE, STOP_DAEMON };
+
+/* Waits until something ends the recording; returns why. */
+static enum stop_cause wait_for_stop(struct session_client *c, pid_t pid, unsigned duration_s,
+				     int signal_fd)
+{
+	struct timespec start, now;
+
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	for (;;) {
+		struct pollfd fds[2] = { { c->link.fd, POLLIN, 0 }, { signal_fd, POLLIN, 0 } };
+
+		if (poll(fds, 2, 200) > 0) {
+			if (fds[1].revents)
+				return STOP_SIGNAL;
+			if (fds[0].revents) {
+				struct frame_header h;
+				uint8_t *payload = NULL;
+				int r = frame_recv(c->link.fd, &h, &payload, NULL, 1000);
+
+				free(payload);
+				if (r < 0)
+					return STOP_DAEMON;
+				if (h.type == FRAME_AGENT_GONE)
+					return kill(pid, 0) ? STOP_TARGET_EXITED : STOP_AGENT_GONE;
+			}
+		}
+		if (kill(pid, 0) && errno == ESRCH)
+			return STOP_TARGET_EXITED;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if (duration_s && (now.tv_sec - start.tv_sec) * 1000000000L +
+					  (now.tv_nsec - start.tv_nsec) >=
+				  (long)duration_s * 1000000000L)
+			return STOP_DURATION;
+	}
+}
+
+static int stop_signals_fd(void)
+{
+	sigset_t set;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGHUP);
+	sigprocmask(SIG_BLOCK, &set, NULL);
+	return signalfd(-1, &set, SFD_CLOEXEC);
+}
+
+static int agent_path_next_to_us(char *buf, size_t len)
+{
+	char dir[PATH_MAX];
+
+	if (profctl_self_dir(dir, sizeof(dir)))
+		return -ENOENT;
+	snprintf(buf, len, "%s/libprofagent.so", dir);
+	if (access(buf, R_OK)) {
+		fprintf(stderr, "profctl: agent %s: %s\n", buf, strerror(errno));
+		return -ENOENT;
+	}
+	return 0;
+}
+
+/* Attached and recording: wait, then put everything back and report. */
+static int record_and_detach(struct session_client *c, pid_t pid, int signal_fd)
+{
+	char err[512] = "";
+	enum stop_cause why = wait_for_stop(c, pid, c->opt->duration_s, signal_fd);
+	struct timespec t0;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	if (why == STOP_SIGNAL || why == STOP_DURATION || why == STOP_DAEMON) {
+		if (remove_agent(pid, err, sizeof(err)) && kill(pid, 0) == 0)
+			fprintf(stderr, "profctl: detaching from PID %d: %s\n", (int)pid, err);
+		else if (c->opt->verbose)
+			fprintf(stderr, "profctl: detached in %.1f ms\n", seconds_since(&t0) * 1e3);
+	} else if (why == STOP_AGENT_GONE) {
+		fprintf(stderr, "profctl: PID %d was detached from elsewhere\n", (int)pid);
+	} else {
+		fprintf(stderr, "profctl: PID %d exited\n", (int)pid);
+	}
+	return why == STOP_DAEMON ? -EPIPE : session_client_finish(c, 0);
+}
+
+int cmd_attach(int argc, char **argv)
+{
+	struct profile_options opt;
+	struct session_client client;
+	char comm[64], agent[PATH_MAX + 32], token[128], err[512] = "";
+	int first, patched = 0, signal_fd = stop_signals_fd(), r;
+	struct timespec t0;
+	pid_t pid;
+
+	first = profile_options_parse(argc, argv, &opt, attach_usage, false);
+	if (first < 0 || first != argc - 1 || profile_patterns_check(&opt)) {
+		if (first >= 0 && first != argc - 1)
+			fprintf(stderr, "%s", attach_usage);
+		return 2;
+	}
+	if (parse_pid(argv[first], &pid) || agent_path_next_to_us(agent, sizeof(agent)))
+		return 2;
+	if (read_comm(pid, comm, sizeof(comm))) {
+		fprintf(stderr, "profctl: no such process: %d\n", (int)pid);
+		return 1;
+	}
+	session_client_init(&client, &opt);
+	r = session_client_open_output(&client, comm, pid);
+	if (!r)
+		r = session_client_start(&client, comm, pid, token, sizeof(token));
+	if (r) {
+		session_client_close(&client);
+		return 1;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	r = opt.n_patterns ? inject_agent(pid, agent, client.link.socket_path, token, &patched,
+					  err, sizeof(err))
+			   : 0;
+	if (r) {
+		fprintf(stderr, "profctl: cannot attach to PID %d: %s\n", (int)pid, err);
+		session_client_finish(&client, 0); /* the trace so far is finalized all the same */
+		session_client_close(&client);
+		return 1;
+	}
+	if (opt.verbose)
+		fprintf(stderr, "profctl: attached to PID %d (%s) in %.1f ms, %d jumps written\n",
+			(int)pid, comm, seconds_since(&t0) * 1e3, patched);
+	r = record_and_detach(&client, pid, signal_fd);
+	session_client_close(&client);
+	close(signal_fd);
+	return r ? 1 : 0;
+}
+
+int cmd_detach(int argc, char **argv)
+{
+	char err[512] = "";
+	pid_t pid;
+
+	if (argc != 2 || parse_pid(argv[1], &pid)) {
+		fprintf(stderr, "usage: profctl detach PID\n");
+		return 2;
+	}
+	if (remove_agent(pid, err, sizeof(err))) {
+		fprintf(stderr, "profctl: cannot detach from PID %d: %s\n", (int)pid, err);
+		return 1;
+	}
+	return 0;
+}

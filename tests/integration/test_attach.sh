@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# profctl attach/detach against a running 8-thread process that checks every
+# result it computes: slices recorded while attached, every patched byte back
+# after detach, the agent reused by later attaches, 200 attach/detach cycles
+# without one wrong result, and clear errors for impossible attaches.
+set -u
+. "$(dirname "$0")/common.bash"
+TARGET="$ROOT/$BUILD/tests/targets/attach_target"
+CYCLES=${ATTACH_CYCLES:-200}
+
+code_bytes() { # pid, symbol: 16 bytes of live code at the symbol, as hex
+	local pid=$1 sym=$2 base off
+	base=$(awk -v exe="$TARGET" '$6 == exe && $3 == "00000000" {print $1; exit}' "/proc/$pid/maps")
+	off=$(nm "$TARGET" | awk -v s="$sym" '$3 == s {print $1}')
+	dd if="/proc/$pid/mem" bs=1 skip=$((0x${base%-*} + 0x$off)) count=16 2>/dev/null | od -An -tx1 | tr -d ' \n'
+}
+
+"$TARGET" "$WORK/stop" >"$WORK/target.out" 2>"$WORK/target.err" &
+pid=$!
+for _ in $(seq 100); do grep -q running "$WORK/target.out" 2>/dev/null && break; sleep 0.05; done
+before=$(code_bytes "$pid" at_mix)
+
+"$PROFCTL" attach "$pid" --funcs 'at_*' --duration 1 -o "$WORK/a.pftrace" 2>"$WORK/a.err"
+check_eq "attach --duration 1 succeeds" "$?" 0
+grep '^profctl: functions' "$WORK/a.err"
+check "three functions instrumented" grep -q "3 matched, 3 instrumented" "$WORK/a.err"
+check_eq "every patched byte is back after detach" "$(code_bytes "$pid" at_mix)" "$before"
+"$PROFCTL" report --dump "$WORK/a.pftrace" >"$WORK/a.dump"
+check_eq "the attach trace breaks no rule" "$(grep -c '^problem' "$WORK/a.dump")" 0
+check "slices were recorded" grep -q '^slice [0-9]* 0 at_outer ' "$WORK/a.dump"
+check "calls nest (at_mix inside at_outer)" grep -q '^slice [0-9]* 1 at_mix ' "$WORK/a.dump"
+check_eq "no slice ends before it begins or is left open" \
+	"$(awk '$1 == "slice" && $6 < 0' "$WORK/a.dump" | wc -l)" 0
+check "threads are named" grep -q "^thread $pid [0-9]* attach_target" "$WORK/a.dump"
+maps_once=$(grep -c libprofagent "/proc/$pid/maps")
+
+ok_cycles=0
+for i in $(seq "$CYCLES"); do
+	timeout -s INT 5 "$PROFCTL" attach "$pid" --funcs 'at_*' --duration 0 --freq 0 \
+		-o "$WORK/cycle.pftrace" 2>"$WORK/cycle.err" &
+	apid=$!
+	sleep 0.05
+	kill -INT "$apid" 2>/dev/null
+	wait "$apid" && ok_cycles=$((ok_cycles + 1))
+	kill -0 "$pid" 2>/dev/null || break
+done
+check_eq "attach/detach cycles that ended cleanly" "$ok_cycles" "$CYCLES"
+check_eq "the agent is loaded once and reused" "$(grep -c libprofagent "/proc/$pid/maps")" "$maps_once"
+check_eq "code bytes intact after the cycles" "$(code_bytes "$pid" at_mix)" "$before"
+
+"$PROFCTL" attach "$pid" --funcs 'at_*' -o "$WORK/d.pftrace" 2>"$WORK/d.err" &
+apid=$!
+sleep 0.5
+"$PROFCTL" detach "$pid" 2>"$WORK/detach.err"
+check_eq "profctl detach PID from elsewhere" "$?" 0
+wait "$apid"
+check_eq "the attached profctl then ends cleanly" "$?" 0
+check "and says why" grep -q "detached from elsewhere" "$WORK/d.err"
+
+touch "$WORK/stop"
+wait "$pid"
+check_eq "the target exits normally" "$?" 0
+check_eq "the target never computed a wrong result" "$(cat "$WORK/target.out" | tail -n 1)" \
+	"wrong results 0"
+
+"$PROFCTL" attach 999999999 --funcs 'x' -o "$WORK/e.pftrace" 2>"$WORK/e1.err"
+check "no such process: clear error" grep -q "no such process" "$WORK/e1.err"
+sleep 30 &
+spid=$!
+"$PROFCTL" attach "$spid" --funcs 'x' -o "$WORK/e.pftrace" 2>"$WORK/e2.err" &
+check "a second tracer is refused" true
+wait $! 2>/dev/null
+kill "$spid" 2>/dev/null
+finish
