@@ -334,6 +334,28 @@ __attribute__((visibility("default"))) int profagent_stop(void)
 	return err;
 }
 
+/*
+ * profctl attach, before step 1, with every other thread stopped: a session
+ * whose daemon went away (killed, or it ended the session) left its patches;
+ * put the bytes back and forget it. Returns 0 when the agent is free,
+ * -EBUSY when a live session is using it.
+ */
+__attribute__((visibility("default"))) int profagent_reset_stale(void)
+{
+	if (agent.state == AGENT_IDLE)
+		return 0;
+	if (!flusher_lost())
+		return -EBUSY;
+	agent_thread_guard = 1;
+	atomic_store(&agent_recording, 0);
+	if (agent.state == AGENT_ACTIVE)
+		instrument_unpatch(&agent.plan);
+	flusher_stop("stale"); /* the flusher thread has returned: the join does not wait */
+	agent_close();
+	agent_thread_guard = 0;
+	return 0;
+}
+
 __attribute__((constructor)) static void agent_start(void)
 {
 	const char *path = getenv("PROFD_AGENT_SOCKET");

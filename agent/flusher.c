@@ -51,6 +51,7 @@ static struct flusher {
 	int initial_pair_pending;
 	/* set once the functions are patched: no lock, the patching thread may be alone */
 	_Atomic int released;
+	_Atomic int exited;      /* the flusher thread has returned */
 	int table_sent;
 	int (*send_table)(void *ctx, int sock);
 	void *table_ctx;
@@ -190,8 +191,19 @@ static void flusher_drain_thread(struct agent_thread *t, void *ctx)
 	}
 }
 
+/* The daemon closed our connection (it exited or ended the session): nobody listens. */
+static int daemon_gone(void)
+{
+	char byte;
+	ssize_t n = recv(flusher.sock, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+
+	return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
 static void flusher_cycle(void)
 {
+	if (!flusher.failed && daemon_gone())
+		flusher.failed = -ECONNRESET;
 	if (!atomic_load_explicit(&flusher.released, memory_order_acquire) || flusher.failed)
 		return;
 	if (!flusher.table_sent) { /* the daemon needs the names before any event */
@@ -252,6 +264,7 @@ static void *flusher_main(void *arg)
 		flusher_send_goodbye();
 	if (flusher.failed) /* detach will not reach us: leave a usable state */
 		atomic_store(&agent_recording, 0);
+	atomic_store(&flusher.exited, 1);
 	return NULL;
 }
 
@@ -293,6 +306,7 @@ int flusher_start(int sock, int (*send_table)(void *ctx, int sock), void *ctx)
 	flusher.failed = 0;
 	flusher.stop_reason = NULL;
 	atomic_store(&flusher.released, 0);
+	atomic_store(&flusher.exited, 0);
 	/* A daemon that stops reading makes sends fail instead of hanging the flusher. */
 	setsockopt(sock, SOL_SOCKET, SO_SNDTIMEO, &send_timeout, sizeof(send_timeout));
 	pthread_condattr_init(&attr);
@@ -336,6 +350,11 @@ int flusher_stop(const char *reason)
 		return -ETIMEDOUT;
 	flusher.running = 0;
 	return 0;
+}
+
+int flusher_lost(void)
+{
+	return !flusher.running || atomic_load(&flusher.exited);
 }
 
 void flusher_forget_after_fork(void)

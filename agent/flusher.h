@@ -41,6 +41,9 @@ int flusher_stop(const char *reason);
  */
 void flusher_forget_after_fork(void);
 
+/* True when no flusher runs or it gave up (its daemon is gone): the session is dead. */
+int flusher_lost(void);
+
 struct flusher_totals {
 	uint64_t events;
 	uint64_t dropped;

@@ -100,8 +100,12 @@ int server_init(struct server *srv, const struct server_options *opt)
 	}
 	sigemptyset(&stop_signals);
 	sigaddset(&stop_signals, SIGTERM);
-	sigaddset(&stop_signals, SIGINT);
 	sigaddset(&stop_signals, SIGHUP);
+	/* a private daemon belongs to its profctl: the terminal's Ctrl-C is not for it */
+	if (opt->exit_when_idle)
+		signal(SIGINT, SIG_IGN);
+	else
+		sigaddset(&stop_signals, SIGINT);
 	sigprocmask(SIG_BLOCK, &stop_signals, NULL);
 	srv->signal_fd = signalfd(-1, &stop_signals, SFD_CLOEXEC | SFD_NONBLOCK);
 	srv->epoll_fd = epoll_create1(EPOLL_CLOEXEC);

@@ -69,6 +69,7 @@ struct session {
 	uint64_t agent_deadline_ns;
 	unsigned long long target_start_time; /* to refuse an agent from a reused pid */
 	int attach_mode;
+	int agent_said_goodbye;
 	int target_exited;
 	int agent_seen;
 	char error[256];
@@ -497,6 +498,7 @@ static void handle_agent_hello(struct server *srv, struct conn *c, const uint8_t
 	s->agent_func_base = s->n_funcs;
 	s->agent_n_funcs = 0;
 	s->agent_has_table = 0;
+	s->agent_said_goodbye = 0;
 	c->session = s;
 	cfg.session_id = s->id;
 	cfg.n_func_patterns = s->n_patterns;
@@ -604,7 +606,8 @@ void session_agent_frame(struct server *srv, struct conn *c, uint32_t type,
 		handle_events(s, payload, len);
 		break;
 	case FRAME_AGENT_GOODBYE:
-		break; /* totals are ours already; the connection closing ends the stream */
+		s->agent_said_goodbye = 1; /* nothing more will come, whenever its socket closes */
+		break;
 	default:
 		session_error(s, "unexpected %s frame from the agent", frame_type_name(type));
 		conn_close_later(c);
@@ -783,7 +786,8 @@ void session_tick_all(struct server *srv)
 			sampler_read(s->sampler, &sampler_cb, s);
 		if (s->writer)
 			perfetto_writer_flush(s->writer);
-		if (s->target_exited && (!s->agent || now >= s->agent_deadline_ns))
+		if (s->target_exited &&
+		    (!s->agent || s->agent_said_goodbye || now >= s->agent_deadline_ns))
 			session_finish(srv, s);
 	}
 }

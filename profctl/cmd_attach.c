@@ -147,6 +147,14 @@ static int inject_agent(pid_t pid, const char *agent_path, const char *socket_pa
 		return r;
 	snprintf(connect_info, sizeof(connect_info), "%s\n%s", socket_path, token);
 	r = load_agent(t, agent_path, err, errlen);
+	if (!r) /* an earlier session whose daemon died may have left its patches */
+		r = call_in_target(t, AGENT_MODULE, "profagent_reset_stale", NULL, 0, NULL, 0,
+				   false, &ret, err, errlen);
+	if (!r && ret == -EBUSY) {
+		snprintf(err, errlen, "PID %d is already being profiled by another session",
+			 (int)pid);
+		r = -EBUSY;
+	}
 	if (!r)
 		r = call_in_target(t, AGENT_MODULE, "profagent_attach", args, 1, connect_info,
 				   strlen(connect_info) + 1, true, &ret, err, errlen);

@@ -107,6 +107,8 @@ static int spawn_private(struct daemon_link *link, bool verbose)
 		fprintf(stderr, "profctl: cannot start %s: %s\n", profd, strerror(errno));
 		_exit(127);
 	}
+	/* also here: a Ctrl-C before the child's own setpgid must not reach the daemon */
+	setpgid(pid, pid);
 	close(pipefd[1]);
 	err = wait_ready(pipefd[0], pid);
 	close(pipefd[0]);

@@ -34,21 +34,27 @@ check_eq "no slice ends before it begins or is left open" \
 check "threads are named" grep -q "^thread $pid [0-9]* attach_target" "$WORK/a.dump"
 maps_once=$(grep -c libprofagent "/proc/$pid/maps")
 
+# Ctrl-C once each session is attached (-v says so), as a user would
 ok_cycles=0
 for i in $(seq "$CYCLES"); do
-	timeout -s INT 5 "$PROFCTL" attach "$pid" --funcs 'at_*' --duration 0 --freq 0 \
-		-o "$WORK/cycle.pftrace" 2>"$WORK/cycle.err" &
+	"$PROFCTL" attach "$pid" -v --funcs 'at_*' --freq 0 -o "$WORK/cycle.pftrace" \
+		2>"$WORK/cycle.err" &
 	apid=$!
-	sleep 0.05
+	for _ in $(seq 500); do grep -q "attached to PID" "$WORK/cycle.err" && break; sleep 0.01; done
 	kill -INT "$apid" 2>/dev/null
-	wait "$apid" && ok_cycles=$((ok_cycles + 1))
+	if wait "$apid"; then
+		ok_cycles=$((ok_cycles + 1))
+	else
+		echo "cycle $i failed:"
+		cat "$WORK/cycle.err"
+	fi
 	kill -0 "$pid" 2>/dev/null || break
 done
 check_eq "attach/detach cycles that ended cleanly" "$ok_cycles" "$CYCLES"
 check_eq "the agent is loaded once and reused" "$(grep -c libprofagent "/proc/$pid/maps")" "$maps_once"
 check_eq "code bytes intact after the cycles" "$(code_bytes "$pid" at_mix)" "$before"
 
-"$PROFCTL" attach "$pid" --funcs 'at_*' -o "$WORK/d.pftrace" 2>"$WORK/d.err" &
+"$PROFCTL" attach "$pid" -v --funcs 'at_*' -o "$WORK/d.pftrace" 2>"$WORK/d.err" &
 apid=$!
 sleep 0.5
 "$PROFCTL" detach "$pid" 2>"$WORK/detach.err"
