@@ -53,3 +53,6 @@ if [ "$fail" -ne 0 ]; then
 	sed 's/^/  | /' "$tmp/overhead.err" >&2
 	exit 1
 fi
+
+echo
+"$ROOT/bench/attach.sh" "$BUILD"

@@ -109,20 +109,24 @@ static int load_agent(struct inject_target *t, const char *agent_path, char *err
  * is, let them all run a moment (a 1 ms sleep on the calling thread) and try
  * again; the last try patches around such threads instead.
  */
-static int commit_patches(struct inject_target *t, int *patched, char *err, size_t errlen)
+static int commit_patches(struct inject_target *t, int *patched, double *pause_ms, char *err,
+			  size_t errlen)
 {
 	uint64_t sleep_args[1] = { 1000 };
 	int r = 0, slept;
+	struct timespec t0;
 
 	for (int try = 0; try < COMMIT_TRIES && !r; try++) {
 		uint64_t *ips = NULL, args[3] = { INJECT_DATA_ADDR, 0, try < COMMIT_TRIES - 1 };
 		size_t n_ips = 0;
 
+		clock_gettime(CLOCK_MONOTONIC, &t0);
 		r = inject_thread_ips(t, &ips, &n_ips);
 		args[1] = n_ips;
 		if (!r)
 			r = call_in_target(t, AGENT_MODULE, "profagent_commit", args, 3, ips,
 					   n_ips * sizeof(*ips), false, patched, err, errlen);
+		*pause_ms = seconds_since(&t0) * 1e3;
 		free(ips);
 		if (!r && *patched < 0 && *patched != -EAGAIN)
 			snprintf(err, errlen, "the agent could not patch: %s", strerror(-*patched));
@@ -135,7 +139,7 @@ static int commit_patches(struct inject_target *t, int *patched, char *err, size
 }
 
 static int inject_agent(pid_t pid, const char *agent_path, const char *socket_path,
-			const char *token, int *patched, char *err, size_t errlen)
+			const char *token, int *patched, double *pause_ms, char *err, size_t errlen)
 {
 	struct inject_target *t;
 	char connect_info[512];
@@ -163,7 +167,7 @@ static int inject_agent(pid_t pid, const char *agent_path, const char *socket_pa
 		r = ret;
 	}
 	if (!r)
-		r = commit_patches(t, patched, err, errlen);
+		r = commit_patches(t, patched, pause_ms, err, errlen);
 	if (r && ret == 0 && inject_has_module(t, AGENT_MODULE)) {
 		int ignored; /* the agent started but could not patch: let it leave */
 
@@ -295,6 +299,7 @@ int cmd_attach(int argc, char **argv)
 	struct session_client client;
 	char comm[64], agent[PATH_MAX + 32], token[128], err[512] = "";
 	int first, patched = 0, signal_fd = stop_signals_fd(), r;
+	double pause_ms = 0;
 	struct timespec t0;
 	pid_t pid;
 
@@ -320,7 +325,7 @@ int cmd_attach(int argc, char **argv)
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	r = opt.n_patterns ? inject_agent(pid, agent, client.link.socket_path, token, &patched,
-					  err, sizeof(err))
+					  &pause_ms, err, sizeof(err))
 			   : 0;
 	if (r) {
 		fprintf(stderr, "profctl: cannot attach to PID %d: %s\n", (int)pid, err);
@@ -329,8 +334,10 @@ int cmd_attach(int argc, char **argv)
 		return 1;
 	}
 	if (opt.verbose)
-		fprintf(stderr, "profctl: attached to PID %d (%s) in %.1f ms, %d jumps written\n",
-			(int)pid, comm, seconds_since(&t0) * 1e3, patched);
+		fprintf(stderr,
+			"profctl: attached to PID %d (%s) in %.1f ms, %d jumps written while "
+			"stopped for %.1f ms\n",
+			(int)pid, comm, seconds_since(&t0) * 1e3, patched, pause_ms);
 	r = record_and_detach(&client, pid, signal_fd);
 	session_client_close(&client);
 	close(signal_fd);
