@@ -42,9 +42,14 @@ struct agent_thread {
 	_Atomic uint64_t head;       /* release: pairs with the acquire in flusher_drain_thread() */
 	uint32_t depth;              /* shadow stack entries in use */
 	uint32_t tid;
-	/* Set when an unwinder put the real return addresses back; the next enter re-hijacks. */
+	/*
+	 * Set when an unwinder put the real return addresses back. Calls deeper
+	 * than the unwinder's frame (unwind_slot: the walk is in progress) run
+	 * unrecorded; the first call back at its level or above re-hijacks.
+	 */
 	uint32_t returns_restored;
 	uint32_t reserved;
+	uintptr_t *unwind_slot;
 	uintptr_t stack_lo, stack_hi; /* the thread's own stack (not a sigaltstack) */
 	_Atomic uint64_t drops;      /* events not recorded because the ring was full */
 	_Atomic uint64_t overflows;  /* calls not recorded because the shadow stack was full */

@@ -110,8 +110,9 @@ COLD static void shadow_stack_rehijack(struct agent_thread *t, uintptr_t *new_sl
 }
 
 /* Before an unwinder walks this thread's stack: every return address back in place. */
-COLD static void shadow_stack_restore_returns(struct agent_thread *t)
+COLD static void shadow_stack_restore_returns(struct agent_thread *t, uintptr_t *unwinder_slot)
 {
+	t->unwind_slot = unwinder_slot;
 	for (uint32_t i = 0; i < t->depth; i++) {
 		struct shadow_entry *e = &t->shadow[i];
 
@@ -125,13 +126,15 @@ COLD static void shadow_stack_restore_returns(struct agent_thread *t)
 COLD static int enter_slow_cases(struct agent_thread *t, const struct stub_desc *desc,
 				 uintptr_t *return_slot)
 {
+	if (t->returns_restored && return_slot < t->unwind_slot && !(desc->flags & STUB_FLAG_UNWINDER))
+		return 1; /* called by the unwinder while it walks: no hijack, or it would see it */
 	if (t->returns_restored)
 		shadow_stack_rehijack(t, return_slot);
 	else if (t->depth && return_slot >= t->shadow[t->depth - 1].return_slot)
 		shadow_stack_drop_stale(t, return_slot);
 	if (desc->flags & STUB_FLAG_UNWINDER) {
 		/* its own frame stays unhijacked: it is about to walk from it */
-		shadow_stack_restore_returns(t);
+		shadow_stack_restore_returns(t, return_slot);
 		return 1;
 	}
 	/* patched only for its flag (the catch above re-hijacked): not timed */

@@ -41,4 +41,12 @@ if [ -x "$ROOT/$BUILD/tests/targets/exceptions" ]; then
 	check_eq "exceptions: every call's slice ends (re-hijacked at the catch)" \
 		"$(awk '$1 == "slice" && $6 == -1' "$WORK/exceptions.dump" | wc -l)" 0
 fi
+# Everything instrumented, libc, libstdc++ and libgcc_s included: the unwinders'
+# own callees run while return addresses are restored.
+run_both torture_all '*' "$ROOT/$BUILD/tests/targets/shadow_torture"
+check "backtrace() under '*' sees the true callers" \
+	grep -q "backtrace callers found 3 of 3" "$WORK/torture_all.prof"
+if [ -x "$ROOT/$BUILD/tests/targets/exceptions" ]; then
+	run_both exceptions_all '*' "$ROOT/$BUILD/tests/targets/exceptions"
+fi
 finish
