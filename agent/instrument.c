@@ -265,6 +265,29 @@ static int in_exec_segment(const struct loaded_module *m, uint64_t lo, uint64_t 
 }
 
 /* Why fn cannot be patched before even trying its bytes, or NULL. */
+/*
+ * The bytes a patch may cover: the symbol's size, or, for a function shorter
+ * than the jump (`ret`, `xor eax,eax; ret`), that plus the alignment padding
+ * after it, up to the next symbol and within the executable segment.
+ */
+static uint64_t patchable_size(const struct loaded_module *m, const struct elf_symbols *syms,
+			       size_t i)
+{
+	const struct elf_function *fn = &syms->functions[i];
+	uint64_t addr = m->base + fn->value, room = 32;
+
+	if (fn->size >= RELOCATOR_JMP_REL32_LEN)
+		return fn->size;
+	if (i + 1 < syms->n_functions && syms->functions[i + 1].value - fn->value < room)
+		room = syms->functions[i + 1].value - fn->value;
+	while (room > fn->size && !in_exec_segment(m, addr, addr + room))
+		room--;
+	if (room <= fn->size)
+		return fn->size;
+	return fn->size + relocator_padding_after((const uint8_t *)(uintptr_t)addr, room,
+						  fn->size);
+}
+
 static const char *precheck(const struct loaded_module *m, const struct elf_symbols *syms,
 			    size_t i)
 {
@@ -278,8 +301,10 @@ static const char *precheck(const struct loaded_module *m, const struct elf_symb
 		return "a compiler-split cold fragment, entered by a jump, not a call";
 	if (fn->is_ifunc)
 		return "IFUNC resolver: the implementation it selects has no symbol here";
-	if (fn->size < 5)
-		return "function shorter than the 5-byte patch";
+	if (!in_exec_segment(m, addr, addr + fn->size))
+		return "not inside an executable segment";
+	if (patchable_size(m, syms, i) < RELOCATOR_JMP_REL32_LEN)
+		return "function shorter than the 5-byte patch, with no padding after it";
 	if (!in_exec_segment(m, addr, addr + fn->size))
 		return "not inside an executable segment";
 	return NULL;
@@ -386,7 +411,8 @@ static int module_prepare_one(struct module_job *job, const struct picked_functi
 	size_t patch_len = 0;
 	struct pending_patch *pp;
 
-	if (stub_region_fill(&job->region, job->slots_used, addr, fn->size, id, p->flags,
+	if (stub_region_fill(&job->region, job->slots_used, addr,
+			     patchable_size(job->module, &job->syms, p->index), id, p->flags,
 			     &patch_len, &why)) {
 		if (p->selected)
 			report_skip(r, fn->name, job->module_name, why);

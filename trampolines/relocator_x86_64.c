@@ -507,3 +507,19 @@ int relocator_relocate(const uint8_t *code, size_t func_size, uint64_t func_addr
 	reloc->code_len = copy_len;
 	return 0;
 }
+
+size_t relocator_padding_after(const uint8_t *code, size_t avail, size_t func_size)
+{
+	ZydisDecoder dec;
+	ZydisDecodedInstruction insn;
+	size_t off = func_size;
+
+	if (!ZYAN_SUCCESS(ZydisDecoderInit(&dec, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64)))
+		return 0;
+	while (off < avail &&
+	       ZYAN_SUCCESS(ZydisDecoderDecodeInstruction(&dec, NULL, code + off, avail - off,
+							  &insn)) &&
+	       (insn.mnemonic == ZYDIS_MNEMONIC_NOP || insn.mnemonic == ZYDIS_MNEMONIC_INT3))
+		off += insn.length;
+	return off - func_size;
+}

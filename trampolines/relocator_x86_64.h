@@ -55,4 +55,12 @@ int relocator_relocate(const uint8_t *code, size_t func_size, uint64_t func_addr
 		       size_t min_patch_len, uint64_t dest_addr, uint8_t *out, size_t out_cap,
 		       struct relocation *reloc);
 
+/*
+ * Bytes of padding (NOP and INT3 instructions, as the linker and the
+ * compiler's alignment put them) that follow a function of func_size bytes
+ * in code[0..avail): a function shorter than the patch whose padding makes up
+ * the difference can still be patched, its `ret` running first. Thread-safe.
+ */
+size_t relocator_padding_after(const uint8_t *code, size_t avail, size_t func_size);
+
 #endif
