@@ -66,7 +66,8 @@ PROFCTL_OBJ := $(call obj,$(PROFCTL_SRC))
 UNIT_SRC    := $(wildcard tests/unit/test_*.c)
 UNIT_BIN    := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
 TARGET_SRC  := $(wildcard tests/targets/*.c) $(wildcard tests/targets/*.cpp) $(wildcard examples/*.c)
-TARGET_BIN  := $(patsubst %.cpp,$(BUILD)/%,$(patsubst %.c,$(BUILD)/%,$(TARGET_SRC)))
+TARGET_BIN  := $(patsubst %.cpp,$(BUILD)/%,$(patsubst %.c,$(BUILD)/%,$(TARGET_SRC))) \
+	$(patsubst tests/targets/plugin/%.c,$(BUILD)/tests/targets/lib%.so,$(wildcard tests/targets/plugin/*.c))
 BENCH_SRC   := $(wildcard bench/*.c)
 BENCH_BIN   := $(patsubst %.c,$(BUILD)/%,$(BENCH_SRC))
 
@@ -144,6 +145,10 @@ $(BUILD)/tests/targets/%: tests/targets/%.cpp
 	@mkdir -p $(@D)
 	@echo "  CXX     $<"
 	$(Q)$(CXX) $(subst -std=gnu11,-std=gnu++17,$(TARGET_CFLAGS)) -o $@ $<
+$(BUILD)/tests/targets/lib%.so: tests/targets/plugin/%.c
+	@mkdir -p $(@D)
+	@echo "  CC      $<"
+	$(Q)$(CC) $(TARGET_CFLAGS) -fPIC -shared -o $@ $<
 $(BUILD)/examples/%: examples/%.c
 	@mkdir -p $(@D)
 	@echo "  CC      $<"

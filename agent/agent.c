@@ -19,6 +19,7 @@
 #include "agent/agent_thread.h"
 #include "agent/flusher.h"
 #include "agent/instrument.h"
+#include "trampolines/trampoline_layout.h"
 #include "common/func_filter.h"
 #include "proto/frame.h"
 #include "proto/frame_io.h"
@@ -40,6 +41,8 @@ static struct {
 	enum agent_state state;
 	int sock;
 	struct instrument_plan plan;
+	struct func_filter *filter;   /* kept for modules loaded later */
+	struct table_cursor { size_t functions, skipped, warnings; uint32_t matched; } sent;
 	int atfork_registered;
 } agent = { .sock = -1 };
 
@@ -169,9 +172,52 @@ out:
 }
 
 
+/* What was not sent yet: the whole table first, then what modules loaded later added. */
 static int send_table_from_plan(void *ctx, int sock)
 {
-	return send_function_table(sock, &((struct instrument_plan *)ctx)->report);
+	const struct instrument_report *r = &((struct instrument_plan *)ctx)->report;
+	struct instrument_report news = *r;
+	int err;
+
+	news.functions += agent.sent.functions;
+	news.n_functions -= agent.sent.functions;
+	news.skipped += agent.sent.skipped;
+	news.n_skipped -= agent.sent.skipped;
+	news.warnings += agent.sent.warnings;
+	news.n_warnings -= agent.sent.warnings;
+	news.matched -= agent.sent.matched;
+	err = send_function_table(sock, &news);
+	if (err >= 0)
+		agent.sent = (struct table_cursor){ r->n_functions, r->n_skipped, r->n_warnings,
+						    r->matched };
+	return err;
+}
+
+/* A thread in dlopen/dlclose passed _dl_debug_state: the new module's code runs nowhere yet. */
+static void agent_update_modules(void)
+{
+	if (agent.state != AGENT_ACTIVE || !agent.filter)
+		return;
+	flusher_table_lock();
+	if (instrument_update_modules(agent.filter, &agent.plan) > 0)
+		flusher_table_unlock_and_send();
+	else
+		flusher_table_lock_release_quiet();
+}
+
+int profagent_enter_slow(int reason)
+{
+	unsigned saved_guard = agent_thread_guard;
+
+	if (reason == HOOK_SLOW_THREAD) {
+		profagent_thread_attach_slow();
+		return 1; /* ask the enter hook again, now that the thread has its state */
+	}
+	agent_thread_guard = 1;
+	if (reason == HOOK_SLOW_MODULES)
+		agent_update_modules();
+	agent_thread_guard = saved_guard;
+	return 0;
 }
 
 /* Fork: the child keeps running what it inherited but records nothing. */
@@ -189,6 +235,9 @@ static void agent_close(void)
 		close(agent.sock);
 	agent.sock = -1;
 	instrument_plan_free(&agent.plan);
+	func_filter_free(agent.filter);
+	agent.filter = NULL;
+	agent.sent = (struct table_cursor){ 0 };
 	agent.state = AGENT_IDLE;
 }
 
@@ -218,7 +267,7 @@ static int agent_prepare(const char *path, const char *token)
 	profd__agent_config__free_unpacked(cfg, NULL);
 	if (!err)
 		err = instrument_prepare(filter, &agent.plan);
-	func_filter_free(filter);
+	agent.filter = filter;
 	if (!err)
 		err = flusher_start(agent.sock, send_table_from_plan, &agent.plan);
 	if (err) {

@@ -52,10 +52,18 @@ static struct flusher {
 	/* set once the functions are patched: no lock, the patching thread may be alone */
 	_Atomic int released;
 	_Atomic int exited;      /* the flusher thread has returned */
+	_Atomic int table_pending; /* more functions were instrumented (a module was loaded) */
+	/*
+	 * Held while new functions are patched (by a thread in dlopen) and while
+	 * the flusher sends the table and drains: no event reaches the daemon
+	 * before the table that names its function.
+	 */
+	pthread_mutex_t table_lock;
 	int table_sent;
 	int (*send_table)(void *ctx, int sock);
 	void *table_ctx;
-} flusher = { .sock = -1, .lock = PTHREAD_MUTEX_INITIALIZER };
+} flusher = { .sock = -1, .lock = PTHREAD_MUTEX_INITIALIZER,
+	       .table_lock = PTHREAD_MUTEX_INITIALIZER };
 
 void flusher_read_clock_pair(struct event_clock_pair *pair)
 {
@@ -206,7 +214,9 @@ static void flusher_cycle(void)
 		flusher.failed = -ECONNRESET;
 	if (!atomic_load_explicit(&flusher.released, memory_order_acquire) || flusher.failed)
 		return;
-	if (!flusher.table_sent) { /* the daemon needs the names before any event */
+	pthread_mutex_lock(&flusher.table_lock);
+	if (!flusher.table_sent || atomic_exchange(&flusher.table_pending, 0)) {
+		/* the daemon needs the names before any event */
 		if (flusher.send_table(flusher.table_ctx, flusher.sock) < 0)
 			flusher.failed = -EPIPE;
 		flusher.table_sent = 1;
@@ -217,6 +227,7 @@ static void flusher_cycle(void)
 		flusher.initial_pair_pending = 0;
 	}
 	threads_for_each(flusher_drain_thread, NULL);
+	pthread_mutex_unlock(&flusher.table_lock);
 	/* Taken after the drain: every record above was written before it. */
 	flusher_end_frame();
 	threads_recycle_drained();
@@ -350,6 +361,22 @@ int flusher_stop(const char *reason)
 		return -ETIMEDOUT;
 	flusher.running = 0;
 	return 0;
+}
+
+void flusher_table_lock(void)
+{
+	pthread_mutex_lock(&flusher.table_lock);
+}
+
+void flusher_table_lock_release_quiet(void)
+{
+	pthread_mutex_unlock(&flusher.table_lock);
+}
+
+void flusher_table_unlock_and_send(void)
+{
+	atomic_store(&flusher.table_pending, 1);
+	pthread_mutex_unlock(&flusher.table_lock);
 }
 
 int flusher_lost(void)

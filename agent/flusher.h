@@ -41,6 +41,14 @@ int flusher_stop(const char *reason);
  */
 void flusher_forget_after_fork(void);
 
+/*
+ * Around instrumenting more functions while the flusher runs: no event of
+ * theirs is sent before the table that names them (sent at the next cycle).
+ */
+void flusher_table_lock(void);
+void flusher_table_unlock_and_send(void);
+void flusher_table_lock_release_quiet(void);
+
 /* True when no flusher runs or it gave up (its daemon is gone): the session is dead. */
 int flusher_lost(void);
 

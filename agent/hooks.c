@@ -122,7 +122,11 @@ COLD static void shadow_stack_restore_returns(struct agent_thread *t, uintptr_t 
 	t->returns_restored = 1;
 }
 
-/* The unusual cases of an enter: returns 1 when the call must not be hijacked. */
+/*
+ * The unusual cases of an enter: 0 to go on and hijack, 1 when the call must
+ * not be hijacked, HOOK_SLOW_MODULES to have the trampoline's slow path look
+ * for new modules.
+ */
 COLD static int enter_slow_cases(struct agent_thread *t, const struct stub_desc *desc,
 				 uintptr_t *return_slot)
 {
@@ -137,6 +141,10 @@ COLD static int enter_slow_cases(struct agent_thread *t, const struct stub_desc 
 		shadow_stack_restore_returns(t, return_slot);
 		return 1;
 	}
+	if (desc->flags & STUB_FLAG_MODULES) /* timed never: the loader calls it mid-dlopen */
+		return atomic_load_explicit(&agent_recording, memory_order_relaxed) ?
+			       HOOK_SLOW_MODULES :
+			       1;
 	/* patched only for its flag (the catch above re-hijacked): not timed */
 	return desc->func_id == 0;
 }
@@ -150,14 +158,20 @@ int profagent_enter_hook(const struct stub_desc *desc, uintptr_t *return_slot)
 	if (unlikely(agent_thread_guard))
 		return 0;
 	if (unlikely(!t))
-		return atomic_load_explicit(&agent_recording, memory_order_relaxed) ? 1 : 0;
+		return atomic_load_explicit(&agent_recording, memory_order_relaxed) ?
+			       HOOK_SLOW_THREAD :
+			       0;
 
 	agent_thread_guard = 1; /* a signal handler arriving now passes through */
 	/* before the recording check: frames hijacked earlier still need this */
 	if (unlikely(desc->flags | t->returns_restored) ||
 	    unlikely(t->depth && return_slot >= t->shadow[t->depth - 1].return_slot)) {
-		if (enter_slow_cases(t, desc, return_slot))
-			goto out;
+		int r = enter_slow_cases(t, desc, return_slot);
+
+		if (r) {
+			agent_thread_guard = 0;
+			return r == HOOK_SLOW_MODULES ? HOOK_SLOW_MODULES : 0;
+		}
 	}
 	if (unlikely(!atomic_load_explicit(&agent_recording, memory_order_relaxed)))
 		goto out;

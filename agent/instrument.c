@@ -77,6 +77,8 @@ static uint32_t stack_walk_flags(const char *name)
 			return STUB_FLAG_UNWINDER;
 	if (strcmp(name, "__cxa_begin_catch") == 0)
 		return STUB_FLAG_CATCH;
+	if (strcmp(name, "_dl_debug_state") == 0)
+		return STUB_FLAG_MODULES;
 	return 0;
 }
 
@@ -324,6 +326,7 @@ struct module_job {
 	size_t n_picked;
 	struct stub_region region;
 	size_t slots_used;
+	uint32_t module_index;
 	struct instrument_plan *plan;
 };
 
@@ -404,7 +407,7 @@ static int module_prepare_one(struct module_job *job, const struct picked_functi
 {
 	const struct elf_function *fn = &job->syms.functions[p->index];
 	uint64_t addr = job->module->base + fn->value;
-	int unwinder = p->flags & STUB_FLAG_UNWINDER;
+	int unwinder = p->flags & (STUB_FLAG_UNWINDER | STUB_FLAG_MODULES);
 	int timed = p->selected && !unwinder;
 	uint32_t id = timed ? (uint32_t)r->n_functions + 1 : 0;
 	const char *why = NULL;
@@ -426,7 +429,9 @@ static int module_prepare_one(struct module_job *job, const struct picked_functi
 	}
 	if (p->selected && unwinder)
 		report_skip(r, fn->name, job->module_name,
-			    "walks the stack: patched only to restore return addresses, not timed");
+			    p->flags & STUB_FLAG_MODULES
+				    ? "the loader's debugger hook: patched to see modules loaded later"
+				    : "walks the stack: patched only to restore return addresses, not timed");
 	pp = plan_add_patch(job->plan);
 	if (!pp || (timed && report_add(r, fn->name, job->module_name, addr, fn->size)))
 		return -ENOMEM;
@@ -435,6 +440,7 @@ static int module_prepare_one(struct module_job *job, const struct picked_functi
 	pp->jump.len = job->region.far ? PATCH_ABS64_LEN : RELOCATOR_JMP_REL32_LEN;
 	memcpy(pp->original, (const void *)(uintptr_t)addr, pp->jump.len);
 	pp->function = timed ? (int64_t)r->n_functions - 1 : -1;
+	pp->module = job->module_index;
 	pp->written = 0;
 	job->slots_used++;
 	return 0;
@@ -464,11 +470,24 @@ static int module_plan(struct module_job *job, const struct proc_maps *maps,
 	return stub_region_seal(&job->region);
 }
 
+static int plan_add_module(struct instrument_plan *plan, const struct loaded_module *m)
+{
+	if (grow((void **)&plan->modules, &plan->cap_modules, plan->n_modules,
+		 sizeof(*plan->modules)))
+		return -ENOMEM;
+	plan->modules[plan->n_modules++] = (struct known_module){ m->base, m->seg_lo[0], 0 };
+	return 0;
+}
+
 static void module_instrument(const struct loaded_module *m, const struct func_filter *filter,
 			      const struct proc_maps *maps, struct instrument_plan *plan)
 {
 	struct instrument_report *r = &plan->report;
-	struct module_job job = { .module = m, .plan = plan };
+	struct module_job job = { .module = m, .plan = plan,
+				  .module_index = (uint32_t)plan->n_modules };
+
+	if (plan_add_module(plan, m))
+		return;
 	char err[256] = "";
 
 	r->modules_scanned++;
@@ -486,16 +505,27 @@ static void module_instrument(const struct loaded_module *m, const struct func_f
 	elf_symbols_free(&job.syms);
 }
 
-int instrument_prepare(const struct func_filter *filter, struct instrument_plan *plan)
+static int plan_knows(const struct instrument_plan *plan, const struct loaded_module *m)
+{
+	for (size_t i = 0; i < plan->n_modules; i++)
+		if (!plan->modules[i].gone && plan->modules[i].base == m->base &&
+		    plan->modules[i].text_lo == m->seg_lo[0])
+			return 1;
+	return 0;
+}
+
+/* Instruments the modules loaded now that the plan has not seen yet. */
+static int plan_new_modules(const struct func_filter *filter, struct instrument_plan *plan)
 {
 	struct module_list list = { 0 };
-	uint64_t start = now_ns();
 	int err;
 
-	memset(plan, 0, sizeof(*plan));
 	dl_iterate_phdr(collect_module, &list);
+	proc_maps_free(&plan->maps);
 	err = proc_maps_load(&plan->maps);
 	for (size_t i = 0; i < list.n && !err; i++) {
+		if (plan_knows(plan, &list.items[i]))
+			continue;
 		module_instrument(&list.items[i], filter, &plan->maps, plan);
 		/* Stub regions were mapped: the next module must see them. */
 		proc_maps_free(&plan->maps);
@@ -504,8 +534,67 @@ int instrument_prepare(const struct func_filter *filter, struct instrument_plan 
 	for (size_t i = 0; i < list.n; i++)
 		free(list.items[i].path);
 	free(list.items);
+	return err;
+}
+
+int instrument_prepare(const struct func_filter *filter, struct instrument_plan *plan)
+{
+	uint64_t start = now_ns();
+	int err;
+
+	memset(plan, 0, sizeof(*plan));
+	err = plan_new_modules(filter, plan);
 	plan->report.elapsed_ns = now_ns() - start;
 	return err;
+}
+
+static int module_still_loaded(struct dl_phdr_info *info, size_t size, void *ctx)
+{
+	struct known_module *k = ctx;
+
+	(void)size;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+
+		if (info->dlpi_addr == k->base && ph->p_type == PT_LOAD && (ph->p_flags & PF_X) &&
+		    info->dlpi_addr + ph->p_vaddr == k->text_lo)
+			return 1;
+	}
+	return 0;
+}
+
+/* dlclose: the module's code may be gone, or another module mapped in its place. */
+static void plan_forget_unloaded(struct instrument_plan *plan)
+{
+	for (size_t i = 0; i < plan->n_modules; i++) {
+		struct known_module *k = &plan->modules[i];
+
+		if (k->gone || dl_iterate_phdr(module_still_loaded, k))
+			continue;
+		k->gone = 1;
+		for (size_t p = 0; p < plan->n_patches; p++)
+			if (plan->patches[p].module == i)
+				plan->patches[p].written = 0;
+	}
+}
+
+static int thread_inside(const struct pending_patch *pp, const uint64_t *ips, size_t n_ips);
+
+static int commit_range(struct instrument_plan *plan, size_t from, const uint64_t *ips,
+			size_t n_ips);
+
+int instrument_update_modules(const struct func_filter *filter, struct instrument_plan *plan)
+{
+	size_t first_patch = plan->n_patches, first_function = plan->report.n_functions;
+	int err;
+
+	plan_forget_unloaded(plan);
+	err = plan_new_modules(filter, plan);
+	if (err)
+		return err;
+	/* nobody runs the new modules' code yet: no thread to wait for */
+	err = commit_range(plan, first_patch, NULL, 0);
+	return err < 0 ? err : (int)(plan->report.n_functions - first_function);
 }
 
 static int thread_inside(const struct pending_patch *pp, const uint64_t *ips, size_t n_ips)
@@ -519,15 +608,22 @@ static int thread_inside(const struct pending_patch *pp, const uint64_t *ips, si
 int instrument_commit(struct instrument_plan *plan, const uint64_t *ips, size_t n_ips,
 		      int all_or_nothing)
 {
-	struct patch_writer w;
-	int written = 0, err = 0;
-
 	for (size_t i = 0; all_or_nothing && i < plan->n_patches; i++)
 		if (thread_inside(&plan->patches[i], ips, n_ips))
 			return -EAGAIN;
+	plan->committed = 1;
+	return commit_range(plan, 0, ips, n_ips);
+}
+
+/* Writes the jumps of patches [from, n_patches). */
+static int commit_range(struct instrument_plan *plan, size_t from, const uint64_t *ips,
+			size_t n_ips)
+{
+	struct patch_writer w;
+	int written = 0, err = 0;
 
 	patch_writer_init(&w, &plan->maps);
-	for (size_t i = 0; i < plan->n_patches && !err; i++) {
+	for (size_t i = from; i < plan->n_patches && !err; i++) {
 		struct pending_patch *pp = &plan->patches[i];
 		uint8_t jump[PATCH_ABS64_LEN];
 
@@ -545,12 +641,11 @@ int instrument_commit(struct instrument_plan *plan, const uint64_t *ips, size_t 
 	if (patch_writer_finish(&w) && !err)
 		err = -errno;
 	/* what could not be written is not instrumented */
-	for (size_t i = 0; i < plan->n_patches; i++)
+	for (size_t i = from; i < plan->n_patches; i++)
 		if (!plan->patches[i].written && plan->patches[i].function >= 0 &&
 		    !plan->report.functions[plan->patches[i].function].dropped)
 			plan->report.functions[plan->patches[i].function].dropped =
 				"its code could not be made writable";
-	plan->committed = 1;
 	return err ? err : written;
 }
 
@@ -579,6 +674,7 @@ void instrument_plan_free(struct instrument_plan *plan)
 	instrument_report_free(&plan->report);
 	proc_maps_free(&plan->maps);
 	free(plan->patches);
+	free(plan->modules);
 	memset(plan, 0, sizeof(*plan));
 }
 

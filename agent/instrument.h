@@ -49,7 +49,15 @@ struct pending_patch {
 	struct code_patch jump;
 	uint8_t original[PATCH_ABS64_LEN];
 	int64_t function;  /* index into report.functions; -1: patched only for its flags */
+	uint32_t module;   /* index into plan.modules */
 	int written;
+};
+
+/* A module the plan has looked at (whether or not it patched anything in it). */
+struct known_module {
+	uint64_t base;
+	uint64_t text_lo;  /* first executable byte: with base, tells a module apart */
+	int gone;          /* unloaded (dlclose): its patches are forgotten, never touched */
 };
 
 /*
@@ -62,6 +70,8 @@ struct instrument_plan {
 	struct pending_patch *patches;   /* in address order within each module */
 	size_t n_patches, cap_patches;
 	struct proc_maps maps;           /* protections to restore after writing */
+	struct known_module *modules;
+	size_t n_modules, cap_modules;
 	int committed;
 };
 
@@ -81,6 +91,15 @@ int instrument_prepare(const struct func_filter *filter, struct instrument_plan 
  */
 int instrument_commit(struct instrument_plan *plan, const uint64_t *ips, size_t n_ips,
 		      int all_or_nothing);
+
+/*
+ * After the loader changed the module list (dlopen/dlclose, seen from
+ * _dl_debug_state in the thread doing it): instruments the modules that are
+ * new, before any other thread can run their code, and forgets the patches
+ * of modules that are gone. Returns how many functions were added, or a
+ * negative errno.
+ */
+int instrument_update_modules(const struct func_filter *filter, struct instrument_plan *plan);
 
 /* Puts every original byte back (all threads stopped). Allocates nothing. */
 int instrument_unpatch(struct instrument_plan *plan);

@@ -526,19 +526,27 @@ static uint32_t table_max_id(const Profd__FunctionTable *t)
 	return max;
 }
 
-static int session_add_table(struct session *s, Profd__FunctionTable *t, uint32_t max_id)
+/* Room for this agent's ids up to new_max (its first table, or more after a dlopen). */
+static int session_add_table(struct session *s, Profd__FunctionTable *t, uint32_t new_max)
 {
 	Profd__FunctionTable **tables = realloc(s->tables, (s->n_tables + 1) * sizeof(*tables));
+	uint32_t old_max = s->agent_has_table ? s->agent_n_funcs : 0;
+	size_t first_new = (size_t)s->agent_func_base + old_max + 1; /* ids start at 1 */
+	int first_ever = !s->func_names;
 	char **names;
 
 	if (!tables)
 		return -ENOMEM;
 	s->tables = tables;
-	names = realloc(s->func_names, (s->n_funcs + max_id + 1) * sizeof(char *));
+	names = realloc(s->func_names, ((size_t)s->agent_func_base + new_max + 1) * sizeof(char *));
 	if (!names)
 		return -ENOMEM;
 	s->func_names = names;
-	memset(names + s->n_funcs, 0, (max_id + 1) * sizeof(char *));
+	if (first_ever)
+		names[0] = NULL;
+	if ((size_t)s->agent_func_base + new_max + 1 > first_new)
+		memset(names + first_new, 0,
+		       ((size_t)s->agent_func_base + new_max + 1 - first_new) * sizeof(char *));
 	s->tables[s->n_tables++] = t;
 	return 0;
 }
@@ -547,9 +555,15 @@ static void handle_function_table(struct session *s, const uint8_t *p, size_t le
 {
 	Profd__FunctionTable *t = profd__function_table__unpack(NULL, len, p);
 	uint32_t max_id = t ? table_max_id(t) : UINT32_MAX;
+	uint32_t old_max = s->agent_has_table ? s->agent_n_funcs : 0;
 
-	if (!t || s->agent_has_table || max_id == UINT32_MAX || session_add_table(s, t, max_id)) {
-		session_error(s, "%s", "malformed or repeated function table from the agent");
+	/* a later table (a module loaded later) only adds ids above the earlier ones */
+	if (t && t->n_functions == 0 && max_id == 0)
+		max_id = old_max;
+	if (!t || max_id == UINT32_MAX || max_id < old_max ||
+	    (s->agent_has_table && t->n_functions && max_id == old_max) ||
+	    session_add_table(s, t, max_id)) {
+		session_error(s, "%s", "malformed function table from the agent");
 		if (t)
 			profd__function_table__free_unpacked(t, NULL);
 		conn_close_later(s->agent);
@@ -559,14 +573,14 @@ static void handle_function_table(struct session *s, const uint8_t *p, size_t le
 		const Profd__InstrumentedFunction *f = t->functions[i];
 		uint32_t id = s->agent_func_base + f->id;
 
-		if (s->func_names[id] || !f->name)
-			continue; /* a repeated id names nothing new */
+		if (f->id <= old_max || s->func_names[id] || !f->name)
+			continue; /* an id already named names nothing new */
 		s->func_names[id] = strdup(f->name);
 		if (s->func_names[id])
 			perfetto_writer_function(s->writer, id,
 						 demangle_cached(s->demangled, s->func_names[id]));
 	}
-	s->n_funcs += max_id;
+	s->n_funcs = s->agent_func_base + max_id;
 	s->agent_n_funcs = max_id;
 	s->agent_has_table = 1;
 }

@@ -40,6 +40,12 @@
 #define STUB_FLAG_UNWINDER 1u
 /* Where a caught exception lands (__cxa_begin_catch): the surviving frames are hijacked again. */
 #define STUB_FLAG_CATCH 2u
+/* The loader's debugger hook (_dl_debug_state): a module came or went. */
+#define STUB_FLAG_MODULES 4u
+
+/* What the enter hook may ask the trampoline's slow path for. */
+#define HOOK_SLOW_THREAD 1  /* the thread's first call: set up its state, then ask again */
+#define HOOK_SLOW_MODULES 2 /* instrument modules loaded since the last look */
 
 struct stub_desc {
 	uint64_t relocated; /* address of the relocated prologue in the same slot */
@@ -58,7 +64,9 @@ void profagent_exit_trampoline(void);
 /* Implemented in agent/hooks.c, called only from the trampolines. */
 int profagent_enter_hook(const struct stub_desc *desc, uintptr_t *return_slot);
 uintptr_t profagent_exit_hook(uintptr_t stack_pointer);
-/* agent/threads.c: the once-per-thread slow path, called with vector state saved. */
+/* agent/agent.c: the slow path, called with vector state saved; returns 1 to ask the hook again. */
+int profagent_enter_slow(int reason);
+/* agent/threads.c: a thread's first call. */
 void profagent_thread_attach_slow(void);
 #endif
 

@@ -23,6 +23,12 @@
  * Stack at the call of the enter hook (offsets from rbp):
  *   +16 caller's return address  +8 stub+5  0 saved rbp  -8 rdi  -16 rsi
  *   -24 rdx  -32 rcx  -40 r8  -48 r9  -56 rax  -64 r10  -72 r11
+ *   -80 scratch (the slow path's reason, then whether to retry)  -88 padding
+ *
+ * A non-zero answer from the enter hook asks for the slow path: ordinary C,
+ * run with every vector register saved, profagent_enter_slow(reason), which
+ * says whether to ask the enter hook again (a thread's first call) or not
+ * (a module was loaded: nothing to time).
  *
  * Exit: the hook replaced the return address with profagent_exit_trampoline,
  * so the instrumented function's `ret` lands here with rsp 16-aligned. We
@@ -42,8 +48,8 @@
 
 #define END(name) .size name, .-name
 
-#define SAVED_R11 -72
-#define SAVED_AREA_BOTTOM -72
+#define SLOW_SCRATCH -80
+#define SAVED_AREA_BOTTOM -88
 #define XSAVE_HEADER_OFFSET 512
 
 .macro SAVE_SCRATCH_REGISTERS
@@ -82,6 +88,8 @@ ENTRY(profagent_entry_trampoline)
 	movq	%rsp, %rbp
 	.cfi_def_cfa_register %rbp
 	SAVE_SCRATCH_REGISTERS
+	subq	$16, %rsp
+.Lentry_call_hook:
 	movq	8(%rbp), %rdi
 	addq	$STUB_RETURN_TO_DESC, %rdi
 	leaq	16(%rbp), %rsi
@@ -89,6 +97,7 @@ ENTRY(profagent_entry_trampoline)
 	testl	%eax, %eax
 	jnz	.Lentry_slow_path
 .Lentry_restore:
+	addq	$16, %rsp
 	RESTORE_SCRATCH_REGISTERS
 	popq	%rbp
 	.cfi_remember_state
@@ -98,7 +107,8 @@ ENTRY(profagent_entry_trampoline)
 
 	.cfi_restore_state
 .Lentry_slow_path:
-	/* First event of this thread: set it up in C with all vector state saved. */
+	/* Ordinary C on the hook's behalf, with all vector state saved. */
+	movl	%eax, SLOW_SCRATCH(%rbp)
 	subq	profagent_xsave_area_size(%rip), %rsp
 	andq	$-64, %rsp
 	xorl	%eax, %eax
@@ -113,15 +123,15 @@ ENTRY(profagent_entry_trampoline)
 	movl	$-1, %eax
 	movl	$-1, %edx
 	xsave64	(%rsp)
-	call	profagent_thread_attach_slow
+	movl	SLOW_SCRATCH(%rbp), %edi
+	call	profagent_enter_slow
+	movl	%eax, SLOW_SCRATCH(%rbp)
 	movl	$-1, %eax
 	movl	$-1, %edx
 	xrstor64 (%rsp)
 	leaq	SAVED_AREA_BOTTOM(%rbp), %rsp
-	movq	8(%rbp), %rdi
-	addq	$STUB_RETURN_TO_DESC, %rdi
-	leaq	16(%rbp), %rsi
-	call	profagent_enter_hook
+	cmpl	$0, SLOW_SCRATCH(%rbp)
+	jne	.Lentry_call_hook
 	jmp	.Lentry_restore
 	.cfi_endproc
 END(profagent_entry_trampoline)

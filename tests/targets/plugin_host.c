@@ -1,0 +1,43 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Loads a library after profiling began (tests/integration/test_dlopen.sh):
+ * waits for argv[2] to exist (if given), dlopens argv[1], calls plug_work
+ * 1000 times, dlcloses it, loads it again and calls it 1000 times more.
+ * Prints the sums and `count plug_work 2000`.
+ */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <unistd.h>
+
+static long run_plugin(const char *path)
+{
+	void *h = dlopen(path, RTLD_NOW);
+	long (*work)(long), sum = 0;
+
+	if (!h) {
+		printf("dlopen failed: %s\n", dlerror());
+		return -1;
+	}
+	work = (long (*)(long))dlsym(h, "plug_work");
+	for (long i = 0; work && i < 1000; i++)
+		sum += work(i);
+	dlclose(h);
+	return sum;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2)
+		return 2;
+	printf("ready\n");
+	fflush(stdout);
+	while (argc > 2 && access(argv[2], F_OK) != 0)
+		usleep(10000);
+	printf("first %ld\n", run_plugin(argv[1]));
+	printf("second %ld\n", run_plugin(argv[1]));
+	printf("count plug_work 2000\n");
+	fflush(stdout);
+	while (argc > 3 && access(argv[3], F_OK) != 0)
+		usleep(10000);
+	return 0;
+}
