@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# Attaches that cannot be done end with one clear line, and the target runs
+# on as before: no such process, already traced, statically linked, under
+# seccomp, another user's process. Then a real program nobody here wrote
+# (the sqlite3 shell in the middle of a script) is attached and detached.
+set -u
+. "$(dirname "$0")/common.bash"
+
+wait_ready() { for _ in $(seq 100); do grep -q ready "$1" 2>/dev/null && break; sleep 0.05; done; }
+expect_refusal() { # description, pid, pattern of the error line
+	"$PROFCTL" attach "$2" --funcs 'x*' -o "$WORK/refused.pftrace" 2>"$WORK/refused.err"
+	local rc=$?
+	check "$1: refused (exit $rc)" test "$rc" -ne 0
+	check "$1: says why" grep -qE "$3" "$WORK/refused.err"
+	check "$1: the target still runs" kill -0 "$2"
+}
+
+"$PROFCTL" attach 999999999 --funcs 'x*' -o "$WORK/e.pftrace" 2>"$WORK/e.err"
+check "no such process: refused" test $? -ne 0
+check "no such process: says so" grep -q "no such process" "$WORK/e.err"
+
+sleep 60 &
+sleeper=$!
+if command -v strace >/dev/null; then
+	strace -p "$sleeper" -o /dev/null 2>/dev/null &
+	tracer=$!
+	sleep 0.3
+	expect_refusal "already traced" "$sleeper" "already (being )?traced"
+	kill "$tracer" 2>/dev/null
+	wait "$tracer" 2>/dev/null
+else
+	skip "strace is not installed"
+fi
+
+if cc -static -O2 -o "$WORK/static_sleep" -x c - <<<'#include <unistd.h>
+int main(void) { sleep(60); return 0; }' 2>/dev/null; then
+	"$WORK/static_sleep" &
+	static_pid=$!
+	sleep 0.2
+	expect_refusal "statically linked" "$static_pid" "statically linked|no dynamic"
+	kill "$static_pid"
+else
+	skip "no static libc to build a static program"
+fi
+
+"$ROOT/$BUILD/tests/targets/seccomp_target" "$WORK/seccomp_stop" >"$WORK/seccomp.out" &
+sec_pid=$!
+wait_ready "$WORK/seccomp.out"
+expect_refusal "seccomp" "$sec_pid" "seccomp"
+touch "$WORK/seccomp_stop"
+wait "$sec_pid"
+check_eq "seccomp: the target exits normally" "$?" 0
+
+if [ "$(id -u)" -eq 0 ] && command -v useradd >/dev/null; then
+	id profd-test >/dev/null 2>&1 || useradd -M -s /bin/sh profd-test 2>/dev/null
+	chmod o+rx "$WORK"
+	if id profd-test >/dev/null 2>&1; then
+		su profd-test -s /bin/sh -c "TMPDIR=/tmp '$PROFCTL' attach $sleeper --funcs 'x*' -o /tmp/profd-test-$$.pftrace" \
+			2>"$WORK/user.err"
+		check "another user's process: refused" test $? -ne 0
+		check "another user's process: says why" \
+			grep -qiE "not permitted|belongs to uid|Operation not permitted" "$WORK/user.err"
+		check "another user's process: it still runs" kill -0 "$sleeper"
+		rm -f "/tmp/profd-test-$$.pftrace"
+	fi
+else
+	skip "not root: cannot create a second user"
+fi
+kill "$sleeper" 2>/dev/null
+
+if command -v sqlite3 >/dev/null; then
+	cat >"$WORK/slow.sql" <<'SQL'
+CREATE TABLE t(x INTEGER, y TEXT);
+WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c WHERE n < 300000)
+INSERT INTO t SELECT n, printf('row %d', n) FROM c;
+SELECT count(*), sum(x), max(y) FROM t;
+WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c WHERE n < 3000000)
+SELECT sum(n % 7) FROM c;
+SELECT count(*) FROM t a JOIN t b ON a.x = b.x WHERE a.x % 1000 = 0;
+SQL
+	sqlite3 :memory: <"$WORK/slow.sql" >"$WORK/sql.plain" 2>&1
+	sqlite3 :memory: <"$WORK/slow.sql" >"$WORK/sql.attached" 2>&1 &
+	sql_pid=$!
+	sleep 0.3
+	"$PROFCTL" attach "$sql_pid" --funcs 'sqlite3*' --duration 1 -o "$WORK/sql.pftrace" \
+		2>"$WORK/sql.err"
+	check_eq "sqlite3 shell mid-script: attach and detach succeed" "$?" 0
+	grep '^profctl: functions' "$WORK/sql.err"
+	wait "$sql_pid"
+	check_eq "sqlite3 shell: exits normally" "$?" 0
+	check "sqlite3 shell: output identical to the plain run" \
+		cmp -s "$WORK/sql.plain" "$WORK/sql.attached"
+	"$PROFCTL" report --dump "$WORK/sql.pftrace" >"$WORK/sql.dump"
+	check "sqlite3 shell: its calls are in the trace" grep -q '^slice .* sqlite3' "$WORK/sql.dump"
+	check_eq "sqlite3 shell: the trace breaks no rule" "$(grep -c '^problem' "$WORK/sql.dump")" 0
+else
+	skip "sqlite3 is not installed"
+fi
+finish
