@@ -47,7 +47,8 @@
 enum thread_state {
 	TH_RUNNING, /* resumed, or seized: a report is on its way */
 	TH_STOPPED, /* in a ptrace-stop we have collected */
-	TH_GONE,    /* exited, or a zombie that will never stop */
+	TH_DEAD,    /* died while traced: a zombie until we wait for it */
+	TH_GONE,    /* reaped or detached: no longer ours */
 };
 
 struct inject_thread {
@@ -426,7 +427,7 @@ static void thread_resume(struct inject_target *t, struct inject_thread *th, int
 	th->siginfo_dirty = false;
 	th->sig_stop = false;
 	if (ptrace(request, th->tid, 0, (void *)(long)sig) < 0 && errno == ESRCH)
-		th->state = TH_GONE; /* SIGKILLed meanwhile */
+		th->state = TH_DEAD; /* SIGKILLed (exit_group) while stopped */
 	else
 		th->state = request == PTRACE_DETACH ? TH_GONE : TH_RUNNING;
 }
@@ -501,7 +502,7 @@ static int stop_stuck(struct inject_target *t, char *err, size_t errlen)
 			continue;
 		state = task_state(t->pid, th->tid);
 		if (state == 'Z' || state == 'X')
-			th->state = TH_GONE;
+			th->state = TH_DEAD;
 		else
 			rc = fail(err, errlen, -ETIMEDOUT, "thread %d of PID %d did not stop within "
 				  "%d ms (state %c)", th->tid, t->pid, STOP_TIMEOUT_MS, state);
@@ -521,9 +522,14 @@ static int stop_all(struct inject_target *t, char *err, size_t errlen)
 		thread_interrupt(t->threads[i]);
 	for (;;) {
 		running = 0;
-		for (size_t i = 0; i < t->n_threads; i++) /* grows on clone events */
-			if (t->threads[i]->state == TH_RUNNING && thread_poll(t, t->threads[i], true))
+		for (size_t i = 0; i < t->n_threads; i++) { /* grows on clone events */
+			struct inject_thread *th = t->threads[i];
+
+			if (th->state == TH_DEAD) /* reaped as it goes: the leader's exit comes last */
+				thread_poll(t, th, true);
+			else if (th->state == TH_RUNNING && thread_poll(t, th, true))
 				running++;
+		}
 		if (t->exited)
 			return fail(err, errlen, -ESRCH, "process %d exited", t->pid);
 		if (!running)
@@ -573,35 +579,48 @@ static int status_checks(pid_t pid, const char *status, char *err, size_t errlen
 	return 0;
 }
 
-static int attach_precheck(struct inject_target *t, char *err, size_t errlen)
+/* Refusals that /proc/PID/maps explains: not ours to read, no memory, no ld.so. */
+static int maps_checks(struct inject_target *t, const char *status, char *err, size_t errlen)
 {
-	char path[64], *text;
-	int rc;
+	char *maps;
+	int rc = read_maps(t->pid, &maps);
 
-	snprintf(path, sizeof(path), "/proc/%d/status", t->pid);
-	rc = read_whole(path, &text);
-	if (rc == -ENOENT || rc == -ESRCH)
-		return fail(err, errlen, -ESRCH, "no such process: PID %d", t->pid);
-	if (rc)
-		return fail(err, errlen, rc, "cannot read %s: %s", path, strerror(-rc));
-	rc = status_checks(t->pid, text, err, errlen);
-	free(text);
-	if (rc)
-		return rc;
-	rc = read_maps(t->pid, &text);
 	if (rc == -EACCES || rc == -EPERM)
 		return permission_error(t->pid, err, errlen);
-	if (rc)
+	if (rc == -ENOENT || rc == -ESRCH)
 		return fail(err, errlen, -ESRCH, "process exited during attach: PID %d", t->pid);
-	if (!text[0])
-		rc = fail(err, errlen, -EPERM, "PID %d has no memory map (kernel thread)", t->pid);
-	else if ((rc = load_lockers(t, text)) == 0)
+	if (rc)
+		return fail(err, errlen, rc, "cannot read the maps of PID %d: %s", t->pid,
+			    strerror(-rc));
+	if (!maps[0] && status_long(status, "Kthread", 0) == 1)
+		rc = fail(err, errlen, -EPERM, "PID %d is a kernel thread", t->pid);
+	else if (!maps[0]) /* the memory of an exiting process is gone first */
+		rc = fail(err, errlen, -ESRCH, "process exited during attach: PID %d", t->pid);
+	else if ((rc = load_lockers(t, maps)) == 0)
 		rc = fail(err, errlen, -ENOEXEC, "statically linked: no dynamic loader in PID %d",
 			  t->pid);
 	else if (rc < 0)
 		rc = fail(err, errlen, rc, "out of memory");
-	free(text);
+	free(maps);
 	return rc < 0 ? rc : 0;
+}
+
+static int attach_precheck(struct inject_target *t, char *err, size_t errlen)
+{
+	char path[64], *status;
+	int rc;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", t->pid);
+	rc = read_whole(path, &status);
+	if (rc == -ENOENT || rc == -ESRCH)
+		return fail(err, errlen, -ESRCH, "no such process: PID %d", t->pid);
+	if (rc)
+		return fail(err, errlen, rc, "cannot read %s: %s", path, strerror(-rc));
+	rc = status_checks(t->pid, status, err, errlen);
+	if (!rc)
+		rc = maps_checks(t, status, err, errlen);
+	free(status);
+	return rc;
 }
 
 /* EPERM from PTRACE_SEIZE: born traced by us, exiting, traced by another, or denied. */
@@ -760,18 +779,41 @@ err_free:
 	return rc;
 }
 
+/*
+ * Detaches every thread, stopping running ones first, and waits for the
+ * dead: a traced thread that died stays a zombie until its tracer waits for
+ * it, and its process cannot be reaped before (the leader's exit is reported
+ * last). Bounded: a thread stuck in D state stays traced until we exit.
+ */
+static void detach_all(struct inject_target *t)
+{
+	int64_t deadline = mono_ns() + 2 * STOP_TIMEOUT_MS * 1000000LL;
+	struct pace pace = { 0 };
+	size_t left;
+
+	do {
+		left = 0;
+		for (size_t i = 0; i < t->n_threads; i++) {
+			struct inject_thread *th = t->threads[i];
+
+			thread_interrupt(th);
+			if (th->state == TH_RUNNING || th->state == TH_DEAD)
+				thread_poll(t, th, true);
+			thread_resume(t, th, PTRACE_DETACH);
+			left += th->state != TH_GONE;
+		}
+		if (left)
+			pace_wait(&pace);
+	} while (left && mono_ns() < deadline);
+}
+
 void inject_detach(struct inject_target *t)
 {
-	char ignored[160];
-
 	if (!t)
 		return;
-	/* Threads still running after an error: stop them so they can be detached. */
-	stop_all(t, ignored, sizeof(ignored));
-	for (size_t i = 0; i < t->n_threads; i++) {
-		thread_resume(t, t->threads[i], PTRACE_DETACH);
+	detach_all(t);
+	for (size_t i = 0; i < t->n_threads; i++)
 		free(t->threads[i]);
-	}
 	if (t->mem_fd >= 0)
 		close(t->mem_fd);
 	free(t->threads);
@@ -1078,8 +1120,13 @@ static int call_pick_thread(struct inject_target *t, struct call_frame *cf, char
 			    size_t errlen)
 {
 	for (int attempt = 0;; attempt++) {
+		size_t live = 0;
 		int rc;
 
+		for (size_t i = 0; i < t->n_threads; i++)
+			live += t->threads[i]->state == TH_STOPPED;
+		if (!live || t->exited)
+			return fail(err, errlen, -ESRCH, "process %d exited", t->pid);
 		cf->th = pick_stopped(t, cf, 0);
 		if (!cf->th)
 			cf->th = pick_stopped(t, cf, 1);
@@ -1258,6 +1305,10 @@ static int call_timeout(struct inject_target *t, struct call_frame *cf, int time
 	while (th->state == TH_RUNNING && mono_ns() < deadline &&
 	       call_poll(t, cf, true, &ignored, err, errlen) > 0)
 		pace_wait(&pace);
+	if (th->state == TH_RUNNING && strchr("ZX?", task_state(t->pid, th->tid))) {
+		th->state = TH_DEAD; /* a dying leader: its exit is reported after the others' */
+		return fail(err, errlen, -ESRCH, "PID %d exited during the call", t->pid);
+	}
 	if (th->state == TH_RUNNING)
 		return fail(err, errlen, -ETIMEDOUT, "call in thread %d timed out after %d ms and "
 			    "the thread does not stop: left running the injected code", th->tid,
@@ -1276,9 +1327,13 @@ static int call_run(struct inject_target *t, struct call_frame *cf, bool others_
 
 	if (others_run)
 		resume_others(t, th);
-	if (ptrace(PTRACE_CONT, th->tid, 0, 0))
-		return fail(err, errlen, -errno, "PTRACE_CONT of thread %d: %s", th->tid,
-			    strerror(errno));
+	if (ptrace(PTRACE_CONT, th->tid, 0, 0)) {
+		if (errno != ESRCH)
+			return fail(err, errlen, -errno, "PTRACE_CONT of thread %d: %s", th->tid,
+				    strerror(errno));
+		th->state = TH_DEAD;
+		return fail(err, errlen, -ESRCH, "PID %d exited during the call", t->pid);
+	}
 	th->state = TH_RUNNING;
 	th->sig_stop = false;
 	for (;;) {
