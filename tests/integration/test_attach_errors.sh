@@ -68,6 +68,28 @@ else
 fi
 kill "$sleeper" 2>/dev/null
 
+# The target dies while profctl is attaching: killed the moment it is traced.
+sleep 60 &
+victim=$!
+timeout 30 "$PROFCTL" attach "$victim" --funcs 'x*' --duration 2 -o "$WORK/exiting.pftrace" \
+	2>"$WORK/exiting.err" &
+attacher=$!
+for _ in $(seq 20000); do
+	tracer=0
+	while read -r key value; do [ "$key" = TracerPid: ] && tracer=$value; done \
+		<"/proc/$victim/status" 2>/dev/null
+	[ "$tracer" != 0 ] && break
+done
+kill -9 "$victim"
+wait "$attacher"
+rc=$?
+check "target killed during the attach: profctl ends, no hang (exit $rc)" test "$rc" -ne 124
+check "target killed during the attach: says so" \
+	grep -qiE "exited|no such process" "$WORK/exiting.err"
+"$PROFCTL" report --dump "$WORK/exiting.pftrace" >/dev/null
+check "target killed during the attach: the trace written so far loads" test $? -eq 0
+wait "$victim" 2>/dev/null
+
 if command -v sqlite3 >/dev/null; then
 	cat >"$WORK/slow.sql" <<'SQL'
 CREATE TABLE t(x INTEGER, y TEXT);
