@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/signalfd.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -211,17 +212,19 @@ static int remove_agent(pid_t pid, char *err, size_t errlen)
 
 enum stop_cause { STOP_SIGNAL, STOP_DURATION, STOP_TARGET_EXITED, STOP_AGENT_GONE, STOP_DAEMON };
 
-/* Waits until something ends the recording; returns why. */
-static enum stop_cause wait_for_stop(struct session_client *c, pid_t pid, unsigned duration_s,
-				     int signal_fd)
+static enum stop_cause wait_for_stop_on(struct session_client *c, pid_t pid, unsigned duration_s,
+					int signal_fd, int pidfd)
 {
 	struct timespec start, now;
 
 	clock_gettime(CLOCK_MONOTONIC, &start);
 	for (;;) {
-		struct pollfd fds[2] = { { c->link.fd, POLLIN, 0 }, { signal_fd, POLLIN, 0 } };
+		struct pollfd fds[3] = { { c->link.fd, POLLIN, 0 }, { signal_fd, POLLIN, 0 },
+					 { pidfd, POLLIN, 0 } };
 
-		if (poll(fds, 2, 200) > 0) {
+		if (poll(fds, pidfd >= 0 ? 3 : 2, 200) > 0) {
+			if (fds[2].revents)
+				return STOP_TARGET_EXITED;
 			if (fds[1].revents)
 				return STOP_SIGNAL;
 			if (fds[0].revents) {
@@ -244,6 +247,19 @@ static enum stop_cause wait_for_stop(struct session_client *c, pid_t pid, unsign
 				  (long)duration_s * 1000000000L)
 			return STOP_DURATION;
 	}
+}
+
+/* Waits until something ends the recording; returns why. */
+static enum stop_cause wait_for_stop(struct session_client *c, pid_t pid, unsigned duration_s,
+				     int signal_fd)
+{
+	/* readable once the target has exited, zombie or not (kill(pid, 0) cannot tell) */
+	int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	enum stop_cause why = wait_for_stop_on(c, pid, duration_s, signal_fd, pidfd);
+
+	if (pidfd >= 0)
+		close(pidfd);
+	return why;
 }
 
 static int stop_signals_fd(void)
