@@ -54,26 +54,6 @@ static void xsave_size_init(void)
 		profagent_xsave_area_size = ebx + 64;
 }
 
-static int agent_connect(const char *path)
-{
-	struct sockaddr_un addr = { .sun_family = AF_UNIX };
-	int fd;
-
-	if (strlen(path) >= sizeof(addr.sun_path))
-		return -ENAMETOOLONG;
-	strcpy(addr.sun_path, path);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	if (connect(fd, (struct sockaddr *)&addr, sizeof(addr))) {
-		int err = -errno;
-
-		close(fd);
-		return err;
-	}
-	return fd;
-}
-
 static int send_hello(int fd, const char *token)
 {
 	Profd__AgentHello hello = PROFD__AGENT_HELLO__INIT;
@@ -255,7 +235,7 @@ static int agent_prepare(const char *path, const char *token)
 	if (threads_init() || (!agent.atfork_registered && pthread_atfork(NULL, NULL, atfork_child)))
 		return -ENOMEM;
 	agent.atfork_registered = 1;
-	agent.sock = agent_connect(path);
+	agent.sock = frame_connect_unix(path);
 	if (agent.sock < 0)
 		return agent.sock;
 	if (send_hello(agent.sock, token) < 0 || !(cfg = receive_config(agent.sock))) {

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "profctl/profctl.h"
+#include "proto/frame_io.h"
 
 #define SYSTEM_SOCKET "/run/profd/profd.sock"
 #define READY_TIMEOUT_MS 5000
@@ -35,24 +36,6 @@ int profctl_self_dir(char *buf, size_t len)
 	if (slash)
 		*slash = '\0';
 	return 0;
-}
-
-static int connect_to(const char *path)
-{
-	struct sockaddr_un addr = { .sun_family = AF_UNIX };
-	int fd, err;
-
-	if (strlen(path) >= sizeof(addr.sun_path))
-		return -ENAMETOOLONG;
-	strcpy(addr.sun_path, path);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	if (connect(fd, (struct sockaddr *)&addr, sizeof(addr)) == 0)
-		return fd;
-	err = -errno;
-	close(fd);
-	return err;
 }
 
 static int wait_ready(int fd, pid_t pid)
@@ -122,7 +105,7 @@ int daemon_link_open(struct daemon_link *link, bool verbose)
 	int err;
 
 	memset(link, 0, sizeof(*link));
-	link->fd = connect_to(path && path[0] ? path : SYSTEM_SOCKET);
+	link->fd = frame_connect_unix(path && path[0] ? path : SYSTEM_SOCKET);
 	if (link->fd >= 0) {
 		snprintf(link->socket_path, sizeof(link->socket_path), "%s",
 			 path && path[0] ? path : SYSTEM_SOCKET);
@@ -135,7 +118,7 @@ int daemon_link_open(struct daemon_link *link, bool verbose)
 	}
 	err = spawn_private(link, verbose);
 	if (!err)
-		link->fd = connect_to(link->socket_path);
+		link->fd = frame_connect_unix(link->socket_path);
 	if (err || link->fd < 0) {
 		err = err ? err : link->fd;
 		fprintf(stderr, "profctl: no profd answers and a private one could not start: %s\n",

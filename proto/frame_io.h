@@ -59,4 +59,7 @@ int frame_recv(int fd, struct frame_header *hdr, uint8_t **payload, int *receive
  */
 int frame_take_passed_fd(struct msghdr *msg);
 
+/* Connects a close-on-exec AF_UNIX stream socket to path; returns it or a negative errno. */
+int frame_connect_unix(const char *path);
+
 #endif
