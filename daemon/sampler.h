@@ -3,8 +3,10 @@
  * CPU sampling of one target process with perf_event_open: one cpu-clock
  * event per (target, CPU) with inherit (threads created later are followed),
  * CLOCK_MONOTONIC timestamps, frame-pointer user callchains, MMAP2/COMM/
- * FORK/EXIT side records, one mmap ring per CPU. Reading parses records
- * defensively (sizes checked against the ring) and hands them to callbacks.
+ * FORK/EXIT side records, one mmap ring per CPU, and optionally a copy of
+ * each sample's user registers and stack for DWARF unwinding (see
+ * daemon/dwarf_unwind.h). Reading parses records defensively (sizes checked
+ * against the ring) and hands them to callbacks.
  */
 #ifndef PROFD_SAMPLER_H
 #define PROFD_SAMPLER_H
@@ -20,8 +22,26 @@ struct sampler_config {
 	pid_t pid;             /* target process */
 	uint32_t freq_hz;      /* samples per second per thread (cpu-clock) */
 	bool enable_on_exec;   /* true: target is stopped before exec; counting starts at exec */
-	size_t ring_pages;     /* data pages per CPU ring (power of two); 0 = default (512 KiB) */
+	size_t ring_pages;     /* data pages per CPU ring (power of two); 0 = default (512 KiB,
+				  4 MiB with copy_stack) */
+	bool copy_stack;       /* also sample user registers (SAMPLER_REGS_MASK) and the
+				  top stack_bytes of the user stack (PERF_SAMPLE_REGS_USER |
+				  PERF_SAMPLE_STACK_USER) */
+	uint32_t stack_bytes;  /* bytes of stack copied per sample: a multiple of 8 up to
+				  SAMPLER_MAX_STACK_BYTES; 0 = SAMPLER_DEFAULT_STACK_BYTES */
 };
+
+#define SAMPLER_DEFAULT_STACK_BYTES 8192u
+#define SAMPLER_MAX_STACK_BYTES 65528u   /* the kernel wants < 65535 and 8-aligned */
+
+/*
+ * User registers are indexed by perf's x86-64 numbering (PERF_REG_X86_AX ..
+ * PERF_REG_X86_R15 in <asm/perf_regs.h>). SAMPLER_REGS_MASK asks for all of
+ * them but DS, ES, FS and GS, which the kernel refuses for 64-bit tasks:
+ * AX BX CX DX SI DI BP SP IP FLAGS CS SS (bits 0-11) and R8-R15 (bits 16-23).
+ */
+#define SAMPLER_REGS_MAX 24
+#define SAMPLER_REGS_MASK 0xff0fffull
 
 #define SAMPLER_MAX_CALLCHAIN 127
 
@@ -34,6 +54,18 @@ struct sampler_sample {
 	const uint64_t *callchain; /* callchain[0] == ip (the kernel stores the interrupted
 				      user ip first); callers below 4096 (the 0 ending a
 				      frame-pointer walk) dropped; valid during the callback */
+	/* with copy_stack only (otherwise regs_mask 0, stack NULL, stack_size 0): */
+	uint64_t regs_mask;    /* which regs[] are valid (bit i = PERF_REG_X86_* i); 0 when
+				  the kernel had no 64-bit user registers (kernel thread,
+				  32-bit task) */
+	uint64_t regs[SAMPLER_REGS_MAX]; /* user registers at the sample; regs[PERF_REG_X86_IP]
+					    == ip for user-mode samples */
+	uint64_t stack_addr;   /* user address of stack[0]: the sampled SP (regs[PERF_REG_X86_SP]),
+				  0 without registers */
+	const uint8_t *stack;  /* copy of [stack_addr, stack_addr + stack_size); unaligned; valid
+				  during the callback only */
+	size_t stack_size;     /* bytes the kernel could copy (dyn_size): <= stack_bytes, less near
+				  the stack's top end */
 };
 
 struct sampler_mmap {
@@ -61,7 +93,10 @@ struct sampler_callbacks {
  * (inherit), threads created while sampler_open runs by a thread not yet
  * opened are missed. Records other than samples may be slightly out of time
  * order within a ring (a sample interrupting the writer of another record).
- * A sampler is used by one thread at a time; there is no global state.
+ * EINVAL also comes from a bad config (stack_bytes not a multiple of 8 or
+ * above SAMPLER_MAX_STACK_BYTES). With copy_stack each sample costs about
+ * stack_bytes of ring space: size ring_pages for the rate times the read
+ * interval. A sampler is used by one thread at a time; there is no global state.
  */
 struct sampler *sampler_open(const struct sampler_config *cfg, char *err, size_t errlen);
 
@@ -92,6 +127,15 @@ void sampler_get_stats(const struct sampler *s, struct sampler_stats *out);
  */
 int sampler_parse(const void *data, size_t size, uint64_t tail, uint64_t head, uint32_t cpu,
 		  const struct sampler_callbacks *cb, void *ctx, struct sampler_stats *stats);
+
+/*
+ * sampler_parse for the rings of a sampler opened with copy_stack: samples
+ * then also hold the registers' ABI and values (SAMPLER_REGS_MASK) and the
+ * stack copy (size, data, dyn_size). Same returns.
+ */
+int sampler_parse_copy_stack(const void *data, size_t size, uint64_t tail, uint64_t head,
+			     uint32_t cpu, const struct sampler_callbacks *cb, void *ctx,
+			     struct sampler_stats *stats);
 
 /* Enables counting (for a target that is already running). */
 int sampler_enable(struct sampler *s);

@@ -3,9 +3,13 @@
  * Unit tests of daemon/sampler.c. Live cases sample this binary re-executed
  * with "--spin" (two threads in profd_spin_worker) through enable_on_exec, or
  * attach to it running; they skip with a printed reason where
- * perf_event_open is not permitted. Parser cases feed crafted and random
- * bytes through sampler_parse. Only lower bounds on counts, no timing limits.
+ * perf_event_open is not permitted. With copy_stack, "--stack-spin" spins
+ * with a known word pushed at its SP: samples must carry it as the first word
+ * of their stack copy, and regs[IP] == ip. Parser cases feed crafted and
+ * random bytes through sampler_parse and sampler_parse_copy_stack. Only lower
+ * bounds on counts, no timing limits.
  */
+#include <asm/perf_regs.h>
 #include <errno.h>
 #include <linux/perf_event.h>
 #include <poll.h>
@@ -74,6 +78,57 @@ static int spin_main(int argc, char **argv)
 	profd_spin_worker(ms);
 	pthread_join(t, NULL);
 	/* skip atexit work: LeakSanitizer would fork a tracer that inherit follows */
+	_exit(0);
+}
+
+/*
+ * profd_stack_spin(n): pushes STACK_MAGIC and spins n times with it at [rsp],
+ * the caller's return address right above. A sample in the loop must see
+ * both as the first two words of its stack copy.
+ */
+#define STACK_MAGIC 0x5eed5eed5eed5eedull
+__asm__(".text\n"
+	".globl profd_stack_spin\n"
+	".hidden profd_stack_spin\n"
+	".type profd_stack_spin, @function\n"
+	"profd_stack_spin:\n"
+	".cfi_startproc\n"
+	"movabs $0x5eed5eed5eed5eed, %rax\n"
+	"push %rax\n"
+	".cfi_adjust_cfa_offset 8\n"
+	".globl profd_stack_spin_loop\n"
+	".hidden profd_stack_spin_loop\n"
+	"profd_stack_spin_loop:\n"
+	"sub $1, %rdi\n"
+	"jnz profd_stack_spin_loop\n"
+	".globl profd_stack_spin_loop_end\n"
+	".hidden profd_stack_spin_loop_end\n"
+	"profd_stack_spin_loop_end:\n"
+	"pop %rax\n"
+	".cfi_adjust_cfa_offset -8\n"
+	"ret\n"
+	".cfi_endproc\n"
+	".size profd_stack_spin, .-profd_stack_spin\n");
+
+void profd_stack_spin(uint64_t n);
+extern const char profd_stack_spin_loop[], profd_stack_spin_loop_end[];
+
+static volatile int stack_spin_sink;
+
+__attribute__((noinline)) void profd_stack_spin_caller(long ms)
+{
+	uint64_t end = thread_cpu_ns() + (uint64_t)ms * 1000000u;
+
+	do {
+		profd_stack_spin(1000000);
+		stack_spin_sink++; /* work after the call: no tail call */
+	} while (thread_cpu_ns() < end);
+}
+
+/* argv: --stack-spin MS */
+static int stack_spin_main(char **argv)
+{
+	profd_stack_spin_caller(atol(argv[2]));
 	_exit(0);
 }
 
@@ -183,7 +238,8 @@ static void on_lost(void *ctx, uint32_t cpu, uint64_t lost, uint64_t time)
 static const struct sampler_callbacks run_cbs = { on_sample, on_mmap, on_comm, on_task, on_lost };
 
 /* Polls and drains until the child exits (or 30 s pass). */
-static void drain_until_exit(struct sampler *s, struct run *r)
+static void drain_child(struct sampler *s, pid_t child, const struct sampler_callbacks *cb,
+			void *ctx)
 {
 	const int *fds;
 	size_t i, n = sampler_fds(s, &fds);
@@ -195,18 +251,23 @@ static void drain_until_exit(struct sampler *s, struct run *r)
 		pfd[i] = (struct pollfd){ .fd = fds[i], .events = POLLIN };
 	for (;;) {
 		poll(pfd, n, 50);
-		CHECK(sampler_read(s, &run_cbs, r) >= 0);
-		if (waitpid(r->child, &status, WNOHANG) == r->child)
+		CHECK(sampler_read(s, cb, ctx) >= 0);
+		if (waitpid(child, &status, WNOHANG) == child)
 			break;
 		if (mono_ns() > give_up) {
-			kill(r->child, SIGKILL);
-			waitpid(r->child, &status, 0);
+			kill(child, SIGKILL);
+			waitpid(child, &status, 0);
 			CHECK(!"target did not exit");
 			break;
 		}
 	}
-	CHECK(sampler_read(s, &run_cbs, r) >= 0);
+	CHECK(sampler_read(s, cb, ctx) >= 0);
 	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+static void drain_until_exit(struct sampler *s, struct run *r)
+{
+	drain_child(s, r->child, &run_cbs, r);
 }
 
 static int run_init(struct run *r)
@@ -418,6 +479,158 @@ out:
 	run_free(&r);
 }
 
+/* ---- copy_stack on a live target ---------------------------------------------------- */
+
+#define MAX_STACK_SAMPLES 20000
+
+struct stack_sample {
+	uint64_t ip, stack_addr, regs_mask, regs[SAMPLER_REGS_MAX], words[2];
+	size_t stack_size;
+	bool user_mode;
+};
+
+struct stack_run {
+	pid_t child;
+	struct symbolizer *sym;
+	struct stack_sample *samples;
+	size_t n;
+};
+
+static void on_stack_sample(void *ctx, const struct sampler_sample *s)
+{
+	struct stack_run *r = ctx;
+	struct stack_sample *st;
+
+	if (r->n == MAX_STACK_SAMPLES || s->pid != (uint32_t)r->child)
+		return;
+	st = &r->samples[r->n++];
+	*st = (struct stack_sample){ .ip = s->ip, .stack_addr = s->stack_addr,
+				     .regs_mask = s->regs_mask, .stack_size = s->stack_size,
+				     .user_mode = s->user_mode };
+	memcpy(st->regs, s->regs, sizeof(st->regs));
+	if (s->stack_size >= sizeof(st->words))
+		memcpy(st->words, s->stack, sizeof(st->words));
+}
+
+static void on_stack_mmap(void *ctx, const struct sampler_mmap *m)
+{
+	struct stack_run *r = ctx;
+
+	if (m->prot & PROT_EXEC)
+		symbolizer_add_mapping(r->sym, m->start, m->start + m->len, m->pgoff, m->filename);
+}
+
+static const struct sampler_callbacks stack_cbs = { .sample = on_stack_sample,
+						    .mmap = on_stack_mmap };
+
+/* Samples "--stack-spin" from execve to exit with 4 KiB stack copies. Returns 0, 1 (skip), -1. */
+static int run_stack_spin(struct stack_run *r, const char *exe)
+{
+	struct sampler_config cfg = { .freq_hz = 2000, .enable_on_exec = true,
+				      .copy_stack = true, .stack_bytes = 4096 };
+	char err[256], c = 0;
+	struct sampler *s;
+	int pfd[2], e;
+
+	if (pipe(pfd) < 0)
+		return -1;
+	r->child = fork();
+	if (r->child == 0) {
+		close(pfd[1]);
+		if (read(pfd[0], &c, 1) == 1)
+			execl(exe, exe, "--stack-spin", "500", (char *)NULL);
+		_exit(127);
+	}
+	close(pfd[0]);
+	cfg.pid = r->child;
+	r->sym = symbolizer_new(r->child);
+	s = sampler_open(&cfg, err, sizeof(err));
+	e = errno;
+	if (!s) {
+		close(pfd[1]);
+		waitpid(r->child, NULL, 0);
+		if (skip_open_error(e, err))
+			return 1;
+		fprintf(stderr, "sampler_open: %s\n", err);
+		return -1;
+	}
+	CHECK(write(pfd[1], &c, 1) == 1);
+	close(pfd[1]);
+	drain_child(s, r->child, &stack_cbs, r);
+	sampler_close(s);
+	return 0;
+}
+
+/* In the loop, [sp] holds STACK_MAGIC and [sp + 8] returns into profd_stack_spin_caller. */
+static bool in_spin_loop(struct symbolizer *sym, uint64_t ip)
+{
+	const uint64_t lo = (uint64_t)(profd_stack_spin_loop - (const char *)profd_stack_spin);
+	const uint64_t hi = (uint64_t)(profd_stack_spin_loop_end - (const char *)profd_stack_spin);
+	struct symbol_info si;
+
+	return symbolizer_lookup(sym, ip, &si) == 0 && si.function &&
+	       strcmp(si.function, "profd_stack_spin") == 0 && si.function_offset >= lo &&
+	       si.function_offset <= hi;
+}
+
+static void test_exec_copy_stack(void)
+{
+	struct stack_run r = { 0 };
+	struct symbol_info si;
+	size_t i, bad_regs = 0, bad_size = 0, in_loop = 0, bad_words = 0, bad_caller = 0;
+	char exe[4096];
+	ssize_t len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	int rc;
+
+	r.samples = calloc(MAX_STACK_SAMPLES, sizeof(*r.samples));
+	CHECK(len > 0 && r.samples);
+	if (len <= 0 || !r.samples)
+		goto out;
+	exe[len] = '\0';
+	rc = run_stack_spin(&r, exe);
+	CHECK(rc >= 0);
+	if (rc != 0)
+		goto out;
+	for (i = 0; i < r.n; i++) {
+		const struct stack_sample *st = &r.samples[i];
+
+		bad_regs += !st->user_mode || st->regs_mask != SAMPLER_REGS_MASK ||
+			    st->regs[PERF_REG_X86_IP] != st->ip ||
+			    st->regs[PERF_REG_X86_SP] != st->stack_addr;
+		bad_size += st->stack_size < 16 || st->stack_size > 4096;
+		if (!in_spin_loop(r.sym, st->ip))
+			continue;
+		in_loop++;
+		bad_words += st->words[0] != STACK_MAGIC;
+		bad_caller += symbolizer_lookup(r.sym, st->words[1] - 1, &si) != 0 ||
+			      !si.function || strcmp(si.function, "profd_stack_spin_caller") != 0;
+	}
+	printf("info: copy_stack: %zu samples, %zu in the pushed-word loop\n", r.n, in_loop);
+	CHECK(r.n >= 200);
+	CHECK(in_loop * 2 >= r.n);
+	CHECK_EQ_INT(bad_regs, 0);
+	CHECK_EQ_INT(bad_size, 0);
+	CHECK_EQ_INT(bad_words, 0);
+	CHECK_EQ_INT(bad_caller, 0);
+out:
+	symbolizer_free(r.sym);
+	free(r.samples);
+}
+
+static void test_open_stack_config(void)
+{
+	struct sampler_config cfg = { .pid = getpid(), .freq_hz = 1000, .copy_stack = true,
+				      .stack_bytes = 12 };
+	char err[256] = "";
+
+	CHECK(sampler_open(&cfg, err, sizeof(err)) == NULL);
+	CHECK_EQ_INT(errno, EINVAL);
+	CHECK(strstr(err, "stack_bytes 12") != NULL);
+	cfg.stack_bytes = SAMPLER_MAX_STACK_BYTES + 8;
+	CHECK(sampler_open(&cfg, err, sizeof(err)) == NULL);
+	CHECK_EQ_INT(errno, EINVAL);
+}
+
 static void test_open_errors(void)
 {
 	struct sampler_config cfg = { 0x3ffffff0, 1000, true, 0 };
@@ -524,15 +737,22 @@ struct parsed {
 	uint64_t chain[SAMPLER_MAX_CALLCHAIN];
 	char filename[64], comm[32];
 	struct sampler_mmap mmap;
+	uint8_t stack[256];            /* the last sample's stack copy, if it fits */
+	uint64_t stack_sum;            /* every stack byte read: out-of-bounds shows in ASan */
 };
 
 static void p_sample(void *ctx, const struct sampler_sample *s)
 {
 	struct parsed *p = ctx;
+	size_t i;
 
 	p->samples++;
 	p->last = *s;
 	memcpy(p->chain, s->callchain, s->n_callchain * sizeof(uint64_t));
+	for (i = 0; i < s->stack_size; i++)
+		p->stack_sum += s->stack[i];
+	if (s->stack && s->stack_size <= sizeof(p->stack))
+		memcpy(p->stack, s->stack, s->stack_size);
 }
 
 static void p_mmap(void *ctx, const struct sampler_mmap *m)
@@ -691,7 +911,176 @@ static void test_parse_malformed(void)
 	CHECK_EQ_INT(sampler_parse(ring, 1000, 0, 8, 0, &parse_cbs, &p, &st), -EINVAL);
 }
 
-static void test_parse_random_bytes(void)
+/* ---- copy_stack records ---------------------------------------------------------- */
+
+#define REC_SP 0x7ffc00001000ull
+
+/* A copy_stack sample: the plain one, then abi, registers in mask order, size, data, dyn_size. */
+static void stack_sample_rec(struct rec *r, uint64_t abi, size_t n_regs, const void *stack,
+			     uint64_t size, uint64_t dyn)
+{
+	const uint64_t chain[] = { (uint64_t)PERF_CONTEXT_USER, 0x401000, 0x402000 };
+	unsigned int bit;
+
+	sample_rec(r, 0x401000, chain, 3);
+	put64(r, abi);
+	for (bit = 0; bit < SAMPLER_REGS_MAX && n_regs; bit++) {
+		if (!(SAMPLER_REGS_MASK & (1ull << bit)))
+			continue;
+		if (bit == PERF_REG_X86_IP)
+			put64(r, 0x401000);
+		else
+			put64(r, bit == PERF_REG_X86_SP ? REC_SP : 0x1000 + bit);
+		n_regs--;
+	}
+	put64(r, size);
+	if (size) {
+		put(r, stack, size);
+		put64(r, dyn);
+	}
+	rec_end(r, false, 0);
+}
+
+static void test_parse_copy_stack_sample(void)
+{
+	static uint8_t ring[1024];
+	struct sampler_stats st = { 0 };
+	struct parsed p = { 0 };
+	uint8_t stack[64];
+	struct rec r;
+	uint64_t tail = 5 * 1024 + 800, head;
+	size_t i;
+
+	for (i = 0; i < sizeof(stack); i++)
+		stack[i] = (uint8_t)(i * 7 + 1);
+	stack_sample_rec(&r, PERF_SAMPLE_REGS_ABI_64, 20, stack, sizeof(stack), 40);
+	head = place(ring, sizeof(ring), tail, &r); /* wraps the ring's end */
+	CHECK_EQ_INT(sampler_parse_copy_stack(ring, sizeof(ring), tail, head, 0, &parse_cbs, &p,
+					      &st), 1);
+	CHECK_EQ_INT(p.samples, 1);
+	CHECK_EQ_INT(st.malformed, 0);
+	CHECK_EQ_U64(p.last.regs_mask, SAMPLER_REGS_MASK);
+	CHECK_EQ_U64(p.last.regs[PERF_REG_X86_IP], p.last.ip);
+	CHECK_EQ_U64(p.last.regs[PERF_REG_X86_R15], 0x1000 + PERF_REG_X86_R15);
+	CHECK_EQ_U64(p.last.regs[PERF_REG_X86_BX], 0x1000 + PERF_REG_X86_BX);
+	CHECK_EQ_U64(p.last.regs[PERF_REG_X86_DS], 0); /* not asked for */
+	CHECK_EQ_U64(p.last.stack_addr, REC_SP);
+	CHECK_EQ_INT(p.last.stack_size, 40);
+	CHECK_MEM_EQ(p.stack, stack, 40);
+	CHECK_EQ_INT(p.last.n_callchain, 2);
+	CHECK_EQ_U64(p.chain[1], 0x402000);
+	/* the same bytes through the plain parser: the layout is not guessed */
+	memset(&p, 0, sizeof(p));
+	CHECK_EQ_INT(sampler_parse(ring, sizeof(ring), tail, head, 0, &parse_cbs, &p, &st), 1);
+	CHECK_EQ_U64(p.last.regs_mask, 0);
+	CHECK(p.last.stack == NULL);
+}
+
+static void test_parse_copy_stack_variants(void)
+{
+	static uint8_t ring[8192];
+	struct sampler_stats st = { 0 };
+	struct parsed p = { 0 };
+	uint8_t stack[64] = { 1, 2, 3 };
+	struct rec r;
+	uint64_t head = 0;
+
+	/* no user registers (a kernel thread): no regs, no stack, still a sample */
+	stack_sample_rec(&r, PERF_SAMPLE_REGS_ABI_NONE, 0, NULL, 0, 0);
+	head = place(ring, sizeof(ring), head, &r);
+	CHECK_EQ_INT(sampler_parse_copy_stack(ring, sizeof(ring), 0, head, 0, &parse_cbs, &p, &st),
+		     1);
+	CHECK_EQ_U64(p.last.regs_mask, 0);
+	CHECK_EQ_INT(p.last.stack_size, 0);
+	CHECK_EQ_U64(p.last.stack_addr, 0);
+	/* a 32-bit task: the stack, but no registers an x86-64 unwinder could use */
+	stack_sample_rec(&r, PERF_SAMPLE_REGS_ABI_32, 20, stack, sizeof(stack), 64);
+	head = place(ring, sizeof(ring), 0, &r);
+	CHECK_EQ_INT(sampler_parse_copy_stack(ring, sizeof(ring), 0, head, 0, &parse_cbs, &p, &st),
+		     1);
+	CHECK_EQ_U64(p.last.regs_mask, 0);
+	CHECK_EQ_INT(p.last.stack_size, 64);
+	CHECK_EQ_INT(st.malformed, 0);
+}
+
+/* Each broken record is skipped alone: the good one after them still parses. */
+static void test_parse_copy_stack_malformed(void)
+{
+	static uint8_t ring[8192];
+	struct sampler_stats st = { 0 };
+	struct parsed p = { 0 };
+	uint8_t stack[64] = { 0 };
+	uint64_t head = 0, big = 4096;
+	struct rec r;
+
+	/* dyn_size > size */
+	stack_sample_rec(&r, PERF_SAMPLE_REGS_ABI_64, 20, stack, sizeof(stack), 65);
+	head = place(ring, sizeof(ring), head, &r);
+	/* an unknown abi */
+	stack_sample_rec(&r, 7, 20, stack, sizeof(stack), 8);
+	head = place(ring, sizeof(ring), head, &r);
+	/* 5 of 20 registers, and no stack size */
+	stack_sample_rec(&r, PERF_SAMPLE_REGS_ABI_64, 5, NULL, 0, 0);
+	r.len -= 8;
+	rec_end(&r, false, 0);
+	head = place(ring, sizeof(ring), head, &r);
+	/* a stack size beyond the record */
+	stack_sample_rec(&r, PERF_SAMPLE_REGS_ABI_64, 20, stack, sizeof(stack), 8);
+	memcpy(r.b + r.len - 8 - sizeof(stack) - 8, &big, 8);
+	head = place(ring, sizeof(ring), head, &r);
+	/* no dyn_size after the data */
+	stack_sample_rec(&r, PERF_SAMPLE_REGS_ABI_64, 20, stack, sizeof(stack), 8);
+	r.len -= 8;
+	rec_end(&r, false, 0);
+	head = place(ring, sizeof(ring), head, &r);
+	stack_sample_rec(&r, PERF_SAMPLE_REGS_ABI_64, 20, stack, sizeof(stack), 16);
+	head = place(ring, sizeof(ring), head, &r);
+	CHECK_EQ_INT(sampler_parse_copy_stack(ring, sizeof(ring), 0, head, 0, &parse_cbs, &p, &st),
+		     1);
+	CHECK_EQ_INT(st.malformed, 5);
+	CHECK_EQ_INT(p.samples, 1);
+	CHECK_EQ_INT(p.last.stack_size, 16);
+}
+
+/* A valid copy_stack sample with a few words or bytes overwritten, many times over. */
+static void test_parse_copy_stack_mutated(void)
+{
+	static uint8_t ring[1024];
+	struct sampler_stats st = { 0 };
+	struct parsed p = { 0 };
+	uint8_t stack[64] = { 9 };
+	uint64_t x = 0x9e3779b97f4a7c15ull, tail, v;
+	struct rec r, m;
+	size_t i, k, at;
+
+	stack_sample_rec(&r, PERF_SAMPLE_REGS_ABI_64, 20, stack, sizeof(stack), 64);
+	for (i = 0; i < 50000; i++) {
+		m = r;
+		for (k = 0; k < 1 + i % 4; k++) {
+			x ^= x << 13;
+			x ^= x >> 7;
+			x ^= x << 17;
+			at = (size_t)(x >> 8) % (m.len / 8) * 8;
+			/* small values where sizes live, so they land near the edges */
+			v = (x & 1) ? x >> 48 : (x & 2) ? (x >> 20) % 512 : x;
+			memcpy(m.b + (at ? at : 8), &v, (x & 4) ? 8 : 1);
+		}
+		if (i % 3 == 0)
+			rec_end(&m, false, 0); /* keep the header size right, break only the body */
+		tail = x % 5000;
+		place(ring, sizeof(ring), tail, &m);
+		sampler_parse_copy_stack(ring, sizeof(ring), tail, tail + m.len, 0, &parse_cbs, &p,
+					 &st);
+	}
+	printf("info: mutated copy_stack samples: %zu parsed, %" PRIu64 " malformed\n", p.samples,
+	       st.malformed);
+	CHECK(p.samples > 0 && st.malformed > 0);
+}
+
+typedef int (*parse_fn)(const void *, size_t, uint64_t, uint64_t, uint32_t,
+			const struct sampler_callbacks *, void *, struct sampler_stats *);
+
+static void parse_random_rings(const char *what, parse_fn parse)
 {
 	static uint8_t ring[4096];
 	struct sampler_stats st = { 0 };
@@ -712,25 +1101,43 @@ static void test_parse_random_bytes(void)
 				ring[k] = (uint8_t)(x >> 40) % 16, ring[k + 1] = 0;
 		}
 		tail = x % 100000;
-		sampler_parse(ring, sizeof(ring), tail, tail + (x >> 32) % 4200, 0, &parse_cbs, &p,
-			      &st);
+		parse(ring, sizeof(ring), tail, tail + (x >> 32) % 4200, 0, &parse_cbs, &p, &st);
 	}
-	printf("info: random rings: %" PRIu64 " records parsed, %" PRIu64 " malformed\n",
-	       st.records, st.malformed);
+	printf("info: random rings (%s): %" PRIu64 " records parsed, %" PRIu64 " malformed\n",
+	       what, st.records, st.malformed);
 	CHECK(st.malformed > 0);
+}
+
+static void test_parse_random_bytes(void)
+{
+	parse_random_rings("plain", sampler_parse);
+}
+
+static void test_parse_random_bytes_copy_stack(void)
+{
+	parse_random_rings("copy_stack", sampler_parse_copy_stack);
 }
 
 int main(int argc, char **argv)
 {
 	if (argc > 2 && strcmp(argv[1], "--spin") == 0)
 		return spin_main(argc, argv);
+	if (argc > 2 && strcmp(argv[1], "--stack-spin") == 0)
+		return stack_spin_main(argv);
 	RUN_TEST(test_parse_wrapped_sample);
 	RUN_TEST(test_parse_side_records);
 	RUN_TEST(test_parse_malformed);
 	RUN_TEST(test_parse_random_bytes);
+	RUN_TEST(test_parse_copy_stack_sample);
+	RUN_TEST(test_parse_copy_stack_variants);
+	RUN_TEST(test_parse_copy_stack_malformed);
+	RUN_TEST(test_parse_copy_stack_mutated);
+	RUN_TEST(test_parse_random_bytes_copy_stack);
+	RUN_TEST(test_open_stack_config);
 	RUN_TEST(test_open_errors);
 	RUN_TEST(test_exec_1khz);
 	RUN_TEST(test_exec_10khz);
 	RUN_TEST(test_attach_running_threads);
+	RUN_TEST(test_exec_copy_stack);
 	return unit_summary();
 }
