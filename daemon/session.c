@@ -21,6 +21,7 @@
 
 #include "daemon/access.h"
 #include "daemon/demangle.h"
+#include "daemon/dwarf_unwind.h"
 #include "daemon/event_decoder.h"
 #include "daemon/sampler.h"
 #include "daemon/session.h"
@@ -28,6 +29,8 @@
 #include "proto/event_wire.h"
 #include "profd.pb-c.h"
 #include "viewer-export/perfetto_writer.h"
+
+enum { CALL_GRAPH_AUTO = 0, CALL_GRAPH_FP = 1, CALL_GRAPH_DWARF = 2 };
 
 #define AGENT_GRACE_NS (3ull * 1000000000ull)   /* after the target exits */
 #define TID_SLOTS 4096                           /* power of two */
@@ -50,6 +53,8 @@ struct session {
 	struct perfetto_writer *writer;
 	struct sampler *sampler;
 	struct symbolizer *symbols;
+	struct dwarf_unwinder *unwinder; /* NULL: frame-pointer callchains only */
+	uint32_t call_graph;             /* CALL_GRAPH_* */
 	struct event_decoder *decoder;
 	struct demangle_cache *demangled;
 	char *comm;
@@ -170,6 +175,7 @@ static struct session *session_new(struct server *srv, struct conn *c, const Pro
 	s->client_pid = c->peer.pid;
 	s->client_uid = c->peer.uid;
 	s->freq = req->sample_freq;
+	s->call_graph = req->call_graph <= CALL_GRAPH_DWARF ? req->call_graph : CALL_GRAPH_AUTO;
 	s->out_fd = -1;
 	s->next = srv->sessions;
 	srv->sessions = s;
@@ -269,17 +275,45 @@ out:
 		profd__run_request__free_unpacked(req, NULL);
 }
 
+/*
+ * A pc in our trampolines: the exit trampoline is a hijacked return address
+ * (the caller's pc - 1 falls before it, so look up pc itself), the entry
+ * one a sample taken on its way in.
+ */
+static int is_trampoline_frame(struct session *s, uint64_t pc, const struct symbol_info *info)
+{
+	const char *base = info->mapping_path ? strrchr(info->mapping_path, '/') : NULL;
+	struct symbol_info exact;
+
+	if (!base || strcmp(base, "/libprofagent.so") != 0)
+		return 0;
+	symbolizer_lookup(s->symbols, pc, &exact);
+	return exact.function && (strcmp(exact.function, "profagent_exit_trampoline") == 0 ||
+				  strcmp(exact.function, "profagent_entry_trampoline") == 0);
+}
+
 static void on_sample(void *ctx, const struct sampler_sample *smp)
 {
 	struct session *s = ctx;
 	struct perfetto_frame frames[SAMPLER_MAX_CALLCHAIN];
-	size_t n = 0;
+	uint64_t dwarf_pcs[SAMPLER_MAX_CALLCHAIN];
+	const uint64_t *chain = smp->callchain;
+	size_t n = 0, n_chain = smp->n_callchain, n_dwarf = 0;
 
 	if ((pid_t)smp->pid != s->target)
 		return; /* a child process inherited the event */
+	/* DWARF where it reaches further than the frame-pointer chain */
+	if (s->unwinder && smp->regs_mask && smp->stack_size &&
+	    dwarf_unwinder_unwind(s->unwinder, smp->regs, smp->regs_mask, smp->stack_addr,
+				  smp->stack, smp->stack_size, dwarf_pcs, SAMPLER_MAX_CALLCHAIN,
+				  &n_dwarf) == 0 &&
+	    n_dwarf >= n_chain) {
+		chain = dwarf_pcs;
+		n_chain = n_dwarf;
+	}
 	/* perf gives leaf first; Perfetto wants the root first */
-	for (size_t k = smp->n_callchain; k-- > 0 && n < SAMPLER_MAX_CALLCHAIN;) {
-		uint64_t pc = smp->callchain[k];
+	for (size_t k = n_chain; k-- > 0 && n < SAMPLER_MAX_CALLCHAIN;) {
+		uint64_t pc = chain[k];
 		struct symbol_info info;
 		int is_leaf = k == 0;
 
@@ -287,6 +321,8 @@ static void on_sample(void *ctx, const struct sampler_sample *smp)
 			continue; /* the exit trampoline's placeholder slot */
 		/* a return address points after its call: look up the call itself */
 		symbolizer_lookup(s->symbols, is_leaf ? pc : pc - 1, &info);
+		if (is_trampoline_frame(s, pc, &info))
+			continue; /* our code standing in for a return address: never a frame */
 		frames[n] = (struct perfetto_frame){
 			.function = demangle_cached(s->demangled, info.function),
 			.rel_pc = is_leaf ? info.rel_pc : info.rel_pc + 1,
@@ -311,9 +347,12 @@ static void on_mmap(void *ctx, const struct sampler_mmap *m)
 {
 	struct session *s = ctx;
 
-	if ((pid_t)m->pid == s->target && (m->prot & PROT_EXEC))
-		symbolizer_add_mapping(s->symbols, m->start, m->start + m->len, m->pgoff,
-				       m->filename);
+	if ((pid_t)m->pid != s->target || !(m->prot & PROT_EXEC))
+		return;
+	symbolizer_add_mapping(s->symbols, m->start, m->start + m->len, m->pgoff, m->filename);
+	if (s->unwinder)
+		dwarf_unwinder_add_mapping(s->unwinder, m->start, m->start + m->len, m->pgoff,
+					   m->filename);
 }
 
 static void on_comm(void *ctx, uint32_t pid, uint32_t tid, const char *comm, uint64_t time)
@@ -360,6 +399,13 @@ static void session_start_sampling(struct session *s, Profd__SamplingReady *read
 		symbolizer_load_proc_maps(s->symbols);
 	if (s->freq == 0 || !s->symbols)
 		return;
+	if (s->call_graph != CALL_GRAPH_FP) { /* most of Debian has no frame pointers */
+		s->unwinder = dwarf_unwinder_new(s->target);
+		if (s->unwinder && s->attach_mode)
+			dwarf_unwinder_load_proc_maps(s->unwinder);
+		cfg.copy_stack = s->unwinder != NULL;
+		cfg.stack_bytes = SAMPLER_DEFAULT_STACK_BYTES;
+	}
 	s->sampler = sampler_open(&cfg, err, sizeof(err));
 	if (s->sampler && s->attach_mode && sampler_enable(s->sampler) < 0) {
 		sampler_close(s->sampler);
@@ -722,6 +768,7 @@ static void session_finish(struct server *srv, struct session *s)
 		st.bytes = (uint64_t)lseek(s->out_fd, 0, SEEK_CUR);
 	}
 	symbolizer_free(s->symbols);
+	dwarf_unwinder_free(s->unwinder);
 	if (s->out_fd >= 0)
 		close(s->out_fd);
 	if (s->client) {

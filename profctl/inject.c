@@ -780,6 +780,39 @@ err_free:
 }
 
 /*
+ * Threads traced by us that we never heard of: born just as the process was
+ * killed (the fatal signal skips the parent's PTRACE_EVENT_CLONE stop).
+ * Returns how many were adopted.
+ */
+static int adopt_unknown_threads(struct inject_target *t)
+{
+	char path[80], *status;
+	struct dirent *de;
+	DIR *dir;
+	int adopted = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", t->pid);
+	dir = opendir(path);
+	while (dir && (de = readdir(dir))) {
+		pid_t tid = (pid_t)strtol(de->d_name, NULL, 10);
+
+		if (tid <= 0 || thread_find(t, tid))
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%d/status", t->pid, tid);
+		if (read_whole(path, &status))
+			continue;
+		if (status_long(status, "TracerPid", 0) == t->tracer) {
+			thread_add_born(t, tid);
+			adopted++;
+		}
+		free(status);
+	}
+	if (dir)
+		closedir(dir);
+	return adopted;
+}
+
+/*
  * Detaches every thread, stopping running ones first, and waits for the
  * dead: a traced thread that died stays a zombie until its tracer waits for
  * it, and its process cannot be reaped before (the leader's exit is reported
@@ -802,6 +835,8 @@ static void detach_all(struct inject_target *t)
 			thread_resume(t, th, PTRACE_DETACH);
 			left += th->state != TH_GONE;
 		}
+		/* Each pass: a dying leader's exit waits for such threads to be reaped. */
+		left += adopt_unknown_threads(t);
 		if (left)
 			pace_wait(&pace);
 	} while (left && mono_ns() < deadline);

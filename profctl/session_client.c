@@ -35,13 +35,28 @@ static int parse_unsigned(const char *s, const char *what, unsigned max, unsigne
 	return 0;
 }
 
+static int parse_call_graph(const char *s, unsigned *out)
+{
+	static const char *const modes[] = { "auto", "fp", "dwarf" };
+
+	for (unsigned i = 0; i < 3; i++) {
+		if (strcmp(s, modes[i]) == 0) {
+			*out = i;
+			return 0;
+		}
+	}
+	fprintf(stderr, "profctl: --call-graph must be fp, dwarf or auto, not '%s'\n", s);
+	return -EINVAL;
+}
+
 int profile_options_parse(int argc, char **argv, struct profile_options *o, const char *usage,
 			  bool stop_at_operand)
 {
 	static const struct option longopts[] = {
 		{ "funcs", required_argument, NULL, 'F' }, { "freq", required_argument, NULL, 'f' },
 		{ "output", required_argument, NULL, 'o' }, { "duration", required_argument, NULL, 'd' },
-		{ "verbose", no_argument, NULL, 'v' },      { 0 },
+		{ "verbose", no_argument, NULL, 'v' },      { "call-graph", required_argument, NULL, 'g' },
+		{ 0 },
 	};
 	int c;
 
@@ -58,6 +73,10 @@ int profile_options_parse(int argc, char **argv, struct profile_options *o, cons
 		case 'd': if (parse_unsigned(optarg, "--duration", 86400 * 365, &o->duration_s)) return -EINVAL; break;
 		case 'o': o->output = optarg; break;
 		case 'v': o->verbose = true; break;
+		case 'g':
+			if (parse_call_graph(optarg, &o->call_graph))
+				return -EINVAL;
+			break;
 		default: fprintf(stderr, "%s", usage); return -EINVAL;
 		}
 	}
@@ -157,6 +176,7 @@ int session_client_start(struct session_client *c, const char *comm, pid_t attac
 	req.target_comm = (char *)comm;
 	req.output_name = c->output_path;
 	req.attach_pid = attach_pid;
+	req.call_graph = c->opt->call_graph;
 	n = profd__run_request__get_packed_size(&req);
 	buf = malloc(n + 1);
 	if (!buf)

@@ -24,6 +24,7 @@ struct profile_options {
 	unsigned duration_s;
 	const char *output;
 	bool verbose;
+	unsigned call_graph; /* 0 auto, 1 fp, 2 dwarf (proto RunRequest.call_graph) */
 };
 
 /*

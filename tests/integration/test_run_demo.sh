@@ -52,9 +52,16 @@ check_eq "slice parents are the enclosing calls" "$bad_parents" 0
 
 # CPU samples on both threads, with callstacks through main / worker.
 check "samples on the main thread name main" \
-	grep -qE "^sample $pid [0-9]+ .*(^|;)main(;|$)" "$WORK/dump.txt"
+	grep -qE "^sample $pid [0-9]+ (.*;)?main(;|$)" "$WORK/dump.txt"
 check "samples on the worker thread name worker" \
-	grep -qE "^sample $wtid [0-9]+ .*(^|;)worker(;|$)" "$WORK/dump.txt"
+	grep -qE "^sample $wtid [0-9]+ (.*;)?worker(;|$)" "$WORK/dump.txt"
 check "hot_loop is sampled" grep -qE "^sample [0-9]+ [0-9]+ .*hot_loop$" "$WORK/dump.txt"
+check_eq "no sample frame is a trampoline" \
+	"$(grep '^sample' "$WORK/dump.txt" | grep -c 'profagent_e[a-z]*_trampoline')" 0
+main_all=$(awk -v t="$pid" '$1 == "sample" && $2 == t && $4 ~ /hot_loop$/' "$WORK/dump.txt" | wc -l)
+main_full=$(awk -v t="$pid" '$1 == "sample" && $2 == t && $4 ~ /^_start;.*;main;hot_loop$/' \
+	"$WORK/dump.txt" | wc -l)
+check "DWARF unwinding reaches _start through libc (main: $main_full of $main_all samples)" \
+	test "$main_all" -gt 0 -a "$main_full" -ge $((main_all * 9 / 10))
 
 finish
