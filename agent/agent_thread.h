@@ -13,8 +13,8 @@
 
 #include "proto/event_wire.h"
 
-/* Power of two. 64 Ki records = 1 MiB: ~2 ms of a thread calling flat out. */
-#define AGENT_RING_RECORDS (1u << 16)
+/* Power of two. 256 Ki records = 4 MiB (touched as used): ~8 ms of a thread calling flat out. */
+#define AGENT_RING_RECORDS (1u << 18)
 /* Deeper than Perfetto's 512-slice limit; past it calls run unrecorded. */
 #define AGENT_SHADOW_CAPACITY 1024
 
