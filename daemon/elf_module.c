@@ -249,7 +249,10 @@ static int collect_symbols(Elf *elf, Elf_Scn *scn, const GElf_Shdr *sh, uint64_t
 		r.name = elf_strptr(elf, sh->sh_link, sym.st_name);
 		if (!r.name || !r.name[0])
 			continue;
-		r.name_len = strlen(r.name);
+		/* debug files name versioned symbols "memcpy@@GLIBC_2.14": show "memcpy" */
+		r.name_len = strcspn(r.name, "@");
+		if (r.name_len == 0)
+			continue;
 		r.start = sym.st_value;
 		r.size = sym.st_value + sym.st_size < sym.st_value ? 0 : sym.st_size;
 		r.section_end = r.size ? 0 : section_end_of(elf, sym.st_shndx, sym.st_value);
@@ -322,7 +325,8 @@ static int store_symbols(struct elf_module *m, struct raw_symbols *rs)
 	for (i = 0; i < rs->n; i = j) {
 		for (j = i + 1; j < rs->n && rs->v[j].start == rs->v[i].start; j++)
 			;
-		memcpy(m->names + off, rs->v[i].name, rs->v[i].name_len + 1);
+		memcpy(m->names + off, rs->v[i].name, rs->v[i].name_len);
+		m->names[off + rs->v[i].name_len] = '\0';
 		m->functions[n++] = (struct elf_function){ rs->v[i].start, group_end(rs, i, j),
 							   m->names + off };
 		off += rs->v[i].name_len + 1;
