@@ -71,7 +71,12 @@ struct agent_thread {
 /* The calling thread's state; NULL before its first instrumented call. */
 extern __thread struct agent_thread *agent_current_thread
 	__attribute__((tls_model("initial-exec")));
-/* Non-zero while the thread runs agent code: instrumented calls pass through. */
+/*
+ * Non-zero while the thread runs agent code: instrumented calls pass through.
+ * AGENT_GUARD_HOOK inside the enter/exit hooks, where only a signal handler
+ * can make a call: such calls are counted as dropped.
+ */
+enum agent_guard { AGENT_GUARD_NONE = 0, AGENT_GUARD_AGENT = 1, AGENT_GUARD_HOOK = 2 };
 extern __thread unsigned agent_thread_guard __attribute__((tls_model("initial-exec")));
 
 /* Read on every call: 0 before patching completes, after stop, in a forked child. */

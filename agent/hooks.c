@@ -155,14 +155,18 @@ int profagent_enter_hook(const struct stub_desc *desc, uintptr_t *return_slot)
 	struct agent_thread *t = agent_current_thread;
 	uint64_t head;
 
-	if (unlikely(agent_thread_guard))
+	if (unlikely(agent_thread_guard)) {
+		/* a signal handler called in while this thread was inside a hook */
+		if (agent_thread_guard == AGENT_GUARD_HOOK && t)
+			atomic_fetch_add_explicit(&t->drops, 1, memory_order_relaxed);
 		return 0;
+	}
 	if (unlikely(!t))
 		return atomic_load_explicit(&agent_recording, memory_order_relaxed) ?
 			       HOOK_SLOW_THREAD :
 			       0;
 
-	agent_thread_guard = 1; /* a signal handler arriving now passes through */
+	agent_thread_guard = AGENT_GUARD_HOOK; /* a signal handler arriving now passes through */
 	/* before the recording check: frames hijacked earlier still need this */
 	if (unlikely(desc->flags | t->returns_restored) ||
 	    unlikely(t->depth && return_slot >= t->shadow[t->depth - 1].return_slot)) {
@@ -251,7 +255,7 @@ uintptr_t profagent_exit_hook(uintptr_t stack_pointer)
 	unsigned saved_guard = agent_thread_guard;
 	struct shadow_entry *e;
 
-	agent_thread_guard = 1;
+	agent_thread_guard = AGENT_GUARD_HOOK;
 	if (unlikely(t->shadow[t->depth - 1].return_slot != slot))
 		shadow_stack_bring_to_top(t, slot); /* no entry at all cannot happen: take the top */
 	e = &t->shadow[--t->depth];
