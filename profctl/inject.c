@@ -36,6 +36,7 @@
 #define SCAN_ROUNDS 100          /* /proc/PID/task rescans before giving up */
 #define SAFE_POINT_TRIES 50
 #define BUSY_POLL_NS 10000
+#define ZOMBIE_CHECK_NS (10 * 1000000LL)
 #define SAFE_POINT_RUN_MS 2      /* how long the threads run between two tries */
 #define RESOLVER_TIMEOUT_MS 1000
 #define XSTATE_PROBE_SIZE (64 * 1024)
@@ -43,6 +44,8 @@
 #define EFLAGS_DF 0x400
 #define DELETED_SUFFIX " (deleted)"
 #define ERESTART_RESTARTBLOCK 516 /* kernel-internal, include/linux/errno.h */
+#define VERSYM_HIDDEN 0x8000     /* in .gnu.version: not the default version */
+#define PF_EXITING 0x4            /* include/linux/sched.h, in /proc/PID/stat flags */
 
 enum thread_state {
 	TH_RUNNING, /* resumed, or seized: a report is on its way */
@@ -76,6 +79,7 @@ struct inject_target {
 	size_t n_lockers;
 	size_t xstate_size;    /* NT_X86_XSTATE size; 0: only PTRACE_GETFPREGS works */
 	bool exited;
+	bool execed;           /* a thread called execve since: addresses are stale */
 };
 
 /* A remote call in progress: what to put back. */
@@ -232,6 +236,7 @@ struct map_entry {
 	uint64_t start, end, offset;
 	char perms[5];
 	const char *path;      /* points into the maps buffer; "" when anonymous */
+	bool deleted;          /* the file was replaced or removed since it was mapped */
 };
 
 /* Parses the next line of a maps buffer, NUL-terminating it in place. */
@@ -239,31 +244,32 @@ static bool maps_next(char **cursor, struct map_entry *m)
 {
 	while (**cursor) {
 		char *line = *cursor, *nl = strchr(line, '\n');
+		size_t len, dlen = strlen(DELETED_SUFFIX);
 		int pos = 0;
 
 		*cursor = nl ? nl + 1 : line + strlen(line);
 		if (nl)
 			*nl = '\0';
 		if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %4s %" SCNx64 " %*s %*u %n", &m->start,
-			   &m->end, m->perms, &m->offset, &pos) == 4 && pos > 0) {
-			m->path = line + pos;
-			return true;
-		}
+			   &m->end, m->perms, &m->offset, &pos) != 4 || pos == 0)
+			continue;
+		m->path = line + pos;
+		len = strlen(m->path);
+		m->deleted = len > dlen && strcmp(line + pos + len - dlen, DELETED_SUFFIX) == 0;
+		if (m->deleted)
+			line[pos + len - dlen] = '\0';
+		return true;
 	}
 	return false;
 }
 
-static const char *path_basename(const char *path)
+/* The file name of a mapping matches one of the globs (fnmatch). */
+static bool matches_any(const char *path, const char *const *globs, size_t n)
 {
 	const char *slash = strrchr(path, '/');
 
-	return slash ? slash + 1 : path;
-}
-
-static bool matches_any(const char *name, const char *const *globs, size_t n)
-{
 	for (size_t i = 0; i < n; i++)
-		if (fnmatch(globs[i], name, 0) == 0)
+		if (fnmatch(globs[i], slash ? slash + 1 : path, 0) == 0)
 			return true;
 	return false;
 }
@@ -286,13 +292,11 @@ static int load_lockers(struct inject_target *t, char *maps)
 	int dynamic = 0;
 
 	while (maps_next(&maps, &m)) {
-		const char *base = path_basename(m.path);
-
 		if (m.path[0] != '/')
 			continue;
-		if (matches_any(base, dynamic_globs, 3))
+		if (matches_any(m.path, dynamic_globs, 3))
 			dynamic = 1;
-		if (m.perms[2] != 'x' || !matches_any(base, locker_globs, n))
+		if (m.perms[2] != 'x' || !matches_any(m.path, locker_globs, n))
 			continue;
 		grown = realloc(t->lockers, (t->n_lockers + 1) * sizeof(*grown));
 		if (!grown)
@@ -395,6 +399,8 @@ static int thread_note(struct inject_target *t, struct inject_thread *th, int st
 			thread_add_born(t, (pid_t)msg);
 		return 0;
 	}
+	if (event == PTRACE_EVENT_EXEC)
+		t->execed = true;
 	if (event != 0)
 		return 0; /* PTRACE_EVENT_STOP: interrupt, group-stop, a new thread's first stop */
 	th->sig_stop = true;
@@ -474,38 +480,49 @@ static void resume_others(struct inject_target *t, const struct inject_thread *e
 			thread_resume(t, t->threads[i], PTRACE_CONT);
 }
 
-/* State letter of a thread in /proc/PID/task/TID/stat, '?' if unreadable. */
-static char task_state(pid_t pid, pid_t tid)
+/* State letter of a thread in /proc/PID/task/TID/stat ('X' if gone), and its flags. */
+static char task_state(pid_t pid, pid_t tid, unsigned *flags)
 {
-	char path[80], *stat, *paren, state = '?';
+	char path[80], *stat, *paren, state = 'X';
+	unsigned f = 0;
 
 	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", pid, tid);
-	if (read_whole(path, &stat))
-		return 'X';
-	paren = strrchr(stat, ')');
-	if (paren && paren[1] == ' ')
-		state = paren[2];
-	free(stat);
+	if (read_whole(path, &stat) == 0) {
+		paren = strrchr(stat, ')');
+		if (!paren || sscanf(paren + 1, " %c %*d %*d %*d %*d %*d %u", &state, &f) != 2)
+			state = '?';
+		free(stat);
+	}
+	if (flags)
+		*flags = f;
 	return state;
 }
 
-/* After the stop timeout: zombies are gone for good, anything else is stuck. */
+/* The thread is a zombie or already exiting (PF_EXITING): it will never stop again. */
+static bool task_exiting(pid_t pid, pid_t tid)
+{
+	unsigned flags;
+	char state = task_state(pid, tid, &flags);
+
+	return state == 'Z' || state == 'X' || (flags & PF_EXITING);
+}
+
+/* After the stop timeout: dying threads are dead for good, anything else is stuck. */
 static int stop_stuck(struct inject_target *t, char *err, size_t errlen)
 {
 	int rc = 0;
 
 	for (size_t i = 0; i < t->n_threads; i++) {
 		struct inject_thread *th = t->threads[i];
-		char state;
 
 		if (th->state != TH_RUNNING)
 			continue;
-		state = task_state(t->pid, th->tid);
-		if (state == 'Z' || state == 'X')
+		if (task_exiting(t->pid, th->tid))
 			th->state = TH_DEAD;
 		else
-			rc = fail(err, errlen, -ETIMEDOUT, "thread %d of PID %d did not stop within "
-				  "%d ms (state %c)", th->tid, t->pid, STOP_TIMEOUT_MS, state);
+			rc = fail(err, errlen, -ETIMEDOUT, "thread %d of PID %d did not stop "
+				  "within %d ms (state %c)", th->tid, t->pid, STOP_TIMEOUT_MS,
+				  task_state(t->pid, th->tid, NULL));
 	}
 	return rc;
 }
@@ -525,7 +542,8 @@ static int stop_all(struct inject_target *t, char *err, size_t errlen)
 		for (size_t i = 0; i < t->n_threads; i++) { /* grows on clone events */
 			struct inject_thread *th = t->threads[i];
 
-			if (th->state == TH_DEAD) /* reaped as it goes: the leader's exit comes last */
+			/* Dead ones are reaped as we go: the leader's exit is reported last. */
+			if (th->state == TH_DEAD)
 				thread_poll(t, th, true);
 			else if (th->state == TH_RUNNING && thread_poll(t, th, true))
 				running++;
@@ -567,15 +585,16 @@ static int status_checks(pid_t pid, const char *status, char *err, size_t errlen
 	long tracer = status_long(status, "TracerPid", 0);
 
 	if (tgid != pid)
-		return fail(err, errlen, -EINVAL, "PID %d is a thread of process %ld: attach to the "
-			    "process", pid, tgid);
+		return fail(err, errlen, -EINVAL, "PID %d is a thread of process %ld: attach to "
+			    "the process", pid, tgid);
 	if (state && (*state == 'Z' || *state == 'X'))
-		return fail(err, errlen, -ESRCH, "no such process: PID %d has exited (zombie)", pid);
+		return fail(err, errlen, -ESRCH, "no such process: PID %d has exited (zombie)",
+			    pid);
 	if (tracer)
 		return fail(err, errlen, -EBUSY, "already traced by PID %ld", tracer);
 	if (status_long(status, "Seccomp", 0) == 2)
-		return fail(err, errlen, -ENOTSUP, "PID %d runs under a seccomp filter: an injected "
-			    "dlopen (openat, mmap) could kill it", pid);
+		return fail(err, errlen, -ENOTSUP, "PID %d runs under a seccomp filter: an "
+			    "injected dlopen (openat, mmap) could kill it", pid);
 	return 0;
 }
 
@@ -626,23 +645,24 @@ static int attach_precheck(struct inject_target *t, char *err, size_t errlen)
 /* EPERM from PTRACE_SEIZE: born traced by us, exiting, traced by another, or denied. */
 static int seize_refused(struct inject_target *t, pid_t tid, char *err, size_t errlen)
 {
-	char path[80], *text;
-	const char *state;
+	char path[80], *text, state;
 	long tracer;
 
 	snprintf(path, sizeof(path), "/proc/%d/task/%d/status", t->pid, tid);
 	if (read_whole(path, &text))
 		return tid == t->pid ? fail(err, errlen, -ESRCH, "process exited during attach: "
 					    "PID %d", t->pid) : 0;
-	state = status_value(text, "State");
+	state = status_value(text, "State") ? *status_value(text, "State") : '?';
 	tracer = status_long(text, "TracerPid", 0);
 	free(text);
 	if (tracer == t->tracer) {
 		thread_add_born(t, tid);
 		return 1;
 	}
-	if (state && (*state == 'Z' || *state == 'X'))
+	if (state == 'Z' || state == 'X')
 		return 0; /* an exited thread, or a leader that called pthread_exit */
+	if (!tracer && task_exiting(t->pid, t->pid))
+		return fail(err, errlen, -ESRCH, "process exited during attach: PID %d", t->pid);
 	if (tracer)
 		return fail(err, errlen, -EBUSY, "already traced by PID %ld", tracer);
 	return permission_error(t->pid, err, errlen);
@@ -654,7 +674,8 @@ static int seize_thread(struct inject_target *t, pid_t tid, char *err, size_t er
 	struct inject_thread *th;
 	int e;
 
-	if (ptrace(PTRACE_SEIZE, tid, 0, (void *)(long)PTRACE_O_TRACECLONE) == 0) {
+	if (ptrace(PTRACE_SEIZE, tid, 0, (void *)(long)(PTRACE_O_TRACECLONE |
+						       PTRACE_O_TRACEEXEC)) == 0) {
 		th = thread_add(t, tid);
 		if (!th) {
 			ptrace(PTRACE_DETACH, tid, 0, 0); /* fails unless stopped: we exit then */
@@ -706,7 +727,8 @@ static int seize_all(struct inject_target *t, char *err, size_t errlen)
 			return added;
 		rc = stop_all(t, err, errlen);
 		if (rc == -ESRCH)
-			return fail(err, errlen, rc, "process exited during attach: PID %d", t->pid);
+			return fail(err, errlen, rc, "process exited during attach: PID %d",
+				    t->pid);
 		if (rc)
 			return rc;
 		if (!added)
@@ -714,6 +736,29 @@ static int seize_all(struct inject_target *t, char *err, size_t errlen)
 	}
 	return fail(err, errlen, -EAGAIN, "threads of PID %d kept appearing during attach",
 		    t->pid);
+}
+
+/*
+ * The maps again, now that no thread runs: an execve may have replaced the
+ * image the pre-checks saw (the interrupt stop comes after it).
+ */
+static int reload_lockers(struct inject_target *t, char *err, size_t errlen)
+{
+	char *maps;
+	int rc = read_maps(t->pid, &maps);
+
+	if (rc)
+		return fail(err, errlen, -ESRCH, "process exited during attach: PID %d", t->pid);
+	free(t->lockers);
+	t->lockers = NULL;
+	t->n_lockers = 0;
+	t->execed = false;
+	rc = load_lockers(t, maps);
+	free(maps);
+	if (rc == 0)
+		return fail(err, errlen, -ENOEXEC, "statically linked: no dynamic loader in PID %d",
+			    t->pid);
+	return rc < 0 ? fail(err, errlen, rc, "out of memory") : 0;
 }
 
 /* Size of NT_X86_XSTATE as the kernel reports it (0: no XSAVE, FPREGS only). */
@@ -755,6 +800,8 @@ int inject_attach(pid_t pid, struct inject_target **out, char *err, size_t errle
 	if (rc)
 		goto err_free;
 	rc = seize_all(t, err, errlen);
+	if (!rc)
+		rc = reload_lockers(t, err, errlen);
 	if (rc)
 		goto err_detach;
 	snprintf(path, sizeof(path), "/proc/%d/mem", pid);
@@ -945,7 +992,9 @@ static void elf_scan_table(const uint8_t *p, size_t len, const Elf64_Shdr *sh, s
 		bind = ELF64_ST_BIND(s.st_info);
 		if (bind == STB_GLOBAL || bind == STB_WEAK || bind == STB_GNU_UNIQUE)
 			score += 4;
-		if (tab->sh_type != SHT_DYNSYM || !(elf_versym(p, len, sh, shnum, table, i) & 0x8000))
+		/* VERSYM_HIDDEN: dlopen@GLIBC_2.2.5 loses to dlopen@@GLIBC_2.34 */
+		if (tab->sh_type != SHT_DYNSYM || !(elf_versym(p, len, sh, shnum, table, i) &
+						    VERSYM_HIDDEN))
 			score += 2;
 		if (score > best->score)
 			*best = (struct elf_hit){ s.st_value, ELF64_ST_TYPE(s.st_info), s.st_shndx,
@@ -974,19 +1023,22 @@ static int elf_lookup(const uint8_t *p, size_t len, const Elf64_Ehdr *eh, const 
 	return hit->score ? 0 : -ENOENT;
 }
 
-/* The file behind a mapping, through the target's root (or map_files once deleted). */
+/*
+ * The file behind a mapping, through the target's root; once replaced (a
+ * package upgrade), only map_files has the mapped version (CAP_SYS_ADMIN).
+ */
 static int open_mapped_file(pid_t pid, const struct map_entry *m)
 {
 	char path[PATH_MAX + 64];
-	size_t len = strlen(m->path), dlen = strlen(DELETED_SUFFIX);
 	int fd;
 
-	if (len > dlen && strcmp(m->path + len - dlen, DELETED_SUFFIX) == 0)
+	if (m->deleted)
 		snprintf(path, sizeof(path), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, pid,
 			 m->start, m->end);
 	else
 		snprintf(path, sizeof(path), "/proc/%d/root%s", pid, m->path);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* O_NONBLOCK: the target's owner may have put a FIFO there meanwhile. */
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	return fd < 0 ? -errno : fd;
 }
 
@@ -1003,7 +1055,7 @@ static int resolve_in_file(pid_t pid, const struct map_entry *m, const char *sym
 
 	if (fd < 0)
 		return fail(err, errlen, fd, "cannot open %s: %s", m->path, strerror(-fd));
-	if (fstat(fd, &st) || st.st_size < (off_t)sizeof(eh)) {
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size < (off_t)sizeof(eh)) {
 		close(fd);
 		return fail(err, errlen, -ENOEXEC, "%s: not an ELF file", m->path);
 	}
@@ -1028,25 +1080,36 @@ static int resolve_in_file(pid_t pid, const struct map_entry *m, const char *sym
 	return 0;
 }
 
+/* First mapping of a file whose name matches glob; m points into *maps (free it). */
+static int find_module(pid_t pid, const char *glob, char **maps, struct map_entry *m)
+{
+	char *cursor;
+	int rc = read_maps(pid, maps);
+
+	for (cursor = rc ? NULL : *maps; cursor && maps_next(&cursor, m);)
+		if (m->path[0] == '/' && matches_any(m->path, &glob, 1))
+			return 0;
+	return rc ? rc : -ENOENT;
+}
+
 int inject_resolve(struct inject_target *t, const char *module_glob, const char *symbol,
 		   uint64_t *addr, char *err, size_t errlen)
 {
 	struct map_entry m;
-	bool found = false, ifunc = false;
-	char *maps, *cursor;
-	int rc = read_maps(t->pid, &maps);
+	bool ifunc = false;
+	char *maps = NULL;
+	int rc;
 
-	if (rc)
-		return fail(err, errlen, rc, "cannot read the maps of PID %d: %s", t->pid,
-			    strerror(-rc));
-	cursor = maps;
-	while (!found && maps_next(&cursor, &m))
-		found = m.path[0] == '/' && fnmatch(module_glob, path_basename(m.path), 0) == 0;
-	if (found)
+	if (t->execed)
+		return fail(err, errlen, -ESTALE, "PID %d called execve: detach and attach again",
+			    t->pid);
+	rc = find_module(t->pid, module_glob, &maps, &m);
+	if (!rc)
 		rc = resolve_in_file(t->pid, &m, symbol, addr, &ifunc, err, errlen);
+	else if (rc == -ENOENT)
+		fail(err, errlen, rc, "no module matching %s in PID %d", module_glob, t->pid);
 	else
-		rc = fail(err, errlen, -ENOENT, "no module matching %s in PID %d", module_glob,
-			  t->pid);
+		fail(err, errlen, rc, "cannot read the maps of PID %d: %s", t->pid, strerror(-rc));
 	free(maps);
 	if (rc || !ifunc)
 		return rc;
@@ -1058,16 +1121,11 @@ int inject_resolve(struct inject_target *t, const char *module_glob, const char 
 bool inject_has_module(struct inject_target *t, const char *module_glob)
 {
 	struct map_entry m;
-	bool found = false;
-	char *maps, *cursor;
+	char *maps = NULL;
+	int rc = find_module(t->pid, module_glob, &maps, &m);
 
-	if (read_maps(t->pid, &maps))
-		return false;
-	cursor = maps;
-	while (!found && maps_next(&cursor, &m))
-		found = m.path[0] == '/' && fnmatch(module_glob, path_basename(m.path), 0) == 0;
 	free(maps);
-	return found;
+	return rc == 0;
 }
 
 int inject_thread_ips(struct inject_target *t, uint64_t **ips, size_t *n)
@@ -1162,6 +1220,9 @@ static int call_pick_thread(struct inject_target *t, struct call_frame *cf, char
 			live += t->threads[i]->state == TH_STOPPED;
 		if (!live || t->exited)
 			return fail(err, errlen, -ESRCH, "process %d exited", t->pid);
+		if (t->execed) /* while the threads ran: func belongs to the old image */
+			return fail(err, errlen, -ESTALE, "PID %d called execve: detach and attach "
+				    "again", t->pid);
 		cf->th = pick_stopped(t, cf, 0);
 		if (!cf->th)
 			cf->th = pick_stopped(t, cf, 1);
@@ -1177,22 +1238,15 @@ static int call_pick_thread(struct inject_target *t, struct call_frame *cf, char
 		    "(all inside libc/ld.so code or holding a signal)", t->pid, SAFE_POINT_TRIES);
 }
 
-static int fpu_get(const struct inject_target *t, pid_t tid, void *buf, size_t size)
+/* Gets or sets the extended state: all of XSAVE (AVX-512 too), else the FXSAVE area. */
+static int fpu_xfer(const struct inject_target *t, pid_t tid, void *buf, size_t size, bool set)
 {
 	struct iovec iov = { buf, size };
+	long rc = !t->xstate_size ?
+		ptrace(set ? PTRACE_SETFPREGS : PTRACE_GETFPREGS, tid, 0, buf) :
+		ptrace(set ? PTRACE_SETREGSET : PTRACE_GETREGSET, tid, NT_X86_XSTATE, &iov);
 
-	if (!t->xstate_size)
-		return ptrace(PTRACE_GETFPREGS, tid, 0, buf) ? -errno : 0;
-	return ptrace(PTRACE_GETREGSET, tid, NT_X86_XSTATE, &iov) ? -errno : 0;
-}
-
-static int fpu_set(const struct inject_target *t, pid_t tid, void *buf, size_t size)
-{
-	struct iovec iov = { buf, size };
-
-	if (!t->xstate_size)
-		return ptrace(PTRACE_SETFPREGS, tid, 0, buf) ? -errno : 0;
-	return ptrace(PTRACE_SETREGSET, tid, NT_X86_XSTATE, &iov) ? -errno : 0;
+	return rc ? -errno : 0;
 }
 
 /*
@@ -1212,7 +1266,7 @@ static int fpu_prepare(const struct inject_target *t, struct call_frame *cf)
 	fsw &= ~0x3800;
 	memcpy(scratch + 2, &fsw, 2);
 	scratch[4] = 0;
-	return fpu_set(t, cf->th->tid, scratch, cf->fpu_size);
+	return fpu_xfer(t, cf->th->tid, scratch, cf->fpu_size, true);
 }
 
 /*
@@ -1231,21 +1285,24 @@ static int call_prepare(struct inject_target *t, struct call_frame *cf, uint64_t
 	pid_t tid = cf->th->tid;
 	uint8_t *frame = calloc(1, 8 + data_len);
 	ssize_t n;
-	int rc = fpu_get(t, tid, cf->fpu, cf->fpu_size);
+	int rc = fpu_xfer(t, tid, cf->fpu, cf->fpu_size, false);
 
 	if (rc || !frame) {
 		free(frame);
-		return fail(err, errlen, rc ? rc : -ENOMEM, "cannot save the FPU state of thread %d",
-			    tid);
+		return fail(err, errlen, rc ? rc : -ENOMEM, "cannot save the FPU state of "
+			    "thread %d", tid);
 	}
 	cf->fpu_saved = true;
 	if (data_len)
 		memcpy(frame + 8, data, data_len);
 	n = pwrite(t->mem_fd, frame, 8 + data_len, (off_t)sp);
 	free(frame);
+	if (n != (ssize_t)(8 + data_len) && task_exiting(t->pid, t->pid))
+		return fail(err, errlen, -ESRCH, "PID %d exited during the call", t->pid);
 	if (n != (ssize_t)(8 + data_len))
-		return fail(err, errlen, n < 0 ? -errno : -EIO, "cannot write the call frame at "
-			    "0x%" PRIx64 " in thread %d: %s", sp, tid, strerror(n < 0 ? errno : EIO));
+		return fail(err, errlen, n < 0 ? -errno : -EIO, "cannot write the call frame "
+			    "at 0x%" PRIx64 " in thread %d: %s", sp, tid,
+			    strerror(n < 0 ? errno : EIO));
 	for (int i = 0; i < nargs; i++)
 		*slot[i] = data && args[i] == INJECT_DATA_ADDR ? data_addr : args[i];
 	r.rip = func;
@@ -1298,13 +1355,21 @@ static int call_poll(struct inject_target *t, struct call_frame *cf, bool hold, 
 	sig = got < 0 ? -1 : thread_note(t, th, status);
 	if (sig < 0) {
 		th->state = TH_GONE;
+		if (t->execed)
+			return fail(err, errlen, -ESTALE, "PID %d called execve during the call",
+				    t->pid);
 		return fail(err, errlen, -ESRCH, "PID %d or its thread %d exited during the call",
 			    t->pid, th->tid);
 	}
 	if (sig > 0) {
-		if (ptrace(PTRACE_GETREGS, th->tid, 0, &r) || ptrace(PTRACE_GETSIGINFO, th->tid, 0, &si))
-			return fail(err, errlen, -errno, "cannot read thread %d: %s", th->tid,
-				    strerror(errno));
+		if (ptrace(PTRACE_GETREGS, th->tid, 0, &r) ||
+		    ptrace(PTRACE_GETSIGINFO, th->tid, 0, &si)) {
+			if (errno != ESRCH)
+				return fail(err, errlen, -errno, "cannot read thread %d: %s",
+					    th->tid, strerror(errno));
+			th->state = TH_DEAD; /* SIGKILLed in its stop */
+			return fail(err, errlen, -ESRCH, "PID %d exited during the call", t->pid);
+		}
 		what = call_classify(cf, sig, &si, &r);
 	}
 	if (sig > 0 && what == CALL_RETURNED) {
@@ -1312,9 +1377,9 @@ static int call_poll(struct inject_target *t, struct call_frame *cf, bool hold, 
 		return 0;
 	}
 	if (sig > 0 && what == CALL_FAULTED)
-		return fail(err, errlen, -EFAULT, "the call faulted in thread %d: signal %d (%s) at "
-			    "rip 0x%llx, address %p", th->tid, sig, strsignal(sig), r.rip,
-			    si.si_addr);
+		return fail(err, errlen, -EFAULT, "the call faulted in thread %d: signal %d "
+			    "(%s) at rip 0x%llx, address %p", th->tid, sig, strsignal(sig),
+			    r.rip, si.si_addr);
 	if (hold) {
 		if (sig > 0)
 			thread_hold_signal(th, sig, NULL); /* delivered through this very stop */
@@ -1325,6 +1390,18 @@ static int call_poll(struct inject_target *t, struct call_frame *cf, bool hold, 
 	th->sig_stop = false;
 	th->state = ptrace(PTRACE_CONT, th->tid, 0, 0) ? TH_STOPPED : TH_RUNNING;
 	return 1;
+}
+
+/*
+ * A dying leader reports its exit only after all other threads are reaped:
+ * look at its state instead of waiting for the timeout.
+ */
+static bool thread_is_dying(const struct inject_target *t, struct inject_thread *th)
+{
+	if (th->state != TH_RUNNING || !task_exiting(t->pid, th->tid))
+		return false;
+	th->state = TH_DEAD;
+	return true;
 }
 
 /* Interrupts the call after its timeout; the thread's registers are restored afterwards. */
@@ -1340,16 +1417,15 @@ static int call_timeout(struct inject_target *t, struct call_frame *cf, int time
 	while (th->state == TH_RUNNING && mono_ns() < deadline &&
 	       call_poll(t, cf, true, &ignored, err, errlen) > 0)
 		pace_wait(&pace);
-	if (th->state == TH_RUNNING && strchr("ZX?", task_state(t->pid, th->tid))) {
-		th->state = TH_DEAD; /* a dying leader: its exit is reported after the others' */
+	if (thread_is_dying(t, th))
 		return fail(err, errlen, -ESRCH, "PID %d exited during the call", t->pid);
-	}
 	if (th->state == TH_RUNNING)
 		return fail(err, errlen, -ETIMEDOUT, "call in thread %d timed out after %d ms and "
 			    "the thread does not stop: left running the injected code", th->tid,
 			    timeout_ms);
-	return fail(err, errlen, -ETIMEDOUT, "call in thread %d timed out after %d ms (interrupted, "
-		    "registers put back; locks it took may still be held)", th->tid, timeout_ms);
+	return fail(err, errlen, -ETIMEDOUT, "call in thread %d timed out after %d ms "
+		    "(interrupted, registers put back; locks it took may still be held)",
+		    th->tid, timeout_ms);
 }
 
 static int call_run(struct inject_target *t, struct call_frame *cf, bool others_run,
@@ -1357,6 +1433,7 @@ static int call_run(struct inject_target *t, struct call_frame *cf, bool others_
 {
 	struct inject_thread *th = cf->th;
 	int64_t deadline = mono_ns() + (int64_t)timeout_ms * 1000000;
+	int64_t next_check = mono_ns() + ZOMBIE_CHECK_NS;
 	struct pace pace = { 0 };
 	int rc;
 
@@ -1377,6 +1454,10 @@ static int call_run(struct inject_target *t, struct call_frame *cf, bool others_
 			return rc;
 		if (others_run)
 			poll_others(t, th);
+		if (mono_ns() >= next_check && thread_is_dying(t, th))
+			return fail(err, errlen, -ESRCH, "PID %d exited during the call", t->pid);
+		if (mono_ns() >= next_check)
+			next_check = mono_ns() + ZOMBIE_CHECK_NS;
 		if (mono_ns() >= deadline)
 			return call_timeout(t, cf, timeout_ms, err, errlen);
 		pace_wait(&pace);
@@ -1391,7 +1472,7 @@ static int call_restore(struct inject_target *t, struct call_frame *cf)
 		return -ESRCH;
 	if (ptrace(PTRACE_SETREGS, tid, 0, &cf->saved))
 		return -errno;
-	return cf->fpu_saved ? fpu_set(t, tid, cf->fpu, cf->fpu_size) : 0;
+	return cf->fpu_saved ? fpu_xfer(t, tid, cf->fpu, cf->fpu_size, true) : 0;
 }
 
 int inject_call(struct inject_target *t, uint64_t func, const uint64_t *args, int nargs,
@@ -1407,6 +1488,9 @@ int inject_call(struct inject_target *t, uint64_t func, const uint64_t *args, in
 		return fail(err, errlen, -EINVAL, "invalid call arguments");
 	if (t->exited)
 		return fail(err, errlen, -ESRCH, "process %d exited", t->pid);
+	if (t->execed)
+		return fail(err, errlen, -ESTALE, "PID %d called execve: detach and attach again",
+			    t->pid);
 	cf.fpu_size = t->xstate_size ? t->xstate_size : sizeof(struct user_fpregs_struct);
 	cf.fpu = malloc(2 * cf.fpu_size);
 	if (!cf.fpu)

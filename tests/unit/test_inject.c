@@ -345,8 +345,9 @@ static void test_extended_state_survives_calls(void)
 	CHECK_EQ_INT(inject_resolve(t, "libc.so.6", "strlen", &fn, err, sizeof(err)), 0);
 	for (int i = 0; i < 200; i++) {
 		ret = 0;
-		failures += inject_call(t, fn, args, 1, text, sizeof(text), i % 4 == 0,
-					CALL_TIMEOUT_MS, &ret, err, sizeof(err)) != 0 || ret != 1000;
+		if (inject_call(t, fn, args, 1, text, sizeof(text), i % 4 == 0, CALL_TIMEOUT_MS,
+				&ret, err, sizeof(err)) || ret != 1000)
+			failures++;
 	}
 	CHECK_EQ_INT(failures, 0);
 	inject_detach(t);
@@ -580,7 +581,8 @@ static void test_timings(void)
 		}
 		attach[i] = mono_ns() - t0;
 		if (i == 0)
-			CHECK_EQ_INT(inject_resolve(t, "libc.so.6", "getpid", &fn, err, sizeof(err)), 0);
+			CHECK_EQ_INT(inject_resolve(t, "libc.so.6", "getpid", &fn, err,
+						    sizeof(err)), 0);
 		t0 = mono_ns();
 		CHECK_EQ_INT(inject_call(t, fn, NULL, 0, NULL, 0, false, CALL_TIMEOUT_MS, &ret, err,
 					 sizeof(err)), 0);
