@@ -18,6 +18,7 @@ struct name_stat {
 	const char *name;
 	uint64_t count;
 	int64_t total_ns;
+	uint64_t self_samples; /* CPU samples taken while this was the innermost call */
 };
 
 struct name_table {
@@ -57,6 +58,61 @@ static int by_count_desc(const void *a, const void *b)
 	return x->count < y->count ? 1 : x->count > y->count ? -1 : 0;
 }
 
+/* Slice indexes ordered by (tid, ts): the slices come sorted by ts. */
+static int by_thread_then_index(const void *a, const void *b, void *ctx)
+{
+	const struct trace_model *m = ctx;
+	size_t x = *(const size_t *)a, y = *(const size_t *)b;
+	int32_t tx = m->slices[x].tid, ty = m->slices[y].tid;
+
+	if (tx != ty)
+		return tx < ty ? -1 : 1;
+	return x < y ? -1 : x > y;
+}
+
+/* The innermost slice of thread tid open at ts, or -1. */
+static int64_t innermost_slice(const struct trace_model *m, const size_t *idx, size_t n,
+			       int32_t tid, uint64_t ts)
+{
+	size_t lo = 0, hi = n;
+	int64_t c;
+
+	while (lo < hi) { /* last slice of tid starting at or before ts */
+		size_t mid = lo + (hi - lo) / 2;
+		const struct trace_slice *sl = &m->slices[idx[mid]];
+
+		if (sl->tid < tid || (sl->tid == tid && sl->ts <= ts))
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == 0 || m->slices[idx[lo - 1]].tid != tid)
+		return -1;
+	for (c = (int64_t)idx[lo - 1]; c >= 0; c = m->slices[c].parent)
+		if (m->slices[c].dur < 0 || m->slices[c].ts + (uint64_t)m->slices[c].dur >= ts)
+			return c;
+	return -1;
+}
+
+static void count_self_samples(const struct trace_model *m, struct name_table *t)
+{
+	size_t *idx = malloc((m->n_slices + 1) * sizeof(*idx));
+
+	if (!idx)
+		return;
+	for (size_t i = 0; i < m->n_slices; i++)
+		idx[i] = i;
+	qsort_r(idx, m->n_slices, sizeof(*idx), by_thread_then_index, (void *)m);
+	for (size_t i = 0; i < m->n_samples; i++) {
+		int64_t c = innermost_slice(m, idx, m->n_slices, m->samples[i].tid, m->samples[i].ts);
+		struct name_stat *st;
+
+		if (c >= 0 && (st = name_table_get(t, m->slices[c].name ? m->slices[c].name : "?")))
+			st->self_samples++;
+	}
+	free(idx);
+}
+
 static void report_functions(const struct trace_model *m)
 {
 	struct name_table t = { 0 };
@@ -70,13 +126,15 @@ static void report_functions(const struct trace_model *m)
 		if (m->slices[i].dur > 0)
 			st->total_ns += m->slices[i].dur;
 	}
+	count_self_samples(m, &t);
 	qsort(t.items, t.n, sizeof(*t.items), by_total_desc);
-	printf("\ninstrumented functions (%zu):\n%12s %14s %12s  %s\n", t.n, "calls", "total ms",
-	       "avg us", "name");
+	printf("\ninstrumented functions (%zu; self samples: CPU samples taken while it was the "
+	       "innermost instrumented call):\n%12s %14s %12s %12s  %s\n",
+	       t.n, "calls", "total ms", "avg us", "self samples", "name");
 	for (size_t i = 0; i < t.n; i++)
-		printf("%12" PRIu64 " %14.3f %12.3f  %s\n", t.items[i].count,
+		printf("%12" PRIu64 " %14.3f %12.3f %12" PRIu64 "  %s\n", t.items[i].count,
 		       t.items[i].total_ns / 1e6, t.items[i].total_ns / 1e3 / (double)t.items[i].count,
-		       t.items[i].name);
+		       t.items[i].self_samples, t.items[i].name);
 	free(t.items);
 }
 

@@ -64,4 +64,9 @@ main_full=$(awk -v t="$pid" '$1 == "sample" && $2 == t && $4 ~ /^_start;.*;main;
 check "DWARF unwinding reaches _start through libc (main: $main_full of $main_all samples)" \
 	test "$main_all" -gt 0 -a "$main_full" -ge $((main_all * 9 / 10))
 
+# self samples: the worker's hot_loop runs inside `worker`, so worker gets most of them
+"$PROFCTL" report "$WORK/demo.pftrace" >"$WORK/report.txt"
+worker_self=$(awk '$NF == "worker" {print $4}' "$WORK/report.txt")
+check "report: the worker's hot loop samples count as worker's self samples ($worker_self)" \
+	test "${worker_self:-0}" -gt 10
 finish
