@@ -2,7 +2,7 @@
 # profctl attach/detach against a running 8-thread process that checks every
 # result it computes: slices recorded while attached, every patched byte back
 # after detach, the agent reused by later attaches, 200 attach/detach cycles
-# without one wrong result, and clear errors for impossible attaches.
+# without one wrong result (refusals are in test_attach_errors.sh).
 set -u
 . "$(dirname "$0")/common.bash"
 TARGET="$ROOT/$BUILD/tests/targets/attach_target"
@@ -71,10 +71,4 @@ check_eq "the target never computed a wrong result" "$(cat "$WORK/target.out" | 
 
 "$PROFCTL" attach 999999999 --funcs 'x' -o "$WORK/e.pftrace" 2>"$WORK/e1.err"
 check "no such process: clear error" grep -q "no such process" "$WORK/e1.err"
-sleep 30 &
-spid=$!
-"$PROFCTL" attach "$spid" --funcs 'x' -o "$WORK/e.pftrace" 2>"$WORK/e2.err" &
-check "a second tracer is refused" true
-wait $! 2>/dev/null
-kill "$spid" 2>/dev/null
 finish
