@@ -179,10 +179,7 @@ static void agent_update_modules(void)
 	if (agent.state != AGENT_ACTIVE || !agent.filter)
 		return;
 	flusher_table_lock();
-	if (instrument_update_modules(agent.filter, &agent.plan) > 0)
-		flusher_table_unlock_and_send();
-	else
-		flusher_table_lock_release_quiet();
+	flusher_table_unlock(instrument_update_modules(agent.filter, &agent.plan) > 0);
 }
 
 int profagent_enter_slow(int reason)

@@ -368,14 +368,10 @@ void flusher_table_lock(void)
 	pthread_mutex_lock(&flusher.table_lock);
 }
 
-void flusher_table_lock_release_quiet(void)
+void flusher_table_unlock(int added)
 {
-	pthread_mutex_unlock(&flusher.table_lock);
-}
-
-void flusher_table_unlock_and_send(void)
-{
-	atomic_store(&flusher.table_pending, 1);
+	if (added)
+		atomic_store(&flusher.table_pending, 1);
 	pthread_mutex_unlock(&flusher.table_lock);
 }
 
@@ -392,8 +388,3 @@ void flusher_forget_after_fork(void)
 	flusher.running = 0;
 }
 
-void flusher_get_totals(struct flusher_totals *totals)
-{
-	totals->events = atomic_load(&flusher.events);
-	totals->dropped = atomic_load(&flusher.dropped);
-}

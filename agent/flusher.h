@@ -46,16 +46,10 @@ void flusher_forget_after_fork(void);
  * theirs is sent before the table that names them (sent at the next cycle).
  */
 void flusher_table_lock(void);
-void flusher_table_unlock_and_send(void);
-void flusher_table_lock_release_quiet(void);
+/* added: functions were instrumented, the next cycle sends them first */
+void flusher_table_unlock(int added);
 
 /* True when no flusher runs or it gave up (its daemon is gone): the session is dead. */
 int flusher_lost(void);
-
-struct flusher_totals {
-	uint64_t events;
-	uint64_t dropped;
-};
-void flusher_get_totals(struct flusher_totals *totals);
 
 #endif

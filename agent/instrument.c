@@ -611,7 +611,6 @@ int instrument_commit(struct instrument_plan *plan, const uint64_t *ips, size_t 
 	for (size_t i = 0; all_or_nothing && i < plan->n_patches; i++)
 		if (thread_inside(&plan->patches[i], ips, n_ips))
 			return -EAGAIN;
-	plan->committed = 1;
 	return commit_range(plan, 0, ips, n_ips);
 }
 

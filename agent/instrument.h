@@ -72,7 +72,6 @@ struct instrument_plan {
 	struct proc_maps maps;           /* protections to restore after writing */
 	struct known_module *modules;
 	size_t n_modules, cap_modules;
-	int committed;
 };
 
 /*

@@ -753,8 +753,13 @@ static void session_unlink(struct server *srv, struct session *s)
 static void session_finish(struct server *srv, struct session *s)
 {
 	struct perfetto_writer_stats st = { 0 };
+	char invalid[32];
 	int err = 0;
 
+	if (s->events_invalid) { /* ids no table named, or kinds we do not know: not written */
+		snprintf(invalid, sizeof(invalid), "%" PRIu64, s->events_invalid);
+		session_error(s, "the agent sent %s events naming no known function", invalid);
+	}
 	if (s->sampler) {
 		sampler_read(s->sampler, &sampler_cb, s);
 		sampler_close(s->sampler);
