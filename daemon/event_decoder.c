@@ -249,7 +249,8 @@ static int deliver_chunks(const struct event_decoder *d, const uint8_t *buf, siz
 			cb->thread_name(ctx, h.tid, name);
 			break;
 		case EVENT_CHUNK_THREAD_EXIT:
-			cb->thread_exit(ctx, h.tid);
+			if (cb->thread_exit)
+				cb->thread_exit(ctx, h.tid);
 			break;
 		}
 	}

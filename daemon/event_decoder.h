@@ -17,7 +17,7 @@ struct event_decoder;
 struct event_decoder_callbacks {
 	void (*record)(void *ctx, uint32_t tid, uint64_t mono_ns, uint32_t func_id, uint32_t kind);
 	void (*thread_name)(void *ctx, uint32_t tid, const char *name);
-	void (*thread_exit)(void *ctx, uint32_t tid);
+	void (*thread_exit)(void *ctx, uint32_t tid); /* may be NULL, like drops */
 	/* cumulative drops of tid, reported when they change */
 	void (*drops)(void *ctx, uint32_t tid, uint64_t drops, uint64_t mono_ns);
 };

@@ -486,12 +486,6 @@ static void on_thread_name(void *ctx, uint32_t tid, const char *name)
 	perfetto_writer_thread(s->writer, s->target, (pid_t)tid, name);
 }
 
-static void on_thread_exit(void *ctx, uint32_t tid)
-{
-	(void)ctx;
-	(void)tid;
-}
-
 static void on_drops(void *ctx, uint32_t tid, uint64_t drops, uint64_t ts)
 {
 	struct session *s = ctx;
@@ -507,7 +501,6 @@ static void on_drops(void *ctx, uint32_t tid, uint64_t drops, uint64_t ts)
 static const struct event_decoder_callbacks decoder_cb = {
 	.record = on_record,
 	.thread_name = on_thread_name,
-	.thread_exit = on_thread_exit,
 	.drops = on_drops,
 };
 
