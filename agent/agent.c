@@ -112,6 +112,8 @@ static int send_function_table(int fd, const struct instrument_report *r)
 		fns[n_listed].module = (char *)f->module;
 		fns[n_listed].address = f->address;
 		fns[n_listed].size = f->size;
+		fns[n_listed].stub = f->stub;
+		fns[n_listed].stub_same_offsets = (uint32_t)f->stub_same_offsets;
 		fn_ptrs[n_listed] = &fns[n_listed];
 		n_listed++;
 	}
@@ -132,6 +134,7 @@ static int send_function_table(int fd, const struct instrument_report *r)
 	table.n_warnings = r->n_warnings;
 	table.warnings = r->warnings;
 	table.modules_scanned = r->modules_scanned;
+	table.exit_trampoline = (uintptr_t)profagent_exit_trampoline;
 	len = profd__function_table__get_packed_size(&table);
 	while (len > FRAME_PAYLOAD_MAX && table.n_skipped > 0) {
 		table.n_skipped /= 2; /* the daemon is told how many matched; the rest is detail */

@@ -154,6 +154,10 @@ static void flusher_put_records(struct agent_thread *t, uint64_t from, uint64_t 
 
 	while (n > 0) {
 		uint64_t count = n < max_per_chunk ? n : max_per_chunk;
+
+		/* an enter and its frame stay in one chunk */
+		if (count < n && event_unit_is_frame(&t->records[(from + count) & mask]))
+			count--;
 		uint64_t first = AGENT_RING_RECORDS - (from & mask);
 		uint64_t first_part = count < first ? count : first;
 		struct event_chunk_header h = { .kind = EVENT_CHUNK_RECORDS, .tid = t->tid,
@@ -185,6 +189,7 @@ static void flusher_drain_thread(struct agent_thread *t, void *ctx)
 	}
 	if (head != tail || drops != t->drops_reported) {
 		flusher_put_records(t, tail, head - tail, drops);
+		/* ring units: an enter counts twice (record + frame) */
 		atomic_fetch_add_explicit(&flusher.events, head - tail, memory_order_relaxed);
 		atomic_fetch_add_explicit(&flusher.dropped, drops - t->drops_reported,
 					  memory_order_relaxed);

@@ -37,12 +37,31 @@ static inline uint64_t read_tsc(void)
 /*
  * Room for this event plus the exits of every open call, so that an exit
  * never finds the ring full: a recorded BEGIN always gets its END.
+ * An enter takes two units (record + frame) and reserves its own exit.
  */
 static inline int hooks_ring_has_room(struct agent_thread *t, uint64_t head, uint32_t reserve)
 {
 	uint64_t tail = atomic_load_explicit(&t->tail, memory_order_acquire);
 
 	return AGENT_RING_RECORDS - (head - tail) >= reserve;
+}
+
+/* The enter record and its frame, published together so the flusher never splits them. */
+static inline void hooks_append_enter(struct agent_thread *t, uint32_t func_id,
+				      uintptr_t return_address, uintptr_t *return_slot)
+{
+	uint64_t head = atomic_load_explicit(&t->head, memory_order_relaxed);
+	struct event_record *rec = &t->records[head & (AGENT_RING_RECORDS - 1)];
+	struct event_enter_frame *frame =
+		(struct event_enter_frame *)&t->records[(head + 1) & (AGENT_RING_RECORDS - 1)];
+
+	rec->tsc = read_tsc();
+	rec->func_id = func_id;
+	rec->kind = EVENT_ENTER;
+	frame->return_address = return_address;
+	frame->tagged_slot = (uintptr_t)return_slot | EVENT_FRAME_TAG;
+	/* pairs with the acquire in flusher_drain_thread() */
+	atomic_store_explicit(&t->head, head + 2, memory_order_release);
 }
 
 static inline void hooks_append(struct agent_thread *t, uint32_t func_id, uint32_t kind)
@@ -182,7 +201,7 @@ int profagent_enter_hook(const struct stub_desc *desc, uintptr_t *return_slot)
 	head = atomic_load_explicit(&t->head, memory_order_relaxed);
 	if (unlikely(t->depth >= AGENT_SHADOW_CAPACITY)) {
 		atomic_fetch_add_explicit(&t->overflows, 1, memory_order_relaxed);
-	} else if (unlikely(!hooks_ring_has_room(t, head, t->depth + 2))) {
+	} else if (unlikely(!hooks_ring_has_room(t, head, t->depth + 3))) {
 		atomic_fetch_add_explicit(&t->drops, 1, memory_order_relaxed);
 	} else {
 		struct shadow_entry *e = &t->shadow[t->depth++];
@@ -190,7 +209,7 @@ int profagent_enter_hook(const struct stub_desc *desc, uintptr_t *return_slot)
 		e->return_address = *return_slot;
 		e->return_slot = return_slot;
 		e->func_id = desc->func_id;
-		hooks_append(t, desc->func_id, EVENT_ENTER);
+		hooks_append_enter(t, desc->func_id, e->return_address, return_slot);
 		*return_slot = (uintptr_t)profagent_exit_trampoline;
 	}
 out:

@@ -411,17 +411,18 @@ static int module_prepare_one(struct module_job *job, const struct picked_functi
 	int timed = p->selected && !unwinder;
 	uint32_t id = timed ? (uint32_t)r->n_functions + 1 : 0;
 	const char *why = NULL;
-	size_t patch_len = 0;
+	struct stub_fill fill = { 0 };
 	struct pending_patch *pp;
+	uint64_t stub = stub_region_slot_entry(&job->region, job->slots_used);
 
 	if (stub_region_fill(&job->region, job->slots_used, addr,
 			     patchable_size(job->module, &job->syms, p->index), id, p->flags,
-			     &patch_len, &why)) {
+			     &fill, &why)) {
 		if (p->selected)
 			report_skip(r, fn->name, job->module_name, why);
 		return 0;
 	}
-	if (next_entry_overlaps(&job->syms, p->index, patch_len)) {
+	if (next_entry_overlaps(&job->syms, p->index, fill.patch_len)) {
 		if (p->selected)
 			report_skip(r, fn->name, job->module_name,
 				    "another function's entry lies inside the patched bytes");
@@ -435,8 +436,12 @@ static int module_prepare_one(struct module_job *job, const struct picked_functi
 	pp = plan_add_patch(job->plan);
 	if (!pp || (timed && report_add(r, fn->name, job->module_name, addr, fn->size)))
 		return -ENOMEM;
+	if (timed) {
+		r->functions[r->n_functions - 1].stub = stub;
+		r->functions[r->n_functions - 1].stub_same_offsets = fill.same_offsets_len;
+	}
 	pp->jump.address = addr;
-	pp->jump.target = stub_region_slot_entry(&job->region, job->slots_used);
+	pp->jump.target = stub;
 	pp->jump.len = job->region.far ? PATCH_ABS64_LEN : RELOCATOR_JMP_REL32_LEN;
 	memcpy(pp->original, (const void *)(uintptr_t)addr, pp->jump.len);
 	pp->function = timed ? (int64_t)r->n_functions - 1 : -1;

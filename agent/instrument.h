@@ -19,6 +19,8 @@ struct instrumented_function {
 	const char *module; /* points into the report's module strings */
 	uint64_t address;
 	uint64_t size;
+	uint64_t stub;               /* its stub slot: `call region_thunk` then the relocated copy */
+	uint64_t stub_same_offsets;  /* bytes of the copy at their original offsets */
 	const char *dropped; /* set by instrument_commit: not patched after all, and why */
 };
 

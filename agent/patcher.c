@@ -129,7 +129,8 @@ static void put_rel32(uint8_t *at, uint64_t next_insn, uint64_t target)
 }
 
 int stub_region_fill(struct stub_region *r, size_t slot, uint64_t func_addr, size_t func_size,
-		     uint32_t func_id, uint32_t flags, size_t *patch_len, const char **reason)
+		     uint32_t func_id, uint32_t flags, struct stub_fill *fill,
+		     const char **reason)
 {
 	uint8_t *s = r->base + (slot + 1) * STUB_SLOT_SIZE;
 	uint64_t sa = (uint64_t)(uintptr_t)s;
@@ -159,7 +160,8 @@ int stub_region_fill(struct stub_region *r, size_t slot, uint64_t func_addr, siz
 	s[0] = 0xe8; /* call region_thunk: pushes the relocated prologue's address */
 	put_rel32(s + 1, sa + STUB_RELOCATED_OFFSET, (uint64_t)(uintptr_t)r->base);
 	memcpy(s + STUB_DESC_OFFSET, &desc, sizeof(desc));
-	*patch_len = reloc.patch_len;
+	fill->patch_len = reloc.patch_len;
+	fill->same_offsets_len = reloc.same_offsets_len;
 	return 0;
 }
 

@@ -33,12 +33,18 @@ int stub_region_map(const struct proc_maps *maps, uint64_t code_lo, uint64_t cod
 
 /*
  * Fills slot `slot` for the function at func_addr (func_size bytes,
- * readable). On success *patch_len is how many entry bytes the jump replaces.
+ * readable). On success *fill says how many entry bytes the jump replaces.
  * On failure returns a negative errno and *reason says why (static or
  * thread-local text).
  */
+struct stub_fill {
+	size_t patch_len;        /* entry bytes the jump replaces */
+	size_t same_offsets_len; /* relocator's same_offsets_len: stub pcs that map back */
+};
+
 int stub_region_fill(struct stub_region *r, size_t slot, uint64_t func_addr, size_t func_size,
-		     uint32_t func_id, uint32_t flags, size_t *patch_len, const char **reason);
+		     uint32_t func_id, uint32_t flags, struct stub_fill *fill,
+		     const char **reason);
 
 /* Address a function's jmp must target for slot `slot`. */
 uint64_t stub_region_slot_entry(const struct stub_region *r, size_t slot);

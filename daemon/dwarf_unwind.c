@@ -59,6 +59,7 @@ struct sample_state {
 	uint64_t *pcs;
 	size_t max, n;
 	uint64_t last_sp;
+	const struct dwarf_memory_fix *fix; /* NULL: the copy as it is */
 };
 
 struct dwarf_unwinder {
@@ -183,6 +184,12 @@ static bool memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void *a
 	    addr - c->sp > c->stack_size - sizeof(*result))
 		return false;
 	memcpy(result, c->stack + (addr - c->sp), sizeof(*result));
+	if (c->fix) {
+		uint64_t v = *result;
+
+		c->fix->fix(c->fix->ctx, addr, &v);
+		*result = v;
+	}
 	return true;
 }
 
@@ -553,6 +560,15 @@ int dwarf_unwinder_unwind(struct dwarf_unwinder *u, const uint64_t *regs, uint64
 			  uint64_t sp, const uint8_t *stack, size_t stack_size, uint64_t *pcs,
 			  size_t max, size_t *n)
 {
+	return dwarf_unwinder_unwind_fixed(u, regs, regs_mask, sp, stack, stack_size, NULL, pcs,
+					   max, n);
+}
+
+int dwarf_unwinder_unwind_fixed(struct dwarf_unwinder *u, const uint64_t *regs,
+				uint64_t regs_mask, uint64_t sp, const uint8_t *stack,
+				size_t stack_size, const struct dwarf_memory_fix *fix,
+				uint64_t *pcs, size_t max, size_t *n)
+{
 	const uint64_t need = (1ull << PERF_REG_X86_IP) | (1ull << PERF_REG_X86_SP);
 	int rc;
 
@@ -567,7 +583,7 @@ int dwarf_unwinder_unwind(struct dwarf_unwinder *u, const uint64_t *regs, uint64
 	}
 	u->cur = (struct sample_state){ .regs = regs, .regs_mask = regs_mask, .sp = sp,
 					.stack = stack, .stack_size = stack_size, .pcs = pcs,
-					.max = max };
+					.max = max, .fix = fix };
 	/* -1 is also how libdwfl reports an ordinary end of the stack */
 	dwfl_getthread_frames(u->dwfl, u->pid, on_frame, u);
 	if (u->cur.n == 0)

@@ -66,6 +66,22 @@ int dwarf_unwinder_unwind(struct dwarf_unwinder *u, const uint64_t *regs, uint64
 			  uint64_t sp, const uint8_t *stack, size_t stack_size, uint64_t *pcs,
 			  size_t max, size_t *n);
 
+/*
+ * Sees every word the unwinder reads from the stack copy and may replace it:
+ * how the daemon shows a return address our trampoline hijacked as the real
+ * one. fix(ctx, addr, &value) gets the word's user address and its value.
+ */
+struct dwarf_memory_fix {
+	void (*fix)(void *ctx, uint64_t addr, uint64_t *value);
+	void *ctx;
+};
+
+/* dwarf_unwinder_unwind with every stack read passed through fix (NULL: none). */
+int dwarf_unwinder_unwind_fixed(struct dwarf_unwinder *u, const uint64_t *regs,
+				uint64_t regs_mask, uint64_t sp, const uint8_t *stack,
+				size_t stack_size, const struct dwarf_memory_fix *fix,
+				uint64_t *pcs, size_t max, size_t *n);
+
 /* Counters since dwarf_unwinder_new. */
 struct dwarf_unwind_stats {
 	uint64_t unwinds;       /* successful dwarf_unwinder_unwind calls */

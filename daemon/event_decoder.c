@@ -188,6 +188,25 @@ static int next_chunk(struct chunk_cursor *c, struct event_chunk_header *h, cons
 	return 1;
 }
 
+/* Every enter record is followed by its frame, and a frame follows only an enter. */
+static int records_well_formed(const struct event_chunk_header *h, const uint8_t *body)
+{
+	for (uint32_t i = 0; i < h->count; i++) {
+		const uint8_t *unit = body + (size_t)i * sizeof(struct event_record);
+		struct event_record rec;
+
+		if (event_unit_is_frame(unit))
+			return 0; /* a frame not consumed by the enter before it */
+		memcpy(&rec, unit, sizeof(rec));
+		if (rec.kind != EVENT_ENTER)
+			continue;
+		if (++i == h->count || !event_unit_is_frame(unit + sizeof(rec)))
+			return 0;
+	}
+	return 1;
+}
+
+/* The first pass: clock pairs collected, record chunks checked for shape. */
 static int collect_pairs(struct event_decoder *d, const uint8_t *buf, size_t len)
 {
 	struct chunk_cursor c = { buf, buf + len };
@@ -199,6 +218,8 @@ static int collect_pairs(struct event_decoder *d, const uint8_t *buf, size_t len
 	while ((r = next_chunk(&c, &h, &body, &body_len)) > 0) {
 		struct event_clock_pair pair;
 
+		if (h.kind == EVENT_CHUNK_RECORDS && !records_well_formed(&h, body))
+			return -EILSEQ;
 		if (h.kind != EVENT_CHUNK_CLOCK_PAIR)
 			continue;
 		memcpy(&pair, body, sizeof(pair));
@@ -218,10 +239,20 @@ static void deliver_records(const struct event_decoder *d, const struct event_ch
 	assert(d->n_pairs >= 2); /* event_decoder_feed() refuses chunks before two pairs */
 	for (uint32_t i = 0; i < h->count; i++) {
 		struct event_record rec;
+		struct event_enter_frame frame;
+		struct decoded_event ev = { 0 };
 
 		memcpy(&rec, body + (size_t)i * sizeof(rec), sizeof(rec));
 		last_ts = event_decoder_convert(d, rec.tsc);
-		cb->record(ctx, h->tid, last_ts, rec.func_id, rec.kind);
+		ev.mono_ns = last_ts;
+		ev.func_id = rec.func_id;
+		ev.kind = rec.kind;
+		if (rec.kind == EVENT_ENTER) { /* records_well_formed(): its frame is next */
+			memcpy(&frame, body + (size_t)++i * sizeof(rec), sizeof(frame));
+			ev.return_address = frame.return_address;
+			ev.return_slot = frame.tagged_slot & ~EVENT_FRAME_TAG;
+		}
+		cb->record(ctx, h->tid, &ev);
 	}
 	if (cb->drops && h->drops)
 		cb->drops(ctx, h->tid, h->drops, last_ts);
@@ -239,9 +270,16 @@ static int deliver_chunks(const struct event_decoder *d, const uint8_t *buf, siz
 	while ((r = next_chunk(&c, &h, &body, &body_len)) > 0) {
 		char name[EVENT_THREAD_NAME_LEN + 1];
 
+		struct event_clock_pair pair;
+
 		switch (h.kind) {
 		case EVENT_CHUNK_RECORDS:
 			deliver_records(d, &h, body, cb, ctx);
+			break;
+		case EVENT_CHUNK_CLOCK_PAIR:
+			memcpy(&pair, body, sizeof(pair));
+			if (cb->watermark)
+				cb->watermark(ctx, pair.mono_ns);
 			break;
 		case EVENT_CHUNK_THREAD_NAME:
 			memcpy(name, body, EVENT_THREAD_NAME_LEN);
@@ -269,6 +307,10 @@ int event_decoder_feed(struct event_decoder *d, const uint8_t *payload, size_t l
 	r = collect_pairs(d, d->buf, out_len);
 	if (r == -ERANGE) {
 		snprintf(err, errlen, "event stream clock pair goes backwards");
+		return -EBADMSG;
+	}
+	if (r == -EILSEQ) {
+		snprintf(err, errlen, "enter record without its frame, or a frame without its enter");
 		return -EBADMSG;
 	}
 	if (r < 0) {

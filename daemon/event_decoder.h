@@ -14,8 +14,19 @@
 
 struct event_decoder;
 
+/* One record as delivered: an enter carries the frame it hijacked. */
+struct decoded_event {
+	uint64_t mono_ns;
+	uint32_t func_id;
+	uint32_t kind;             /* EVENT_ENTER, EVENT_EXIT, or any other value (unchecked) */
+	uint64_t return_address;   /* EVENT_ENTER only: the caller's return address */
+	uint64_t return_slot;      /* EVENT_ENTER only: where it lived on the stack */
+};
+
 struct event_decoder_callbacks {
-	void (*record)(void *ctx, uint32_t tid, uint64_t mono_ns, uint32_t func_id, uint32_t kind);
+	void (*record)(void *ctx, uint32_t tid, const struct decoded_event *ev);
+	/* every record delivered before it has mono_ns <= this (may be NULL) */
+	void (*watermark)(void *ctx, uint64_t mono_ns);
 	void (*thread_name)(void *ctx, uint32_t tid, const char *name);
 	void (*thread_exit)(void *ctx, uint32_t tid); /* may be NULL, like drops */
 	/* cumulative drops of tid, reported when they change */
@@ -28,7 +39,8 @@ void event_decoder_free(struct event_decoder *d);
 /*
  * Feeds one frame. Returns 0, or a negative errno with a one-line reason in
  * err: -EMSGSIZE (decompresses past EVENT_FRAME_DECOMPRESSED_MAX), -EBADMSG
- * (corrupt zstd data, truncated or unknown chunk, clock going backwards).
+ * (corrupt zstd data, truncated or unknown chunk, an enter record without
+ * its frame or a frame without its enter, clock going backwards).
  * After an error the stream cannot continue: drop the connection.
  */
 int event_decoder_feed(struct event_decoder *d, const uint8_t *payload, size_t len,

@@ -20,11 +20,14 @@
 #include <unistd.h>
 
 #include "daemon/access.h"
+#include "daemon/call_stacks.h"
 #include "daemon/demangle.h"
 #include "daemon/dwarf_unwind.h"
 #include "daemon/event_decoder.h"
+#include "daemon/sample_pipeline.h"
 #include "daemon/sampler.h"
 #include "daemon/session.h"
+#include "daemon/stub_map.h"
 #include "daemon/symbols.h"
 #include "proto/event_wire.h"
 #include "profd.pb-c.h"
@@ -33,6 +36,7 @@
 enum { CALL_GRAPH_AUTO = 0, CALL_GRAPH_FP = 1, CALL_GRAPH_DWARF = 2 };
 
 #define AGENT_GRACE_NS (3ull * 1000000000ull)   /* after the target exits */
+#define SAMPLE_HOLD_MAX_NS (2ull * 1000000000ull) /* samples wait this long for events */
 #define TID_SLOTS 4096                           /* power of two */
 
 struct thread_slot {
@@ -54,6 +58,9 @@ struct session {
 	struct sampler *sampler;
 	struct symbolizer *symbols;
 	struct dwarf_unwinder *unwinder; /* NULL: frame-pointer callchains only */
+	struct call_stacks *calls;       /* the agent's shadow stacks, replayed */
+	struct stub_map *stubs;          /* where the agent's stubs are */
+	struct sample_pipeline *samples_out; /* NULL until sampling starts */
 	uint32_t call_graph;             /* CALL_GRAPH_* */
 	struct event_decoder *decoder;
 	struct demangle_cache *demangled;
@@ -70,7 +77,7 @@ struct session {
 	uint32_t agent_n_funcs;   /* functions in the current agent's table */
 	int agent_has_table;
 	struct thread_slot *threads;
-	uint64_t events, drops, samples, samples_lost, events_invalid;
+	uint64_t events, drops, samples_lost, events_invalid;
 	uint64_t agent_deadline_ns;
 	unsigned long long target_start_time; /* to refuse an agent from a reused pid */
 	int attach_mode;
@@ -132,6 +139,9 @@ static void session_free(struct session *s)
 		profd__function_table__free_unpacked(s->tables[i], NULL);
 	free(s->tables);
 	event_decoder_free(s->decoder);
+	sample_pipeline_free(s->samples_out); /* empty: session_finish flushed it */
+	call_stacks_free(s->calls);
+	stub_map_free(s->stubs);
 	for (size_t i = 0; i < s->n_patterns; i++)
 		free(s->patterns[i]);
 	free(s->patterns);
@@ -156,13 +166,15 @@ static struct session *session_new(struct server *srv, struct conn *c, const Pro
 		return NULL;
 	s->threads = calloc(TID_SLOTS, sizeof(*s->threads));
 	s->decoder = event_decoder_new();
+	s->calls = call_stacks_new();
+	s->stubs = stub_map_new();
 	s->demangled = demangle_cache_new();
 	s->comm = strdup(req->target_comm && req->target_comm[0] ? req->target_comm : "target");
 	s->patterns = calloc(req->n_func_patterns + 1, sizeof(char *));
 	for (size_t i = 0; s->patterns && i < req->n_func_patterns; i++)
 		if ((s->patterns[i] = strdup(req->func_patterns[i])))
 			s->n_patterns++;
-	if (!s->threads || !s->decoder || !s->demangled || !s->comm || !s->patterns ||
+	if (!s->threads || !s->decoder || !s->calls || !s->stubs || !s->demangled || !s->comm || !s->patterns ||
 	    s->n_patterns != req->n_func_patterns ||
 	    getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd)) {
 		session_free(s);
@@ -275,72 +287,12 @@ out:
 		profd__run_request__free_unpacked(req, NULL);
 }
 
-/*
- * A pc in our trampolines: the exit trampoline is a hijacked return address
- * (the caller's pc - 1 falls before it, so look up pc itself), the entry
- * one a sample taken on its way in.
- */
-static int is_trampoline_frame(struct session *s, uint64_t pc, const struct symbol_info *info)
-{
-	const char *base = info->mapping_path ? strrchr(info->mapping_path, '/') : NULL;
-	struct symbol_info exact;
-
-	if (!base || strcmp(base, "/libprofagent.so") != 0)
-		return 0;
-	symbolizer_lookup(s->symbols, pc, &exact);
-	return exact.function && (strcmp(exact.function, "profagent_exit_trampoline") == 0 ||
-				  strcmp(exact.function, "profagent_entry_trampoline") == 0);
-}
-
 static void on_sample(void *ctx, const struct sampler_sample *smp)
 {
 	struct session *s = ctx;
-	struct perfetto_frame frames[SAMPLER_MAX_CALLCHAIN];
-	uint64_t dwarf_pcs[SAMPLER_MAX_CALLCHAIN];
-	const uint64_t *chain = smp->callchain;
-	size_t n = 0, n_chain = smp->n_callchain, n_dwarf = 0;
 
-	if ((pid_t)smp->pid != s->target)
-		return; /* a child process inherited the event */
-	/* DWARF where it reaches further than the frame-pointer chain */
-	if (s->unwinder && smp->regs_mask && smp->stack_size &&
-	    dwarf_unwinder_unwind(s->unwinder, smp->regs, smp->regs_mask, smp->stack_addr,
-				  smp->stack, smp->stack_size, dwarf_pcs, SAMPLER_MAX_CALLCHAIN,
-				  &n_dwarf) == 0 &&
-	    n_dwarf >= n_chain) {
-		chain = dwarf_pcs;
-		n_chain = n_dwarf;
-	}
-	/* perf gives leaf first; Perfetto wants the root first */
-	for (size_t k = n_chain; k-- > 0 && n < SAMPLER_MAX_CALLCHAIN;) {
-		uint64_t pc = chain[k];
-		struct symbol_info info;
-		int is_leaf = k == 0;
-
-		if (pc == 0)
-			continue; /* the exit trampoline's placeholder slot */
-		/* a return address points after its call: look up the call itself */
-		symbolizer_lookup(s->symbols, is_leaf ? pc : pc - 1, &info);
-		if (is_trampoline_frame(s, pc, &info))
-			continue; /* our code standing in for a return address: never a frame */
-		frames[n] = (struct perfetto_frame){
-			.function = demangle_cached(s->demangled, info.function),
-			.rel_pc = is_leaf ? info.rel_pc : info.rel_pc + 1,
-			.mapping_path = info.mapping_path,
-			.build_id = info.build_id,
-			.build_id_len = info.build_id_len,
-			.map_start = info.map_start,
-			.map_end = info.map_end,
-			.map_pgoff = info.map_pgoff,
-			.load_bias = info.load_bias,
-		};
-		n++;
-	}
-	if (n == 0)
-		return;
-	perfetto_writer_sample(s->writer, smp->time, smp->cpu, (pid_t)smp->pid, (pid_t)smp->tid,
-			       frames, n);
-	s->samples++;
+	if (s->samples_out)
+		sample_pipeline_add(s->samples_out, smp);
 }
 
 static void on_mmap(void *ctx, const struct sampler_mmap *m)
@@ -406,6 +358,14 @@ static void session_start_sampling(struct session *s, Profd__SamplingReady *read
 		cfg.copy_stack = s->unwinder != NULL;
 		cfg.stack_bytes = SAMPLER_DEFAULT_STACK_BYTES;
 	}
+	s->samples_out = sample_pipeline_new(&(struct sample_pipeline_config){
+		.target = s->target, .writer = s->writer, .symbols = s->symbols,
+		.unwinder = s->unwinder, .demangled = s->demangled, .calls = s->calls,
+		.stubs = s->stubs });
+	if (!s->samples_out) {
+		snprintf(s->warning, sizeof(s->warning), "sampling disabled: out of memory");
+		return;
+	}
 	s->sampler = sampler_open(&cfg, err, sizeof(err));
 	if (s->sampler && s->attach_mode && sampler_enable(s->sampler) < 0) {
 		sampler_close(s->sampler);
@@ -452,14 +412,29 @@ out:
 		profd__target_forked__free_unpacked(msg, NULL);
 }
 
-static void on_record(void *ctx, uint32_t tid, uint64_t ts, uint32_t func_id, uint32_t kind)
+/* A call returned: its slice ends, with the samples it took as the innermost call. */
+static void end_call(struct session *s, uint32_t tid, uint64_t ts, uint32_t func_id)
+{
+	struct call_frame done = { 0 };
+
+	call_stacks_exit(s->calls, tid, func_id, &done);
+	if (done.self_samples)
+		perfetto_writer_slice_end_arg(s->writer, s->target, (pid_t)tid, ts, "self_samples",
+					      done.self_samples);
+	else
+		perfetto_writer_slice_end(s->writer, s->target, (pid_t)tid, ts);
+}
+
+static void on_record(void *ctx, uint32_t tid, const struct decoded_event *ev)
 {
 	struct session *s = ctx;
 	struct thread_slot *t = session_thread(s, tid);
+	uint32_t func_id = ev->func_id;
+	uint64_t ts = ev->mono_ns;
 
 	if (func_id == 0 || func_id > s->agent_n_funcs ||
 	    !s->func_names[s->agent_func_base + func_id] ||
-	    (kind != EVENT_ENTER && kind != EVENT_EXIT)) {
+	    (ev->kind != EVENT_ENTER && ev->kind != EVENT_EXIT)) {
 		s->events_invalid++;
 		return;
 	}
@@ -470,10 +445,35 @@ static void on_record(void *ctx, uint32_t tid, uint64_t ts, uint32_t func_id, ui
 		t->last_ts = ts;
 	}
 	s->events++;
-	if (kind == EVENT_ENTER)
-		perfetto_writer_slice_begin(s->writer, s->target, (pid_t)tid, ts, func_id);
-	else
-		perfetto_writer_slice_end(s->writer, s->target, (pid_t)tid, ts);
+	/* samples taken before this event see the calls open before it */
+	if (s->samples_out)
+		sample_pipeline_thread_reached(s->samples_out, tid, ts);
+	if (ev->kind == EVENT_EXIT) {
+		end_call(s, tid, ts, func_id);
+		return;
+	}
+	call_stacks_enter(s->calls, tid, &(struct call_frame){
+		.func_id = func_id, .return_address = ev->return_address,
+		.return_slot = ev->return_slot });
+	perfetto_writer_slice_begin(s->writer, s->target, (pid_t)tid, ts, func_id);
+}
+
+static void on_watermark(void *ctx, uint64_t ts)
+{
+	struct session *s = ctx;
+
+	if (s->samples_out)
+		sample_pipeline_watermark(s->samples_out, ts);
+}
+
+/* Its samples are all read (before this frame): they are written with its calls, then forgotten. */
+static void on_thread_exit(void *ctx, uint32_t tid)
+{
+	struct session *s = ctx;
+
+	if (s->samples_out)
+		sample_pipeline_thread_reached(s->samples_out, tid, UINT64_MAX);
+	call_stacks_thread_gone(s->calls, tid);
 }
 
 static void on_thread_name(void *ctx, uint32_t tid, const char *name)
@@ -500,6 +500,8 @@ static void on_drops(void *ctx, uint32_t tid, uint64_t drops, uint64_t ts)
 
 static const struct event_decoder_callbacks decoder_cb = {
 	.record = on_record,
+	.watermark = on_watermark,
+	.thread_exit = on_thread_exit,
 	.thread_name = on_thread_name,
 	.drops = on_drops,
 };
@@ -525,7 +527,11 @@ static void handle_agent_hello(struct server *srv, struct conn *c, const uint8_t
 		send_error(c, "no session for this agent");
 		goto out;
 	}
-	/* each agent (a new one after exec) starts its own zstd stream and clock */
+	/* each agent (a new one after exec) starts its own zstd stream, clock and stacks */
+	if (s->samples_out)
+		sample_pipeline_flush(s->samples_out);
+	call_stacks_clear(s->calls);
+	stub_map_clear(s->stubs);
 	event_decoder_free(s->decoder);
 	s->decoder = event_decoder_new();
 	if (!s->decoder) {
@@ -534,6 +540,9 @@ static void handle_agent_hello(struct server *srv, struct conn *c, const uint8_t
 	}
 	s->agent = c;
 	s->agent_seen = 1;
+	/* it patches before its table arrives: samples wait for the table and the events */
+	if (s->samples_out)
+		sample_pipeline_set_agent(s->samples_out, true, 0);
 	s->agent_func_base = s->n_funcs;
 	s->agent_n_funcs = 0;
 	s->agent_has_table = 0;
@@ -614,6 +623,8 @@ static void handle_function_table(struct session *s, const uint8_t *p, size_t le
 
 		if (f->id <= old_max || s->func_names[id] || !f->name)
 			continue; /* an id already named names nothing new */
+		if (f->stub)
+			stub_map_add(s->stubs, f->stub, f->address, f->stub_same_offsets);
 		s->func_names[id] = strdup(f->name);
 		if (s->func_names[id])
 			perfetto_writer_function(s->writer, id,
@@ -622,6 +633,9 @@ static void handle_function_table(struct session *s, const uint8_t *p, size_t le
 	s->n_funcs = s->agent_func_base + max_id;
 	s->agent_n_funcs = max_id;
 	s->agent_has_table = 1;
+	/* from now on samples wait for the events that say which calls were open */
+	if (s->samples_out)
+		sample_pipeline_set_agent(s->samples_out, true, t->exit_trampoline);
 }
 
 static void handle_events(struct session *s, const uint8_t *p, size_t len)
@@ -633,6 +647,9 @@ static void handle_events(struct session *s, const uint8_t *p, size_t len)
 		conn_close_later(s->agent);
 		return;
 	}
+	/* every sample up to now in hand, so none arrives after the events that pass it */
+	if (s->sampler)
+		sampler_read(s->sampler, &sampler_cb, s);
 	if (event_decoder_feed(s->decoder, p, len, &decoder_cb, s, err, sizeof(err))) {
 		session_error(s, "agent stream: %s", err);
 		conn_close_later(s->agent);
@@ -669,14 +686,19 @@ void session_agent_frame(struct server *srv, struct conn *c, uint32_t type,
 
 /* Every agent's table adds up (an exec brings a new agent); skipped is allocated. */
 static int fill_summary(struct session *s, Profd__SessionSummary *sum,
-			const struct perfetto_writer_stats *st)
+			const struct perfetto_writer_stats *st,
+			const struct sample_pipeline_stats *samples)
 {
 	size_t n_skipped = 0;
 
 	sum->agent_connected = s->agent_seen;
 	sum->events = s->events;
 	sum->events_dropped = s->drops;
-	sum->samples = s->samples;
+	sum->samples = samples->written;
+	sum->sample_freq = s->freq;
+	sum->samples_in_calls = samples->in_calls;
+	sum->returns_repaired = samples->returns_repaired;
+	sum->samples_empty = samples->empty;
 	sum->samples_lost = s->samples_lost;
 	sum->trace_bytes = st->bytes;
 	sum->error = s->error;
@@ -708,14 +730,46 @@ static int fill_summary(struct session *s, Profd__SessionSummary *sum,
 	return 0;
 }
 
-static void send_summary(struct session *s, const struct perfetto_writer_stats *st)
+#define SUMMARY_SELF_FUNCTIONS 10
+
+/* The functions with the most self samples, most first (entries allocated in *list). */
+static size_t top_self_samples(const struct session *s, Profd__FunctionSelfSamples *list,
+			       Profd__FunctionSelfSamples **ptrs)
+{
+	size_t n = 0;
+
+	for (uint32_t id = 1; s->samples_out && id <= s->n_funcs; id++) {
+		uint64_t k = sample_pipeline_self_samples(s->samples_out, id);
+		size_t at;
+
+		if (k == 0 || !s->func_names[id])
+			continue;
+		if (n == SUMMARY_SELF_FUNCTIONS && k <= list[n - 1].samples)
+			continue;
+		at = n < SUMMARY_SELF_FUNCTIONS ? n++ : n - 1;
+		for (; at > 0 && list[at - 1].samples < k; at--)
+			list[at] = list[at - 1];
+		profd__function_self_samples__init(&list[at]);
+		list[at].name = (char *)demangle_cached(s->demangled, s->func_names[id]);
+		list[at].samples = k;
+	}
+	for (size_t i = 0; i < n; i++)
+		ptrs[i] = &list[i];
+	return n;
+}
+
+static void send_summary(struct session *s, const struct perfetto_writer_stats *st,
+			 const struct sample_pipeline_stats *samples)
 {
 	Profd__SessionSummary sum = PROFD__SESSION_SUMMARY__INIT;
+	Profd__FunctionSelfSamples self[SUMMARY_SELF_FUNCTIONS], *self_ptrs[SUMMARY_SELF_FUNCTIONS];
 	uint8_t *buf = NULL;
 	size_t len;
 
-	if (fill_summary(s, &sum, st))
+	if (fill_summary(s, &sum, st, samples))
 		goto out;
+	sum.n_self_samples = top_self_samples(s, self, self_ptrs);
+	sum.self_samples = self_ptrs;
 	len = profd__session_summary__get_packed_size(&sum);
 	while (len > FRAME_PAYLOAD_MAX && sum.n_skipped > 0) {
 		sum.n_skipped /= 2;
@@ -746,6 +800,7 @@ static void session_unlink(struct server *srv, struct session *s)
 static void session_finish(struct server *srv, struct session *s)
 {
 	struct perfetto_writer_stats st = { 0 };
+	struct sample_pipeline_stats samples = { 0 };
 	char invalid[32];
 	int err = 0;
 
@@ -756,6 +811,10 @@ static void session_finish(struct server *srv, struct session *s)
 	if (s->sampler) {
 		sampler_read(s->sampler, &sampler_cb, s);
 		sampler_close(s->sampler);
+	}
+	if (s->samples_out) { /* what is still held is written before the trace ends */
+		sample_pipeline_flush(s->samples_out);
+		sample_pipeline_get_stats(s->samples_out, &samples);
 	}
 	if (s->writer) {
 		perfetto_writer_get_stats(s->writer, &st);
@@ -770,7 +829,7 @@ static void session_finish(struct server *srv, struct session *s)
 	if (s->out_fd >= 0)
 		close(s->out_fd);
 	if (s->client) {
-		send_summary(s, &st);
+		send_summary(s, &st, &samples);
 		conn_close_later(s->client);
 		s->client->session = NULL;
 	}
@@ -779,8 +838,12 @@ static void session_finish(struct server *srv, struct session *s)
 		s->agent->session = NULL;
 	}
 	server_log("session %" PRIu64 " ended: %" PRIu64 " events, %" PRIu64 " dropped, %" PRIu64
-		   " samples",
-		   s->id, s->events, s->drops, s->samples);
+		   " samples (%" PRIu64 " in calls, %" PRIu64 " returns repaired, %" PRIu64
+		   " left, %" PRIu64 " written before their events, %" PRIu64
+		   " held at most)",
+		   s->id, s->events, s->drops, samples.written, samples.in_calls,
+		   samples.returns_repaired, samples.returns_unrepaired, samples.released_early,
+		   samples.held_peak);
 	session_unlink(srv, s);
 	session_free(s);
 }
@@ -827,6 +890,8 @@ void session_conn_closed(struct server *srv, struct conn *c)
 		session_finish(srv, s); /* nobody to report to: finalize now */
 	} else if (c == s->agent) {
 		s->agent = NULL;
+		if (s->samples_out) /* no more events: held samples go out with what is known */
+			sample_pipeline_set_agent(s->samples_out, false, 0);
 		if (s->target_exited)
 			session_finish(srv, s);
 		else if (s->attach_mode) /* detached from elsewhere: the client ends it */
@@ -843,6 +908,8 @@ void session_tick_all(struct server *srv)
 		next = s->next;
 		if (s->sampler)
 			sampler_read(s->sampler, &sampler_cb, s);
+		if (s->samples_out && now > SAMPLE_HOLD_MAX_NS) /* an agent that went quiet */
+			sample_pipeline_release_older(s->samples_out, now - SAMPLE_HOLD_MAX_NS);
 		if (s->writer)
 			perfetto_writer_flush(s->writer);
 		if (s->target_exited &&

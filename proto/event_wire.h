@@ -14,7 +14,7 @@
 
 /* Wire values: never renumber. */
 enum event_chunk_kind {
-	EVENT_CHUNK_RECORDS = 1,     /* body: count x struct event_record for thread tid */
+	EVENT_CHUNK_RECORDS = 1,     /* body: count 16-byte units (records, enter frames) of tid */
 	EVENT_CHUNK_CLOCK_PAIR = 2,  /* body: struct event_clock_pair; every record before it has tsc <= pair.tsc */
 	EVENT_CHUNK_THREAD_NAME = 3, /* body: 16 bytes, NUL-padded comm of tid */
 	EVENT_CHUNK_THREAD_EXIT = 4, /* no body: tid will send no more records */
@@ -33,12 +33,38 @@ struct event_chunk_header {
 	uint64_t drops;      /* cumulative events this thread dropped so far */
 };
 
-/* One instrumented event: raw TSC, converted to CLOCK_MONOTONIC by the daemon. */
+/*
+ * One instrumented event: raw TSC, converted to CLOCK_MONOTONIC by the daemon.
+ * An EVENT_ENTER record is always followed, in the same chunk, by a struct
+ * event_enter_frame: the 16-byte units of a chunk's body are records and
+ * frames, told apart by the top bit of their last 32-bit word.
+ */
 struct event_record {
 	uint64_t tsc;
 	uint32_t func_id;
-	uint32_t kind;
+	uint32_t kind;       /* enum event_kind; top bit clear */
 };
+
+/*
+ * Where the entered call's return address lived and what it was before the
+ * agent hijacked it: the daemon puts it back into sampled stacks (a sample
+ * inside the call otherwise sees the exit trampoline instead of its caller).
+ */
+struct event_enter_frame {
+	uint64_t return_address;
+	uint64_t tagged_slot; /* slot address | EVENT_FRAME_TAG (user addresses are < 2^47) */
+};
+
+#define EVENT_FRAME_TAG (1ull << 63)
+
+/* Whether a 16-byte unit of a records chunk is a struct event_enter_frame. */
+static inline int event_unit_is_frame(const void *unit)
+{
+	uint64_t second;
+
+	__builtin_memcpy(&second, (const uint8_t *)unit + 8, sizeof(second));
+	return (second & EVENT_FRAME_TAG) != 0;
+}
 
 /* A TSC reading and the CLOCK_MONOTONIC time taken at the same instant. */
 struct event_clock_pair {
@@ -52,6 +78,7 @@ struct event_clock_pair {
 
 _Static_assert(sizeof(struct event_chunk_header) == 24, "wire layout");
 _Static_assert(sizeof(struct event_record) == 16, "wire layout");
+_Static_assert(sizeof(struct event_enter_frame) == 16, "wire layout");
 _Static_assert(sizeof(struct event_clock_pair) == 16, "wire layout");
 
 #endif

@@ -303,15 +303,22 @@ static int check_branches_into_patch(const struct prologue *p, const ZydisDecode
 	return 0;
 }
 
-/* Places each instruction in the copy before any is encoded: branches widen. */
-static void lay_out_copy(struct prologue *p)
+/*
+ * Places each instruction in the copy before any is encoded: branches widen.
+ * Returns how many bytes at the copy's start are exactly where they were
+ * (up to the first instruction that changed length).
+ */
+static size_t lay_out_copy(struct prologue *p)
 {
-	size_t out_off = 0;
+	size_t out_off = 0, kept = p->patch_len;
 
 	for (size_t i = 0; i < p->n_insns; i++) {
 		p->insns[i].out_off = out_off;
+		if (p->insns[i].out_len != p->insns[i].src_len && kept == p->patch_len)
+			kept = out_off;
 		out_off += p->insns[i].out_len;
 	}
+	return kept;
 }
 
 /* Where a copied branch must go: into the copy if its target was copied. */
@@ -474,7 +481,7 @@ int relocator_relocate(const uint8_t *code, size_t func_size, uint64_t func_addr
 	};
 	uint8_t copy[RELOCATOR_MAX_CODE];
 	ZydisDecoder dec;
-	size_t copy_len;
+	size_t copy_len, same_offsets_len;
 	int err;
 
 	if (!reloc)
@@ -494,7 +501,7 @@ int relocator_relocate(const uint8_t *code, size_t func_size, uint64_t func_addr
 	err = check_branches_into_patch(&p, &dec, reloc);
 	if (err)
 		return err;
-	lay_out_copy(&p);
+	same_offsets_len = lay_out_copy(&p);
 	err = encode_copy(&p, copy, &copy_len, reloc);
 	if (err)
 		return err;
@@ -505,6 +512,7 @@ int relocator_relocate(const uint8_t *code, size_t func_size, uint64_t func_addr
 	memcpy(out, copy, copy_len);
 	reloc->patch_len = p.patch_len;
 	reloc->code_len = copy_len;
+	reloc->same_offsets_len = same_offsets_len;
 	return 0;
 }
 

@@ -24,6 +24,9 @@
 struct relocation {
 	size_t patch_len;        /* original bytes displaced (whole instructions, >= min_patch_len) */
 	size_t code_len;         /* bytes written to out: relocated instructions + jump back */
+	size_t same_offsets_len; /* bytes at the copy's start that sit at their original
+				    offsets (before the first instruction that changed length):
+				    a pc there maps back into the original function */
 	const char *skip_reason; /* on failure: static or thread-local text, see below */
 };
 

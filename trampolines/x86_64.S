@@ -139,12 +139,18 @@ END(profagent_entry_trampoline)
 ENTRY(profagent_exit_trampoline)
 	.cfi_startproc
 	/*
-	 * No return address is on the stack until the hook gives it back, so
-	 * unwinders stop here instead of walking garbage.
+	 * Entered by the instrumented function's ret: its hijacked return slot
+	 * is right below rsp, so the CFA (the caller's rsp) is rsp itself. The
+	 * push puts a 0 back into that slot until the hook returns the real
+	 * address: unwinders in the process stop at the 0, and profd, which
+	 * knows the slot from the enter record, puts the real address into its
+	 * copy of the stack. Before the push there is no telling: undefined.
 	 */
+	.cfi_def_cfa %rsp, 0
 	.cfi_undefined %rip
-	pushq	$0			/* becomes the real return address */
-	.cfi_adjust_cfa_offset 8
+	pushq	$0
+	.cfi_def_cfa_offset 8
+	.cfi_offset %rip, -8
 	pushq	%rbp
 	.cfi_adjust_cfa_offset 8
 	.cfi_rel_offset %rbp, 0
@@ -160,7 +166,6 @@ ENTRY(profagent_exit_trampoline)
 	popq	%rbp
 	.cfi_def_cfa %rsp, 8
 	.cfi_same_value %rbp
-	.cfi_offset %rip, -8
 	ret
 	.cfi_endproc
 END(profagent_exit_trampoline)

@@ -477,12 +477,26 @@ int perfetto_writer_slice_begin(struct perfetto_writer *w, pid_t pid, pid_t tid,
 	return 0;
 }
 
-int perfetto_writer_slice_end(struct perfetto_writer *w, pid_t pid, pid_t tid, uint64_t ts)
+/* An END carrying one unsigned debug annotation: trace processor adds it to the slice's args. */
+static int pw_emit_end_with_arg(struct perfetto_writer *w, uint64_t ts, uint64_t uuid,
+				const char *arg_name, uint64_t value)
 {
-	struct pw_thread *t = pw_thread_use(w, pid, tid);
+	size_t mark = pw_packet_begin(w, PW_SEQ_TRACK, ts, true), ev, da;
 
-	if (!t)
-		return -ENOMEM;
+	ev = pwb_open(&w->pkt, PW_F_TRACK_EVENT);
+	pwb_uint(&w->pkt, 9, PW_TYPE_SLICE_END);
+	pwb_uint(&w->pkt, 11, uuid);
+	da = pwb_open(&w->pkt, 4); /* debug_annotations */
+	pwb_str(&w->pkt, 10, arg_name);
+	pwb_uint(&w->pkt, 3, value); /* uint_value */
+	pwb_close(&w->pkt, da);
+	pwb_close(&w->pkt, ev);
+	return pw_packet_end(w, mark);
+}
+
+/* Pops the thread's depth; 1 when an END must be written to its track. */
+static int pw_slice_end_due(struct perfetto_writer *w, struct pw_thread *t)
+{
 	if (t->clamped) {
 		t->clamped--; /* its BEGIN was not written */
 		return 0;
@@ -492,8 +506,30 @@ int perfetto_writer_slice_end(struct perfetto_writer *w, pid_t pid, pid_t tid, u
 		return 0;
 	}
 	t->depth--;
-	pw_emit_slice(w, ts, t->uuid, PW_TYPE_SLICE_END, 0);
+	return 1;
+}
+
+int perfetto_writer_slice_end(struct perfetto_writer *w, pid_t pid, pid_t tid, uint64_t ts)
+{
+	struct pw_thread *t = pw_thread_use(w, pid, tid);
+
+	if (!t)
+		return -ENOMEM;
+	if (pw_slice_end_due(w, t))
+		pw_emit_slice(w, ts, t->uuid, PW_TYPE_SLICE_END, 0);
 	return 0;
+}
+
+int perfetto_writer_slice_end_arg(struct perfetto_writer *w, pid_t pid, pid_t tid, uint64_t ts,
+				  const char *arg_name, uint64_t value)
+{
+	struct pw_thread *t = pw_thread_use(w, pid, tid);
+
+	if (!t)
+		return -ENOMEM;
+	if (!pw_slice_end_due(w, t))
+		return 0;
+	return pw_emit_end_with_arg(w, ts, t->uuid, arg_name, value);
 }
 
 /* ---- counters ------------------------------------------------------------ */

@@ -77,6 +77,13 @@ int perfetto_writer_function(struct perfetto_writer *w, uint32_t func_id, const 
 int perfetto_writer_slice_begin(struct perfetto_writer *w, pid_t pid, pid_t tid, uint64_t ts,
 				uint32_t func_id);
 int perfetto_writer_slice_end(struct perfetto_writer *w, pid_t pid, pid_t tid, uint64_t ts);
+/*
+ * An END that also gives its slice an argument (a DebugAnnotation on the END
+ * event, which trace processor adds to the slice's args): e.g.
+ * "self_samples" = samples taken while the call was the innermost one.
+ */
+int perfetto_writer_slice_end_arg(struct perfetto_writer *w, pid_t pid, pid_t tid, uint64_t ts,
+				  const char *arg_name, uint64_t value);
 
 /*
  * Process-scoped counter track named `name` (e.g. "dropped events"), created

@@ -17,9 +17,10 @@
 #define MAX_FRAMES 16
 #define CHECK(cond) ((cond) ? (void)0 : abort())
 
-static void on_record(void *ctx, uint32_t tid, uint64_t mono, uint32_t func, uint32_t kind)
+static void on_record(void *ctx, uint32_t tid, const struct decoded_event *ev)
 {
-	(void)tid, (void)mono, (void)func, (void)kind;
+	(void)tid;
+	CHECK(ev->return_slot < EVENT_FRAME_TAG);
 	++*(size_t *)ctx;
 }
 

@@ -66,11 +66,38 @@ static void put_pair(struct builder *b, uint64_t tsc, uint64_t mono)
 	put_chunk(b, EVENT_CHUNK_CLOCK_PAIR, 0, 0, 0, &p, sizeof(p));
 }
 
+/* The frame the tests give an enter of func: a return address and slot derived from it. */
+static uint64_t test_return_address(uint32_t func) { return 0x400000u + func; }
+static uint64_t test_return_slot(uint32_t func) { return 0x7ffc00000000ull + 8ull * func; }
+
+/*
+ * The agent's ring units for recs: each enter followed by its frame. Returns
+ * the units written to out (room for 2 * n).
+ */
+static uint32_t encode_units(const struct event_record *recs, uint32_t n, struct event_record *out)
+{
+	uint32_t units = 0;
+
+	for (uint32_t i = 0; i < n; i++) {
+		out[units++] = recs[i];
+		if (recs[i].kind == EVENT_ENTER) {
+			struct event_enter_frame f = {
+				.return_address = test_return_address(recs[i].func_id),
+				.tagged_slot = test_return_slot(recs[i].func_id) | EVENT_FRAME_TAG,
+			};
+
+			memcpy(&out[units++], &f, sizeof(f));
+		}
+	}
+	return units;
+}
+
 static void put_record(struct builder *b, uint32_t tid, uint64_t tsc, uint32_t func, uint32_t kind)
 {
-	struct event_record r = { .tsc = tsc, .func_id = func, .kind = kind };
+	struct event_record r = { .tsc = tsc, .func_id = func, .kind = kind }, units[2];
+	uint32_t n = encode_units(&r, 1, units);
 
-	put_chunk(b, EVENT_CHUNK_RECORDS, tid, 1, 0, &r, sizeof(r));
+	put_chunk(b, EVENT_CHUNK_RECORDS, tid, n, 0, units, n * sizeof(units[0]));
 }
 
 /* Compresses the pending chunks as one frame, exactly like flusher_send_stage(). */
@@ -95,7 +122,7 @@ static void builder_flush(struct builder *b)
 
 struct delivered_record {
 	uint32_t tid, func, kind;
-	uint64_t mono;
+	uint64_t mono, return_address, return_slot;
 };
 
 struct recorder {
@@ -103,12 +130,14 @@ struct recorder {
 	size_t n_recs, cap;
 	char names[4][EVENT_THREAD_NAME_LEN + 8];
 	uint32_t name_tids[4];
-	size_t n_names, n_exits, n_drops;
+	size_t n_names, n_exits, n_drops, n_watermarks;
+	uint64_t last_watermark;
+	size_t recs_at_watermark;  /* records delivered before the last watermark */
 	uint32_t exit_tid, drops_tid;
 	uint64_t last_drops, last_drops_mono;
 };
 
-static void on_record(void *ctx, uint32_t tid, uint64_t mono, uint32_t func, uint32_t kind)
+static void on_record(void *ctx, uint32_t tid, const struct decoded_event *ev)
 {
 	struct recorder *r = ctx;
 
@@ -116,7 +145,8 @@ static void on_record(void *ctx, uint32_t tid, uint64_t mono, uint32_t func, uin
 		r->cap = r->cap ? r->cap * 2 : 256;
 		r->recs = realloc(r->recs, r->cap * sizeof(*r->recs));
 	}
-	r->recs[r->n_recs++] = (struct delivered_record){ tid, func, kind, mono };
+	r->recs[r->n_recs++] = (struct delivered_record){ tid, ev->func_id, ev->kind, ev->mono_ns,
+							  ev->return_address, ev->return_slot };
 }
 
 static void on_thread_name(void *ctx, uint32_t tid, const char *name)
@@ -148,8 +178,18 @@ static void on_drops(void *ctx, uint32_t tid, uint64_t drops, uint64_t mono)
 	r->last_drops_mono = mono;
 }
 
+static void on_watermark(void *ctx, uint64_t mono)
+{
+	struct recorder *r = ctx;
+
+	r->n_watermarks++;
+	r->last_watermark = mono;
+	r->recs_at_watermark = r->n_recs;
+}
+
 static const struct event_decoder_callbacks record_cb = {
 	.record = on_record,
+	.watermark = on_watermark,
 	.thread_name = on_thread_name,
 	.thread_exit = on_thread_exit,
 	.drops = on_drops,
@@ -210,7 +250,11 @@ static uint64_t test_rand(uint64_t *state)
 static void put_records(struct builder *b, uint32_t tid, uint64_t drops,
 			const struct event_record *recs, uint32_t n)
 {
-	put_chunk(b, EVENT_CHUNK_RECORDS, tid, n, drops, recs, (size_t)n * sizeof(*recs));
+	struct event_record *units = malloc((2 * (size_t)n + 1) * sizeof(*units));
+	uint32_t n_units = encode_units(recs, n, units);
+
+	put_chunk(b, EVENT_CHUNK_RECORDS, tid, n_units, drops, units, (size_t)n_units * sizeof(*units));
+	free(units);
 }
 
 /* Compares what was delivered with recs[0..n) of tid, all converted on the line a-b. */
@@ -226,6 +270,10 @@ static void check_records(const struct recorder *r, size_t first, uint32_t tid,
 		CHECK_EQ_INT(got->func, recs[i].func_id);
 		CHECK_EQ_INT(got->kind, recs[i].kind);
 		CHECK_EQ_U64(got->mono, expect_on_line(a, b, recs[i].tsc));
+		if (recs[i].kind == EVENT_ENTER) {
+			CHECK_EQ_U64(got->return_address, test_return_address(recs[i].func_id));
+			CHECK_EQ_U64(got->return_slot, test_return_slot(recs[i].func_id));
+		}
 		if (unit_check_failures != before) {
 			fprintf(stderr, "  at record %zu\n", first + i);
 			return;
@@ -557,6 +605,62 @@ static void test_hostile_unknown_chunk_kind(void)
 	}
 }
 
+/* An enter without its frame, or a frame on its own, cannot be delivered. */
+static void test_hostile_unpaired_enter_frame(void)
+{
+	struct event_record enter = { .tsc = BASE_TSC + 1, .func_id = 1, .kind = EVENT_ENTER };
+	struct event_record exit_rec = { .tsc = BASE_TSC + 2, .func_id = 1, .kind = EVENT_EXIT };
+	struct event_enter_frame frame = { 0x401000, 0x7ffc1000 | EVENT_FRAME_TAG };
+	struct event_record units[3];
+	const struct { size_t n; const void *u[3]; } cases[] = {
+		{ 1, { &enter } },                    /* enter last in its chunk */
+		{ 2, { &enter, &exit_rec } },         /* enter followed by a record */
+		{ 1, { &frame } },                    /* frame alone */
+		{ 2, { &exit_rec, &frame } },         /* frame after an exit */
+		{ 3, { &enter, &frame, &frame } },    /* one frame too many */
+	};
+
+	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+		struct event_decoder *d = event_decoder_new();
+		struct builder b;
+
+		for (size_t i = 0; i < cases[c].n; i++)
+			memcpy(&units[i], cases[c].u[i], sizeof(units[i]));
+		builder_init(&b, 0);
+		put_valid_prefix(&b);
+		put_chunk(&b, EVENT_CHUNK_RECORDS, 5, (uint32_t)cases[c].n, 0, units,
+			  cases[c].n * sizeof(units[0]));
+		expect_bad_frame(d, &b, "without its");
+		builder_fini(&b);
+		event_decoder_free(d);
+	}
+}
+
+/* Each clock pair is a watermark, delivered after the records that precede it. */
+static void test_watermark_follows_records(void)
+{
+	const struct pair p0 = { BASE_TSC, BASE_MONO }, p1 = { BASE_TSC + 3000, BASE_MONO + 1000 };
+	struct event_decoder *d = event_decoder_new();
+	struct event_record recs[4];
+	struct recorder r = { 0 };
+	struct builder b;
+
+	builder_init(&b, 0);
+	fill_records(recs, 4, BASE_TSC + 300, 300, 1);
+	put_pair(&b, p0.tsc, p0.mono);
+	put_records(&b, 9, 0, recs, 4);
+	put_pair(&b, p1.tsc, p1.mono);
+	CHECK_EQ_INT(feed_frame(d, &b, &r), 0);
+	CHECK_EQ_INT(r.n_watermarks, 2);
+	CHECK_EQ_U64(r.last_watermark, p1.mono);
+	CHECK_EQ_INT(r.recs_at_watermark, 4);
+	for (size_t i = 0; i < r.n_recs; i++)
+		CHECK(r.recs[i].mono <= r.last_watermark);
+	builder_fini(&b);
+	event_decoder_free(d);
+	free(r.recs);
+}
+
 static void test_hostile_truncated_chunk_header(void)
 {
 	static const uint8_t partial[23] = { EVENT_CHUNK_THREAD_EXIT };
@@ -657,7 +761,7 @@ static size_t put_frame_of_size(struct builder *b, size_t size)
 	put_pair(b, 0, 0);
 	put_pair(b, 1000, 1000);
 	for (size_t i = 0; i < count; i++)
-		recs[i] = (struct event_record){ .tsc = 500, .func_id = 1, .kind = EVENT_ENTER };
+		recs[i] = (struct event_record){ .tsc = 500, .func_id = 1, .kind = EVENT_EXIT };
 	put_records(b, 1, 0, recs, (uint32_t)count);
 	if (exits)
 		put_chunk(b, EVENT_CHUNK_THREAD_EXIT, 1, 0, 0, NULL, 0);
@@ -665,9 +769,9 @@ static size_t put_frame_of_size(struct builder *b, size_t size)
 	return count;
 }
 
-static void count_record(void *ctx, uint32_t tid, uint64_t mono, uint32_t func, uint32_t kind)
+static void count_record(void *ctx, uint32_t tid, const struct decoded_event *ev)
 {
-	(void)tid, (void)mono, (void)func, (void)kind;
+	(void)tid, (void)ev;
 	++*(size_t *)ctx;
 }
 
@@ -777,9 +881,10 @@ static void test_empty_frames(void)
 
 #define FUZZ_ITERATIONS 2000
 
-static void fuzz_record(void *ctx, uint32_t tid, uint64_t mono, uint32_t func, uint32_t kind)
+static void fuzz_record(void *ctx, uint32_t tid, const struct decoded_event *ev)
 {
-	(void)tid, (void)mono, (void)func, (void)kind;
+	(void)tid;
+	CHECK(ev->return_slot < EVENT_FRAME_TAG);
 	++*(size_t *)ctx;
 }
 
@@ -929,6 +1034,8 @@ int main(void)
 	RUN_TEST(test_hostile_records_before_two_pairs);
 	RUN_TEST(test_hostile_clock_pair_backwards);
 	RUN_TEST(test_hostile_unknown_chunk_kind);
+	RUN_TEST(test_hostile_unpaired_enter_frame);
+	RUN_TEST(test_watermark_follows_records);
 	RUN_TEST(test_hostile_truncated_chunk_header);
 	RUN_TEST(test_hostile_chunk_body_overruns_frame);
 	RUN_TEST(test_hostile_not_zstd);

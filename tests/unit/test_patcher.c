@@ -13,6 +13,7 @@
 #include "agent/agent_thread.h"
 #include "agent/patcher.h"
 #include "agent/proc_maps.h"
+#include "trampolines/trampoline_layout.h"
 #include "trampolines/relocator_x86_64.h"
 #include "unit.h"
 
@@ -52,13 +53,13 @@ static long patch_and_call(uint8_t *code, const struct proc_maps *placement, int
 	struct patch_writer w;
 	uint8_t jump[PATCH_ABS64_LEN];
 	const char *why = NULL;
-	size_t patch_len = 0;
+	struct stub_fill fill = { 0 };
 	uint64_t addr = (uint64_t)(uintptr_t)code;
 
 	if (stub_region_map(placement, addr, addr + 4096, 1, &region))
 		return -1;
 	*far = region.far;
-	if (stub_region_fill(&region, 0, addr, sizeof(sample_function), 7, 0, &patch_len, &why)) {
+	if (stub_region_fill(&region, 0, addr, sizeof(sample_function), 7, 0, &fill, &why)) {
 		fprintf(stderr, "fill: %s\n", why);
 		return -1;
 	}
@@ -123,11 +124,20 @@ static void test_hooks_record_enter_and_exit(void)
 	t = agent_current_thread;
 	CHECK(t != NULL);
 	if (t) {
-		CHECK_EQ_INT(atomic_load(&t->head), 2);
+		struct event_enter_frame frame;
+
+		CHECK_EQ_INT(atomic_load(&t->head), 3); /* enter, its frame, exit */
 		CHECK_EQ_INT(t->records[0].func_id, 7);
 		CHECK_EQ_INT(t->records[0].kind, EVENT_ENTER);
-		CHECK_EQ_INT(t->records[1].kind, EVENT_EXIT);
-		CHECK(t->records[1].tsc >= t->records[0].tsc);
+		CHECK(event_unit_is_frame(&t->records[1]));
+		memcpy(&frame, &t->records[1], sizeof(frame));
+		/* the caller's return address, from a slot on this thread's stack */
+		CHECK((frame.tagged_slot & ~EVENT_FRAME_TAG) >= t->stack_lo &&
+		      (frame.tagged_slot & ~EVENT_FRAME_TAG) < t->stack_hi);
+		CHECK(frame.return_address != 0 &&
+		      frame.return_address != (uintptr_t)profagent_exit_trampoline);
+		CHECK_EQ_INT(t->records[2].kind, EVENT_EXIT);
+		CHECK(t->records[2].tsc >= t->records[0].tsc);
 		CHECK_EQ_INT(t->depth, 0);
 	}
 	proc_maps_free(&maps);

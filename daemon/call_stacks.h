@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The daemon's replay of each target thread's shadow stack: the
+ * instrumented calls open on it, rebuilt from the agent's enter/exit
+ * records, with the return address and stack slot each one hijacked. Samples
+ * ask it which calls were open when they were taken (to put the callers'
+ * return addresses back and to charge self time); it trusts nothing and
+ * stays bounded whatever the records say.
+ */
+#ifndef PROFD_CALL_STACKS_H
+#define PROFD_CALL_STACKS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct call_stacks;
+
+struct call_frame {
+	uint32_t func_id;         /* session-wide function id */
+	uint32_t self_samples;    /* samples taken while this was the innermost open call */
+	uint64_t return_address;  /* the caller's, as the agent found it */
+	uint64_t return_slot;     /* where it lived on the thread's stack */
+};
+
+/* Deeper than the agent's shadow stack (1024): past it enters are refused. */
+#define CALL_STACKS_MAX_DEPTH 2048
+
+struct call_stacks *call_stacks_new(void);
+void call_stacks_free(struct call_stacks *cs);
+
+/* A call entered on tid. Returns 0, -E2BIG past CALL_STACKS_MAX_DEPTH, -ENOMEM. */
+int call_stacks_enter(struct call_stacks *cs, uint32_t tid, const struct call_frame *frame);
+
+/*
+ * A call of func_id returned (or the agent found its frame gone): the
+ * innermost open frame of func_id is removed, whatever lies above it (the
+ * agent closes gone frames before the returning one, and frames on other
+ * stacks may stay open above it), and copied to *out. It stays known as
+ * the thread's last exited frame until the next exit. Returns 0, or -ENOENT
+ * when no open frame of tid has func_id (*out untouched).
+ */
+int call_stacks_exit(struct call_stacks *cs, uint32_t tid, uint32_t func_id,
+		     struct call_frame *out);
+
+/*
+ * The open frames of tid, outermost first (NULL and 0 when none). Valid
+ * until the next call that changes tid; the caller may update self_samples.
+ */
+struct call_frame *call_stacks_open(struct call_stacks *cs, uint32_t tid, size_t *depth);
+
+/* The frame tid exited last (NULL if none since it started). */
+const struct call_frame *call_stacks_last_exited(struct call_stacks *cs, uint32_t tid);
+
+/*
+ * The return address the agent found in `slot` of tid's stack: from the
+ * open frame with that slot (innermost first), else the last exited frame,
+ * else the most recent enter at that slot (recent enough: the thread's last
+ * CALL_STACKS_RECENT_SLOTS distinct slots). Samples are placed in time with
+ * a clock error of about a microsecond, many calls on a hot path: the slot
+ * still names the caller exactly, and one call site's return address is the
+ * same every time. Returns false when the slot is unknown.
+ */
+#define CALL_STACKS_RECENT_SLOTS 256
+bool call_stacks_return_at(struct call_stacks *cs, uint32_t tid, uint64_t slot,
+			   uint64_t *return_address);
+
+/* Every thread forgotten (a new agent after exec starts from nothing). */
+void call_stacks_clear(struct call_stacks *cs);
+
+/* The thread is gone: its state is forgotten (open frames included). */
+void call_stacks_thread_gone(struct call_stacks *cs, uint32_t tid);
+
+#endif

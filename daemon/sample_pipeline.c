@@ -1,0 +1,389 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The sample pipeline (see sample_pipeline.h). Held samples live in
+ * buckets by thread, each bucket sorted by time, so that the per-event
+ * check of sample_pipeline_thread_reached costs one comparison.
+ */
+#include <asm/perf_regs.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon/call_stacks.h"
+#include "daemon/demangle.h"
+#include "daemon/dwarf_unwind.h"
+#include "daemon/sample_pipeline.h"
+#include "daemon/sampler.h"
+#include "daemon/stub_map.h"
+#include "daemon/symbols.h"
+#include "viewer-export/perfetto_writer.h"
+
+#define HELD_BUCKETS 1024            /* power of two */
+#define HELD_BYTES_MAX (64u << 20)   /* ~7,000 samples with 8 KiB stacks */
+
+struct held_sample {
+	struct held_sample *next;
+	struct sampler_sample smp; /* callchain and stack point into data */
+	size_t bytes;
+	uint8_t data[];
+};
+
+struct sample_pipeline {
+	struct sample_pipeline_config cfg;
+	bool agent_live;
+	uint64_t exit_trampoline;
+	struct held_sample *held[HELD_BUCKETS];
+	size_t n_held, held_bytes;
+	uint64_t *self_by_func;
+	size_t n_self_by_func;
+	struct sample_pipeline_stats stats;
+};
+
+struct sample_pipeline *sample_pipeline_new(const struct sample_pipeline_config *cfg)
+{
+	struct sample_pipeline *p = calloc(1, sizeof(*p));
+
+	if (!p)
+		return NULL;
+	p->cfg = *cfg;
+	return p;
+}
+
+static struct held_sample **bucket_of(struct sample_pipeline *p, uint32_t tid)
+{
+	return &p->held[(tid * 2654435761u) & (HELD_BUCKETS - 1)];
+}
+
+/* ---- putting hijacked return addresses back ---------------------------------------- */
+
+/* Our exit path: the trampoline has put a 0 placeholder where the return address will go. */
+static bool in_exit_path(struct sample_pipeline *p, uint64_t ip)
+{
+	struct symbol_info info;
+
+	symbolizer_lookup(p->cfg.symbols, ip, &info);
+	return info.function && (strcmp(info.function, "profagent_exit_hook") == 0 ||
+				 strcmp(info.function, "profagent_exit_trampoline") == 0);
+}
+
+struct return_fixer {
+	struct sample_pipeline *p;
+	uint32_t tid;
+	bool exit_path;
+};
+
+/* A word the unwinder reads: a hijacked return slot gets its real value back. */
+static void fix_return_slot(void *ctx, uint64_t addr, uint64_t *value)
+{
+	struct return_fixer *f = ctx;
+	uint64_t real;
+
+	if (*value != f->p->exit_trampoline && !(*value == 0 && f->exit_path))
+		return;
+	if (!call_stacks_return_at(f->p->cfg.calls, f->tid, addr, &real))
+		return;
+	*value = real;
+	f->p->stats.returns_repaired++;
+}
+
+/*
+ * Sampled on the exit trampoline's first instruction: the call has just
+ * returned into it and its slot is right below sp; the sample is really at
+ * the caller's return address.
+ */
+static void leave_exit_trampoline(struct sample_pipeline *p, const struct sampler_sample *smp,
+				  uint64_t *regs)
+{
+	uint64_t real;
+
+	if (call_stacks_return_at(p->cfg.calls, smp->tid, smp->stack_addr - sizeof(uint64_t),
+				  &real)) {
+		regs[PERF_REG_X86_IP] = real;
+		p->stats.returns_repaired++;
+	}
+}
+
+/* The kernel's frame-pointer chain read hijacked slots: innermost open call first. */
+static void repair_fp_chain(struct sample_pipeline *p, uint64_t *chain, size_t n,
+			    const struct call_frame *open, size_t depth)
+{
+	for (size_t k = 1; k < n && depth > 0; k++) {
+		if (chain[k] != p->exit_trampoline)
+			continue;
+		chain[k] = open[--depth].return_address;
+		p->stats.returns_repaired++;
+	}
+}
+
+/* ---- unwinding and writing ------------------------------------------------------------ */
+
+/* DWARF where it reaches further than the frame-pointer chain. Returns the pcs, leaf first. */
+static size_t unwind_sample(struct sample_pipeline *p, const struct sampler_sample *smp,
+			    uint64_t *pcs, const struct call_frame *open, size_t depth)
+{
+	size_t n_chain = smp->n_callchain < SAMPLER_MAX_CALLCHAIN ? smp->n_callchain
+								 : SAMPLER_MAX_CALLCHAIN;
+	uint64_t regs[SAMPLER_REGS_MAX], dwarf_pcs[SAMPLER_MAX_CALLCHAIN];
+	struct return_fixer fixer = { .p = p, .tid = smp->tid };
+	struct dwarf_memory_fix fix = { fix_return_slot, &fixer };
+	size_t n_dwarf = 0;
+
+	if (p->cfg.unwinder && smp->regs_mask && smp->stack_size) {
+		memcpy(regs, smp->regs, sizeof(regs));
+		if (p->cfg.stubs)
+			stub_map_relocate_sample(p->cfg.stubs, regs, smp->stack, smp->stack_addr,
+						 smp->stack_size);
+		if (p->exit_trampoline && regs[PERF_REG_X86_IP] == p->exit_trampoline)
+			leave_exit_trampoline(p, smp, regs);
+		else if (p->exit_trampoline)
+			fixer.exit_path = in_exit_path(p, regs[PERF_REG_X86_IP]);
+		if (dwarf_unwinder_unwind_fixed(p->cfg.unwinder, regs, smp->regs_mask,
+						smp->stack_addr, smp->stack, smp->stack_size,
+						p->exit_trampoline ? &fix : NULL, dwarf_pcs,
+						SAMPLER_MAX_CALLCHAIN, &n_dwarf) == 0 &&
+		    n_dwarf >= n_chain) {
+			memcpy(pcs, dwarf_pcs, n_dwarf * sizeof(pcs[0]));
+			return n_dwarf;
+		}
+	}
+	memcpy(pcs, smp->callchain, n_chain * sizeof(pcs[0]));
+	if (p->exit_trampoline)
+		repair_fp_chain(p, pcs, n_chain, open, depth);
+	return n_chain;
+}
+
+/*
+ * A pc in our trampolines: the exit trampoline is a return address we could
+ * not put back (the caller's pc - 1 falls before it, so look up pc itself),
+ * the entry one a sample taken on its way in.
+ */
+static bool is_trampoline_frame(struct sample_pipeline *p, uint64_t pc,
+				const struct symbol_info *info)
+{
+	const char *base = info->mapping_path ? strrchr(info->mapping_path, '/') : NULL;
+	struct symbol_info exact;
+
+	if (!base || strcmp(base, "/libprofagent.so") != 0)
+		return false;
+	symbolizer_lookup(p->cfg.symbols, pc, &exact);
+	return exact.function && (strcmp(exact.function, "profagent_exit_trampoline") == 0 ||
+				  strcmp(exact.function, "profagent_entry_trampoline") == 0);
+}
+
+static void write_sample(struct sample_pipeline *p, const struct sampler_sample *smp,
+			 const uint64_t *pcs, size_t n_pcs)
+{
+	struct perfetto_frame frames[SAMPLER_MAX_CALLCHAIN];
+	size_t n = 0;
+
+	/* perf gives leaf first; Perfetto wants the root first */
+	for (size_t k = n_pcs; k-- > 0 && n < SAMPLER_MAX_CALLCHAIN;) {
+		uint64_t pc = pcs[k];
+		struct symbol_info info;
+		bool is_leaf = k == 0;
+
+		if (pc == 0)
+			continue; /* the exit trampoline's placeholder slot */
+		/* a return address points after its call: look up the call itself */
+		symbolizer_lookup(p->cfg.symbols, is_leaf ? pc : pc - 1, &info);
+		if (is_trampoline_frame(p, pc, &info)) {
+			p->stats.returns_unrepaired += pc == p->exit_trampoline;
+			continue; /* our code standing in for a return address: never a frame */
+		}
+		frames[n++] = (struct perfetto_frame){
+			.function = demangle_cached(p->cfg.demangled, info.function),
+			.rel_pc = is_leaf ? info.rel_pc : info.rel_pc + 1,
+			.mapping_path = info.mapping_path,
+			.build_id = info.build_id,
+			.build_id_len = info.build_id_len,
+			.map_start = info.map_start,
+			.map_end = info.map_end,
+			.map_pgoff = info.map_pgoff,
+			.load_bias = info.load_bias,
+		};
+	}
+	if (n == 0) {
+		p->stats.empty++;
+		return;
+	}
+	perfetto_writer_sample(p->cfg.writer, smp->time, smp->cpu, (pid_t)smp->pid,
+			       (pid_t)smp->tid, frames, n);
+	p->stats.written++;
+}
+
+static void charge_self_time(struct sample_pipeline *p, struct call_frame *open, size_t depth)
+{
+	uint32_t func;
+
+	if (depth == 0)
+		return;
+	p->stats.in_calls++;
+	open[depth - 1].self_samples++;
+	func = open[depth - 1].func_id;
+	if (func >= p->n_self_by_func) {
+		size_t n = (size_t)func * 2 + 16;
+		uint64_t *grown = realloc(p->self_by_func, n * sizeof(*grown));
+
+		if (!grown)
+			return;
+		memset(grown + p->n_self_by_func, 0, (n - p->n_self_by_func) * sizeof(*grown));
+		p->self_by_func = grown;
+		p->n_self_by_func = n;
+	}
+	p->self_by_func[func]++;
+}
+
+static void resolve(struct sample_pipeline *p, const struct sampler_sample *smp)
+{
+	uint64_t pcs[SAMPLER_MAX_CALLCHAIN];
+	size_t depth = 0, n_pcs;
+	struct call_frame *open = p->cfg.calls ? call_stacks_open(p->cfg.calls, smp->tid, &depth)
+					       : NULL;
+
+	charge_self_time(p, open, depth);
+	n_pcs = unwind_sample(p, smp, pcs, open, depth);
+	write_sample(p, smp, pcs, n_pcs);
+}
+
+/* ---- holding samples until the events reach them ---------------------------------------- */
+
+static void release_held(struct sample_pipeline *p, struct held_sample *h)
+{
+	p->n_held--;
+	p->held_bytes -= h->bytes;
+	resolve(p, &h->smp);
+	free(h);
+}
+
+/* Writes the bucket's samples of tid (every tid when all) taken at or before `until`. */
+static void release_bucket(struct sample_pipeline *p, struct held_sample **bucket, uint32_t tid,
+			   bool all, uint64_t until)
+{
+	for (struct held_sample **l = bucket; *l && (*l)->smp.time <= until;) {
+		struct held_sample *h = *l;
+
+		if (!all && h->smp.tid != tid) {
+			l = &h->next;
+			continue;
+		}
+		*l = h->next;
+		release_held(p, h);
+	}
+}
+
+static void release_until(struct sample_pipeline *p, uint64_t until)
+{
+	for (size_t i = 0; i < HELD_BUCKETS && p->n_held; i++)
+		release_bucket(p, &p->held[i], 0, true, until);
+}
+
+static struct held_sample *hold_copy(const struct sampler_sample *smp)
+{
+	size_t chain_bytes = smp->n_callchain * sizeof(uint64_t);
+	struct held_sample *h = malloc(sizeof(*h) + chain_bytes + smp->stack_size);
+
+	if (!h)
+		return NULL;
+	h->next = NULL;
+	h->smp = *smp;
+	h->bytes = sizeof(*h) + chain_bytes + smp->stack_size;
+	memcpy(h->data, smp->callchain, chain_bytes);
+	if (smp->stack_size)
+		memcpy(h->data + chain_bytes, smp->stack, smp->stack_size);
+	h->smp.callchain = (const uint64_t *)h->data;
+	h->smp.stack = smp->stack_size ? h->data + chain_bytes : NULL;
+	return h;
+}
+
+static void hold(struct sample_pipeline *p, const struct sampler_sample *smp)
+{
+	struct held_sample *h, **l;
+
+	if (p->held_bytes + sizeof(*h) + smp->stack_size > HELD_BYTES_MAX) {
+		p->stats.released_early += p->n_held;
+		release_until(p, UINT64_MAX);
+	}
+	h = hold_copy(smp);
+	if (!h) {
+		p->stats.released_early++;
+		resolve(p, smp);
+		return;
+	}
+	/* samples arrive nearly in time order: the place is near the end */
+	for (l = bucket_of(p, smp->tid); *l && (*l)->smp.time <= smp->time; l = &(*l)->next)
+		;
+	h->next = *l;
+	*l = h;
+	p->held_bytes += h->bytes;
+	if (++p->n_held > p->stats.held_peak)
+		p->stats.held_peak = p->n_held;
+}
+
+/* ---- interface ------------------------------------------------------------------------ */
+
+void sample_pipeline_add(struct sample_pipeline *p, const struct sampler_sample *smp)
+{
+	if ((pid_t)smp->pid != p->cfg.target)
+		return; /* a child process inherited the event */
+	if (p->agent_live)
+		hold(p, smp);
+	else
+		resolve(p, smp);
+}
+
+void sample_pipeline_thread_reached(struct sample_pipeline *p, uint32_t tid, uint64_t ts)
+{
+	struct held_sample **bucket;
+
+	if (p->n_held == 0)
+		return;
+	bucket = bucket_of(p, tid);
+	if (*bucket && (*bucket)->smp.time < ts)
+		release_bucket(p, bucket, tid, false, ts - 1);
+}
+
+void sample_pipeline_watermark(struct sample_pipeline *p, uint64_t ts)
+{
+	release_until(p, ts);
+}
+
+void sample_pipeline_release_older(struct sample_pipeline *p, uint64_t ts)
+{
+	size_t before = p->n_held;
+
+	release_until(p, ts);
+	p->stats.released_early += before - p->n_held;
+}
+
+void sample_pipeline_flush(struct sample_pipeline *p)
+{
+	release_until(p, UINT64_MAX);
+}
+
+void sample_pipeline_set_agent(struct sample_pipeline *p, bool live, uint64_t exit_trampoline)
+{
+	if (!live)
+		sample_pipeline_flush(p);
+	p->agent_live = live;
+	if (exit_trampoline)
+		p->exit_trampoline = exit_trampoline;
+}
+
+void sample_pipeline_free(struct sample_pipeline *p)
+{
+	if (!p)
+		return;
+	sample_pipeline_flush(p);
+	free(p->self_by_func);
+	free(p);
+}
+
+void sample_pipeline_get_stats(const struct sample_pipeline *p, struct sample_pipeline_stats *out)
+{
+	*out = p->stats;
+}
+
+uint64_t sample_pipeline_self_samples(const struct sample_pipeline *p, uint32_t func_id)
+{
+	return func_id < p->n_self_by_func ? p->self_by_func[func_id] : 0;
+}

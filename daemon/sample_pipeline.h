@@ -1,0 +1,85 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * From perf samples to trace samples for one session: each sample is held
+ * until the agent's events have reached its time, so that the thread's open
+ * instrumented calls are known exactly (daemon/call_stacks.h); then the
+ * return addresses our trampolines hijacked are put back into its stack
+ * copy, it is unwound (DWARF, else the kernel's frame-pointer chain),
+ * symbolized without any trampoline frame, charged to the innermost open call
+ * as self time, and written. Held samples are bounded in bytes.
+ */
+#ifndef PROFD_SAMPLE_PIPELINE_H
+#define PROFD_SAMPLE_PIPELINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct call_stacks;
+struct demangle_cache;
+struct dwarf_unwinder;
+struct perfetto_writer;
+struct sampler_sample;
+struct stub_map;
+struct symbolizer;
+
+struct sample_pipeline_config {
+	pid_t target;                     /* samples of other processes are ignored */
+	struct perfetto_writer *writer;
+	struct symbolizer *symbols;
+	struct dwarf_unwinder *unwinder;  /* NULL: frame-pointer callchains only */
+	struct demangle_cache *demangled;
+	struct call_stacks *calls;        /* the session's replay of the agent's events */
+	struct stub_map *stubs;           /* the agent's stubs, to unwind samples taken in them */
+};
+
+/* Returns NULL with errno set (ENOMEM). Everything in cfg must outlive the pipeline. */
+struct sample_pipeline *sample_pipeline_new(const struct sample_pipeline_config *cfg);
+/* Resolves and writes what is still held, then frees. */
+void sample_pipeline_free(struct sample_pipeline *p);
+
+/*
+ * An agent is sending events (exit_trampoline: the value its hijacked slots
+ * hold) or, with live false, none will come any more: everything held is
+ * written now and later samples are written as they arrive.
+ */
+void sample_pipeline_set_agent(struct sample_pipeline *p, bool live, uint64_t exit_trampoline);
+
+/* A sample from the sampler (copied when held). */
+void sample_pipeline_add(struct sample_pipeline *p, const struct sampler_sample *smp);
+
+/*
+ * tid's events are about to move past ts: its held samples taken before ts
+ * are written now, against the calls open before that event. O(1) when none.
+ */
+void sample_pipeline_thread_reached(struct sample_pipeline *p, uint32_t tid, uint64_t ts);
+
+/* Every event up to ts was applied: held samples up to ts are written. */
+void sample_pipeline_watermark(struct sample_pipeline *p, uint64_t ts);
+
+/*
+ * Writes held samples taken before ts now, with the calls known so far
+ * (counted in released_early): for an agent whose events stopped coming.
+ */
+void sample_pipeline_release_older(struct sample_pipeline *p, uint64_t ts);
+
+/* Writes every held sample now, with the calls known so far. */
+void sample_pipeline_flush(struct sample_pipeline *p);
+
+struct sample_pipeline_stats {
+	uint64_t written;           /* samples written to the trace */
+	uint64_t empty;             /* samples with no frame left to write */
+	uint64_t in_calls;          /* written while an instrumented call was open on the thread */
+	uint64_t returns_repaired;  /* hijacked return addresses put back into stack copies */
+	uint64_t returns_unrepaired; /* hijacked return addresses left (the walk stopped there) */
+	uint64_t held_peak;         /* most samples held at once */
+	uint64_t released_early;    /* written before the agent's events reached them (memory bound) */
+};
+
+void sample_pipeline_get_stats(const struct sample_pipeline *p, struct sample_pipeline_stats *out);
+
+/* Samples charged to func_id as the innermost open instrumented call. */
+uint64_t sample_pipeline_self_samples(const struct sample_pipeline *p, uint32_t func_id);
+
+#endif

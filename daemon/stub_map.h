@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Where the agent's stubs are (trampolines/trampoline_layout.h), from its
+ * function tables: a sample taken inside a stub (the region thunk, the
+ * `call region_thunk`, the relocated prologue) has no unwind info there, so
+ * its registers are moved to the instrumented function it stands for, at its
+ * entry or at the same offset of its prologue, where the stack looks the same.
+ */
+#ifndef PROFD_STUB_MAP_H
+#define PROFD_STUB_MAP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct stub_map;
+
+struct stub_map *stub_map_new(void);
+void stub_map_free(struct stub_map *m);
+
+/*
+ * The stub slot at `stub` stands for the function at func_addr; the first
+ * same_offsets bytes of its relocated copy sit at their original offsets.
+ * Returns 0, -EINVAL (stub not slot-aligned), -ENOMEM.
+ */
+int stub_map_add(struct stub_map *m, uint64_t stub, uint64_t func_addr, uint32_t same_offsets);
+
+/* Forgets every stub (a new agent after exec). */
+void stub_map_clear(struct stub_map *m);
+
+/*
+ * If regs' IP lies in a known stub, rewrites IP (and SP in the region
+ * thunk, which runs with the stub's return address pushed) to the
+ * equivalent place in the function and returns true. stack is the sample's
+ * copy of [stack_addr, stack_addr + stack_size). regs indexed by perf's
+ * x86-64 numbering.
+ */
+bool stub_map_relocate_sample(struct stub_map *m, uint64_t *regs, const uint8_t *stack,
+			      uint64_t stack_addr, size_t stack_size);
+
+#endif
