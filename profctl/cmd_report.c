@@ -191,8 +191,11 @@ static void report_dump(const struct trace_model *m)
 	for (size_t i = 0; i < m->n_slices; i++) {
 		const struct trace_slice *s = &m->slices[i];
 
-		printf("slice %d %u %s %" PRIu64 " %" PRId64 " %" PRId64 "\n", s->tid, s->depth,
+		printf("slice %d %u %s %" PRIu64 " %" PRId64 " %" PRId64, s->tid, s->depth,
 		       s->name ? s->name : "?", s->ts, s->dur, s->parent);
+		if (s->self_samples >= 0) /* samples taken while it was the innermost call */
+			printf(" %" PRId64, s->self_samples);
+		printf("\n");
 	}
 	for (size_t i = 0; i < m->n_samples; i++) {
 		const struct trace_sample *s = &m->samples[i];

@@ -218,6 +218,27 @@ static void print_skipped(const Profd__SessionSummary *s, bool verbose)
 			s->n_skipped - shown);
 }
 
+/* Sampled self time of the instrumented functions: where the CPU went inside them. */
+static void print_self_samples(const Profd__SessionSummary *s)
+{
+	if (s->n_self_samples == 0)
+		return;
+	fprintf(stderr, "profctl: self time (samples while innermost instrumented call, "
+			"%llu of %llu samples):\n",
+		(unsigned long long)s->samples_in_calls, (unsigned long long)s->samples);
+	for (size_t i = 0; i < s->n_self_samples; i++) {
+		const Profd__FunctionSelfSamples *f = s->self_samples[i];
+
+		if (s->sample_freq)
+			fprintf(stderr, "  %8llu samples  ~%8.1f ms  %s\n",
+				(unsigned long long)f->samples,
+				1000.0 * (double)f->samples / s->sample_freq, f->name);
+		else
+			fprintf(stderr, "  %8llu samples  %s\n", (unsigned long long)f->samples,
+				f->name);
+	}
+}
+
 static void print_summary(const struct session_client *c, const Profd__SessionSummary *s)
 {
 	if (s->error && s->error[0])
@@ -238,6 +259,7 @@ static void print_summary(const struct session_client *c, const Profd__SessionSu
 	fprintf(stderr, "profctl: events: %llu recorded, %llu dropped; samples: %llu (%llu lost)\n",
 		(unsigned long long)s->events, (unsigned long long)s->events_dropped,
 		(unsigned long long)s->samples, (unsigned long long)s->samples_lost);
+	print_self_samples(s);
 	fprintf(stderr, "profctl: trace: %s (%llu bytes); open it at https://ui.perfetto.dev\n",
 		c->output_path, (unsigned long long)s->trace_bytes);
 }

@@ -249,6 +249,7 @@ static int64_t trd_slice_open(struct trd *r, struct trd_track *t, const struct t
 	s->depth = (uint32_t)t->depth;
 	s->parent = t->depth ? (int64_t)t->stack[t->depth - 1] : -1;
 	s->name = (char *)ev->name;
+	s->self_samples = -1;
 	return (int64_t)m->n_slices++;
 }
 
@@ -299,6 +300,9 @@ static void trd_match_end(struct trd *r, struct trd_track *t, const struct trd_e
 		trd_problem_at(r, "track %" PRIu64 ": END \"%s\" at ts %" PRIu64 " closes a slice "
 			       "that is not the innermost (misplaced_end_event)", t->uuid, ev->name,
 			       ev->ts);
+	/* the END's args go to the slice it closes (trace processor's SliceTracker::End) */
+	if (ev->self_samples >= 0)
+		r->m->slices[t->stack[(ev->name ? k : t->depth) - 1]].self_samples = ev->self_samples;
 	for (k = ev->name ? k : t->depth; t->depth >= k && t->depth > 0;)
 		trd_close_top(r, t, ev->ts);
 }

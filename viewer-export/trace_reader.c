@@ -420,6 +420,21 @@ static const char *trd_event_name(struct trd *r, struct trd_seq *s,
 	return e->s;
 }
 
+/* profd's per-slice argument, as trace processor would add it to the slice's args. */
+static int64_t trd_self_samples_arg(const Perfetto__Protos__TrackEvent *te)
+{
+	for (size_t i = 0; i < te->n_debug_annotations; i++) {
+		const Perfetto__Protos__DebugAnnotation *a = te->debug_annotations[i];
+
+		if (a->name_field_case == PERFETTO__PROTOS__DEBUG_ANNOTATION__NAME_FIELD_NAME &&
+		    strcmp(a->name, "self_samples") == 0 &&
+		    a->value_case == PERFETTO__PROTOS__DEBUG_ANNOTATION__VALUE_UINT_VALUE &&
+		    a->uint_value <= INT64_MAX)
+			return (int64_t)a->uint_value;
+	}
+	return -1;
+}
+
 static void trd_track_event(struct trd *r, struct trd_seq *s, const trd_packet *p)
 {
 	const Perfetto__Protos__TrackEvent *te = p->track_event;
@@ -454,6 +469,7 @@ static void trd_track_event(struct trd *r, struct trd_seq *s, const trd_packet *
 	ev->uuid = uuid;
 	ev->type = type;
 	ev->name = trd_event_name(r, s, te);
+	ev->self_samples = trd_self_samples_arg(te);
 }
 
 /* ---- descriptors ------------------------------------------------------------ */

@@ -25,6 +25,7 @@ struct trace_slice {
 	uint32_t depth;
 	int64_t parent;      /* index into slices, -1 at depth 0 */
 	char *name;
+	int64_t self_samples; /* the END's "self_samples" argument (profd), -1 if none */
 };
 
 struct trace_sample {

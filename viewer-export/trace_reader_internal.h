@@ -52,6 +52,7 @@ struct trd_event {
 	uint64_t uuid;
 	const char *name;
 	int type;
+	int64_t self_samples; /* END: its "self_samples" debug annotation, else -1 */
 };
 
 struct trd_sample {

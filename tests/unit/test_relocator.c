@@ -520,6 +520,28 @@ static const uint8_t call_out[] = { 0x48, 0x8d, 0x64, 0x24, 0xf8,
 				    0xc7, 0x44, 0x24, 0x04, CALL_RET_HI,
 				    0xe9, 0xe7, 0x0f, 0xf0, 0xff };
 
+/* How much of the copy a sampled pc can be mapped back from: up to the first grown instruction. */
+static size_t same_offsets_of(const uint8_t *code, size_t size)
+{
+	struct relocation r;
+	uint8_t out[RELOCATOR_MAX_CODE_LEN];
+
+	if (relocator_relocate(code, size, FUNC_ADDR, RELOCATOR_JMP_REL32_LEN, NEAR_DEST, out,
+			       sizeof(out), &r))
+		return (size_t)-1;
+	return r.same_offsets_len;
+}
+
+static void test_same_offsets_len(void)
+{
+	/* nothing grew: the whole copy */
+	CHECK_EQ_INT(same_offsets_of(endbr_push_code, sizeof(endbr_push_code)), 5);
+	/* cmp (4 bytes) kept, then jb rel8 widened to rel32 */
+	CHECK_EQ_INT(same_offsets_of(jb_out_code, sizeof(jb_out_code)), 4);
+	/* the first instruction grew: nothing maps back */
+	CHECK_EQ_INT(same_offsets_of(jcc_inside_code, sizeof(jcc_inside_code)), 0);
+}
+
 static void test_call_rel32(void)
 {
 	run_hand_case(&(struct hand_case){
@@ -1218,6 +1240,7 @@ int main(void)
 	RUN_TEST(test_jmp_rel8_widened);
 	RUN_TEST(test_jmp_rel32_thunk);
 	RUN_TEST(test_thunk_out_of_range_is_erange);
+	RUN_TEST(test_same_offsets_len);
 	RUN_TEST(test_call_rel32);
 	RUN_TEST(test_call_next_instruction_is_enotsup);
 	RUN_TEST(test_loop_rel8_is_enotsup);

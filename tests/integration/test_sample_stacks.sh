@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Samples tell the truth: on a program without frame pointers the DWARF
+# unwinder reaches main, frame names match nm, samples taken inside
+# instrumented functions show the same callers as without instrumentation
+# (the hijacked return addresses are put back) and never a trampoline, samples
+# inside libc (qsort and the callback it makes) unwind back into the program,
+# and each slice carries the samples it took as the innermost call.
+set -u
+. "$(dirname "$0")/common.bash"
+TARGET="$ROOT/$BUILD/tests/targets/nofp_target"
+SPIN_CHAIN="main;nofp_level1;nofp_level2;nofp_level3"
+SORT_CHAIN="main;nofp_sort1;nofp_sort2;nofp_sort3;qsort"
+
+profile() { # name, then profctl run options before --, then the target's arguments after --
+	local name=$1
+	shift
+	"$PROFCTL" run --freq 2000 -o "$WORK/$name.pftrace" "$@" >"$WORK/$name.out" \
+		2>"$WORK/$name.err"
+	"$PROFCTL" report --dump "$WORK/$name.pftrace" >"$WORK/$name.dump"
+}
+
+main_thread_chains() { # the frames of the main thread's samples, one line each
+	awk '$1 == "process" { pid = $2 } $1 == "sample" && $2 == pid { print $4 }' "$WORK/$1.dump"
+}
+
+# percent (integer, rounded down) of the main thread's samples whose chain contains $2
+percent_with() {
+	main_thread_chains "$1" | awk -v want="$2" \
+		'{ n++ } index($0, want) { k++ } END { print n ? int(100 * k / n) : 0 }'
+}
+
+at_least() { [ "$1" -ge "$2" ]; }
+
+# ---- no instrumentation: DWARF unwinding alone -------------------------------------
+profile plain -- "$TARGET" spin 1500 exit
+check "main-thread samples were written" at_least "$(main_thread_chains plain | wc -l)" 1000
+pct=$(percent_with plain "$SPIN_CHAIN")
+check "$pct% of samples show main;nofp_level1;nofp_level2;nofp_level3 (>= 95%)" at_least "$pct" 95
+nm_names=$(nm "$TARGET" | awk '$2 ~ /^[Tt]$/ { print $3 }')
+missing=$(main_thread_chains plain | tr ';' '\n' | grep -E '^(main|nofp_)' | sort -u |
+	while read -r f; do grep -qx "$f" <<<"$nm_names" || echo "$f"; done)
+check_eq "every frame of the binary is named as nm names it" "$missing" ""
+
+# ---- instrumented: the same callers, no trampoline ----------------------------------
+profile instr --funcs 'nofp_level*' -- "$TARGET" spin 1500 exit
+check_eq "no sample frame is a trampoline" \
+	"$(grep '^sample' "$WORK/instr.dump" | grep -c 'profagent_e[a-z]*_trampoline')" 0
+pct=$(percent_with instr "$SPIN_CHAIN")
+check "$pct% of instrumented samples show the uninstrumented callers (>= 95%)" at_least "$pct" 95
+# the dominant chain, frame for frame (the outer frames too: _start, libc)
+plain_top=$(main_thread_chains plain | sort | uniq -c | sort -rn | awk 'NR == 1 { print $2 }')
+instr_top=$(main_thread_chains instr | sort | uniq -c | sort -rn | awk 'NR == 1 { print $2 }')
+check_eq "the most frequent chain is the same with and without instrumentation" \
+	"$instr_top" "$plain_top"
+
+# ---- self time: slices carry it, the summary agrees -----------------------------------
+in_trace=$(awk '$1 == "slice" && $4 == "nofp_level3" && NF == 8 { n += $8 } END { print n + 0 }' \
+	"$WORK/instr.dump")
+in_summary=$(awk '$NF == "nofp_level3" && $2 == "samples" { print $1 }' "$WORK/instr.err")
+check_eq "nofp_level3's self samples: the slices' arguments add up to the summary" \
+	"$in_trace" "$in_summary"
+check "nofp_level3 has most of the samples as self time ($in_trace)" \
+	at_least "$in_trace" $(($(main_thread_chains instr | wc -l) * 9 / 10))
+
+# ---- libc: qsort and its callback unwind back into the program ------------------------
+profile sort -- "$TARGET" sort 800 exit
+pct=$(main_thread_chains sort | grep -E 'msort|qsort|nofp_compare' | awk -v want="$SORT_CHAIN" \
+	'{ n++ } index($0, want) { k++ } END { print n ? int(100 * k / n) : 0 }')
+check "$pct% of samples in qsort/the callback reach main through nofp_sort1..3 (>= 95%)" \
+	at_least "$pct" 95
+check "the callback is seen called from libc" \
+	grep -q "$SORT_CHAIN.*msort_with_tmp[^;]*;nofp_compare" "$WORK/sort.dump"
+profile sort_instr --funcs 'nofp_sort*,nofp_compare' -- "$TARGET" sort 400 exit
+pct=$(main_thread_chains sort_instr | grep -E 'msort|qsort|nofp_compare' |
+	awk -v want="$SORT_CHAIN" '{ n++ } index($0, want) { k++ } END { print n ? int(100 * k / n) : 0 }')
+check "$pct% of instrumented samples in qsort/the callback reach main (>= 95%)" \
+	at_least "$pct" 95
+
+# ---- every sample has a callstack ------------------------------------------------------
+for run in plain instr sort sort_instr; do
+	total=$(grep -c '^sample' "$WORK/$run.dump")
+	empty=$(awk '$1 == "sample" && NF < 4' "$WORK/$run.dump" | wc -l)
+	summary=$(sed -n 's/.*samples: \([0-9]*\) .*/\1/p' "$WORK/$run.err")
+	check_eq "$run: the trace holds the samples the summary counts" "$total" "$summary"
+	check "$run: $empty of $total samples without a callsite (<= 1%)" \
+		at_least $((total / 100)) "$empty"
+done
+finish

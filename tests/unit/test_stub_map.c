@@ -1,0 +1,108 @@
+// SPDX-License-Identifier: MIT
+/* Unit tests for daemon/stub_map.c: samples in stubs moved to their function. */
+#include <asm/perf_regs.h>
+#include <errno.h>
+#include <string.h>
+
+#include "daemon/stub_map.h"
+#include "tests/unit/unit.h"
+#include "trampolines/trampoline_layout.h"
+
+#define REGION 0x7f0000100000ull          /* slot 0: the region thunk */
+#define SLOT1 (REGION + STUB_SLOT_SIZE)
+#define SLOT2 (REGION + 2 * STUB_SLOT_SIZE)
+#define FUNC1 0x401000ull
+#define FUNC2 0x402000ull
+
+static struct stub_map *two_stubs(void)
+{
+	struct stub_map *m = stub_map_new();
+
+	CHECK_EQ_INT(stub_map_add(m, SLOT2, FUNC2, 4), 0); /* out of order on purpose */
+	CHECK_EQ_INT(stub_map_add(m, SLOT1, FUNC1, 8), 0);
+	return m;
+}
+
+static void test_refuses_unaligned(void)
+{
+	struct stub_map *m = stub_map_new();
+
+	CHECK_EQ_INT(stub_map_add(m, SLOT1 + 8, FUNC1, 0), -EINVAL);
+	CHECK_EQ_INT(stub_map_add(m, 0, FUNC1, 0), -EINVAL);
+	stub_map_free(m);
+}
+
+static void test_call_to_thunk_is_the_entry(void)
+{
+	struct stub_map *m = two_stubs();
+	uint64_t regs[24] = { 0 };
+
+	regs[PERF_REG_X86_IP] = SLOT2;
+	regs[PERF_REG_X86_SP] = 0x7ffc0000;
+	CHECK(stub_map_relocate_sample(m, regs, NULL, 0, 0));
+	CHECK_EQ_U64(regs[PERF_REG_X86_IP], FUNC2);
+	CHECK_EQ_U64(regs[PERF_REG_X86_SP], 0x7ffc0000);
+	stub_map_free(m);
+}
+
+static void test_prologue_maps_at_same_offset(void)
+{
+	struct stub_map *m = two_stubs();
+	uint64_t regs[24] = { 0 };
+
+	regs[PERF_REG_X86_IP] = SLOT1 + STUB_RELOCATED_OFFSET + 7; /* within the 8 kept bytes */
+	CHECK(stub_map_relocate_sample(m, regs, NULL, 0, 0));
+	CHECK_EQ_U64(regs[PERF_REG_X86_IP], FUNC1 + 7);
+	/* past the kept bytes (a widened branch, the jump back): no equivalent place */
+	regs[PERF_REG_X86_IP] = SLOT2 + STUB_RELOCATED_OFFSET + 4;
+	CHECK(!stub_map_relocate_sample(m, regs, NULL, 0, 0));
+	CHECK_EQ_U64(regs[PERF_REG_X86_IP], SLOT2 + STUB_RELOCATED_OFFSET + 4);
+	stub_map_free(m);
+}
+
+/* In the thunk, [sp] is the calling stub's slot+5: the function is about to be entered. */
+static void test_thunk_pops_the_stub_return(void)
+{
+	struct stub_map *m = two_stubs();
+	uint64_t regs[24] = { 0 }, stack[2] = { SLOT2 + STUB_RELOCATED_OFFSET, 0x401234 };
+
+	regs[PERF_REG_X86_IP] = REGION;
+	regs[PERF_REG_X86_SP] = 0x7ffc0000;
+	CHECK(stub_map_relocate_sample(m, regs, (const uint8_t *)stack, 0x7ffc0000, sizeof(stack)));
+	CHECK_EQ_U64(regs[PERF_REG_X86_IP], FUNC2);
+	CHECK_EQ_U64(regs[PERF_REG_X86_SP], 0x7ffc0008);
+	/* a value on the stack that is no stub's: left alone */
+	stack[0] = 0x401234;
+	regs[PERF_REG_X86_IP] = REGION;
+	regs[PERF_REG_X86_SP] = 0x7ffc0000;
+	CHECK(!stub_map_relocate_sample(m, regs, (const uint8_t *)stack, 0x7ffc0000, sizeof(stack)));
+	/* sp outside the copy: nothing read */
+	regs[PERF_REG_X86_SP] = 0x7ffb0000;
+	CHECK(!stub_map_relocate_sample(m, regs, (const uint8_t *)stack, 0x7ffc0000, sizeof(stack)));
+	stub_map_free(m);
+}
+
+static void test_other_code_untouched_and_clear(void)
+{
+	struct stub_map *m = two_stubs();
+	uint64_t regs[24] = { 0 };
+
+	regs[PERF_REG_X86_IP] = FUNC1 + 3;
+	CHECK(!stub_map_relocate_sample(m, regs, NULL, 0, 0));
+	regs[PERF_REG_X86_IP] = SLOT2 + STUB_SLOT_SIZE; /* the slot after the last one */
+	CHECK(!stub_map_relocate_sample(m, regs, NULL, 0, 0));
+	stub_map_clear(m);
+	regs[PERF_REG_X86_IP] = SLOT1;
+	CHECK(!stub_map_relocate_sample(m, regs, NULL, 0, 0));
+	stub_map_free(m);
+}
+
+int main(void)
+{
+	RUN_TEST(test_refuses_unaligned);
+	RUN_TEST(test_call_to_thunk_is_the_entry);
+	RUN_TEST(test_prologue_maps_at_same_offset);
+	RUN_TEST(test_thunk_pops_the_stub_return);
+	RUN_TEST(test_other_code_untouched_and_clear);
+	return unit_summary();
+}
