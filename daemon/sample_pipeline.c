@@ -325,10 +325,13 @@ void sample_pipeline_add(struct sample_pipeline *p, const struct sampler_sample 
 {
 	if ((pid_t)smp->pid != p->cfg.target)
 		return; /* a child process inherited the event */
-	if (p->agent_live)
-		hold(p, smp);
-	else
-		resolve(p, smp);
+	hold(p, smp);
+}
+
+void sample_pipeline_rings_read(struct sample_pipeline *p, uint64_t started)
+{
+	if (!p->agent_live)
+		release_until(p, started);
 }
 
 void sample_pipeline_thread_reached(struct sample_pipeline *p, uint32_t tid, uint64_t ts)
@@ -362,7 +365,7 @@ void sample_pipeline_flush(struct sample_pipeline *p)
 
 void sample_pipeline_set_agent(struct sample_pipeline *p, bool live, uint64_t exit_trampoline)
 {
-	if (!live)
+	if (!live) /* the rings were read before the agent's end was seen */
 		sample_pipeline_flush(p);
 	p->agent_live = live;
 	if (exit_trampoline)

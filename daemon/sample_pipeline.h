@@ -46,8 +46,15 @@ void sample_pipeline_free(struct sample_pipeline *p);
  */
 void sample_pipeline_set_agent(struct sample_pipeline *p, bool live, uint64_t exit_trampoline);
 
-/* A sample from the sampler (copied when held). */
+/* A sample from the sampler (copied: it is held at least until the rings are read). */
 void sample_pipeline_add(struct sample_pipeline *p, const struct sampler_sample *smp);
+
+/*
+ * Every ring was drained from `started` on: every side record (MMAP2, COMM)
+ * older than that is in. Without an agent, held samples up to then are
+ * written now.
+ */
+void sample_pipeline_rings_read(struct sample_pipeline *p, uint64_t started);
 
 /*
  * tid's events are about to move past ts: its held samples taken before ts

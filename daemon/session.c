@@ -36,6 +36,10 @@
 enum { CALL_GRAPH_AUTO = 0, CALL_GRAPH_FP = 1, CALL_GRAPH_DWARF = 2 };
 
 #define AGENT_GRACE_NS (3ull * 1000000000ull)   /* after the target exits */
+/* Per CPU: 16 MiB. A client must not make a root daemon pin memory without bound. */
+#define MAX_RING_PAGES 4096
+#define STRINGIFY_VALUE(x) #x
+#define STRINGIFY(x) STRINGIFY_VALUE(x)
 #define SAMPLE_HOLD_MAX_NS (2ull * 1000000000ull) /* samples wait this long for events */
 #define TID_SLOTS 4096                           /* power of two */
 
@@ -62,6 +66,7 @@ struct session {
 	struct stub_map *stubs;          /* where the agent's stubs are */
 	struct sample_pipeline *samples_out; /* NULL until sampling starts */
 	uint32_t call_graph;             /* CALL_GRAPH_* */
+	uint32_t ring_pages, stack_bytes; /* 0: the sampler's defaults */
 	struct event_decoder *decoder;
 	struct demangle_cache *demangled;
 	char *comm;
@@ -187,6 +192,8 @@ static struct session *session_new(struct server *srv, struct conn *c, const Pro
 	s->client_pid = c->peer.pid;
 	s->client_uid = c->peer.uid;
 	s->freq = req->sample_freq;
+	s->ring_pages = req->ring_pages;
+	s->stack_bytes = req->stack_bytes;
 	s->call_graph = req->call_graph <= CALL_GRAPH_DWARF ? req->call_graph : CALL_GRAPH_AUTO;
 	s->out_fd = -1;
 	s->next = srv->sessions;
@@ -260,6 +267,14 @@ static void handle_run_request(struct server *srv, struct conn *c, const uint8_t
 	}
 	if (c->passed_fd < 0 || !output_fd_writable(c->passed_fd)) {
 		send_error(c, "run request without a writable output file descriptor");
+		goto out;
+	}
+	if (req->ring_pages > MAX_RING_PAGES || (req->ring_pages & (req->ring_pages - 1))) {
+		send_error(c, "ring pages must be a power of two up to " STRINGIFY(MAX_RING_PAGES));
+		goto out;
+	}
+	if (req->stack_bytes % 8 || req->stack_bytes > SAMPLER_MAX_STACK_BYTES) {
+		send_error(c, "stack bytes must be a multiple of 8 up to 65528");
 		goto out;
 	}
 	s = session_new(srv, c, req);
@@ -339,11 +354,26 @@ static const struct sampler_callbacks sampler_cb = {
 	.lost = on_lost,
 };
 
+/*
+ * Drains the perf rings. A sample may name a mapping whose MMAP2 record sits
+ * in another CPU's ring read later in the same pass: samples are written
+ * only after the whole pass (or, with an agent, once its events reach them).
+ */
+static void session_read_samples(struct session *s)
+{
+	uint64_t started = mono_now();
+
+	sampler_read(s->sampler, &sampler_cb, s);
+	if (s->samples_out)
+		sample_pipeline_rings_read(s->samples_out, started);
+}
+
 /* Run: armed to start at exec. Attach: the process runs already: maps from /proc, enabled now. */
 static void session_start_sampling(struct session *s, Profd__SamplingReady *ready)
 {
 	struct sampler_config cfg = { .pid = s->target, .freq_hz = s->freq,
-				      .enable_on_exec = !s->attach_mode };
+				      .enable_on_exec = !s->attach_mode,
+				      .ring_pages = s->ring_pages };
 	char err[256] = "";
 
 	s->symbols = symbolizer_new(s->target);
@@ -356,7 +386,7 @@ static void session_start_sampling(struct session *s, Profd__SamplingReady *read
 		if (s->unwinder && s->attach_mode)
 			dwarf_unwinder_load_proc_maps(s->unwinder);
 		cfg.copy_stack = s->unwinder != NULL;
-		cfg.stack_bytes = SAMPLER_DEFAULT_STACK_BYTES;
+		cfg.stack_bytes = s->stack_bytes ? s->stack_bytes : SAMPLER_DEFAULT_STACK_BYTES;
 	}
 	s->samples_out = sample_pipeline_new(&(struct sample_pipeline_config){
 		.target = s->target, .writer = s->writer, .symbols = s->symbols,
@@ -649,7 +679,7 @@ static void handle_events(struct session *s, const uint8_t *p, size_t len)
 	}
 	/* every sample up to now in hand, so none arrives after the events that pass it */
 	if (s->sampler)
-		sampler_read(s->sampler, &sampler_cb, s);
+		session_read_samples(s);
 	if (event_decoder_feed(s->decoder, p, len, &decoder_cb, s, err, sizeof(err))) {
 		session_error(s, "agent stream: %s", err);
 		conn_close_later(s->agent);
@@ -809,7 +839,7 @@ static void session_finish(struct server *srv, struct session *s)
 		session_error(s, "the agent sent %s events naming no known function", invalid);
 	}
 	if (s->sampler) {
-		sampler_read(s->sampler, &sampler_cb, s);
+		session_read_samples(s);
 		sampler_close(s->sampler);
 	}
 	if (s->samples_out) { /* what is still held is written before the trace ends */
@@ -907,7 +937,7 @@ void session_tick_all(struct server *srv)
 	for (; s; s = next) {
 		next = s->next;
 		if (s->sampler)
-			sampler_read(s->sampler, &sampler_cb, s);
+			session_read_samples(s);
 		if (s->samples_out && now > SAMPLE_HOLD_MAX_NS) /* an agent that went quiet */
 			sample_pipeline_release_older(s->samples_out, now - SAMPLE_HOLD_MAX_NS);
 		if (s->writer)

@@ -35,18 +35,48 @@ static int parse_unsigned(const char *s, const char *what, unsigned max, unsigne
 	return 0;
 }
 
-static int parse_call_graph(const char *s, unsigned *out)
+/* fp, dwarf or auto, the last two optionally ",BYTES" of stack copied per sample (like perf). */
+static int parse_call_graph(const char *s, struct profile_options *o)
 {
 	static const char *const modes[] = { "auto", "fp", "dwarf" };
+	const char *comma = strchr(s, ',');
+	size_t len = comma ? (size_t)(comma - s) : strlen(s);
 
 	for (unsigned i = 0; i < 3; i++) {
-		if (strcmp(s, modes[i]) == 0) {
-			*out = i;
+		if (strlen(modes[i]) != len || strncmp(s, modes[i], len) != 0)
+			continue;
+		o->call_graph = i;
+		if (!comma)
 			return 0;
+		if (i == 1) {
+			fprintf(stderr, "profctl: --call-graph fp copies no stack: drop ',%s'\n",
+				comma + 1);
+			return -EINVAL;
 		}
+		if (parse_unsigned(comma + 1, "the --call-graph stack size", 65528, &o->stack_bytes))
+			return -EINVAL;
+		if (o->stack_bytes == 0 || o->stack_bytes % 8) {
+			fprintf(stderr, "profctl: the --call-graph stack size must be a multiple of 8 "
+					"from 8 to 65528, not '%s'\n", comma + 1);
+			return -EINVAL;
+		}
+		return 0;
 	}
-	fprintf(stderr, "profctl: --call-graph must be fp, dwarf or auto, not '%s'\n", s);
+	fprintf(stderr, "profctl: --call-graph must be fp, dwarf or auto (dwarf,BYTES), not '%s'\n",
+		s);
 	return -EINVAL;
+}
+
+/* Pages per CPU ring: a power of two, as perf's --mmap-pages. */
+static int parse_mmap_pages(const char *s, unsigned *out)
+{
+	if (parse_unsigned(s, "--mmap-pages", 1u << 16, out))
+		return -EINVAL;
+	if (*out == 0 || (*out & (*out - 1))) {
+		fprintf(stderr, "profctl: --mmap-pages must be a power of two, not '%s'\n", s);
+		return -EINVAL;
+	}
+	return 0;
 }
 
 int profile_options_parse(int argc, char **argv, struct profile_options *o, const char *usage,
@@ -56,6 +86,7 @@ int profile_options_parse(int argc, char **argv, struct profile_options *o, cons
 		{ "funcs", required_argument, NULL, 'F' }, { "freq", required_argument, NULL, 'f' },
 		{ "output", required_argument, NULL, 'o' }, { "duration", required_argument, NULL, 'd' },
 		{ "verbose", no_argument, NULL, 'v' },      { "call-graph", required_argument, NULL, 'g' },
+		{ "mmap-pages", required_argument, NULL, 'm' },
 		{ 0 },
 	};
 	int c;
@@ -74,7 +105,11 @@ int profile_options_parse(int argc, char **argv, struct profile_options *o, cons
 		case 'o': o->output = optarg; break;
 		case 'v': o->verbose = true; break;
 		case 'g':
-			if (parse_call_graph(optarg, &o->call_graph))
+			if (parse_call_graph(optarg, o))
+				return -EINVAL;
+			break;
+		case 'm':
+			if (parse_mmap_pages(optarg, &o->mmap_pages))
 				return -EINVAL;
 			break;
 		default: fprintf(stderr, "%s", usage); return -EINVAL;
@@ -177,6 +212,8 @@ int session_client_start(struct session_client *c, const char *comm, pid_t attac
 	req.output_name = c->output_path;
 	req.attach_pid = attach_pid;
 	req.call_graph = c->opt->call_graph;
+	req.stack_bytes = c->opt->stack_bytes;
+	req.ring_pages = c->opt->mmap_pages;
 	n = profd__run_request__get_packed_size(&req);
 	buf = malloc(n + 1);
 	if (!buf)

@@ -25,10 +25,12 @@ struct profile_options {
 	const char *output;
 	bool verbose;
 	unsigned call_graph; /* 0 auto, 1 fp, 2 dwarf (proto RunRequest.call_graph) */
+	unsigned stack_bytes; /* --call-graph dwarf,BYTES; 0 = profd's default */
+	unsigned mmap_pages;  /* --mmap-pages: per-CPU ring pages; 0 = profd's default */
 };
 
 /*
- * Parses --funcs/--freq/-o/--duration/-v. With stop_at_operand (run: what
+ * Parses --funcs/--freq/-o/--duration/-v/--call-graph/--mmap-pages. With stop_at_operand (run: what
  * follows is CMD's) parsing stops at the first operand; otherwise operands
  * are moved to the end. Returns the index of the first operand, or a
  * negative errno after printing why (and usage).

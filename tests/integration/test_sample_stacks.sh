@@ -85,4 +85,13 @@ for run in plain instr sort sort_instr; do
 	check "$run: $empty of $total samples without a callsite (<= 1%)" \
 		at_least $((total / 100)) "$empty"
 done
+# ---- a ring too small for one sample: every loss reported, the trace still loads ------
+profile lost --mmap-pages 1 --call-graph dwarf,65528 -- "$TARGET" spin 300 exit
+lost_summary=$(sed -n 's/.*samples: [0-9]* (\([0-9]*\) lost).*/\1/p' "$WORK/lost.err")
+lost_trace=$("$PROFCTL" report "$WORK/lost.pftrace" | sed -n 's/.*samples, \([0-9]*\) lost.*/\1/p')
+check "the summary reports the lost samples ($lost_summary)" at_least "${lost_summary:-0}" 100
+check_eq "the trace holds the same loss (kernel_records_lost)" "$lost_trace" "$lost_summary"
+check_eq "bad --mmap-pages is refused with one line" \
+	"$("$PROFCTL" run --mmap-pages 3 -- true 2>&1)" \
+	"profctl: --mmap-pages must be a power of two, not '3'"
 finish
