@@ -157,6 +157,13 @@ $(BUILD)/bench/%: bench/%.c
 	@mkdir -p $(@D)
 	@echo "  CC      $<"
 	$(Q)$(CC) $(TARGET_CFLAGS) -o $@ $< -ldl
+# This one measures the daemon's own unwinder: built like the daemon and
+# linked with its objects (profd's, less its main).
+$(BUILD)/bench/unwind_cost: bench/unwind_cost.c $(DAEMON_OBJ) $(EXPORT_OBJ) $(COMMON_OBJ)
+	@mkdir -p $(@D)
+	@echo "  CC      $<"
+	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $< $(DAEMON_OBJ) $(EXPORT_OBJ) $(COMMON_OBJ) \
+		$(LDFLAGS_SAN) $(LIBS_DAEMON)
 
 bench: all $(BENCH_BIN)
 	$(Q)bench/run.sh $(BUILD)

@@ -56,3 +56,13 @@ fi
 
 echo
 "$ROOT/bench/attach.sh" "$BUILD"
+
+echo
+echo "== unwind: DWARF unwinding cost per sample in the daemon (libdwfl), spin and qsort =="
+# unwind_cost exits non-zero when it has no samples or a module failed to load.
+rc=0
+"$ROOT/$BUILD/bench/unwind_cost" || rc=$?
+if [ "$rc" -ne 0 ]; then
+	echo "FAIL: unwind_cost exited with status $rc" >&2
+	exit 1
+fi

@@ -267,11 +267,11 @@ static void print_self_samples(const Profd__SessionSummary *s)
 		const Profd__FunctionSelfSamples *f = s->self_samples[i];
 
 		if (s->sample_freq)
-			fprintf(stderr, "  %8llu samples  ~%8.1f ms  %s\n",
+			fprintf(stderr, "profctl: %8llu samples  ~%8.1f ms  %s\n",
 				(unsigned long long)f->samples,
 				1000.0 * (double)f->samples / s->sample_freq, f->name);
 		else
-			fprintf(stderr, "  %8llu samples  %s\n", (unsigned long long)f->samples,
+			fprintf(stderr, "profctl: %8llu samples  %s\n", (unsigned long long)f->samples,
 				f->name);
 	}
 }

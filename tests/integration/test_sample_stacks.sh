@@ -56,7 +56,7 @@ check_eq "the most frequent chain is the same with and without instrumentation" 
 # ---- self time: slices carry it, the summary agrees -----------------------------------
 in_trace=$(awk '$1 == "slice" && $4 == "nofp_level3" && NF == 8 { n += $8 } END { print n + 0 }' \
 	"$WORK/instr.dump")
-in_summary=$(awk '$NF == "nofp_level3" && $2 == "samples" { print $1 }' "$WORK/instr.err")
+in_summary=$(awk '$NF == "nofp_level3" && $3 == "samples" { print $2 }' "$WORK/instr.err")
 check_eq "nofp_level3's self samples: the slices' arguments add up to the summary" \
 	"$in_trace" "$in_summary"
 check "nofp_level3 has most of the samples as self time ($in_trace)" \
