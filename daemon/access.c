@@ -1,16 +1,23 @@
 // SPDX-License-Identifier: MIT
 /*
- * ptrace-equivalent access checks (see access.h). Reads /proc only; every
- * field is parsed defensively (a process can vanish between two reads).
+ * ptrace-equivalent access checks and who may see kernel addresses (see
+ * access.h). Reads /proc only; every field is parsed defensively (a process
+ * can vanish between two reads).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "daemon/access.h"
 
 #define CAP_SYS_PTRACE_BIT 19
+#define CAP_SYS_ADMIN_BIT 21
+#define CAP_SYSLOG_BIT 34
+#define CAP_PERFMON_BIT 38
 
 struct proc_status {
 	long ppid;
@@ -95,4 +102,49 @@ unsigned long long access_start_time(pid_t pid)
 			       " %*d %*d %llu", &start);
 	fclose(f);
 	return start;
+}
+
+/* An integer sysctl under /proc/sys/kernel, or fallback when it cannot be read. */
+static long read_kernel_sysctl(const char *name, long fallback)
+{
+	char path[96], buf[32], *end;
+	ssize_t n = -1;
+	long v;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/sys/kernel/%s", name);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		n = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+	}
+	if (n <= 0)
+		return fallback;
+	buf[n] = '\0';
+	v = strtol(buf, &end, 10);
+	return end == buf ? fallback : v;
+}
+
+static bool caps_see_kernel(uint64_t cap_eff)
+{
+	return (cap_eff >> CAP_PERFMON_BIT & 1) ||
+	       ((cap_eff >> CAP_SYSLOG_BIT & 1) && (cap_eff >> CAP_SYS_ADMIN_BIT & 1));
+}
+
+bool access_may_see_kernel(pid_t client_pid, uid_t client_uid)
+{
+	struct proc_status st;
+
+	/* unreadable sysctls count as the most restrictive values */
+	if (read_kernel_sysctl("perf_event_paranoid", 3) <= 1 &&
+	    read_kernel_sysctl("kptr_restrict", 2) == 0)
+		return true;
+	if (client_pid <= 0 || read_status(client_pid, &st) < 0)
+		return false;
+	/*
+	 * uid 0 alone is not enough: a container's root shares uid 0 with the
+	 * host but not its capabilities, and kernel addresses defeat KASLR.
+	 * The status must still belong to client_uid (the pid may be reused).
+	 */
+	return st.uid[1] == (long)client_uid && caps_see_kernel(st.cap_eff);
 }

@@ -2,7 +2,8 @@
 /*
  * Who may profile what: the daemon may run as root, so it serves a client
  * only for a target the client could ptrace itself (same user on every uid,
- * or CAP_SYS_PTRACE / root), judged from SO_PEERCRED and /proc.
+ * or CAP_SYS_PTRACE / root), and shows kernel frames only to a client that
+ * could read them itself; judged from SO_PEERCRED and /proc.
  */
 #ifndef PROFD_ACCESS_H
 #define PROFD_ACCESS_H
@@ -19,6 +20,17 @@
  */
 const char *access_check_target(pid_t client_pid, uid_t client_uid, pid_t target,
 				bool must_be_child, char *buf, size_t len);
+
+/*
+ * Whether the client (pid, uid from SO_PEERCRED) may be shown kernel frames
+ * and addresses: when the system shows them to everybody
+ * (kernel.perf_event_paranoid <= 1 and kernel.kptr_restrict == 0), or when
+ * the client's effective capabilities (/proc/PID/status CapEff) hold
+ * CAP_PERFMON, or CAP_SYSLOG and CAP_SYS_ADMIN, and its effective uid is
+ * client_uid. Root counts through its capabilities, not its uid. False
+ * when anything cannot be read.
+ */
+bool access_may_see_kernel(pid_t client_pid, uid_t client_uid);
 
 /* The target's start time (clock ticks since boot), to notice a pid reused; 0 if gone. */
 unsigned long long access_start_time(pid_t pid);

@@ -37,7 +37,8 @@ struct elf_module {
 	enum elf_module_kind kind;
 	bool loaded;
 	const char *load_error;          /* static string; NULL when symbols loaded */
-	const char *symbol_source;       /* ".symtab", ".dynsym", "debug .symtab" or NULL */
+	const char *symbol_source;       /* ".symtab", ".dynsym", "debug .symtab",
+					    "debuglink .symtab" or NULL */
 
 	struct elf_function *functions;  /* sorted by start */
 	size_t n_functions;

@@ -4,7 +4,8 @@
  * thread and CPU) and one mmap ring per CPU. The only ring field written is
  * data_tail. Ring contents are parsed as untrusted bytes: every size and
  * field is checked against the record before use (user register and stack
- * copies included). No global state.
+ * copies included). Kernel frames are only asked for, and only handed on,
+ * with kernel_callchain. No global state.
  */
 #include "daemon/sampler.h"
 
@@ -54,9 +55,11 @@ struct sampler {
 	int *fds;                           /* every event, ring owners included */
 	size_t n_fds, cap_fds;
 	struct sampler_stats stats;
-	bool copy_stack;                    /* samples carry REGS_USER and STACK_USER */
+	struct sampler_parse_options parse; /* as opened: kernel_callchain off after a refusal */
 	uint8_t *scratch;                   /* a record that wraps the ring end */
 	uint64_t chain[SAMPLER_MAX_CALLCHAIN];
+	uint64_t kernel_chain[SAMPLER_MAX_CALLCHAIN];
+	char warning[512];                  /* "" or what sampler_warning returns */
 };
 
 /* What one parse pass reports to. */
@@ -66,7 +69,8 @@ struct parse_ctx {
 	uint32_t cpu;
 	struct sampler_stats *stats;
 	uint64_t *chain;                    /* SAMPLER_MAX_CALLCHAIN entries */
-	bool copy_stack;
+	uint64_t *kernel_chain;             /* SAMPLER_MAX_CALLCHAIN entries */
+	struct sampler_parse_options opt;
 };
 
 struct sample_id {
@@ -93,30 +97,43 @@ static uint32_t rd32(const uint8_t *p)
 /* ---- record parsing ------------------------------------------------------ */
 
 /*
- * Copies the user part of a raw callchain; kernel/hv/guest parts and markers
- * are dropped, and so are callers in the never-mapped first page (the 0 a
- * frame-pointer walk reads at the outermost frame); the leaf is always kept.
+ * Splits a raw callchain into its user part and (with kernel_callchain) its
+ * kernel part; hv/guest parts and the PERF_CONTEXT_* markers are dropped, and
+ * so are user callers in the never-mapped first page (the 0 a frame-pointer
+ * walk reads at the outermost frame); the user leaf is always kept. The
+ * kernel part comes first, so a full kernel part must not end the walk.
  */
-static size_t user_frames(const struct parse_ctx *pc, const uint8_t *ips, uint64_t nr)
+static void split_callchain(const struct parse_ctx *pc, const uint8_t *ips, uint64_t nr,
+			    struct sampler_sample *s)
 {
 	uint64_t context = 0, i, ip;
-	size_t n = 0;
+	size_t n_user = 0, n_kernel = 0;
+	bool kernel_cut = false;
 
 	for (i = 0; i < nr; i++) {
 		ip = rd64(ips + i * 8);
 		if (ip >= (uint64_t)PERF_CONTEXT_MAX) {
 			context = ip;
-			continue;
+		} else if (context == (uint64_t)PERF_CONTEXT_KERNEL) {
+			if (!pc->opt.kernel_callchain || kernel_cut)
+				continue;
+			if (n_kernel < SAMPLER_MAX_CALLCHAIN)
+				pc->kernel_chain[n_kernel++] = ip;
+			else
+				kernel_cut = true;
+		} else if (context == (uint64_t)PERF_CONTEXT_USER && (n_user == 0 || ip >= 4096)) {
+			if (n_user == SAMPLER_MAX_CALLCHAIN) {
+				pc->stats->truncated_chains++;
+				break;
+			}
+			pc->chain[n_user++] = ip;
 		}
-		if (context != (uint64_t)PERF_CONTEXT_USER || (n > 0 && ip < 4096))
-			continue;
-		if (n == SAMPLER_MAX_CALLCHAIN) {
-			pc->stats->truncated_chains++;
-			break;
-		}
-		pc->chain[n++] = ip;
 	}
-	return n;
+	pc->stats->truncated_chains += kernel_cut;
+	s->n_callchain = n_user;
+	s->callchain = pc->chain;
+	s->n_kernel_callchain = n_kernel;
+	s->kernel_callchain = n_kernel ? pc->kernel_chain : NULL;
 }
 
 /*
@@ -177,7 +194,7 @@ static int parse_sample(const struct parse_ctx *pc, const uint8_t *rec, size_t s
 	nr = rd64(rec + 40);
 	if (nr > (size - SAMPLE_FIXED_BYTES) / 8)
 		return -EINVAL;
-	if (pc->copy_stack &&
+	if (pc->opt.copy_stack &&
 	    parse_user_stack(rec, size, SAMPLE_FIXED_BYTES + (size_t)nr * 8, &s) < 0)
 		return -EINVAL;
 	memcpy(&hdr, rec, sizeof(hdr));
@@ -187,9 +204,9 @@ static int parse_sample(const struct parse_ctx *pc, const uint8_t *rec, size_t s
 	s.time = rd64(rec + 24);
 	s.cpu = rd32(rec + 32);
 	s.user_mode = (hdr.misc & PERF_RECORD_MISC_CPUMODE_MASK) == PERF_RECORD_MISC_USER;
-	s.n_callchain = user_frames(pc, rec + SAMPLE_FIXED_BYTES, nr);
-	s.callchain = pc->chain;
+	split_callchain(pc, rec + SAMPLE_FIXED_BYTES, nr, &s);
 	pc->stats->samples++;
+	pc->stats->kernel_samples += s.n_kernel_callchain > 0;
 	if (pc->cb->sample)
 		pc->cb->sample(pc->ctx, &s);
 	return 0;
@@ -392,17 +409,18 @@ static int ring_parse(const struct parse_ctx *pc, const uint8_t *data, uint64_t 
 	return n;
 }
 
-static int parse_detached(const void *data, size_t size, uint64_t tail, uint64_t head,
-			  uint32_t cpu, const struct sampler_callbacks *cb, void *ctx,
-			  struct sampler_stats *stats, bool copy_stack)
+int sampler_parse_with(const void *data, size_t size, uint64_t tail, uint64_t head, uint32_t cpu,
+		       const struct sampler_parse_options *opt, const struct sampler_callbacks *cb,
+		       void *ctx, struct sampler_stats *stats)
 {
-	uint64_t chain[SAMPLER_MAX_CALLCHAIN];
-	struct parse_ctx pc = { cb, ctx, cpu, stats, chain, copy_stack };
+	uint64_t chain[SAMPLER_MAX_CALLCHAIN], kernel_chain[SAMPLER_MAX_CALLCHAIN];
+	struct parse_ctx pc = { cb, ctx, cpu, stats, chain, kernel_chain, { false, false } };
 	uint8_t *scratch;
 	int n;
 
-	if (!data || !cb || !stats || size < 8 || (size & (size - 1)))
+	if (!data || !opt || !cb || !stats || size < 8 || (size & (size - 1)))
 		return -EINVAL;
+	pc.opt = *opt;
 	scratch = malloc(SCRATCH_BYTES);
 	if (!scratch)
 		return -ENOMEM;
@@ -414,19 +432,23 @@ static int parse_detached(const void *data, size_t size, uint64_t tail, uint64_t
 int sampler_parse(const void *data, size_t size, uint64_t tail, uint64_t head, uint32_t cpu,
 		  const struct sampler_callbacks *cb, void *ctx, struct sampler_stats *stats)
 {
-	return parse_detached(data, size, tail, head, cpu, cb, ctx, stats, false);
+	const struct sampler_parse_options opt = { .copy_stack = false };
+
+	return sampler_parse_with(data, size, tail, head, cpu, &opt, cb, ctx, stats);
 }
 
 int sampler_parse_copy_stack(const void *data, size_t size, uint64_t tail, uint64_t head,
 			     uint32_t cpu, const struct sampler_callbacks *cb, void *ctx,
 			     struct sampler_stats *stats)
 {
-	return parse_detached(data, size, tail, head, cpu, cb, ctx, stats, true);
+	const struct sampler_parse_options opt = { .copy_stack = true };
+
+	return sampler_parse_with(data, size, tail, head, cpu, &opt, cb, ctx, stats);
 }
 
 int sampler_read(struct sampler *s, const struct sampler_callbacks *cb, void *ctx)
 {
-	struct parse_ctx pc = { cb, ctx, 0, NULL, NULL, false };
+	struct parse_ctx pc = { cb, ctx, 0, NULL, NULL, NULL, { false, false } };
 	int total = 0;
 	size_t i;
 
@@ -434,7 +456,8 @@ int sampler_read(struct sampler *s, const struct sampler_callbacks *cb, void *ct
 		return -EINVAL;
 	pc.stats = &s->stats;
 	pc.chain = s->chain;
-	pc.copy_stack = s->copy_stack;
+	pc.kernel_chain = s->kernel_chain;
+	pc.opt = s->parse;
 	for (i = 0; i < s->n_rings; i++) {
 		struct sampler_ring *r = &s->rings[i];
 		/* acquire pairs with the kernel's smp_wmb() before it publishes data_head */
@@ -452,6 +475,16 @@ int sampler_read(struct sampler *s, const struct sampler_callbacks *cb, void *ct
 void sampler_get_stats(const struct sampler *s, struct sampler_stats *out)
 {
 	*out = s->stats;
+}
+
+const char *sampler_warning(const struct sampler *s)
+{
+	return s->warning[0] ? s->warning : NULL;
+}
+
+bool sampler_has_kernel_callchain(const struct sampler *s)
+{
+	return s->parse.kernel_callchain;
 }
 
 /* ---- opening ------------------------------------------------------------- */
@@ -521,9 +554,10 @@ static void make_attr(const struct sampler_config *cfg, size_t ring_bytes,
 	a->inherit = 1;
 	a->disabled = 1;
 	a->enable_on_exec = cfg->enable_on_exec;
-	a->exclude_kernel = 1;
+	/* kernel samples need perf_event_paranoid <= 1 or CAP_PERFMON */
+	a->exclude_kernel = !cfg->kernel_callchain;
 	a->exclude_hv = 1;
-	a->exclude_callchain_kernel = 1;
+	a->exclude_callchain_kernel = !cfg->kernel_callchain;
 	a->use_clockid = 1;
 	a->clockid = CLOCK_MONOTONIC;
 	a->mmap = 1;
@@ -734,43 +768,86 @@ static struct sampler *sampler_alloc(size_t n_cpus, const int *cpus)
 	return s;
 }
 
-struct sampler *sampler_open(const struct sampler_config *cfg, char *err, size_t errlen)
-{
-	struct sampler *s = NULL;
-	int *cpus = NULL, e = -ENOMEM;
-	pid_t *tids = NULL;
-	size_t ring_bytes, n_cpus, n_tids, i;
+/* What one attempt at opening the events works with. */
+struct open_plan {
+	const int *cpus;
+	size_t n_cpus;
+	const pid_t *tids;
+	size_t n_tids;
+	size_t ring_bytes;
+};
 
-	e = check_config(cfg, &ring_bytes, err, errlen);
-	if (e < 0)
-		goto err_free;
-	e = -ENOMEM;
-	snprintf(err, errlen, "sampler: out of memory");
-	n_cpus = online_cpus(&cpus);
-	n_tids = target_threads(cfg, &tids);
-	if (!n_cpus || !n_tids)
-		goto err_free;
-	s = sampler_alloc(n_cpus, cpus);
-	if (!s)
-		goto err_free;
-	s->copy_stack = cfg->copy_stack;
-	for (i = 0; i < n_cpus; i++) {
-		e = open_cpu(s, &s->rings[i], cfg, tids, n_tids, ring_bytes, err, errlen);
-		if (e < 0)
-			goto err_close;
+/* Opens every event of cfg; NULL with *e set (and err written) on failure. */
+static struct sampler *open_events(const struct sampler_config *cfg, const struct open_plan *plan,
+				   char *err, size_t errlen, int *e)
+{
+	struct sampler *s = sampler_alloc(plan->n_cpus, plan->cpus);
+	size_t i;
+
+	*e = -ENOMEM;
+	if (!s) {
+		snprintf(err, errlen, "sampler: out of memory");
+		return NULL;
+	}
+	s->parse.copy_stack = cfg->copy_stack;
+	s->parse.kernel_callchain = cfg->kernel_callchain;
+	for (i = 0; i < plan->n_cpus; i++) {
+		*e = open_cpu(s, &s->rings[i], cfg, plan->tids, plan->n_tids, plan->ring_bytes, err,
+			      errlen);
+		if (*e < 0) {
+			sampler_close(s);
+			return NULL;
+		}
 		s->ring_fds[i] = s->rings[i].fd;
 	}
-	free(cpus);
-	free(tids);
 	return s;
+}
 
-err_close:
-	sampler_close(s);
-err_free:
+/* Kernel frames refused: the same events for user space only, saying why. */
+static struct sampler *open_user_only(const struct sampler_config *cfg,
+				      const struct open_plan *plan, char *err, size_t errlen,
+				      int *e)
+{
+	struct sampler_config user_only = *cfg;
+	char why[256];
+	struct sampler *s;
+
+	snprintf(why, sizeof(why), "%s", err);
+	user_only.kernel_callchain = false;
+	s = open_events(&user_only, plan, err, errlen, e);
+	if (s)
+		snprintf(s->warning, sizeof(s->warning),
+			 "kernel frames refused: %s; sampling user space only", why);
+	return s;
+}
+
+struct sampler *sampler_open(const struct sampler_config *cfg, char *err, size_t errlen)
+{
+	struct open_plan plan = { 0 };
+	struct sampler *s = NULL;
+	int *cpus = NULL, e;
+	pid_t *tids = NULL;
+
+	e = check_config(cfg, &plan.ring_bytes, err, errlen);
+	if (e < 0)
+		goto out;
+	e = -ENOMEM;
+	snprintf(err, errlen, "sampler: out of memory");
+	plan.n_cpus = online_cpus(&cpus);
+	plan.n_tids = target_threads(cfg, &tids);
+	plan.cpus = cpus;
+	plan.tids = tids;
+	if (!plan.n_cpus || !plan.n_tids)
+		goto out;
+	s = open_events(cfg, &plan, err, errlen, &e);
+	if (!s && cfg->kernel_callchain && (e == -EACCES || e == -EPERM))
+		s = open_user_only(cfg, &plan, err, errlen, &e);
+out:
 	free(cpus);
 	free(tids);
-	errno = -e;
-	return NULL;
+	if (!s)
+		errno = -e;
+	return s;
 }
 
 size_t sampler_fds(const struct sampler *s, const int **fds)

@@ -29,6 +29,10 @@ struct sampler_config {
 				  PERF_SAMPLE_STACK_USER) */
 	uint32_t stack_bytes;  /* bytes of stack copied per sample: a multiple of 8 up to
 				  SAMPLER_MAX_STACK_BYTES; 0 = SAMPLER_DEFAULT_STACK_BYTES */
+	bool kernel_callchain; /* also sample time spent in the kernel and hand over the
+				  kernel part of callchains (sampler_sample.kernel_callchain);
+				  when perf_event_open refuses that (EACCES/EPERM), the
+				  sampler falls back to user space only, see sampler_warning */
 };
 
 #define SAMPLER_DEFAULT_STACK_BYTES 8192u
@@ -52,8 +56,15 @@ struct sampler_sample {
 	uint64_t ip;
 	size_t n_callchain;    /* user frames only, leaf first, PERF_CONTEXT_* markers removed */
 	const uint64_t *callchain; /* callchain[0] == ip (the kernel stores the interrupted
-				      user ip first); callers below 4096 (the 0 ending a
-				      frame-pointer walk) dropped; valid during the callback */
+				      user ip first) for user-mode samples; for kernel-mode
+				      ones the user pc the thread entered the kernel from;
+				      callers below 4096 (the 0 ending a frame-pointer walk)
+				      dropped; valid during the callback */
+	/* with kernel_callchain only (otherwise 0 and NULL): */
+	size_t n_kernel_callchain; /* kernel frames, leaf first, markers removed; 0 when the
+				      sample has none (kernel_callchain off or refused) */
+	const uint64_t *kernel_callchain; /* for a kernel-mode sample [0] == ip; valid during
+					     the callback */
 	/* with copy_stack only (otherwise regs_mask 0, stack NULL, stack_size 0): */
 	uint64_t regs_mask;    /* which regs[] are valid (bit i = PERF_REG_X86_* i); 0 when
 				  the kernel had no 64-bit user registers (kernel thread,
@@ -113,10 +124,22 @@ struct sampler_stats {
 	uint64_t lost;             /* samples the kernel dropped (LOST, LOST_SAMPLES) */
 	uint64_t malformed;        /* records, or rest of a ring's data, skipped as malformed */
 	uint64_t throttled;        /* THROTTLE records: the kernel lowered the rate */
-	uint64_t truncated_chains; /* callchains cut to SAMPLER_MAX_CALLCHAIN frames */
+	uint64_t truncated_chains; /* callchains (user or kernel part) cut to
+				      SAMPLER_MAX_CALLCHAIN frames */
+	uint64_t kernel_samples;   /* samples that carried kernel frames */
 };
 
 void sampler_get_stats(const struct sampler *s, struct sampler_stats *out);
+
+/*
+ * NULL, or why the sampler does less than its config asked, e.g. "kernel
+ * frames refused: perf_event_open(pid 12, cpu 0): Permission denied;
+ * perf_event_paranoid=2; sampling user space only". Valid until sampler_close.
+ */
+const char *sampler_warning(const struct sampler *s);
+
+/* Whether samples carry kernel frames (kernel_callchain asked and granted). */
+bool sampler_has_kernel_callchain(const struct sampler *s);
 
 /*
  * Parses the records in [tail, head) of a perf data area of size bytes (a
@@ -136,6 +159,17 @@ int sampler_parse(const void *data, size_t size, uint64_t tail, uint64_t head, u
 int sampler_parse_copy_stack(const void *data, size_t size, uint64_t tail, uint64_t head,
 			     uint32_t cpu, const struct sampler_callbacks *cb, void *ctx,
 			     struct sampler_stats *stats);
+
+/* What sampler_parse_with parses and reports, as the sampler's config says. */
+struct sampler_parse_options {
+	bool copy_stack;       /* samples hold REGS_USER and STACK_USER parts */
+	bool kernel_callchain; /* report kernel frames (n_kernel_callchain) */
+};
+
+/* sampler_parse with the options given; same returns. */
+int sampler_parse_with(const void *data, size_t size, uint64_t tail, uint64_t head, uint32_t cpu,
+		       const struct sampler_parse_options *opt, const struct sampler_callbacks *cb,
+		       void *ctx, struct sampler_stats *stats);
 
 /* Enables counting (for a target that is already running). */
 int sampler_enable(struct sampler *s);

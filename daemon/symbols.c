@@ -3,8 +3,9 @@
  * Symbolizer of one target process: a sorted, non-overlapping array of its
  * executable mappings, each pointing at a module (one per distinct path,
  * ELF loading in daemon/elf_module.c, lazily on the first lookup that hits
- * it). Not thread-safe: one owner thread per symbolizer. Never trusts the
- * target: paths and files it names only ever yield "no symbols".
+ * it), plus the target's JIT map for anonymous code (daemon/jit_map.c).
+ * Not thread-safe: one owner thread per symbolizer. Never trusts the target:
+ * paths and files it names only ever yield "no symbols".
  */
 #include "daemon/symbols.h"
 
@@ -16,6 +17,7 @@
 #include <string.h>
 
 #include "daemon/elf_module.h"
+#include "daemon/jit_map.h"
 
 struct mapping {
 	uint64_t start, end, pgoff;
@@ -28,6 +30,8 @@ struct symbolizer {
 	size_t n_maps, cap_maps;
 	struct elf_module **modules;
 	size_t n_modules, cap_modules;
+	struct jit_map *jit;    /* perf-PID.map, created on the first pc in "[anon]" */
+	unsigned int jit_misses; /* [anon] pcs the map missed since it was last checked */
 };
 
 struct symbolizer *symbolizer_new(pid_t pid)
@@ -50,6 +54,7 @@ void symbolizer_free(struct symbolizer *s)
 		elf_module_free(s->modules[i]);
 	free(s->modules);
 	free(s->maps);
+	jit_map_free(s->jit);
 	free(s);
 }
 
@@ -216,6 +221,44 @@ static const struct mapping *maps_find(const struct symbolizer *s, uint64_t pc)
 	return NULL;
 }
 
+/*
+ * The JIT symbol covering pc. JITs append to their map, so misses re-check
+ * it, but only once per SYMBOLIZER_JIT_RECHECK_MISSES of them: plain
+ * anonymous code costs an open and a stat only now and then.
+ */
+static int jit_lookup(struct symbolizer *s, uint64_t pc, struct jit_symbol *js)
+{
+	if (!s->jit) {
+		s->jit = jit_map_new(s->pid, NULL);
+		if (!s->jit)
+			return -ENOMEM;
+		s->jit_misses = SYMBOLIZER_JIT_RECHECK_MISSES - 1;
+	}
+	if (jit_map_find(s->jit, pc, js) == 0)
+		return 0;
+	if (++s->jit_misses < SYMBOLIZER_JIT_RECHECK_MISSES)
+		return -ENOENT;
+	s->jit_misses = 0;
+	if (jit_map_refresh(s->jit) <= 0)
+		return -ENOENT;
+	return jit_map_find(s->jit, pc, js);
+}
+
+static void lookup_anon(struct symbolizer *s, uint64_t pc, struct symbol_info *out)
+{
+	struct jit_symbol js;
+
+	if (jit_lookup(s, pc, &js) < 0) {
+		if (s->jit && jit_map_error(s->jit))
+			out->symbols_error = jit_map_error(s->jit);
+		return;
+	}
+	out->mapping_path = "[jit]";
+	out->function = js.name;
+	out->function_offset = pc - js.start;
+	out->symbols_error = NULL;
+}
+
 int symbolizer_lookup(struct symbolizer *s, uint64_t pc, struct symbol_info *out)
 {
 	const struct mapping *mp = s ? maps_find(s, pc) : NULL;
@@ -240,6 +283,10 @@ int symbolizer_lookup(struct symbolizer *s, uint64_t pc, struct symbol_info *out
 		out->build_id_len = m->build_id_len;
 	}
 	out->symbols_error = m->load_error;
+	if (m->kind == ELF_MODULE_SPECIAL && strcmp(m->path, "[anon]") == 0) {
+		lookup_anon(s, pc, out);
+		return 0;
+	}
 	fn = elf_module_find_function(m, out->rel_pc);
 	if (fn) {
 		out->function = fn->name;

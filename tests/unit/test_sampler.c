@@ -6,11 +6,15 @@
  * perf_event_open is not permitted. With copy_stack, "--stack-spin" spins
  * with a known word pushed at its SP: samples must carry it as the first word
  * of their stack copy, and regs[IP] == ip. Parser cases feed crafted and
- * random bytes through sampler_parse and sampler_parse_copy_stack. Only lower
+ * random bytes through sampler_parse and sampler_parse_copy_stack. With
+ * kernel_callchain, "--read-spin" spends its time in read(2) from /dev/zero:
+ * samples must carry kernel frames that /proc/kallsyms names, and a child
+ * dropped to nobody must fall back to user frames with a warning. Only lower
  * bounds on counts, no timing limits.
  */
 #include <asm/perf_regs.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/perf_event.h>
 #include <poll.h>
 #include <pthread.h>
@@ -24,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "daemon/kernel_symbols.h"
 #include "daemon/sampler.h"
 #include "daemon/symbols.h"
 #include "tests/unit/unit.h"
@@ -129,6 +134,29 @@ __attribute__((noinline)) void profd_stack_spin_caller(long ms)
 static int stack_spin_main(char **argv)
 {
 	profd_stack_spin_caller(atol(argv[2]));
+	_exit(0);
+}
+
+/* profd_read_spin_worker(ms): read(2)s /dev/zero for ms of CPU time, nearly all in the kernel. */
+__attribute__((noinline, visibility("default"))) void profd_read_spin_worker(long ms)
+{
+	static char buf[256 << 10];
+	uint64_t end = thread_cpu_ns() + (uint64_t)ms * 1000000u;
+	int fd = open("/dev/zero", O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		_exit(1);
+	do {
+		if (read(fd, buf, sizeof(buf)) != (ssize_t)sizeof(buf))
+			_exit(1);
+	} while (thread_cpu_ns() < end);
+	close(fd);
+}
+
+/* argv: --read-spin MS */
+static int read_spin_main(char **argv)
+{
+	profd_read_spin_worker(atol(argv[2]));
 	_exit(0);
 }
 
@@ -657,10 +685,192 @@ static void test_open_errors(void)
 	CHECK(strstr(err, "perf_event_max_sample_rate=") != NULL);
 }
 
+/* ---- kernel frames on a live target ------------------------------------------------ */
+
+#define MAX_KERNEL_LEAVES 20000
+
+struct kernel_run {
+	pid_t child;
+	size_t samples, with_kernel, kernel_mode, leaf_not_ip, not_kernel_address, user_chains;
+	uint64_t leaves[MAX_KERNEL_LEAVES];
+	size_t n_leaves;
+};
+
+static void on_kernel_sample(void *ctx, const struct sampler_sample *s)
+{
+	struct kernel_run *r = ctx;
+	size_t k;
+
+	if (s->pid != (uint32_t)r->child)
+		return;
+	r->samples++;
+	r->with_kernel += s->n_kernel_callchain > 0;
+	for (k = 0; k < s->n_kernel_callchain; k++)
+		r->not_kernel_address += s->kernel_callchain[k] < 0xffff800000000000ull;
+	if (s->user_mode)
+		return;
+	r->kernel_mode++;
+	r->leaf_not_ip += !s->n_kernel_callchain || s->kernel_callchain[0] != s->ip;
+	r->user_chains += s->n_callchain > 0;
+	if (s->n_kernel_callchain && r->n_leaves < MAX_KERNEL_LEAVES)
+		r->leaves[r->n_leaves++] = s->kernel_callchain[0];
+}
+
+static const struct sampler_callbacks kernel_cbs = { .sample = on_kernel_sample };
+
+/* Samples "--read-spin" from execve to exit with kernel_callchain. Returns 0, 1 (skip), -1. */
+static int run_read_spin(struct kernel_run *r, struct sampler_stats *st)
+{
+	struct sampler_config cfg = { .freq_hz = 2000, .enable_on_exec = true,
+				      .kernel_callchain = true };
+	char exe[4096], err[256], c = 0;
+	ssize_t len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	struct sampler *s;
+	int pfd[2], e;
+
+	if (len <= 0 || pipe(pfd) < 0)
+		return -1;
+	exe[len] = '\0';
+	r->child = fork();
+	if (r->child == 0) {
+		close(pfd[1]);
+		if (read(pfd[0], &c, 1) == 1)
+			execl(exe, exe, "--read-spin", "500", (char *)NULL);
+		_exit(127);
+	}
+	close(pfd[0]);
+	cfg.pid = r->child;
+	s = sampler_open(&cfg, err, sizeof(err));
+	e = errno;
+	if (!s || sampler_warning(s)) {
+		close(pfd[1]);
+		waitpid(r->child, NULL, 0);
+		if (s)
+			printf("skip: %s\n", sampler_warning(s));
+		sampler_close(s);
+		return s || skip_open_error(e, err) ? 1 : -1;
+	}
+	CHECK(sampler_has_kernel_callchain(s));
+	CHECK(write(pfd[1], &c, 1) == 1);
+	close(pfd[1]);
+	drain_child(s, r->child, &kernel_cbs, r);
+	sampler_get_stats(s, st);
+	sampler_close(s);
+	return 0;
+}
+
+/* Leaves /proc/kallsyms names; -1 when its addresses are hidden. */
+static long named_leaves(const struct kernel_run *r)
+{
+	char err[256];
+	struct kernel_symbols *k = kernel_symbols_load(NULL, err, sizeof(err));
+	struct symbol_info si;
+	long named = 0;
+	size_t i;
+
+	if (!k) {
+		printf("skip: %s\n", err);
+		return -1;
+	}
+	for (i = 0; i < r->n_leaves; i++)
+		named += kernel_symbols_lookup(k, r->leaves[i], &si) == 0;
+	if (r->n_leaves && kernel_symbols_lookup(k, r->leaves[r->n_leaves / 2], &si) == 0)
+		printf("info: a kernel leaf: %s+0x%" PRIx64 " %s\n", si.function,
+		       si.function_offset, si.mapping_path);
+	kernel_symbols_free(k);
+	return named;
+}
+
+static void test_exec_kernel_callchain(void)
+{
+	struct kernel_run *r = calloc(1, sizeof(*r));
+	struct sampler_stats st = { 0 };
+	long named;
+	int rc;
+
+	CHECK(r != NULL);
+	if (!r)
+		return;
+	rc = run_read_spin(r, &st);
+	CHECK(rc >= 0);
+	if (rc == 0) {
+		printf("info: kernel_callchain: %zu samples, %zu in the kernel, %zu with kernel "
+		       "frames\n", r->samples, r->kernel_mode, r->with_kernel);
+		CHECK(r->samples >= 200);
+		CHECK(r->kernel_mode * 2 >= r->samples); /* read(2) of /dev/zero: kernel time */
+		CHECK(r->with_kernel >= r->kernel_mode);
+		CHECK_EQ_INT(st.kernel_samples, r->with_kernel);
+		CHECK_EQ_INT(r->leaf_not_ip, 0);
+		CHECK_EQ_INT(r->not_kernel_address, 0);
+		/* and where the thread entered the kernel */
+		CHECK(r->user_chains * 2 >= r->kernel_mode);
+		named = named_leaves(r);
+		CHECK(named < 0 || (size_t)named * 10 >= r->n_leaves * 9);
+	}
+	free(r);
+}
+
+/*
+ * In a child dropped to nobody (no capabilities) sampling itself: with
+ * perf_event_paranoid 2 the kernel refuses kernel frames but allows user
+ * ones, so the sampler must fall back and say so. Exit 0 when it did, 3 when
+ * even user sampling is refused, 4 when kernel frames are allowed to all.
+ */
+static int fallback_child(void)
+{
+	struct sampler_config cfg = { .freq_hz = 1000, .kernel_callchain = true };
+	struct sampler *s;
+	char err[256];
+	int rc = 1;
+
+	if (setresgid(65534, 65534, 65534) < 0 || setresuid(65534, 65534, 65534) < 0)
+		return 1;
+	cfg.pid = getpid();
+	cfg.kernel_callchain = false;
+	s = sampler_open(&cfg, err, sizeof(err));
+	if (!s)
+		return errno == EACCES || errno == EPERM ? 3 : 1;
+	sampler_close(s);
+	cfg.kernel_callchain = true;
+	s = sampler_open(&cfg, err, sizeof(err));
+	if (!s)
+		return 1;
+	if (!sampler_warning(s))
+		rc = 4;
+	else if (strstr(sampler_warning(s), "kernel frames refused") &&
+		 strstr(sampler_warning(s), "perf_event_paranoid=") &&
+		 !sampler_has_kernel_callchain(s))
+		rc = 0;
+	sampler_close(s);
+	return rc;
+}
+
+static void test_kernel_refused_falls_back(void)
+{
+	pid_t child;
+	int status = 0;
+
+	if (geteuid() != 0) {
+		printf("skip: dropping to nobody needs root\n");
+		return;
+	}
+	fflush(stdout);
+	child = fork();
+	if (child == 0)
+		_exit(fallback_child());
+	CHECK(waitpid(child, &status, 0) == child && WIFEXITED(status));
+	if (WEXITSTATUS(status) == 3)
+		printf("skip: perf_event_open refuses nobody even user-only samples\n");
+	else if (WEXITSTATUS(status) == 4)
+		printf("skip: perf_event_paranoid <= 1 gives nobody kernel frames\n");
+	else
+		CHECK_EQ_INT(WEXITSTATUS(status), 0);
+}
+
 /* ---- parser on crafted bytes ------------------------------------------------------ */
 
 struct rec {
-	uint8_t b[1024];
+	uint8_t b[4096];
 	size_t len;
 };
 
@@ -735,6 +945,7 @@ struct parsed {
 	uint64_t lost;
 	struct sampler_sample last;
 	uint64_t chain[SAMPLER_MAX_CALLCHAIN];
+	uint64_t kernel_chain[SAMPLER_MAX_CALLCHAIN];
 	char filename[64], comm[32];
 	struct sampler_mmap mmap;
 	uint8_t stack[256];            /* the last sample's stack copy, if it fits */
@@ -749,6 +960,9 @@ static void p_sample(void *ctx, const struct sampler_sample *s)
 	p->samples++;
 	p->last = *s;
 	memcpy(p->chain, s->callchain, s->n_callchain * sizeof(uint64_t));
+	if (s->n_kernel_callchain)
+		memcpy(p->kernel_chain, s->kernel_callchain,
+		       s->n_kernel_callchain * sizeof(uint64_t));
 	for (i = 0; i < s->stack_size; i++)
 		p->stack_sum += s->stack[i];
 	if (s->stack && s->stack_size <= sizeof(p->stack))
@@ -909,6 +1123,97 @@ static void test_parse_malformed(void)
 	CHECK_EQ_INT(sampler_parse(ring, sizeof(ring), 0, 4096, 0, &parse_cbs, &p, &st), 0);
 	CHECK_EQ_INT(st.malformed, 4);
 	CHECK_EQ_INT(sampler_parse(ring, 1000, 0, 8, 0, &parse_cbs, &p, &st), -EINVAL);
+}
+
+/* ---- kernel frames ----------------------------------------------------------------- */
+
+#define KIP1 0xffffffff81234567ull
+#define KIP2 0xffffffff81000080ull
+
+static const struct sampler_parse_options with_kernel = { .kernel_callchain = true };
+
+/* A sample taken in the kernel (read(2)): kernel frames, then the user ones. */
+static void kernel_sample_rec(struct rec *r)
+{
+	const uint64_t chain[] = { (uint64_t)PERF_CONTEXT_KERNEL, KIP1, KIP2,
+				   (uint64_t)PERF_CONTEXT_USER, 0x401000, 0x402000, 0 };
+
+	sample_rec(r, KIP1, chain, 7);
+	memcpy(r->b + 4, &(uint16_t){ PERF_RECORD_MISC_KERNEL }, 2);
+}
+
+static void test_parse_kernel_callchain(void)
+{
+	static uint8_t ring[1024];
+	struct sampler_stats st = { 0 };
+	struct parsed p = { 0 };
+	struct rec r;
+	uint64_t tail = 2 * 1024 + 960, head;
+
+	kernel_sample_rec(&r);
+	head = place(ring, sizeof(ring), tail, &r); /* wraps the ring's end */
+	CHECK_EQ_INT(sampler_parse_with(ring, sizeof(ring), tail, head, 0, &with_kernel,
+					&parse_cbs, &p, &st), 1);
+	CHECK_EQ_INT(p.samples, 1);
+	CHECK(!p.last.user_mode);
+	CHECK_EQ_U64(p.last.ip, KIP1);
+	CHECK_EQ_INT(p.last.n_kernel_callchain, 2);
+	CHECK_EQ_U64(p.kernel_chain[0], KIP1);
+	CHECK_EQ_U64(p.kernel_chain[1], KIP2);
+	/* the user part exactly as without kernel frames */
+	CHECK_EQ_INT(p.last.n_callchain, 2);
+	CHECK_EQ_U64(p.chain[0], 0x401000);
+	CHECK_EQ_U64(p.chain[1], 0x402000);
+	CHECK_EQ_INT(st.kernel_samples, 1);
+	CHECK_EQ_INT(st.malformed, 0);
+}
+
+/* Without the option the same record gives no kernel frames and the same user frames. */
+static void test_parse_kernel_callchain_off(void)
+{
+	static uint8_t ring[1024];
+	struct sampler_stats st = { 0 };
+	struct parsed p = { 0 };
+	struct rec r;
+	uint64_t head;
+
+	kernel_sample_rec(&r);
+	head = place(ring, sizeof(ring), 0, &r);
+	CHECK_EQ_INT(sampler_parse(ring, sizeof(ring), 0, head, 0, &parse_cbs, &p, &st), 1);
+	CHECK_EQ_INT(p.last.n_kernel_callchain, 0);
+	CHECK(p.last.kernel_callchain == NULL);
+	CHECK_EQ_INT(p.last.n_callchain, 2);
+	CHECK_EQ_U64(p.chain[0], 0x401000);
+	CHECK_EQ_U64(p.chain[1], 0x402000);
+	CHECK_EQ_INT(st.kernel_samples, 0);
+}
+
+/* A kernel part longer than SAMPLER_MAX_CALLCHAIN is cut; the user part after it survives. */
+static void test_parse_kernel_callchain_truncated(void)
+{
+	static uint64_t chain[SAMPLER_MAX_CALLCHAIN + 20];
+	static uint8_t ring[4096];
+	struct sampler_stats st = { 0 };
+	struct parsed p = { 0 };
+	size_t i, n = 0;
+	struct rec r;
+	uint64_t head;
+
+	chain[n++] = (uint64_t)PERF_CONTEXT_KERNEL;
+	for (i = 0; i < SAMPLER_MAX_CALLCHAIN + 10; i++)
+		chain[n++] = KIP2 + i;
+	chain[n++] = (uint64_t)PERF_CONTEXT_USER;
+	chain[n++] = 0x401000;
+	chain[n++] = 0x402000;
+	sample_rec(&r, KIP2, chain, n);
+	head = place(ring, sizeof(ring), 0, &r);
+	CHECK_EQ_INT(sampler_parse_with(ring, sizeof(ring), 0, head, 0, &with_kernel, &parse_cbs,
+					&p, &st), 1);
+	CHECK_EQ_INT(p.last.n_kernel_callchain, SAMPLER_MAX_CALLCHAIN);
+	CHECK_EQ_U64(p.kernel_chain[SAMPLER_MAX_CALLCHAIN - 1], KIP2 + SAMPLER_MAX_CALLCHAIN - 1);
+	CHECK_EQ_INT(p.last.n_callchain, 2);
+	CHECK_EQ_U64(p.chain[1], 0x402000);
+	CHECK_EQ_INT(st.truncated_chains, 1);
 }
 
 /* ---- copy_stack records ---------------------------------------------------------- */
@@ -1118,12 +1423,28 @@ static void test_parse_random_bytes_copy_stack(void)
 	parse_random_rings("copy_stack", sampler_parse_copy_stack);
 }
 
+static int parse_everything(const void *data, size_t size, uint64_t tail, uint64_t head,
+			    uint32_t cpu, const struct sampler_callbacks *cb, void *ctx,
+			    struct sampler_stats *stats)
+{
+	const struct sampler_parse_options opt = { .copy_stack = true, .kernel_callchain = true };
+
+	return sampler_parse_with(data, size, tail, head, cpu, &opt, cb, ctx, stats);
+}
+
+static void test_parse_random_bytes_kernel(void)
+{
+	parse_random_rings("copy_stack + kernel", parse_everything);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc > 2 && strcmp(argv[1], "--spin") == 0)
 		return spin_main(argc, argv);
 	if (argc > 2 && strcmp(argv[1], "--stack-spin") == 0)
 		return stack_spin_main(argv);
+	if (argc > 2 && strcmp(argv[1], "--read-spin") == 0)
+		return read_spin_main(argv);
 	RUN_TEST(test_parse_wrapped_sample);
 	RUN_TEST(test_parse_side_records);
 	RUN_TEST(test_parse_malformed);
@@ -1133,11 +1454,17 @@ int main(int argc, char **argv)
 	RUN_TEST(test_parse_copy_stack_malformed);
 	RUN_TEST(test_parse_copy_stack_mutated);
 	RUN_TEST(test_parse_random_bytes_copy_stack);
+	RUN_TEST(test_parse_kernel_callchain);
+	RUN_TEST(test_parse_kernel_callchain_off);
+	RUN_TEST(test_parse_kernel_callchain_truncated);
+	RUN_TEST(test_parse_random_bytes_kernel);
 	RUN_TEST(test_open_stack_config);
 	RUN_TEST(test_open_errors);
 	RUN_TEST(test_exec_1khz);
 	RUN_TEST(test_exec_10khz);
 	RUN_TEST(test_attach_running_threads);
 	RUN_TEST(test_exec_copy_stack);
+	RUN_TEST(test_exec_kernel_callchain);
+	RUN_TEST(test_kernel_refused_falls_back);
 	return unit_summary();
 }

@@ -3,7 +3,10 @@
  * Unit tests of daemon/symbols.c and daemon/elf_module.c: this process's own
  * functions, libc and the vdso symbolized through /proc/self/maps and checked
  * against an independent libelf reading and readelf; symbol rules (aliases,
- * size 0, nesting) on an ELF written here; broken ELF files never crash.
+ * size 0, nesting) on an ELF written here; broken ELF files never crash;
+ * .gnu_debuglink files found in gdb's three places and refused on a CRC
+ * mismatch (a library built here with cc and objcopy); anonymous code named
+ * through this process's own /tmp/perf-PID.map.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -16,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -707,6 +711,319 @@ static void test_mutated_elf_never_crashes(void)
 	unlink(tmpl);
 }
 
+/* ---- .gnu_debuglink ------------------------------------------------------------ */
+
+#define DL_NAME "libprofd_dl.debug"
+#define DL_HIDDEN "profd_dl_hidden"
+
+/* A stripped library whose one local function only its debuglink file names. */
+static const char dl_source[] =
+	"static __attribute__((noinline)) int profd_dl_hidden(int x)\n"
+	"{ volatile int y = x; return y * 3; }\n"
+	"void *profd_dl_hidden_addr(void) { return (void *)profd_dl_hidden; }\n"
+	"int profd_dl_call(int x) { return profd_dl_hidden(x) + 1; }\n";
+
+struct debuglink_lib {
+	bool tried, ok;
+	char dir[64];
+	void *handle;
+	uintptr_t hidden;        /* profd_dl_hidden in this process */
+};
+
+static int write_file(const char *path, const void *data, size_t len)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	int ok = fd >= 0 && write(fd, data, len) == (ssize_t)len;
+
+	if (fd >= 0)
+		close(fd);
+	return ok ? 0 : -1;
+}
+
+/* Builds DIR/libprofd_dl.so (stripped, debuglink DL_NAME) and DIR/stash (the debug file). */
+static int build_debuglink_lib(struct debuglink_lib *l)
+{
+	char cmd[1024], src[128];
+	void *(*addr_fn)(void);
+
+	snprintf(l->dir, sizeof(l->dir), "/tmp/profd-dlink-XXXXXX");
+	if (!mkdtemp(l->dir))
+		return -1;
+	snprintf(src, sizeof(src), "%s/dl.c", l->dir);
+	if (write_file(src, dl_source, sizeof(dl_source) - 1) < 0)
+		return -1;
+	snprintf(cmd, sizeof(cmd),
+		 "cd %s && cc -shared -fPIC -O2 -g -o libprofd_dl.so dl.c && "
+		 "objcopy --only-keep-debug libprofd_dl.so " DL_NAME " && "
+		 "objcopy --strip-all libprofd_dl.so && "
+		 "objcopy --add-gnu-debuglink=" DL_NAME " libprofd_dl.so && "
+		 "mv " DL_NAME " stash",
+		 l->dir);
+	if (system(cmd) != 0)
+		return -1;
+	snprintf(cmd, sizeof(cmd), "%s/libprofd_dl.so", l->dir);
+	l->handle = dlopen(cmd, RTLD_NOW | RTLD_LOCAL);
+	addr_fn = l->handle ? (void *(*)(void))dlsym(l->handle, "profd_dl_hidden_addr") : NULL;
+	if (!addr_fn)
+		return -1;
+	l->hidden = (uintptr_t)addr_fn();
+	return 0;
+}
+
+static struct debuglink_lib dl_lib;
+
+/* The library, built on first use; NULL (after printing why) without cc or objcopy. */
+static struct debuglink_lib *debuglink_lib(void)
+{
+	if (!dl_lib.tried) {
+		dl_lib.tried = true;
+		dl_lib.ok = build_debuglink_lib(&dl_lib) == 0;
+		if (!dl_lib.ok)
+			printf("skip: cannot build a library with cc and objcopy in %s\n",
+			       dl_lib.dir);
+	}
+	return dl_lib.ok ? &dl_lib : NULL;
+}
+
+static void debuglink_lib_remove(void)
+{
+	char cmd[128];
+
+	if (dl_lib.handle)
+		dlclose(dl_lib.handle);
+	if (dl_lib.dir[0] && strncmp(dl_lib.dir, "/tmp/profd-dlink-", 17) == 0) {
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dl_lib.dir);
+		CHECK(system(cmd) == 0);
+	}
+}
+
+/* Copies the stashed debug file to path, with extra bytes appended (changing its CRC). */
+static int place_debug_file(const struct debuglink_lib *l, const char *path, const char *extra)
+{
+	char cmd[512];
+
+	snprintf(cmd, sizeof(cmd), "cp %s/stash '%s'%s%s%s", l->dir, path,
+		 extra ? " && printf '" : "", extra ? extra : "", extra ? "' >> '" : "");
+	if (extra)
+		snprintf(cmd + strlen(cmd), sizeof(cmd) - strlen(cmd), "%s'", path);
+	return system(cmd) == 0 ? 0 : -1;
+}
+
+/* The name a fresh symbolizer of this process gives the library's hidden function. */
+static void lookup_hidden(const struct debuglink_lib *l, struct symbol_info *si, char *fn,
+			  size_t len)
+{
+	struct symbolizer *s = self_symbolizer();
+
+	snprintf(fn, len, "(none)");
+	if (!s)
+		return;
+	CHECK_EQ_INT(symbolizer_lookup(s, l->hidden, si), 0);
+	if (si->function)
+		snprintf(fn, len, "%s", si->function);
+	CHECK(strstr(si->mapping_path, "/libprofd_dl.so") != NULL);
+	symbolizer_free(s);
+}
+
+static void check_debuglink_at(const char *path)
+{
+	struct debuglink_lib *l = debuglink_lib();
+	struct symbol_info si;
+	char fn[128];
+
+	if (!l)
+		return;
+	CHECK_EQ_INT(place_debug_file(l, path, NULL), 0);
+	lookup_hidden(l, &si, fn, sizeof(fn));
+	CHECK_EQ_STR(fn, DL_HIDDEN);
+	CHECK_EQ_U64(si.function_offset, 0);
+	unlink(path);
+}
+
+static void test_debuglink_next_to_file(void)
+{
+	char path[128];
+
+	if (!debuglink_lib())
+		return;
+	snprintf(path, sizeof(path), "%s/" DL_NAME, dl_lib.dir);
+	check_debuglink_at(path);
+}
+
+static void test_debuglink_in_dot_debug(void)
+{
+	char path[128];
+
+	if (!debuglink_lib())
+		return;
+	snprintf(path, sizeof(path), "%s/.debug", dl_lib.dir);
+	CHECK_EQ_INT(mkdir(path, 0755), 0);
+	snprintf(path, sizeof(path), "%s/.debug/" DL_NAME, dl_lib.dir);
+	check_debuglink_at(path);
+}
+
+/* /usr/lib/debug/DIR/NAME: written only where this test may create the directory. */
+static void test_debuglink_in_usr_lib_debug(void)
+{
+	char dir[128], path[192], cmd[256];
+
+	if (!debuglink_lib())
+		return;
+	snprintf(dir, sizeof(dir), "/usr/lib/debug%s", dl_lib.dir);
+	snprintf(cmd, sizeof(cmd), "mkdir -p '%s' 2>/dev/null", dir);
+	if (system(cmd) != 0) {
+		printf("skip: cannot create %s\n", dir);
+		return;
+	}
+	snprintf(path, sizeof(path), "%s/" DL_NAME, dir);
+	check_debuglink_at(path);
+	rmdir(dir);
+	rmdir("/usr/lib/debug/tmp"); /* only if this test made it and it is empty */
+}
+
+/* Without a debug file, or with one whose CRC-32 differs, the hidden function has no name. */
+static void test_debuglink_crc_mismatch(void)
+{
+	struct debuglink_lib *l = debuglink_lib();
+	struct symbol_info si;
+	char path[128], fn[128];
+
+	if (!l)
+		return;
+	lookup_hidden(l, &si, fn, sizeof(fn));
+	CHECK(strcmp(fn, DL_HIDDEN) != 0);
+	snprintf(path, sizeof(path), "%s/" DL_NAME, l->dir);
+	CHECK_EQ_INT(place_debug_file(l, path, "x"), 0);
+	lookup_hidden(l, &si, fn, sizeof(fn));
+	CHECK(strcmp(fn, DL_HIDDEN) != 0);
+	unlink(path);
+}
+
+/* ---- JIT code through /tmp/perf-PID.map ------------------------------------------- */
+
+#define JIT_PAGES 4
+
+static int append_line(const char *path, const char *fmt, uintptr_t start, unsigned size,
+		       const char *name)
+{
+	FILE *f = fopen(path, "ae");
+
+	if (!f)
+		return -1;
+	fprintf(f, fmt, (unsigned long)start, size, name);
+	return fclose(f) == 0 ? 0 : -1;
+}
+
+struct jit_fixture {
+	uint8_t *code;           /* JIT_PAGES anonymous executable pages */
+	char map_path[64];
+};
+
+static int jit_fixture_init(struct jit_fixture *j)
+{
+	j->code = mmap(NULL, JIT_PAGES * 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS,
+		       -1, 0);
+	if (j->code == MAP_FAILED) {
+		printf("skip: no anonymous executable mapping: %s\n", strerror(errno));
+		return -1;
+	}
+	snprintf(j->map_path, sizeof(j->map_path), "/tmp/perf-%d.map", (int)getpid());
+	unlink(j->map_path);
+	return 0;
+}
+
+static void jit_fixture_fini(struct jit_fixture *j)
+{
+	munmap(j->code, JIT_PAGES * 4096);
+	unlink(j->map_path);
+}
+
+static void test_jit_map_names_anon_code(void)
+{
+	struct jit_fixture j;
+	struct symbolizer *s;
+	struct symbol_info si;
+
+	if (jit_fixture_init(&j) < 0)
+		return;
+	CHECK_EQ_INT(append_line(j.map_path, "%lx %x %s\n", (uintptr_t)j.code, 0x100,
+				 "LazyCompile:*hot app.js:12"), 0);
+	CHECK_EQ_INT(append_line(j.map_path, "%lx %x %s\n", (uintptr_t)j.code + 0x1000, 0x80,
+				 "Builtin:Call"), 0);
+	s = self_symbolizer();
+	if (s) {
+		CHECK_EQ_INT(symbolizer_lookup(s, (uintptr_t)j.code + 0x10, &si), 0);
+		CHECK_EQ_STR(si.mapping_path, "[jit]");
+		CHECK_EQ_STR(si.function, "LazyCompile:*hot app.js:12");
+		CHECK_EQ_U64(si.function_offset, 0x10);
+		CHECK(si.map_start <= (uintptr_t)j.code && (uintptr_t)j.code < si.map_end);
+		CHECK_EQ_INT(symbolizer_lookup(s, (uintptr_t)j.code + 0x107f, &si), 0);
+		CHECK_EQ_STR(si.function, "Builtin:Call");
+		/* anonymous code the map does not cover stays anonymous */
+		CHECK_EQ_INT(symbolizer_lookup(s, (uintptr_t)j.code + 0x1080, &si), 0);
+		CHECK_EQ_STR(si.mapping_path, "[anon]");
+		CHECK(si.function == NULL);
+	}
+	symbolizer_free(s);
+	jit_fixture_fini(&j);
+}
+
+/* JITs append: a miss re-reads the map within SYMBOLIZER_JIT_RECHECK_MISSES misses. */
+static void test_jit_map_appended_later(void)
+{
+	struct jit_fixture j;
+	struct symbolizer *s;
+	struct symbol_info si;
+	int i, found_after = -1;
+
+	if (jit_fixture_init(&j) < 0)
+		return;
+	CHECK_EQ_INT(append_line(j.map_path, "%lx %x %s\n", (uintptr_t)j.code, 0x100, "first"),
+		     0);
+	s = self_symbolizer();
+	if (s) {
+		CHECK_EQ_INT(symbolizer_lookup(s, (uintptr_t)j.code + 0x2010, &si), 0);
+		CHECK_EQ_STR(si.mapping_path, "[anon]");
+		CHECK_EQ_INT(append_line(j.map_path, "%lx %x %s\n", (uintptr_t)j.code + 0x2000,
+					 0x40, "compiled_later"), 0);
+		for (i = 0; i <= SYMBOLIZER_JIT_RECHECK_MISSES && found_after < 0; i++)
+			if (symbolizer_lookup(s, (uintptr_t)j.code + 0x2010, &si) == 0 &&
+			    si.function && strcmp(si.function, "compiled_later") == 0)
+				found_after = i;
+		CHECK(found_after >= 0);
+		CHECK_EQ_STR(si.mapping_path, "[jit]");
+		CHECK_EQ_U64(si.function_offset, 0x10);
+		/* the first entry is still there */
+		CHECK_EQ_INT(symbolizer_lookup(s, (uintptr_t)j.code + 0x20, &si), 0);
+		CHECK_EQ_STR(si.function, "first");
+	}
+	symbolizer_free(s);
+	jit_fixture_fini(&j);
+}
+
+/* A map others could have written is refused, and the frame says why. */
+static void test_jit_map_refused_when_writable_by_others(void)
+{
+	struct jit_fixture j;
+	struct symbolizer *s;
+	struct symbol_info si;
+
+	if (jit_fixture_init(&j) < 0)
+		return;
+	CHECK_EQ_INT(append_line(j.map_path, "%lx %x %s\n", (uintptr_t)j.code, 0x100, "forged"),
+		     0);
+	CHECK_EQ_INT(chmod(j.map_path, 0666), 0);
+	s = self_symbolizer();
+	if (s) {
+		CHECK_EQ_INT(symbolizer_lookup(s, (uintptr_t)j.code + 0x10, &si), 0);
+		CHECK_EQ_STR(si.mapping_path, "[anon]");
+		CHECK(si.function == NULL);
+		CHECK(si.symbols_error && strstr(si.symbols_error, "writable by others"));
+	}
+	symbolizer_free(s);
+	jit_fixture_fini(&j);
+}
+
 int main(void)
 {
 	RUN_TEST(test_own_function_names);
@@ -725,5 +1042,13 @@ int main(void)
 	RUN_TEST(test_deleted_file);
 	RUN_TEST(test_symbol_rules);
 	RUN_TEST(test_mutated_elf_never_crashes);
+	RUN_TEST(test_debuglink_next_to_file);
+	RUN_TEST(test_debuglink_in_dot_debug);
+	RUN_TEST(test_debuglink_in_usr_lib_debug);
+	RUN_TEST(test_debuglink_crc_mismatch);
+	RUN_TEST(test_jit_map_names_anon_code);
+	RUN_TEST(test_jit_map_appended_later);
+	RUN_TEST(test_jit_map_refused_when_writable_by_others);
+	debuglink_lib_remove();
 	return unit_summary();
 }
