@@ -12,6 +12,7 @@
 #include "daemon/call_stacks.h"
 #include "daemon/demangle.h"
 #include "daemon/dwarf_unwind.h"
+#include "daemon/kernel_symbols.h"
 #include "daemon/sample_pipeline.h"
 #include "daemon/sampler.h"
 #include "daemon/stub_map.h"
@@ -170,10 +171,39 @@ static bool is_trampoline_frame(struct sample_pipeline *p, uint64_t pc,
 				  strcmp(exact.function, "profagent_entry_trampoline") == 0);
 }
 
+static struct perfetto_frame frame_of(struct sample_pipeline *p, const struct symbol_info *info,
+				      uint64_t rel_pc)
+{
+	return (struct perfetto_frame){
+		.function = demangle_cached(p->cfg.demangled, info->function),
+		.rel_pc = rel_pc,
+		.mapping_path = info->mapping_path,
+		.build_id = info->build_id,
+		.build_id_len = info->build_id_len,
+		.map_start = info->map_start,
+		.map_end = info->map_end,
+		.map_pgoff = info->map_pgoff,
+		.load_bias = info->load_bias,
+	};
+}
+
+/* The kernel part goes on top of the user frames, outermost first. */
+static size_t append_kernel_frames(struct sample_pipeline *p, const struct sampler_sample *smp,
+				   struct perfetto_frame *frames, size_t n, size_t cap)
+{
+	for (size_t k = smp->n_kernel_callchain; p->cfg.kernel && k-- > 0 && n < cap;) {
+		struct symbol_info info;
+
+		kernel_symbols_lookup(p->cfg.kernel, smp->kernel_callchain[k], &info);
+		frames[n++] = frame_of(p, &info, info.rel_pc);
+	}
+	return n;
+}
+
 static void write_sample(struct sample_pipeline *p, const struct sampler_sample *smp,
 			 const uint64_t *pcs, size_t n_pcs)
 {
-	struct perfetto_frame frames[SAMPLER_MAX_CALLCHAIN];
+	struct perfetto_frame frames[2 * SAMPLER_MAX_CALLCHAIN];
 	size_t n = 0;
 
 	/* perf gives leaf first; Perfetto wants the root first */
@@ -190,18 +220,9 @@ static void write_sample(struct sample_pipeline *p, const struct sampler_sample 
 			p->stats.returns_unrepaired += pc == p->exit_trampoline;
 			continue; /* our code standing in for a return address: never a frame */
 		}
-		frames[n++] = (struct perfetto_frame){
-			.function = demangle_cached(p->cfg.demangled, info.function),
-			.rel_pc = is_leaf ? info.rel_pc : info.rel_pc + 1,
-			.mapping_path = info.mapping_path,
-			.build_id = info.build_id,
-			.build_id_len = info.build_id_len,
-			.map_start = info.map_start,
-			.map_end = info.map_end,
-			.map_pgoff = info.map_pgoff,
-			.load_bias = info.load_bias,
-		};
+		frames[n++] = frame_of(p, &info, is_leaf ? info.rel_pc : info.rel_pc + 1);
 	}
+	n = append_kernel_frames(p, smp, frames, n, sizeof(frames) / sizeof(frames[0]));
 	if (n == 0) {
 		p->stats.empty++;
 		return;
@@ -280,18 +301,23 @@ static void release_until(struct sample_pipeline *p, uint64_t until)
 static struct held_sample *hold_copy(const struct sampler_sample *smp)
 {
 	size_t chain_bytes = smp->n_callchain * sizeof(uint64_t);
-	struct held_sample *h = malloc(sizeof(*h) + chain_bytes + smp->stack_size);
+	size_t kernel_bytes = smp->n_kernel_callchain * sizeof(uint64_t);
+	size_t bytes = sizeof(struct held_sample) + chain_bytes + kernel_bytes + smp->stack_size;
+	struct held_sample *h = malloc(bytes);
 
 	if (!h)
 		return NULL;
 	h->next = NULL;
 	h->smp = *smp;
-	h->bytes = sizeof(*h) + chain_bytes + smp->stack_size;
+	h->bytes = bytes;
 	memcpy(h->data, smp->callchain, chain_bytes);
+	if (kernel_bytes)
+		memcpy(h->data + chain_bytes, smp->kernel_callchain, kernel_bytes);
 	if (smp->stack_size)
-		memcpy(h->data + chain_bytes, smp->stack, smp->stack_size);
+		memcpy(h->data + chain_bytes + kernel_bytes, smp->stack, smp->stack_size);
 	h->smp.callchain = (const uint64_t *)h->data;
-	h->smp.stack = smp->stack_size ? h->data + chain_bytes : NULL;
+	h->smp.kernel_callchain = kernel_bytes ? (const uint64_t *)(h->data + chain_bytes) : NULL;
+	h->smp.stack = smp->stack_size ? h->data + chain_bytes + kernel_bytes : NULL;
 	return h;
 }
 

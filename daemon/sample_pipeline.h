@@ -19,6 +19,7 @@
 struct call_stacks;
 struct demangle_cache;
 struct dwarf_unwinder;
+struct kernel_symbols;
 struct perfetto_writer;
 struct sampler_sample;
 struct stub_map;
@@ -32,6 +33,7 @@ struct sample_pipeline_config {
 	struct demangle_cache *demangled;
 	struct call_stacks *calls;        /* the session's replay of the agent's events */
 	struct stub_map *stubs;           /* the agent's stubs, to unwind samples taken in them */
+	const struct kernel_symbols *kernel; /* NULL: kernel frames are not written */
 };
 
 /* Returns NULL with errno set (ENOMEM). Everything in cfg must outlive the pipeline. */

@@ -24,6 +24,7 @@
 #include "daemon/demangle.h"
 #include "daemon/dwarf_unwind.h"
 #include "daemon/event_decoder.h"
+#include "daemon/kernel_symbols.h"
 #include "daemon/sample_pipeline.h"
 #include "daemon/sampler.h"
 #include "daemon/session.h"
@@ -64,6 +65,7 @@ struct session {
 	struct dwarf_unwinder *unwinder; /* NULL: frame-pointer callchains only */
 	struct call_stacks *calls;       /* the agent's shadow stacks, replayed */
 	struct stub_map *stubs;          /* where the agent's stubs are */
+	struct kernel_symbols *kernel;   /* NULL: the client may not see kernel frames */
 	struct sample_pipeline *samples_out; /* NULL until sampling starts */
 	uint32_t call_graph;             /* CALL_GRAPH_* */
 	uint32_t ring_pages, stack_bytes; /* 0: the sampler's defaults */
@@ -145,6 +147,7 @@ static void session_free(struct session *s)
 	free(s->tables);
 	event_decoder_free(s->decoder);
 	sample_pipeline_free(s->samples_out); /* empty: session_finish flushed it */
+	kernel_symbols_free(s->kernel); /* after the writer: names are keyed by address */
 	call_stacks_free(s->calls);
 	stub_map_free(s->stubs);
 	for (size_t i = 0; i < s->n_patterns; i++)
@@ -368,6 +371,22 @@ static void session_read_samples(struct session *s)
 		sample_pipeline_rings_read(s->samples_out, started);
 }
 
+/*
+ * Kernel frames only for a client that could read them itself (perf's rule:
+ * CAP_PERFMON, or paranoid <= 1 with kallsyms readable); others get user
+ * frames without a word, as perf gives them.
+ */
+static void session_load_kernel_symbols(struct session *s)
+{
+	char err[160];
+
+	if (!access_may_see_kernel(s->client_pid, s->client_uid))
+		return;
+	s->kernel = kernel_symbols_load(NULL, err, sizeof(err));
+	if (!s->kernel)
+		server_log("session %" PRIu64 ": no kernel frames: %s", s->id, err);
+}
+
 /* Run: armed to start at exec. Attach: the process runs already: maps from /proc, enabled now. */
 static void session_start_sampling(struct session *s, Profd__SamplingReady *ready)
 {
@@ -388,10 +407,12 @@ static void session_start_sampling(struct session *s, Profd__SamplingReady *read
 		cfg.copy_stack = s->unwinder != NULL;
 		cfg.stack_bytes = s->stack_bytes ? s->stack_bytes : SAMPLER_DEFAULT_STACK_BYTES;
 	}
+	session_load_kernel_symbols(s);
+	cfg.kernel_callchain = s->kernel != NULL;
 	s->samples_out = sample_pipeline_new(&(struct sample_pipeline_config){
 		.target = s->target, .writer = s->writer, .symbols = s->symbols,
 		.unwinder = s->unwinder, .demangled = s->demangled, .calls = s->calls,
-		.stubs = s->stubs });
+		.stubs = s->stubs, .kernel = s->kernel });
 	if (!s->samples_out) {
 		snprintf(s->warning, sizeof(s->warning), "sampling disabled: out of memory");
 		return;
@@ -408,8 +429,12 @@ static void session_start_sampling(struct session *s, Profd__SamplingReady *read
 			ready->warning = s->warning;
 		return;
 	}
-	if (ready)
+	if (sampler_warning(s->sampler) && !s->warning[0]) /* e.g. kernel frames refused */
+		snprintf(s->warning, sizeof(s->warning), "%s", sampler_warning(s->sampler));
+	if (ready) {
 		ready->sampling = 1;
+		ready->warning = s->warning[0] ? s->warning : NULL;
+	}
 }
 
 static void handle_target_forked(struct session *s, const uint8_t *p, size_t len)

@@ -85,6 +85,11 @@ for run in plain instr sort sort_instr; do
 	check "$run: $empty of $total samples without a callsite (<= 1%)" \
 		at_least $((total / 100)) "$empty"
 done
+# ---- kernel frames, for a caller who may see them (root here) --------------------------
+profile kernel -- dd if=/dev/zero of=/dev/null bs=64k count=100000 status=none
+check "kernel frames sit on top of the user stack (read -> ... -> ksys_read)" \
+	grep -qE '^sample .*;read;.*;ksys_read' "$WORK/kernel.dump"
+
 # ---- a ring too small for one sample: every loss reported, the trace still loads ------
 profile lost --mmap-pages 1 --call-graph dwarf,65528 -- "$TARGET" spin 300 exit
 lost_summary=$(sed -n 's/.*samples: [0-9]* (\([0-9]*\) lost).*/\1/p' "$WORK/lost.err")
