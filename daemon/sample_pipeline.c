@@ -412,6 +412,11 @@ void sample_pipeline_get_stats(const struct sample_pipeline *p, struct sample_pi
 	*out = p->stats;
 }
 
+uint64_t sample_pipeline_written(const struct sample_pipeline *p)
+{
+	return p->stats.written;
+}
+
 uint64_t sample_pipeline_self_samples(const struct sample_pipeline *p, uint32_t func_id)
 {
 	return func_id < p->n_self_by_func ? p->self_by_func[func_id] : 0;

@@ -88,6 +88,9 @@ struct sample_pipeline_stats {
 
 void sample_pipeline_get_stats(const struct sample_pipeline *p, struct sample_pipeline_stats *out);
 
+/* Samples written so far. */
+uint64_t sample_pipeline_written(const struct sample_pipeline *p);
+
 /* Samples charged to func_id as the innermost open instrumented call. */
 uint64_t sample_pipeline_self_samples(const struct sample_pipeline *p, uint32_t func_id);
 

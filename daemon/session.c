@@ -72,6 +72,9 @@ struct session {
 	struct event_decoder *decoder;
 	struct demangle_cache *demangled;
 	char *comm;
+	char *output_name;     /* as the client named it, for status only */
+	uint64_t started_ns;
+	uint64_t rate_at_ns, rate_mark, events_per_s; /* status: events over the last second */
 	char **patterns;
 	size_t n_patterns;
 	uint32_t freq;
@@ -155,6 +158,7 @@ static void session_free(struct session *s)
 	free(s->patterns);
 	free(s->threads);
 	free(s->comm);
+	free(s->output_name);
 	free(s);
 }
 
@@ -178,11 +182,14 @@ static struct session *session_new(struct server *srv, struct conn *c, const Pro
 	s->stubs = stub_map_new();
 	s->demangled = demangle_cache_new();
 	s->comm = strdup(req->target_comm && req->target_comm[0] ? req->target_comm : "target");
+	s->output_name = strdup(req->output_name ? req->output_name : "");
+	s->started_ns = s->rate_at_ns = mono_now();
 	s->patterns = calloc(req->n_func_patterns + 1, sizeof(char *));
 	for (size_t i = 0; s->patterns && i < req->n_func_patterns; i++)
 		if ((s->patterns[i] = strdup(req->func_patterns[i])))
 			s->n_patterns++;
-	if (!s->threads || !s->decoder || !s->calls || !s->stubs || !s->demangled || !s->comm || !s->patterns ||
+	if (!s->threads || !s->decoder || !s->calls || !s->stubs || !s->demangled || !s->comm ||
+	    !s->output_name || !s->patterns ||
 	    s->n_patterns != req->n_func_patterns ||
 	    getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd)) {
 		session_free(s);
@@ -909,6 +916,124 @@ static void handle_target_exited(struct session *s)
 	s->agent_deadline_ns = mono_now() + AGENT_GRACE_NS;
 }
 
+/* ---- profctl status / stop ------------------------------------------------------------ */
+
+/* Another user's session shows only that it exists (root sees everything). */
+static bool may_see_session(const struct session *s, const struct conn *c)
+{
+	return c->peer.uid == 0 || c->peer.uid == s->client_uid;
+}
+
+static void fill_status(const struct session *s, const struct conn *c, Profd__SessionStatus *st)
+{
+	uint32_t functions = 0;
+
+	profd__session_status__init(st);
+	st->id = s->id;
+	st->owner_uid = s->client_uid;
+	if (!may_see_session(s, c)) {
+		st->details_hidden = 1;
+		return;
+	}
+	for (size_t i = 0; i < s->n_tables; i++)
+		functions += (uint32_t)s->tables[i]->n_functions;
+	st->target_pid = s->target;
+	st->target = s->comm;
+	st->attach = s->attach_mode;
+	st->functions = functions;
+	st->events = s->events;
+	st->events_per_s = s->events_per_s;
+	st->events_dropped = s->drops;
+	st->samples = s->samples_out ? sample_pipeline_written(s->samples_out) : 0;
+	st->output = s->output_name;
+	st->running_ms = (mono_now() - s->started_ns) / 1000000u;
+}
+
+static void handle_status_request(struct server *srv, struct conn *c, const uint8_t *p,
+				  size_t len)
+{
+	Profd__StatusRequest *req = profd__status_request__unpack(NULL, len, p);
+	Profd__StatusReply reply = PROFD__STATUS_REPLY__INIT;
+	Profd__SessionStatus *list = NULL, **ptrs = NULL;
+	size_t n = 0, cap = 0;
+	uint8_t *buf = NULL;
+
+	if (!req) {
+		send_error(c, "malformed status request");
+		return;
+	}
+	profd__status_request__free_unpacked(req, NULL);
+	for (struct session *s = srv->sessions; s; s = s->next)
+		cap++;
+	list = calloc(cap + 1, sizeof(*list));
+	ptrs = calloc(cap + 1, sizeof(*ptrs));
+	for (struct session *s = srv->sessions; s && list && ptrs; s = s->next, n++) {
+		fill_status(s, c, &list[n]);
+		ptrs[n] = &list[n];
+	}
+	reply.n_sessions = list && ptrs ? n : 0;
+	reply.sessions = ptrs;
+	reply.profd_pid = getpid();
+	len = profd__status_reply__get_packed_size(&reply);
+	if (len <= FRAME_PAYLOAD_MAX && (buf = malloc(len ? len : 1))) {
+		profd__status_reply__pack(&reply, buf);
+		conn_send(c, FRAME_STATUS_REPLY, buf, len);
+	}
+	conn_close_later(c);
+	free(buf);
+	free(list);
+	free(ptrs);
+}
+
+static struct session *session_by_id(struct server *srv, uint64_t id)
+{
+	for (struct session *s = srv->sessions; s; s = s->next)
+		if (s->id == id)
+			return s;
+	return NULL;
+}
+
+/*
+ * Ends a session for its owner (or root). An attach client is told to
+ * detach (only it can put the bytes back); a run session ends now: the
+ * agent's connection closes so it stops recording, the trace is finalized
+ * and the summary waits in profctl run's socket for the target's exit.
+ */
+static void handle_stop_request(struct server *srv, struct conn *c, const uint8_t *p, size_t len)
+{
+	Profd__StopRequest *req = profd__stop_request__unpack(NULL, len, p);
+	Profd__StopReply reply = PROFD__STOP_REPLY__INIT;
+	struct session *s = req ? session_by_id(srv, req->session_id) : NULL;
+	char msg[160];
+	uint8_t buf[256];
+
+	if (!req || !s || !may_see_session(s, c)) {
+		/* another user's session is refused exactly like a missing one */
+		snprintf(msg, sizeof(msg), req ? "no session %" PRIu64 " of yours" :
+						 "malformed stop request",
+			 req ? req->session_id : 0);
+		send_error(c, msg);
+		goto out;
+	}
+	server_log("session %" PRIu64 ": stopped by uid %u (pid %d)", s->id, (unsigned)c->peer.uid,
+		   (int)c->peer.pid);
+	snprintf(s->warning, sizeof(s->warning), "stopped by profctl stop (uid %u)",
+		 (unsigned)c->peer.uid);
+	snprintf(msg, sizeof(msg), "session %" PRIu64 " %s", s->id,
+		 s->attach_mode ? "is detaching" : "stopped; its trace is finalized");
+	if (s->attach_mode && s->client)
+		conn_send(s->client, FRAME_STOP_NOTICE, NULL, 0);
+	else
+		session_finish(srv, s);
+	reply.message = msg;
+	if (profd__stop_reply__get_packed_size(&reply) <= sizeof(buf))
+		conn_send(c, FRAME_STOP_REPLY, buf, profd__stop_reply__pack(&reply, buf));
+	conn_close_later(c);
+out:
+	if (req)
+		profd__stop_request__free_unpacked(req, NULL);
+}
+
 void session_client_frame(struct server *srv, struct conn *c, uint32_t type,
 			  const uint8_t *payload, size_t len)
 {
@@ -917,8 +1042,12 @@ void session_client_frame(struct server *srv, struct conn *c, uint32_t type,
 	if (!s) {
 		if (type == FRAME_RUN_REQUEST)
 			handle_run_request(srv, c, payload, len);
+		else if (type == FRAME_STATUS_REQUEST)
+			handle_status_request(srv, c, payload, len);
+		else if (type == FRAME_STOP_REQUEST)
+			handle_stop_request(srv, c, payload, len);
 		else
-			send_error(c, "expected a run request");
+			send_error(c, "expected a run, status or stop request");
 		return;
 	}
 	switch (type) {
@@ -963,6 +1092,12 @@ void session_tick_all(struct server *srv)
 		next = s->next;
 		if (s->sampler)
 			session_read_samples(s);
+		if (now - s->rate_at_ns >= 1000000000ull) {
+			s->events_per_s = (s->events - s->rate_mark) * 1000000000ull /
+					  (now - s->rate_at_ns);
+			s->rate_mark = s->events;
+			s->rate_at_ns = now;
+		}
 		if (s->samples_out && now > SAMPLE_HOLD_MAX_NS) /* an agent that went quiet */
 			sample_pipeline_release_older(s->samples_out, now - SAMPLE_HOLD_MAX_NS);
 		if (s->writer)

@@ -210,7 +210,8 @@ static int remove_agent(pid_t pid, char *err, size_t errlen)
 	return r;
 }
 
-enum stop_cause { STOP_SIGNAL, STOP_DURATION, STOP_TARGET_EXITED, STOP_AGENT_GONE, STOP_DAEMON };
+enum stop_cause { STOP_SIGNAL, STOP_DURATION, STOP_TARGET_EXITED, STOP_AGENT_GONE, STOP_DAEMON,
+		  STOP_REQUESTED };
 
 static enum stop_cause wait_for_stop_on(struct session_client *c, pid_t pid, unsigned duration_s,
 					int signal_fd, int pidfd)
@@ -237,6 +238,8 @@ static enum stop_cause wait_for_stop_on(struct session_client *c, pid_t pid, uns
 					return STOP_DAEMON;
 				if (h.type == FRAME_AGENT_GONE)
 					return kill(pid, 0) ? STOP_TARGET_EXITED : STOP_AGENT_GONE;
+				if (h.type == FRAME_STOP_NOTICE) /* profctl stop, from anywhere */
+					return STOP_REQUESTED;
 			}
 		}
 		if (kill(pid, 0) && errno == ESRCH)
@@ -296,7 +299,10 @@ static int record_and_detach(struct session_client *c, pid_t pid, int signal_fd)
 	struct timespec t0;
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	if (why == STOP_SIGNAL || why == STOP_DURATION || why == STOP_DAEMON) {
+	if (why == STOP_REQUESTED)
+		fprintf(stderr, "profctl: session stopped by profctl stop: detaching\n");
+	if (why == STOP_SIGNAL || why == STOP_DURATION || why == STOP_DAEMON ||
+	    why == STOP_REQUESTED) {
 		if (remove_agent(pid, err, sizeof(err)) && kill(pid, 0) == 0)
 			fprintf(stderr, "profctl: detaching from PID %d: %s\n", (int)pid, err);
 		else if (c->opt->verbose)

@@ -99,6 +99,17 @@ static int spawn_private(struct daemon_link *link, bool verbose)
 	return err;
 }
 
+int daemon_link_connect(struct daemon_link *link)
+{
+	const char *path = getenv("PROFD_SOCKET");
+
+	memset(link, 0, sizeof(*link));
+	snprintf(link->socket_path, sizeof(link->socket_path), "%s",
+		 path && path[0] ? path : SYSTEM_SOCKET);
+	link->fd = frame_connect_unix(link->socket_path);
+	return link->fd < 0 ? link->fd : 0;
+}
+
 int daemon_link_open(struct daemon_link *link, bool verbose)
 {
 	const char *path = getenv("PROFD_SOCKET");

@@ -14,6 +14,8 @@ static void usage(FILE *out)
 		"       profctl attach PID --funcs GLOBS [--freq HZ] [-o FILE] [--duration S] [--call-graph fp|dwarf[,BYTES]|auto] [--mmap-pages N] [-v]\n"
 		"       profctl detach PID\n"
 		"       profctl report [--dump] FILE\n"
+		"       profctl status\n"
+		"       profctl stop ID\n"
 		"\n"
 		"  run      start CMD with the agent preloaded, instrument the functions GLOBS\n"
 		"           selects (comma-separated, !GLOB excludes, MODULE:GLOB restricts),\n"
@@ -22,7 +24,10 @@ static void usage(FILE *out)
 		"           rights), instrument GLOBS until Ctrl-C or S seconds, then detach\n"
 		"           and put every patched byte back\n"
 		"  detach   end an attach session from another terminal\n"
-		"  report   summarize a trace written by profctl run or attach\n");
+		"  report   summarize a trace written by profctl run or attach\n"
+		"  status   list the sessions of the running profd (system service or\n"
+		"           $PROFD_SOCKET): target, functions, events/s, drops, output\n"
+		"  stop     end session ID (yours, or any as root); its trace is finalized\n");
 }
 
 int main(int argc, char **argv)
@@ -39,6 +44,10 @@ int main(int argc, char **argv)
 		return cmd_attach(argc - 1, argv + 1);
 	if (strcmp(argv[1], "detach") == 0)
 		return cmd_detach(argc - 1, argv + 1);
+	if (strcmp(argv[1], "status") == 0)
+		return cmd_status(argc - 1, argv + 1);
+	if (strcmp(argv[1], "stop") == 0)
+		return cmd_stop(argc - 1, argv + 1);
 	if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
 		usage(stdout);
 		return 0;

@@ -12,6 +12,8 @@ int cmd_run(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 int cmd_attach(int argc, char **argv);
 int cmd_detach(int argc, char **argv);
+int cmd_status(int argc, char **argv);
+int cmd_stop(int argc, char **argv);
 
 struct daemon_link {
 	int fd;            /* connected to profd */
@@ -26,6 +28,11 @@ struct daemon_link {
  * negative errno after printing a one-line reason.
  */
 int daemon_link_open(struct daemon_link *link, bool verbose);
+/*
+ * Connects to the running profd only ($PROFD_SOCKET, else the system
+ * socket; link->socket_path says which): 0 or a negative errno.
+ */
+int daemon_link_connect(struct daemon_link *link);
 /* Closes the connection and waits for a private daemon to exit (bounded). */
 void daemon_link_close(struct daemon_link *link);
 

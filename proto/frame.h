@@ -22,6 +22,11 @@ enum frame_type {
 	FRAME_SESSION_SUMMARY = 6,
 	FRAME_ERROR = 7,
 	FRAME_AGENT_GONE = 8, /* profd -> client: the agent left before the session ended */
+	FRAME_STATUS_REQUEST = 9,  /* client -> profd, first and only frame: list sessions */
+	FRAME_STATUS_REPLY = 10,
+	FRAME_STOP_REQUEST = 11,   /* client -> profd, first and only frame: end a session */
+	FRAME_STOP_REPLY = 12,
+	FRAME_STOP_NOTICE = 13,    /* profd -> an attach client: someone stopped the session */
 	FRAME_AGENT_HELLO = 16,
 	FRAME_AGENT_CONFIG = 17,
 	FRAME_FUNCTION_TABLE = 18,

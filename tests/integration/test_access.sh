@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# profd serving several users: profctl status lists the sessions (another
+# user's only by id and owner), profctl stop ends one (owner or root only),
+# a second user cannot profile root's process through profd, an impostor
+# cannot pose as a session's agent, and hostile bytes on the socket get a
+# clear refusal without disturbing the running session.
+set -u
+. "$(dirname "$0")/common.bash"
+TARGET="$ROOT/$BUILD/tests/targets/attach_target"
+CLIENT="$ROOT/$BUILD/tests/targets/raw_frame_client"
+SOCK="$WORK/profd.sock"
+USER_NAME=profd-test
+
+"$ROOT/$BUILD/profd" --socket "$SOCK" 2>"$WORK/profd.log" &
+profd_pid=$!
+for _ in $(seq 100); do [ -S "$SOCK" ] && break; sleep 0.05; done
+check "profd listens on its socket" test -S "$SOCK"
+export PROFD_SOCKET="$SOCK"
+
+"$PROFCTL" run --funcs 'at_*' -o "$WORK/run.pftrace" -- "$TARGET" "$WORK/stop" \
+	>"$WORK/run.out" 2>"$WORK/run.err" &
+run_pid=$!
+for _ in $(seq 100); do grep -q running "$WORK/run.out" 2>/dev/null && break; sleep 0.05; done
+target_pid=$(pgrep -f "^$TARGET $WORK/stop\$" | head -n 1)
+sleep 1.2 # one events/s window
+"$PROFCTL" status >"$WORK/status.txt" 2>&1
+check "status lists the session with its target and functions" \
+	grep -qE "^ +1 +run +$target_pid +attach_target +3 " "$WORK/status.txt"
+check "status shows the session's output" grep -q "run.pftrace" "$WORK/status.txt"
+events=$(awk '$1 == "1" { print $6 }' "$WORK/status.txt")
+check "status counts events (${events:-none})" test "${events:-0}" -gt 0
+
+as_user() { su "$USER_NAME" -s /bin/sh -c "PROFD_SOCKET='$SOCK' TMPDIR=/tmp $*"; }
+if [ "$(id -u)" -eq 0 ] && command -v useradd >/dev/null; then
+	id "$USER_NAME" >/dev/null 2>&1 || useradd -M -s /bin/sh "$USER_NAME" 2>/dev/null
+fi
+if id "$USER_NAME" >/dev/null 2>&1; then
+	chmod o+rx "$WORK" && chmod o+rw "$SOCK"
+	as_user "'$PROFCTL' status" >"$WORK/status_user.txt" 2>&1
+	check "another user sees the session only by id and owner" \
+		grep -q "(a session of uid 0)" "$WORK/status_user.txt"
+	check_eq "another user sees none of its details" \
+		"$(grep -c 'attach_target\|run.pftrace' "$WORK/status_user.txt")" 0
+	as_user "'$PROFCTL' stop 1" >"$WORK/stop_user.txt" 2>&1
+	check "another user cannot stop it" test $? -ne 0
+	check_eq "the refusal is one clear line" "$(cat "$WORK/stop_user.txt")" \
+		"profctl: no session 1 of yours"
+	as_user "'$PROFCTL' attach $target_pid --funcs 'at_*' -o /tmp/profd-test-$$.pftrace" \
+		>"$WORK/attach_user.txt" 2>&1
+	check "another user cannot attach to root's process" test $? -ne 0
+	check "the attach refusal says why" \
+		grep -qiE "belongs to uid 0|not permitted" "$WORK/attach_user.txt"
+	rm -f "/tmp/profd-test-$$.pftrace"
+else
+	skip "no second user could be created: the cross-user checks did not run"
+fi
+
+# an impostor presenting the session's real token from another process
+token=$(tr '\0' '\n' <"/proc/$target_pid/environ" | sed -n 's/^PROFD_AGENT_TOKEN=//p')
+hex_token=$(printf '%s' "$token" | od -An -tx1 | tr -d ' \n')
+hello="0a20${hex_token}1001" # AgentHello { agent_token, pid = 1 }
+len=$(printf '%08x' $((${#hello} / 2)) | sed 's/\(..\)\(..\)\(..\)\(..\)/\4\3\2\1/')
+check "the agent's token was found" test ${#token} -eq 32
+check_eq "an impostor agent is refused" "$("$CLIENT" "$SOCK" "10000000${len}${hello}")" \
+	"reply 7 no session for this agent"
+# hostile bytes: an unknown frame type, a length over the bound, a stall mid-frame
+check "an unknown frame type gets no answer but a hang-up" \
+	test "$("$CLIENT" "$SOCK" "7f00000000000000")" = closed
+check "a frame longer than the bound: hang-up" \
+	test "$("$CLIENT" "$SOCK" "0100000000ffffff")" = closed
+"$CLIENT" "$SOCK" "01000000ff000000abcd" 3000 >"$WORK/stall.txt" &
+stall=$!
+sleep 0.5
+"$PROFCTL" status >"$WORK/status2.txt" 2>&1
+check "a client stalled mid-frame does not block profd" grep -q "attach_target" "$WORK/status2.txt"
+wait "$stall"
+
+"$PROFCTL" stop 1 >"$WORK/stop.txt" 2>&1
+check "the owner (root) stops the session" grep -q "session 1 stopped" "$WORK/stop.txt"
+"$PROFCTL" report "$WORK/run.pftrace" >"$WORK/report.txt" 2>&1
+check "the stopped session's trace is finalized and loads" grep -q "at_outer" "$WORK/report.txt"
+check "the target still runs after the stop" kill -0 "$target_pid"
+touch "$WORK/stop"
+wait "$run_pid"
+check_eq "profctl run ends with the target's status" "$?" 0
+check "profctl run prints the summary with the stop" grep -q "stopped by profctl stop" "$WORK/run.err"
+check "the target's output is complete" grep -q "wrong results 0" "$WORK/run.out"
+"$PROFCTL" status >"$WORK/status3.txt" 2>&1
+check "status: no session left" grep -q "0 sessions" "$WORK/status3.txt"
+kill "$profd_pid"
+wait "$profd_pid"
+check_eq "profd exits 0 on SIGTERM" "$?" 0
+finish
