@@ -141,6 +141,12 @@ uint64_t event_decoder_convert(const struct event_decoder *d, uint64_t tsc)
 	 * saturate at both ends so that the result stays monotonic in tsc.
 	 */
 	dm = b->mono_ns - a->mono_ns;
+	/* the common case, a few ms into the segment: the product fits, no 128-bit division */
+	if (tsc >= a->tsc && tsc - a->tsc < (1ull << 32) && dm < (1ull << 32)) {
+		uint64_t q64 = (tsc - a->tsc) * dm / (b->tsc - a->tsc);
+
+		return q64 > UINT64_MAX - a->mono_ns ? UINT64_MAX : a->mono_ns + q64;
+	}
 	if (tsc >= a->tsc) {
 		q = (unsigned __int128)(tsc - a->tsc) * dm / (b->tsc - a->tsc);
 		return q > UINT64_MAX - a->mono_ns ? UINT64_MAX : a->mono_ns + (uint64_t)q;

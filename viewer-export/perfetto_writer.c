@@ -349,9 +349,33 @@ int perfetto_writer_function(struct perfetto_writer *w, uint32_t func_id, const 
 	f = pw_table_get(&w->funcs, &func_id, &is_new);
 	if (!f)
 		return -ENOMEM;
-	if (pw_rename(&f->name, name, &err))
+	if (pw_rename(&f->name, name, &err)) {
 		f->name_iid = 0; /* interned again (by string) on next use */
+		if (func_id < w->n_func_iid_cache)
+			w->func_iid_cache[func_id] = 0;
+	}
 	return err;
+}
+
+#define PW_FUNC_IID_CACHE_MAX (1u << 22) /* ids above go through the table */
+
+static void pw_cache_func_iid(struct perfetto_writer *w, uint32_t func_id, uint32_t iid)
+{
+	if (func_id >= PW_FUNC_IID_CACHE_MAX)
+		return;
+	if (func_id >= w->n_func_iid_cache) {
+		size_t n = (size_t)func_id * 2 + 64;
+		uint32_t *grown;
+
+		n = n > PW_FUNC_IID_CACHE_MAX ? PW_FUNC_IID_CACHE_MAX : n;
+		grown = realloc(w->func_iid_cache, n * sizeof(*grown));
+		if (!grown)
+			return; /* the table still answers */
+		memset(grown + w->n_func_iid_cache, 0, (n - w->n_func_iid_cache) * sizeof(*grown));
+		w->func_iid_cache = grown;
+		w->n_func_iid_cache = n;
+	}
+	w->func_iid_cache[func_id] = iid;
 }
 
 /*
@@ -366,12 +390,18 @@ static int pw_func_iid(struct perfetto_writer *w, uint32_t func_id, uint64_t *ii
 	int64_t idx;
 	bool is_new;
 
+	if (func_id < w->n_func_iid_cache && w->func_iid_cache[func_id]) {
+		*def = NULL;
+		*iid = w->func_iid_cache[func_id];
+		return 0;
+	}
 	f = pw_table_get(&w->funcs, &func_id, &is_new);
 	if (!f)
 		return -ENOMEM;
 	*def = NULL;
 	if (f->name_iid) {
 		*iid = f->name_iid;
+		pw_cache_func_iid(w, func_id, f->name_iid);
 		return 0;
 	}
 	name = f->name;
@@ -383,9 +413,10 @@ static int pw_func_iid(struct perfetto_writer *w, uint32_t func_id, uint64_t *ii
 	if (idx < 0)
 		return (int)idx;
 	*iid = (uint64_t)idx + 1;
-	if (w->event_names.ents[idx].aux) /* defined (for another func_id) */
+	if (w->event_names.ents[idx].aux) { /* defined (for another func_id) */
 		f->name_iid = (uint32_t)*iid;
-	else
+		pw_cache_func_iid(w, func_id, f->name_iid);
+	} else
 		*def = (const char *)pw_strtab_data(&w->event_names, (uint32_t)idx);
 	return 0;
 }
@@ -665,6 +696,7 @@ int perfetto_writer_free(struct perfetto_writer *w)
 	pw_free_names(&w->funcs, offsetof(struct pw_func, name));
 	pw_strtab_free(&w->counters);
 	pw_strtab_free(&w->event_names);
+	free(w->func_iid_cache);
 	pw_symbols_free(&w->sym);
 	pwb_free(&w->pkt);
 	free(w->buf);
