@@ -225,6 +225,8 @@ static void write_sample(struct sample_pipeline *p, const struct sampler_sample 
 	n = append_kernel_frames(p, smp, frames, n, sizeof(frames) / sizeof(frames[0]));
 	if (n == 0) {
 		p->stats.empty++;
+		perfetto_writer_sample_skipped(p->cfg.writer, smp->time, smp->cpu, (pid_t)smp->pid,
+					       (pid_t)smp->tid);
 		return;
 	}
 	perfetto_writer_sample(p->cfg.writer, smp->time, smp->cpu, (pid_t)smp->pid,

@@ -155,8 +155,8 @@ static void report_samples(const struct trace_model *m)
 	}
 	qsort(t.items, t.n, sizeof(*t.items), by_count_desc);
 	shown = t.n < 15 ? t.n : 15;
-	printf("\nhottest sampled functions (%zu samples, %" PRIu64 " lost):\n", m->n_samples,
-	       m->samples_lost);
+	printf("\nhottest sampled functions (%zu samples, %" PRIu64 " lost, %" PRIu64
+	       " not unwound):\n", m->n_samples, m->samples_lost, m->samples_skipped);
 	for (size_t i = 0; i < shown; i++)
 		printf("%8" PRIu64 " %5.1f%%  %s\n", t.items[i].count,
 		       100.0 * (double)t.items[i].count / (double)m->n_samples, t.items[i].name);

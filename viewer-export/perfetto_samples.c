@@ -343,6 +343,21 @@ err_reset:
 	return ret;
 }
 
+int perfetto_writer_sample_skipped(struct perfetto_writer *w, uint64_t ts, uint32_t cpu,
+				   pid_t pid, pid_t tid)
+{
+	size_t mark, ps;
+
+	mark = pw_packet_begin(w, PW_SEQ_PERF, ts, true);
+	ps = pwb_open(&w->pkt, PW_F_PERF_SAMPLE);
+	pwb_uint(&w->pkt, 1, cpu);
+	pwb_uint(&w->pkt, 2, (uint64_t)pid);
+	pwb_uint(&w->pkt, 3, (uint64_t)tid);
+	pwb_uint(&w->pkt, 18, 2); /* sample_skipped_reason = PROFILER_SKIP_UNWIND_STAGE */
+	pwb_close(&w->pkt, ps);
+	return pw_packet_end(w, mark);
+}
+
 int perfetto_writer_samples_lost(struct perfetto_writer *w, uint64_t ts, uint32_t cpu,
 				 uint64_t lost)
 {

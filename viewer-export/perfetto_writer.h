@@ -101,6 +101,14 @@ int perfetto_writer_counter(struct perfetto_writer *w, pid_t pid, const char *na
 int perfetto_writer_sample(struct perfetto_writer *w, uint64_t ts, uint32_t cpu, pid_t pid,
 			   pid_t tid, const struct perfetto_frame *frames, size_t n_frames);
 
+/*
+ * A sample that could not be unwound into any frame: a PerfSample with
+ * sample_skipped_reason PROFILER_SKIP_UNWIND_STAGE (counted by trace
+ * processor as perf_samples_skipped), so the loss is visible.
+ */
+int perfetto_writer_sample_skipped(struct perfetto_writer *w, uint64_t ts, uint32_t cpu,
+				   pid_t pid, pid_t tid);
+
 /* Perf ring loss on cpu (PerfSample.kernel_records_lost, pid 0). */
 int perfetto_writer_samples_lost(struct perfetto_writer *w, uint64_t ts, uint32_t cpu,
 				 uint64_t lost);

@@ -352,8 +352,10 @@ static void trd_perf_sample(struct trd *r, struct trd_seq *s, const trd_packet *
 		r->m->samples_lost = sum < r->m->samples_lost ? UINT64_MAX : sum;
 		return;
 	}
-	if (ps->optional_sample_skipped_reason_case)
-		return; /* a skip record, not a sample */
+	if (ps->optional_sample_skipped_reason_case) {
+		r->m->samples_skipped++; /* a skip record, not a sample */
+		return;
+	}
 	if (ps->has_callstack_iid && ps->callstack_iid)
 		st = trd_resolve_stack(r, s, ps->callstack_iid);
 	if (!trd_reserve(r, (void **)&r->samples, &r->cap_samples, r->n_samples, sizeof(*out)))

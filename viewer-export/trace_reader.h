@@ -58,6 +58,7 @@ struct trace_model {
 	int32_t *process_pids;
 	size_t n_processes;
 	uint64_t samples_lost;          /* sum of kernel_records_lost */
+	uint64_t samples_skipped;       /* PerfSamples with a sample_skipped_reason */
 	int has_clock_snapshot;
 	size_t first_clock_snapshot;    /* packet index (file order) of the first one, if any */
 	/*

@@ -550,6 +550,51 @@ static void test_samples_lost_summed(void)
 	close(fd);
 }
 
+/* A sample nothing could be unwound for: a skip record, counted, never a sample. */
+static void test_sample_skipped_counted(void)
+{
+	int fd = new_fd();
+	struct perfetto_writer *w = perfetto_writer_new(fd);
+	struct trace_model *m;
+
+	perfetto_writer_sample(w, T0, 0, PID, PID, demo_frames, 3);
+	perfetto_writer_sample_skipped(w, T0 + 1, 1, PID, PID);
+	CHECK_EQ_INT(perfetto_writer_free(w), 0);
+	m = load_fd(fd);
+	check_no_problems(m);
+	CHECK_EQ_U64(m->samples_skipped, 1);
+	CHECK_EQ_INT(m->n_samples, 1);
+	trace_model_free(m);
+	close(fd);
+}
+
+/* An END's self_samples argument lands on the slice it closes. */
+static void test_end_argument_on_slice(void)
+{
+	int fd = new_fd();
+	struct perfetto_writer *w = perfetto_writer_new(fd);
+	struct trace_model *m;
+
+	perfetto_writer_function(w, 1, "outer");
+	perfetto_writer_function(w, 2, "inner");
+	perfetto_writer_slice_begin(w, PID, PID, T0, 1);
+	perfetto_writer_slice_begin(w, PID, PID, T0 + 10, 2);
+	perfetto_writer_slice_end_arg(w, PID, PID, T0 + 20, "self_samples", 7);
+	perfetto_writer_slice_end(w, PID, PID, T0 + 30);
+	CHECK_EQ_INT(perfetto_writer_free(w), 0);
+	m = load_fd(fd);
+	check_no_problems(m);
+	CHECK_EQ_INT(m->n_slices, 2);
+	for (size_t i = 0; i < m->n_slices; i++) {
+		int inner = strcmp(m->slices[i].name, "inner") == 0;
+
+		CHECK_EQ_INT(m->slices[i].self_samples, inner ? 7 : -1);
+		CHECK_EQ_INT(m->slices[i].dur, inner ? 10 : 30);
+	}
+	trace_model_free(m);
+	close(fd);
+}
+
 static uint64_t rng_next(uint64_t *s)
 {
 	*s ^= *s << 13;
@@ -1039,6 +1084,8 @@ int main(void)
 	RUN_TEST(test_sample_interning_reused);
 	RUN_TEST(test_many_distinct_callstacks);
 	RUN_TEST(test_samples_lost_summed);
+	RUN_TEST(test_sample_skipped_counted);
+	RUN_TEST(test_end_argument_on_slice);
 	RUN_TEST(test_random_calls_obey_importer_rules);
 	RUN_TEST(test_write_error_broken_pipe);
 	RUN_TEST(test_write_error_dev_full);
