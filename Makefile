@@ -183,6 +183,45 @@ demo: deps
 clean:
 	rm -rf build
 
+# ---- install ------------------------------------------------------------------
+# make install [PREFIX=/usr/local] [DESTDIR=staging-root]. profctl looks for
+# profd and libprofagent.so next to its own executable (/proc/self/exe), so
+# the three live together in PKGLIBDIR; bin/profctl and sbin/profd are
+# symlinks there. The service unit gets PKGLIBDIR written into it.
+PREFIX         ?= /usr/local
+BINDIR         ?= $(PREFIX)/bin
+SBINDIR        ?= $(PREFIX)/sbin
+PKGLIBDIR      ?= $(PREFIX)/lib/profd
+DOCDIR         ?= $(PREFIX)/share/doc/profd
+SYSTEMDUNITDIR ?= $(PREFIX)/lib/systemd/system
+SYSUSERSDIR    ?= $(PREFIX)/lib/sysusers.d
+INSTALL        ?= install
+
+install: $(BUILD)/profd $(BUILD)/profctl $(BUILD)/libprofagent.so $(BUILD)/libprofagent.so-gdb.py
+	@echo "  INSTALL $(DESTDIR)$(PREFIX)"
+	$(Q)$(INSTALL) -d $(DESTDIR)$(PKGLIBDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(SBINDIR) \
+		$(DESTDIR)$(DOCDIR) $(DESTDIR)$(SYSTEMDUNITDIR) $(DESTDIR)$(SYSUSERSDIR)
+	$(Q)$(INSTALL) -m 0755 $(BUILD)/profd $(BUILD)/profctl $(DESTDIR)$(PKGLIBDIR)/
+	$(Q)$(INSTALL) -m 0644 $(BUILD)/libprofagent.so $(BUILD)/libprofagent.so-gdb.py \
+		$(DESTDIR)$(PKGLIBDIR)/
+	$(Q)ln -sfn $(PKGLIBDIR)/profctl $(DESTDIR)$(BINDIR)/profctl
+	$(Q)ln -sfn $(PKGLIBDIR)/profd $(DESTDIR)$(SBINDIR)/profd
+	$(Q)$(INSTALL) -m 0644 systemd/profd.socket $(DESTDIR)$(SYSTEMDUNITDIR)/profd.socket
+	$(Q)sed -e 's|@PKGLIBDIR@|$(PKGLIBDIR)|g' -e 's|@DOCDIR@|$(DOCDIR)|g' \
+		systemd/profd.service.in >$(DESTDIR)$(SYSTEMDUNITDIR)/profd.service
+	$(Q)chmod 0644 $(DESTDIR)$(SYSTEMDUNITDIR)/profd.service
+	$(Q)$(INSTALL) -m 0644 systemd/profd.sysusers $(DESTDIR)$(SYSUSERSDIR)/profd.conf
+	$(Q)$(INSTALL) -m 0644 README.md $(DESTDIR)$(DOCDIR)/README.md
+	@echo "  then: systemd-sysusers; systemctl daemon-reload; systemctl enable --now profd.socket"
+
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/profctl $(DESTDIR)$(SBINDIR)/profd \
+		$(DESTDIR)$(SYSTEMDUNITDIR)/profd.socket $(DESTDIR)$(SYSTEMDUNITDIR)/profd.service \
+		$(DESTDIR)$(SYSUSERSDIR)/profd.conf $(DESTDIR)$(DOCDIR)/README.md \
+		$(addprefix $(DESTDIR)$(PKGLIBDIR)/,profd profctl libprofagent.so libprofagent.so-gdb.py)
+	-rmdir $(DESTDIR)$(PKGLIBDIR) $(DESTDIR)$(DOCDIR)
+
+.PHONY: install uninstall
 .PHONY: all test unit bench deps demo clean
 .DELETE_ON_ERROR:
 

@@ -4,7 +4,8 @@
  * staging buffer of event chunks, compresses it (zstd, one stream per
  * connection, flushed per frame) and sends it. If the daemon stops reading,
  * sends fail after a timeout, recording stops, and target threads only ever
- * see full rings (drops counted), never a blocked call.
+ * see full rings (drops counted), never a blocked call. When the daemon is
+ * gone the flusher has the agent unpatch, closes the socket and exits.
  */
 #define PR_FMT "profagent: "
 
@@ -29,6 +30,8 @@
 #define STAGE_CAPACITY (4u << 20)
 #define ZSTD_LEVEL 1
 #define STOP_TIMEOUT_S 3
+/* A run commits right after the flusher starts; an attach may stop between the two. */
+#define RELEASE_WAIT_NS (2000ull * 1000 * 1000)
 
 /* One flusher per process: the agent is a per-process singleton. */
 static struct flusher {
@@ -61,6 +64,7 @@ static struct flusher {
 	pthread_mutex_t table_lock;
 	int table_sent;
 	int (*send_table)(void *ctx, int sock);
+	void (*lost)(void *ctx);
 	void *table_ctx;
 } flusher = { .sock = -1, .lock = PTHREAD_MUTEX_INITIALIZER,
 	       .table_lock = PTHREAD_MUTEX_INITIALIZER };
@@ -253,6 +257,47 @@ static void flusher_send_goodbye(void)
 	frame_send(flusher.sock, FRAME_AGENT_GOODBYE, buf, len, -1);
 }
 
+static int flusher_stopping(void)
+{
+	int stop;
+
+	pthread_mutex_lock(&flusher.lock);
+	stop = flusher.stop_requested;
+	pthread_mutex_unlock(&flusher.lock);
+	return stop;
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * Nobody listens and nobody will detach from outside: once the patches are
+ * in (released), recording goes off for good and the agent puts the code
+ * back (lost); then the socket goes. Its number is forgotten before it is
+ * closed: a fork in between must not close a descriptor reusing it.
+ */
+static void flusher_give_up(void)
+{
+	uint64_t deadline = mono_ns() + RELEASE_WAIT_NS;
+	int sock = flusher.sock;
+
+	while (!atomic_load_explicit(&flusher.released, memory_order_acquire) &&
+	       !flusher_stopping() && mono_ns() < deadline)
+		nanosleep(&(struct timespec){ 0, FLUSH_INTERVAL_NS }, NULL);
+	/* after the release: the commit turns recording on just before it */
+	atomic_store(&agent_recording, 0);
+	if (!atomic_load_explicit(&flusher.released, memory_order_acquire) || !flusher.lost)
+		return;
+	flusher.lost(flusher.table_ctx);
+	flusher.sock = -1;
+	close(sock);
+}
+
 static void *flusher_main(void *arg)
 {
 	struct timespec next;
@@ -279,7 +324,7 @@ static void *flusher_main(void *arg)
 	if (!flusher.failed)
 		flusher_send_goodbye();
 	if (flusher.failed) /* detach will not reach us: leave a usable state */
-		atomic_store(&agent_recording, 0);
+		flusher_give_up();
 	atomic_store(&flusher.exited, 1);
 	return NULL;
 }
@@ -301,7 +346,8 @@ static int flusher_alloc(void)
 	return 0;
 }
 
-int flusher_start(int sock, int (*send_table)(void *ctx, int sock), void *ctx)
+int flusher_start(int sock, int (*send_table)(void *ctx, int sock), void (*lost)(void *ctx),
+		  void *ctx)
 {
 	pthread_condattr_t attr;
 	sigset_t all, old;
@@ -315,6 +361,7 @@ int flusher_start(int sock, int (*send_table)(void *ctx, int sock), void *ctx)
 		return err;
 	flusher.sock = sock;
 	flusher.send_table = send_table;
+	flusher.lost = lost;
 	flusher.table_ctx = ctx;
 	flusher.table_sent = 0;
 	flusher.stage_len = 0;

@@ -8,6 +8,7 @@
 #ifndef PROFD_FLUSHER_H
 #define PROFD_FLUSHER_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "proto/event_wire.h"
@@ -18,9 +19,15 @@ void flusher_read_clock_pair(struct event_clock_pair *pair);
 /*
  * Starts the flusher on the connected socket. It sends nothing until
  * flusher_release(); then send_table(ctx, sock) first (from the flusher
- * thread, which may allocate), then events. Returns 0 or a negative errno.
+ * thread, which may allocate), then events. When the daemon is gone (the
+ * connection closed, or a send failed: it stopped reading), the flusher
+ * turns recording off, calls lost(ctx) on its own thread once the session
+ * was released (the agent puts the original code back there), closes the
+ * socket and exits; flusher_lost() is true from then on. Returns 0 or a
+ * negative errno.
  */
-int flusher_start(int sock, int (*send_table)(void *ctx, int sock), void *ctx);
+int flusher_start(int sock, int (*send_table)(void *ctx, int sock), void (*lost)(void *ctx),
+		  void *ctx);
 
 /*
  * Lets the flusher go, with the clock pair taken before recording began.
@@ -51,5 +58,23 @@ void flusher_table_unlock(int added);
 
 /* True when no flusher runs or it gave up (its daemon is gone): the session is dead. */
 int flusher_lost(void);
+
+/*
+ * agent/threads.c (declared here: agent_thread.h is the hooks' header).
+ *
+ * Stops every other thread of the process, from inside it, so that code
+ * can be rewritten (threads_resume_others lets them go). A helper process
+ * sharing our memory ptrace-stops them: no signal reaches the program and
+ * every syscall it interrupts restarts. *ips gets the instruction pointer
+ * of each stopped thread (*n_ips of them, valid until the resume). Call it
+ * from an agent thread that blocks every signal, holds no lock a target
+ * thread may want and allocates nothing until the resume. Returns 0, or a
+ * negative errno with every thread running: -EPERM when tracing is not
+ * allowed or would change a setting of the program (a tracer is attached,
+ * a seccomp filter, not dumpable, Yama), -ETIMEDOUT when a thread would not
+ * stop (uninterruptible sleep, vfork), -ECANCELED after an exec, -ENOMEM.
+ */
+int threads_stop_others(const uint64_t **ips, size_t *n_ips);
+void threads_resume_others(void);
 
 #endif

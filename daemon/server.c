@@ -3,11 +3,14 @@
  * The epoll loop (see server.h): accepts connections, reads frames without
  * ever blocking on a peer, classifies a connection by its first frame and
  * hands frames to the sessions. A peer that sends a bad header is dropped;
- * nothing a peer sends can stall the loop or other sessions.
+ * nothing a peer sends can stall the loop or other sessions. Also the
+ * daemon's voice: log lines (stderr or the journal) and the service
+ * manager's READY/STATUS/STOPPING notifications.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +20,7 @@
 #include <sys/stat.h>
 #include <sys/timerfd.h>
 #include <sys/un.h>
+#include <syslog.h>
 #include <unistd.h>
 
 #include "daemon/server.h"
@@ -25,6 +29,50 @@
 
 #define TICK_NS (20 * 1000 * 1000)
 #define READ_CHUNK (64 * 1024)
+#define LOG_LINE_MAX 4096
+
+/* journald reads the stream $JOURNAL_STREAM names ("DEV:INO"); a redirected stderr is not it */
+static bool stderr_is_journal(void)
+{
+	const char *env = getenv("JOURNAL_STREAM");
+	unsigned long long dev, ino;
+	struct stat st;
+
+	return env && sscanf(env, "%llu:%llu", &dev, &ino) == 2 && !fstat(STDERR_FILENO, &st) &&
+	       st.st_dev == dev && st.st_ino == ino;
+}
+
+static void server_logv(int prio, const char *fmt, va_list ap)
+{
+	char line[LOG_LINE_MAX];
+	size_t room, len;
+	int head, n;
+
+	head = stderr_is_journal() ? snprintf(line, sizeof(line), "<%d>", prio & LOG_PRIMASK)
+				   : snprintf(line, sizeof(line), "profd: ");
+	room = sizeof(line) - (size_t)head - 1; /* the last byte is for '\n' */
+	n = vsnprintf(line + head, room, fmt, ap);
+	len = (size_t)head + (n < 0 ? 0 : (size_t)n < room ? (size_t)n : room - 1);
+	/* messages carry peers' text (comm, paths): it must not forge or split lines */
+	for (size_t i = (size_t)head; i < len; i++)
+		if ((unsigned char)line[i] < 0x20 || line[i] == 0x7f)
+			line[i] = '?';
+	line[len++] = '\n';
+	if (write(STDERR_FILENO, line, len) < 0) {
+		/* nowhere left to say it */
+	}
+}
+
+void server_log_prio(int prio, const char *fmt, ...)
+{
+	int saved = errno;
+	va_list ap;
+
+	va_start(ap, fmt);
+	server_logv(prio, fmt, ap);
+	va_end(ap);
+	errno = saved;
+}
 
 void server_log(const char *fmt, ...)
 {
@@ -32,11 +80,44 @@ void server_log(const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	fputs("profd: ", stderr);
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
+	server_logv(LOG_INFO, fmt, ap);
 	va_end(ap);
 	errno = saved;
+}
+
+/*
+ * The sd_notify(3) datagram, without linking libsystemd: the protocol is one
+ * of systemd's documented stable interfaces, and the unit tests link the
+ * daemon's objects without it.
+ */
+int server_notify(const char *state)
+{
+	const char *path = getenv("NOTIFY_SOCKET");
+	struct sockaddr_un addr = { .sun_family = AF_UNIX };
+	size_t plen;
+	socklen_t alen;
+	ssize_t n;
+	int fd, err = 0;
+
+	if (!path || !path[0])
+		return 0;
+	plen = strlen(path);
+	if ((path[0] != '/' && path[0] != '@') || plen >= sizeof(addr.sun_path))
+		return -EAFNOSUPPORT; /* vsock: and the like are for VMs, not for us */
+	memcpy(addr.sun_path, path, plen);
+	if (path[0] == '@')
+		addr.sun_path[0] = '\0'; /* abstract: the length below delimits the name */
+	alen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + plen + (path[0] == '/'));
+	fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	/* the manager drains its queue at once; if it ever did not, the loop must not wait */
+	n = sendto(fd, state, strlen(state), MSG_NOSIGNAL | MSG_DONTWAIT, (struct sockaddr *)&addr,
+		   alen);
+	if (n < 0)
+		err = -errno;
+	close(fd);
+	return err ? err : 1;
 }
 
 int conn_send(struct conn *c, uint32_t type, const void *payload, size_t len)
@@ -91,11 +172,13 @@ int server_init(struct server *srv, const struct server_options *opt)
 	sigset_t stop_signals;
 
 	memset(srv, 0, sizeof(*srv));
+	srv->status_sessions = -1;
 	srv->exit_when_idle = opt->exit_when_idle;
 	srv->verbose = opt->verbose;
 	srv->listen_fd = opt->listen_fd >= 0 ? opt->listen_fd : listen_on(opt->socket_path);
 	if (srv->listen_fd < 0) {
-		server_log("cannot listen on %s: %s", opt->socket_path, strerror(-srv->listen_fd));
+		server_log_prio(LOG_ERR, "cannot listen on %s: %s", opt->socket_path,
+				strerror(-srv->listen_fd));
 		return srv->listen_fd;
 	}
 	sigemptyset(&stop_signals);
@@ -228,8 +311,8 @@ static void conn_readable(struct server *srv, struct conn *c)
 			conn_dispatch(srv, c, &h, payload);
 		if (r < 0) {
 			if (srv->verbose)
-				server_log("pid %d sent a bad frame header: %s", (int)c->peer.pid,
-					   strerror(-r));
+				server_log_prio(LOG_WARNING, "pid %d sent a bad frame header: %s",
+						(int)c->peer.pid, strerror(-r));
 			c->closing = true;
 		}
 	}
@@ -246,10 +329,54 @@ static void reap_closing(struct server *srv)
 	}
 }
 
+/*
+ * A session lives exactly as long as its client connection points to it:
+ * session_conn_closed() finishes it when the client goes, and session_finish()
+ * clears c->session. So counting clients counts sessions.
+ */
+static int count_sessions(const struct server *srv)
+{
+	int n = 0;
+
+	for (const struct conn *c = srv->conns; c; c = c->next)
+		n += c->kind == CONN_CLIENT && c->session;
+	return n;
+}
+
+/* STATUS= for `systemctl status`, sent only when the count changes */
+static void update_status(struct server *srv)
+{
+	char state[64];
+	int n = count_sessions(srv);
+
+	if (n == srv->status_sessions)
+		return;
+	srv->status_sessions = n;
+	snprintf(state, sizeof(state), "STATUS=%d session%s", n, n == 1 ? "" : "s");
+	server_notify(state);
+}
+
+static void server_stopping(struct server *srv)
+{
+	struct signalfd_siginfo si = { 0 };
+	const char *name = NULL;
+	char state[96];
+	int n = count_sessions(srv);
+
+	if (read(srv->signal_fd, &si, sizeof(si)) == (ssize_t)sizeof(si))
+		name = sigabbrev_np((int)si.ssi_signo);
+	server_log("stopping on SIG%s: finalizing %d trace%s", name ? name : "?", n,
+		   n == 1 ? "" : "s");
+	snprintf(state, sizeof(state), "STOPPING=1\nSTATUS=finalizing %d trace%s", n,
+		 n == 1 ? "" : "s");
+	server_notify(state);
+}
+
 int server_run(struct server *srv)
 {
 	struct epoll_event events[64];
 
+	update_status(srv);
 	for (;;) {
 		int n = epoll_wait(srv->epoll_fd, events, 64, -1);
 
@@ -261,8 +388,7 @@ int server_run(struct server *srv)
 			if (!ptr) {
 				server_accept(srv);
 			} else if (ptr == &srv->signal_fd) {
-				server_log("stopping on a signal: finalizing %s",
-					   srv->sessions ? "every trace" : "(no session)");
+				server_stopping(srv);
 				return 0;
 			} else if (ptr == &srv->timer_fd) {
 				uint64_t expirations;
@@ -275,6 +401,7 @@ int server_run(struct server *srv)
 			}
 		}
 		reap_closing(srv);
+		update_status(srv);
 		if (srv->exit_when_idle && srv->served_one && !srv->sessions && !srv->conns)
 			return 0;
 	}

@@ -3,7 +3,8 @@
  * profd's event loop: one epoll set holding the listening socket, every
  * connection (profctl clients and agents) and a periodic timer. Owns the
  * connections and their frame readers; sessions (daemon/session.c) own
- * everything about a profiled target.
+ * everything about a profiled target. Also owns the log sink and the
+ * sd_notify messages, which only main() and the loop send.
  */
 #ifndef PROFD_SERVER_H
 #define PROFD_SERVER_H
@@ -45,6 +46,7 @@ struct server {
 	bool exit_when_idle;      /* private daemon: leave after the last session */
 	bool served_one;
 	int verbose;
+	int status_sessions;      /* session count last sent as STATUS=, -1 = none yet */
 };
 
 struct server_options {
@@ -63,7 +65,23 @@ void server_fini(struct server *srv);
 int conn_send(struct conn *c, uint32_t type, const void *payload, size_t len);
 void conn_close_later(struct conn *c);
 
-/* Logs one line to stderr with the "profd: " prefix. */
+/*
+ * Logs one line to stderr: one event, one line (control characters in the
+ * message, newlines included, become '?'), written with a single write(2).
+ * When stderr is the journal ($JOURNAL_STREAM names it), the line starts with
+ * the syslog priority ("<6>") instead of "profd: ", which journald shows
+ * itself. prio is a LOG_* level from <syslog.h>; server_log() is LOG_INFO.
+ * Keeps errno. Thread-safe (no state).
+ */
+void server_log_prio(int prio, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void server_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/*
+ * Sends state to the service manager (sd_notify(3) protocol: a datagram to
+ * $NOTIFY_SOCKET, a path or "@abstract"), e.g. "READY=1\nSTATUS=0 sessions".
+ * Returns 1 when sent, 0 when no manager listens ($NOTIFY_SOCKET unset), or a
+ * negative errno. Keeps the environment (unlike sd_notify(unset=1)).
+ */
+int server_notify(const char *state);
 
 #endif

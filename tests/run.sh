@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Runs every unit test binary and every integration test; sums their
-# "N passed, N failed" lines into one closing line of the same form.
+# Runs every unit test binary, every integration test and the fuzz targets
+# (briefly); sums their "N passed, N failed" lines into one closing line of
+# the same form.
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -44,6 +45,10 @@ for t in tests/integration/test_*.sh; do
 	timeout 600 bash "$t" >"$tmp/$name.out" 2>&1
 	tally "$name" "$tmp/$name.out" $?
 done
+# Every fuzz target for FUZZ_SECONDS (10 s each, about a minute in all). A
+# missing clang or libFuzzer runtime fails here, with the reason, never skips.
+timeout 600 env FUZZ_SECONDS="${FUZZ_SECONDS:-10}" bash tests/fuzz/run.sh >"$tmp/fuzz.out" 2>&1
+tally fuzz "$tmp/fuzz.out" $?
 [ ${#failed_names[@]} -gt 0 ] && echo "failed: ${failed_names[*]}"
 echo "$total_pass passed, $total_fail failed"
 [ "$total_fail" -eq 0 ]
