@@ -3,7 +3,8 @@
  * libprofagent.so entry points: the constructor that connects to profd
  * (socket and token from the environment), instruments the selected
  * functions, reports them and starts the flusher; the destructor that drains
- * and says goodbye. Whatever fails here, the target runs on unchanged: the
+ * and says goodbye; and, when the daemon dies, the original code put back
+ * from inside. Whatever fails here, the target runs on unchanged: the
  * agent goes quiet, it never exits or aborts the process.
  */
 #include <cpuid.h>
@@ -14,6 +15,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "agent/agent_thread.h"
@@ -27,6 +29,8 @@
 
 #define AGENT_PROTOCOL_VERSION 1
 #define CONFIG_TIMEOUT_MS 10000
+#define UNPATCH_TRIES 3
+#define UNPATCH_RETRY_NS (20 * 1000 * 1000)
 
 /* Read by the entry trampoline's slow path (trampolines/x86_64.S): bytes of xsave area. */
 uint64_t profagent_xsave_area_size = 4096;
@@ -46,7 +50,12 @@ static struct {
 	int atfork_registered;
 } agent = { .sock = -1 };
 
-static void xsave_size_init(void)
+/*
+ * Before anything can be patched, and wherever the agent's objects are linked
+ * (unit tests too): the size depends on XCR0, and AMX tile state makes it
+ * 11 KiB on some machines, far past any fixed default.
+ */
+__attribute__((constructor(101))) static void xsave_size_init(void)
 {
 	unsigned int eax, ebx, ecx, edx;
 
@@ -179,10 +188,65 @@ static int send_table_from_plan(void *ctx, int sock)
 /* A thread in dlopen/dlclose passed _dl_debug_state: the new module's code runs nowhere yet. */
 static void agent_update_modules(void)
 {
+	int added = 0;
+
 	if (agent.state != AGENT_ACTIVE || !agent.filter)
 		return;
 	flusher_table_lock();
-	flusher_table_unlock(instrument_update_modules(agent.filter, &agent.plan) > 0);
+	/* again under the lock: the flusher may have unpatched everything meanwhile */
+	if (agent.state == AGENT_ACTIVE)
+		added = instrument_update_modules(agent.filter, &agent.plan) > 0;
+	flusher_table_unlock(added);
+}
+
+/* Whether a stopped thread executes bytes a jump replaced (none can: a jump is one instruction). */
+static int thread_inside_patches(const uint64_t *ips, size_t n_ips)
+{
+	for (size_t i = 0; i < agent.plan.n_patches; i++) {
+		const struct pending_patch *pp = &agent.plan.patches[i];
+
+		for (size_t k = 0; pp->written && k < n_ips; k++)
+			if (ips[k] > pp->jump.address && ips[k] < pp->jump.address + pp->jump.len)
+				return 1;
+	}
+	return 0;
+}
+
+/*
+ * On the flusher thread, once the daemon is gone (recording is off): the
+ * program should not go on through trampolines that record nothing, and no
+ * profctl will detach, so the original bytes go back from here with every
+ * other thread stopped (threads_stop_others). Where they may not be stopped
+ * (a tracer, seccomp, Yama) the patches stay as pass-through, for a later
+ * attach to remove (profagent_reset_stale). The table lock keeps a dlopen
+ * from patching meanwhile. The socket is the flusher's to close.
+ */
+static void agent_daemon_lost(void *ctx)
+{
+	const uint64_t *ips;
+	size_t n_ips;
+	int err, inside;
+
+	(void)ctx;
+	flusher_table_lock();
+	agent.sock = -1;
+	for (int i = 0; i < UNPATCH_TRIES && agent.state == AGENT_ACTIVE; i++) {
+		if (i)
+			nanosleep(&(struct timespec){ 0, UNPATCH_RETRY_NS }, NULL);
+		err = threads_stop_others(&ips, &n_ips);
+		if (err == -EPERM || err == -ECANCELED)
+			break;
+		if (err)
+			continue;
+		inside = thread_inside_patches(ips, n_ips);
+		/* profctl may have detached meanwhile: it stops the threads from outside */
+		if (!inside && agent.state == AGENT_ACTIVE && instrument_unpatch(&agent.plan) == 0)
+			agent.state = AGENT_UNPATCHED;
+		threads_resume_others();
+		if (!inside)
+			break; /* a failed unpatch is left to profagent_reset_stale */
+	}
+	flusher_table_unlock(0);
 }
 
 int profagent_enter_slow(int reason)
@@ -231,7 +295,6 @@ static int agent_prepare(const char *path, const char *token)
 
 	if (agent.state != AGENT_IDLE)
 		return -EBUSY;
-	xsave_size_init();
 	if (threads_init() || (!agent.atfork_registered && pthread_atfork(NULL, NULL, atfork_child)))
 		return -ENOMEM;
 	agent.atfork_registered = 1;
@@ -249,7 +312,8 @@ static int agent_prepare(const char *path, const char *token)
 		err = instrument_prepare(filter, &agent.plan);
 	agent.filter = filter;
 	if (!err)
-		err = flusher_start(agent.sock, send_table_from_plan, &agent.plan);
+		err = flusher_start(agent.sock, send_table_from_plan, agent_daemon_lost,
+				    &agent.plan);
 	if (err) {
 		agent_close();
 		return err;
@@ -282,9 +346,10 @@ static int agent_commit(const uint64_t *ips, size_t n_ips, int all_or_nothing)
 		return written;
 	threads_for_each_stopped(forget_earlier_session, NULL);
 	flusher_read_clock_pair(&pair);
-	flusher_release(&pair);
 	atomic_store(&agent_recording, 1);
 	agent.state = AGENT_ACTIVE;
+	/* last: a flusher whose daemon is gone unpatches once released, and must see ACTIVE */
+	flusher_release(&pair);
 	return written;
 }
 
