@@ -32,8 +32,8 @@ ALL_CFLAGS := $(CFLAGS_BASE) $(CFLAGS)
 
 LIBS_COMMON := -lprotobuf-c -lzstd
 LIBS_AGENT  := -lzstd -lprotobuf-c -lZydis -lpthread -ldl
-LIBS_DAEMON := -lelf -ldw -lzstd -lprotobuf-c -lpthread -lstdc++
-LIBS_TEST   := -lelf -ldw -lzstd -lprotobuf-c -lZydis -lpthread -ldl -lstdc++
+LIBS_DAEMON := -lelf -ldw -lzstd -lprotobuf-c -lsystemd -lpthread -lstdc++
+LIBS_TEST   := -lelf -ldw -lzstd -lprotobuf-c -lZydis -lsystemd -lpthread -ldl -lstdc++
 
 ifeq ($(V),1)
 Q :=

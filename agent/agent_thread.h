@@ -87,6 +87,8 @@ int threads_init(void);
 /* Calls fn for every registered thread (flusher only); recycles drained exited ones. */
 void threads_for_each(void (*fn)(struct agent_thread *t, void *ctx), void *ctx);
 void threads_recycle_drained(void);
+/* Live threads with a shadow-stack entry, i.e. a call whose exit is still to come. */
+unsigned threads_with_open_calls(void);
 /* threads_for_each without the registry lock: only while every other thread is stopped. */
 void threads_for_each_stopped(void (*fn)(struct agent_thread *t, void *ctx), void *ctx);
 /* agent/hooks.c: closes every open call of t (its frames are gone). */

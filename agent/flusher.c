@@ -32,6 +32,9 @@
 #define STOP_TIMEOUT_S 3
 /* A run commits right after the flusher starts; an attach may stop between the two. */
 #define RELEASE_WAIT_NS (2000ull * 1000 * 1000)
+/* At detach: how long calls already entered get to return (and record their exit). */
+#define RETURN_WAIT_NS (100ull * 1000 * 1000)
+#define RETURN_POLL_NS (1000 * 1000)
 
 /* One flusher per process: the agent is a per-process singleton. */
 static struct flusher {
@@ -156,7 +159,8 @@ static void flusher_put_records(struct agent_thread *t, uint64_t from, uint64_t 
 	const uint64_t mask = AGENT_RING_RECORDS - 1;
 	const uint64_t max_per_chunk = (STAGE_CAPACITY / 2) / sizeof(struct event_record);
 
-	while (n > 0) {
+	/* do-while: a drops-only update (empty ring) still needs its chunk */
+	do {
 		uint64_t count = n < max_per_chunk ? n : max_per_chunk;
 
 		/* an enter and its frame stay in one chunk */
@@ -175,7 +179,7 @@ static void flusher_put_records(struct agent_thread *t, uint64_t from, uint64_t 
 		       (count - first_part) * sizeof(struct event_record));
 		from += count;
 		n -= count;
-	}
+	} while (n > 0);
 }
 
 static void flusher_drain_thread(struct agent_thread *t, void *ctx)
@@ -298,6 +302,22 @@ static void flusher_give_up(void)
 	close(sock);
 }
 
+/*
+ * Detach: the calls entered before the unpatch still return through the exit
+ * trampoline and record their exit. Give them a moment, draining meanwhile,
+ * so their slices close in this trace rather than after the goodbye. A call
+ * that runs on (main, a worker's loop) stays open in the trace: it was.
+ */
+static void flusher_let_calls_return(void)
+{
+	uint64_t deadline = mono_ns() + RETURN_WAIT_NS;
+
+	while (threads_with_open_calls() && mono_ns() < deadline && !flusher.failed) {
+		flusher_cycle();
+		nanosleep(&(struct timespec){ 0, RETURN_POLL_NS }, NULL);
+	}
+}
+
 static void *flusher_main(void *arg)
 {
 	struct timespec next;
@@ -320,6 +340,8 @@ static void *flusher_main(void *arg)
 	pthread_mutex_unlock(&flusher.lock);
 	if (flusher.failed)
 		atomic_store(&agent_recording, 0); /* nobody listens: stop paying for events */
+	else if (flusher.stop_reason && !strcmp(flusher.stop_reason, "detach"))
+		flusher_let_calls_return();
 	flusher_cycle();
 	if (!flusher.failed)
 		flusher_send_goodbye();

@@ -173,6 +173,21 @@ void threads_for_each_stopped(void (*fn)(struct agent_thread *t, void *ctx), voi
 		fn(t, ctx);
 }
 
+unsigned threads_with_open_calls(void)
+{
+	unsigned n = 0;
+	struct agent_thread *t;
+
+	pthread_mutex_lock(&registry_lock);
+	t = registry_head;
+	pthread_mutex_unlock(&registry_lock);
+	for (; t; t = t->next)
+		/* depth is the owner's: a relaxed read sees it a moment late at worst */
+		n += atomic_load_explicit(&t->state, memory_order_acquire) == AGENT_THREAD_LIVE &&
+		     __atomic_load_n(&t->depth, __ATOMIC_RELAXED) > 0;
+	return n;
+}
+
 static int thread_is_drained_exit(struct agent_thread *t)
 {
 	return atomic_load_explicit(&t->state, memory_order_acquire) == AGENT_THREAD_EXITED &&

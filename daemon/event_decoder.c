@@ -293,6 +293,9 @@ static int deliver_chunks(const struct event_decoder *d, const uint8_t *buf, siz
 			cb->thread_name(ctx, h.tid, name);
 			break;
 		case EVENT_CHUNK_THREAD_EXIT:
+			/* its drop total is final: counted even if no records chunk carried it */
+			if (cb->drops && h.drops)
+				cb->drops(ctx, h.tid, h.drops, d->pairs[d->n_pairs - 1].mono_ns);
 			if (cb->thread_exit)
 				cb->thread_exit(ctx, h.tid);
 			break;

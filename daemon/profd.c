@@ -18,10 +18,11 @@
 #include <syslog.h>
 #include <unistd.h>
 
+#include <systemd/sd-daemon.h>
+
 #include "daemon/server.h"
 
 #define DEFAULT_SOCKET "/run/profd/profd.sock"
-#define LISTEN_FDS_START 3 /* SD_LISTEN_FDS_START */
 
 static void usage(FILE *out)
 {
@@ -35,65 +36,53 @@ static void usage(FILE *out)
 		"  -v             log every connection problem\n");
 }
 
-static int socket_int_option(int fd, int name, int *value)
+static int fd_set_flags(int fd)
 {
-	socklen_t len = sizeof(*value);
+	int flags = fcntl(fd, F_GETFL);
 
-	return getsockopt(fd, SOL_SOCKET, name, value, &len) ? -errno : 0;
+	if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) || fcntl(fd, F_SETFD, FD_CLOEXEC))
+		return -errno;
+	return 0;
 }
 
 /*
- * Socket activation (the sd_listen_fds(3) protocol, one of systemd's stable
- * interfaces, so no libsystemd): the manager passes the bound, listening
- * socket as fd 3 and names its own child in LISTEN_PID. Sets *fd to it, or to
- * -1 when profd was not activated. Returns 0 or a negative errno (logged).
+ * Socket activation (sd_listen_fds(3)): systemd passes the bound, listening
+ * socket as fd 3. Sets *fd to it, or to -1 when profd was not activated.
+ * Returns 0 or a negative errno (logged).
  */
 static int activation_fd(int *fd)
 {
-	const char *pid_env = getenv("LISTEN_PID"), *fds_env = getenv("LISTEN_FDS");
 	struct sockaddr_un addr = { 0 };
 	socklen_t alen = sizeof(addr);
-	int domain, type, listening, flags, err;
+	int n, err;
 
 	*fd = -1;
-	if (!fds_env)
+	/* unset_environment: children must not take our socket for theirs */
+	n = sd_listen_fds(1);
+	if (n == 0)
 		return 0;
-	/* children must not take our socket for theirs */
-	unsetenv("LISTEN_PID");
-	unsetenv("LISTEN_FDS");
-	unsetenv("LISTEN_FDNAMES");
-	if (!pid_env || strtol(pid_env, NULL, 10) != (long)getpid())
-		return 0; /* meant for a parent that exec'd us without clearing it */
-	if (strcmp(fds_env, "1")) {
-		server_log_prio(LOG_ERR, "socket activation: LISTEN_FDS=%s, expected 1", fds_env);
-		return -EINVAL;
+	if (n != 1) {
+		server_log_prio(LOG_ERR, "socket activation: %s", n < 0 ? strerror(-n) :
+				"more than one socket passed, expected 1");
+		return n < 0 ? n : -EINVAL;
 	}
-	err = socket_int_option(LISTEN_FDS_START, SO_DOMAIN, &domain);
-	if (!err)
-		err = socket_int_option(LISTEN_FDS_START, SO_TYPE, &type);
-	if (!err)
-		err = socket_int_option(LISTEN_FDS_START, SO_ACCEPTCONN, &listening);
-	if (!err && (domain != AF_UNIX || type != SOCK_STREAM || !listening))
-		err = -EPROTOTYPE;
-	if (err) {
+	if (sd_is_socket_unix(SD_LISTEN_FDS_START, SOCK_STREAM, 1, NULL, 0) <= 0) {
 		server_log_prio(LOG_ERR, "socket activation: fd %d is not a listening "
-				"AF_UNIX stream socket: %s", LISTEN_FDS_START, strerror(-err));
-		return err;
+				"AF_UNIX stream socket", SD_LISTEN_FDS_START);
+		return -EPROTOTYPE;
 	}
 	/* the loop accepts until EAGAIN: a blocking listener would hang it */
-	flags = fcntl(LISTEN_FDS_START, F_GETFL);
-	if (flags < 0 || fcntl(LISTEN_FDS_START, F_SETFL, flags | O_NONBLOCK) ||
-	    fcntl(LISTEN_FDS_START, F_SETFD, FD_CLOEXEC)) {
-		err = -errno;
-		server_log_prio(LOG_ERR, "socket activation: fd %d: %s", LISTEN_FDS_START,
-				strerror(errno));
+	err = fd_set_flags(SD_LISTEN_FDS_START);
+	if (err) {
+		server_log_prio(LOG_ERR, "socket activation: fd %d: %s", SD_LISTEN_FDS_START,
+				strerror(-err));
 		return err;
 	}
-	if (getsockname(LISTEN_FDS_START, (struct sockaddr *)&addr, &alen) || !addr.sun_path[0])
+	if (getsockname(SD_LISTEN_FDS_START, (struct sockaddr *)&addr, &alen) || !addr.sun_path[0])
 		snprintf(addr.sun_path, sizeof(addr.sun_path), "(unnamed)");
-	server_log("socket activation: fd %d (%.*s)", LISTEN_FDS_START,
+	server_log("socket activation: fd %d (%.*s)", SD_LISTEN_FDS_START,
 		   (int)sizeof(addr.sun_path), addr.sun_path);
-	*fd = LISTEN_FDS_START;
+	*fd = SD_LISTEN_FDS_START;
 	return 0;
 }
 

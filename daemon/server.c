@@ -10,7 +10,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
-#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +21,8 @@
 #include <sys/un.h>
 #include <syslog.h>
 #include <unistd.h>
+
+#include <systemd/sd-daemon.h>
 
 #include "daemon/server.h"
 #include "daemon/session.h"
@@ -85,39 +86,9 @@ void server_log(const char *fmt, ...)
 	errno = saved;
 }
 
-/*
- * The sd_notify(3) datagram, without linking libsystemd: the protocol is one
- * of systemd's documented stable interfaces, and the unit tests link the
- * daemon's objects without it.
- */
 int server_notify(const char *state)
 {
-	const char *path = getenv("NOTIFY_SOCKET");
-	struct sockaddr_un addr = { .sun_family = AF_UNIX };
-	size_t plen;
-	socklen_t alen;
-	ssize_t n;
-	int fd, err = 0;
-
-	if (!path || !path[0])
-		return 0;
-	plen = strlen(path);
-	if ((path[0] != '/' && path[0] != '@') || plen >= sizeof(addr.sun_path))
-		return -EAFNOSUPPORT; /* vsock: and the like are for VMs, not for us */
-	memcpy(addr.sun_path, path, plen);
-	if (path[0] == '@')
-		addr.sun_path[0] = '\0'; /* abstract: the length below delimits the name */
-	alen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + plen + (path[0] == '/'));
-	fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	/* the manager drains its queue at once; if it ever did not, the loop must not wait */
-	n = sendto(fd, state, strlen(state), MSG_NOSIGNAL | MSG_DONTWAIT, (struct sockaddr *)&addr,
-		   alen);
-	if (n < 0)
-		err = -errno;
-	close(fd);
-	return err ? err : 1;
+	return sd_notify(0, state);
 }
 
 int conn_send(struct conn *c, uint32_t type, const void *payload, size_t len)

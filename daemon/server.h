@@ -77,10 +77,9 @@ void server_log_prio(int prio, const char *fmt, ...) __attribute__((format(print
 void server_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /*
- * Sends state to the service manager (sd_notify(3) protocol: a datagram to
- * $NOTIFY_SOCKET, a path or "@abstract"), e.g. "READY=1\nSTATUS=0 sessions".
- * Returns 1 when sent, 0 when no manager listens ($NOTIFY_SOCKET unset), or a
- * negative errno. Keeps the environment (unlike sd_notify(unset=1)).
+ * Sends state to the service manager (sd_notify(3), libsystemd), e.g.
+ * "READY=1\nSTATUS=0 sessions". Returns > 0 when sent, 0 when no manager
+ * listens ($NOTIFY_SOCKET unset), or a negative errno. Keeps the environment.
  */
 int server_notify(const char *state);
 

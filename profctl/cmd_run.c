@@ -225,6 +225,23 @@ static int exit_code(int status)
 	return 1;
 }
 
+static const char *command_name(const struct run_state *rs)
+{
+	const char *base = strrchr(rs->argv[0], '/');
+
+	return base ? base + 1 : rs->argv[0];
+}
+
+/* A shell would say so, but the shell's child is profctl, which exits normally. */
+static void report_killed(const struct run_state *rs, int status)
+{
+	const char *abbrev = sigabbrev_np(WTERMSIG(status));
+
+	fprintf(stderr, "profctl: %s (PID %d) was killed by signal %d (SIG%s)%s\n",
+		command_name(rs), (int)rs->child, WTERMSIG(status), abbrev ? abbrev : "?",
+		WCOREDUMP(status) ? ", core dumped" : "");
+}
+
 static int prepare(struct run_state *rs)
 {
 	char cmd_path[PATH_MAX], dir[PATH_MAX];
@@ -243,13 +260,6 @@ static int prepare(struct run_state *rs)
 		return -ELIBACC;
 	}
 	return 0;
-}
-
-static const char *command_name(const struct run_state *rs)
-{
-	const char *base = strrchr(rs->argv[0], '/');
-
-	return base ? base + 1 : rs->argv[0];
 }
 
 int cmd_run(int argc, char **argv)
@@ -287,6 +297,8 @@ int cmd_run(int argc, char **argv)
 	signal(SIGINT, SIG_IGN);
 	signal(SIGQUIT, SIG_IGN);
 	err = wait_target(&rs, &status);
+	if (!err && WIFSIGNALED(status))
+		report_killed(&rs, status);
 	session_client_finish(&rs.client, status);
 	if (err == -ETIMEDOUT)
 		waitpid(rs.child, &status, 0);

@@ -2,8 +2,9 @@
 /*
  * Streaming Perfetto writer, sequence 1 and the output buffer: clock
  * snapshots, process/thread/counter descriptors, slices and counter values.
- * Owns the fd's contents: only whole packets ever reach write(), so the file
- * is a valid trace after every flush. Never logs; never exits; returns
+ * Owns the fd's contents: only whole packets ever reach write(), and a write
+ * that fails midway (disk full) has its partial packet cut off again, so the
+ * file is a valid trace after every flush. Never logs; never exits; returns
  * negative errno. Perf samples (sequence 2) live in perfetto_samples.c.
  */
 #include <errno.h>
@@ -48,19 +49,65 @@ _Static_assert(PW_SLICE_MAX - 2 < 128, "slice packets use a one-byte length");
 
 /* ---- output ------------------------------------------------------------- */
 
+/* Bytes of p[0..done) that form whole TracePacket records (tag 0x0A, varint length, body). */
+static size_t pw_whole_packets(const uint8_t *p, size_t n, size_t done)
+{
+	size_t off = 0;
+
+	while (off < n) {
+		uint64_t len = 0;
+		size_t i = off + 1;
+		unsigned shift = 0;
+
+		while (i < n && shift < 64) {
+			len |= (uint64_t)(p[i] & 0x7f) << shift;
+			shift += 7;
+			if (!(p[i++] & 0x80))
+				break;
+		}
+		if (len > n - i || i + len > done)
+			break;
+		off = i + len;
+	}
+	return off;
+}
+
+/*
+ * A write failed after `done` of n bytes: the file ends inside a packet,
+ * which no reader could load past. Cut it back to the last whole packet
+ * (a pipe cannot be cut: its reader sees the end of the stream there).
+ */
+static void pw_cut_partial_packet(struct perfetto_writer *w, const uint8_t *p, size_t n,
+				  size_t done)
+{
+	size_t extra = done - pw_whole_packets(p, n, done);
+	off_t end;
+
+	if (!extra)
+		return;
+	end = lseek(w->fd, 0, SEEK_CUR);
+	if (end < (off_t)extra || ftruncate(w->fd, end - (off_t)extra) ||
+	    lseek(w->fd, end - (off_t)extra, SEEK_SET) < 0)
+		return;
+	w->st.bytes -= extra;
+}
+
+/* p holds whole packets only. */
 static int pw_write_all(struct perfetto_writer *w, const uint8_t *p, size_t n)
 {
-	while (n && !w->write_error) {
-		ssize_t r = write(w->fd, p, n);
+	size_t done = 0;
+
+	while (done < n && !w->write_error) {
+		ssize_t r = write(w->fd, p + done, n - done);
 
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r <= 0) {
 			w->write_error = r < 0 ? errno : EIO;
+			pw_cut_partial_packet(w, p, n, done);
 			break;
 		}
-		p += r;
-		n -= (size_t)r;
+		done += (size_t)r;
 		w->st.bytes += (uint64_t)r;
 	}
 	return w->write_error ? -w->write_error : 0;

@@ -515,6 +515,30 @@ static void test_drops_cumulative(void)
 	free(r.recs);
 }
 
+/* The thread-exit chunk carries the thread's final drop total: it counts too. */
+static void test_drops_on_thread_exit(void)
+{
+	const struct pair p0 = { BASE_TSC, BASE_MONO }, p1 = { BASE_TSC + 3000, BASE_MONO + 1000 };
+	struct event_decoder *d = event_decoder_new();
+	struct event_record recs[2];
+	struct recorder r = { 0 };
+	struct builder b;
+
+	builder_init(&b, 0);
+	fill_records(recs, 2, BASE_TSC + 300, 300, 1);
+	put_pair(&b, p0.tsc, p0.mono);
+	put_records(&b, 9, 4, recs, 2);
+	put_chunk(&b, EVENT_CHUNK_THREAD_EXIT, 9, 0, 7, NULL, 0);
+	put_pair(&b, p1.tsc, p1.mono);
+	CHECK_EQ_INT(feed_frame(d, &b, &r), 0);
+	CHECK_EQ_INT(r.n_drops, 2);
+	CHECK_EQ_U64(r.last_drops, 7);
+	CHECK_EQ_INT(r.n_exits, 1);
+	builder_fini(&b);
+	event_decoder_free(d);
+	free(r.recs);
+}
+
 /* ---- hostile streams --------------------------------------------------------------- */
 
 /* A valid start of frame (name, pairs, records), so a bad chunk after it must also hide these. */
@@ -1031,6 +1055,7 @@ int main(void)
 	RUN_TEST(test_monotonic_across_segments);
 	RUN_TEST(test_monotonic_extreme_pairs);
 	RUN_TEST(test_drops_cumulative);
+	RUN_TEST(test_drops_on_thread_exit);
 	RUN_TEST(test_hostile_records_before_two_pairs);
 	RUN_TEST(test_hostile_clock_pair_backwards);
 	RUN_TEST(test_hostile_unknown_chunk_kind);

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "perfetto_trace_subset.pb-c.h"
@@ -725,6 +726,34 @@ static void test_write_error_dev_full(void)
 	close(fd);
 }
 
+/* A file that fills up mid-write (RLIMIT_FSIZE: short writes, then EFBIG) keeps whole packets only. */
+static void test_write_error_file_full(void)
+{
+	struct rlimit old, small = { 50000, RLIM_INFINITY };
+	struct perfetto_writer_stats st;
+	struct perfetto_writer *w;
+	struct trace_model *m;
+	int fd = new_fd();
+
+	signal(SIGXFSZ, SIG_IGN);
+	CHECK_EQ_INT(getrlimit(RLIMIT_FSIZE, &old), 0);
+	small.rlim_max = old.rlim_max;
+	CHECK_EQ_INT(setrlimit(RLIMIT_FSIZE, &small), 0);
+	w = perfetto_writer_new(fd);
+	write_some(w, 20000);
+	perfetto_writer_get_stats(w, &st);
+	CHECK_EQ_INT(st.write_error, EFBIG);
+	CHECK(st.bytes > 0 && st.bytes < 50000);
+	CHECK_EQ_INT(perfetto_writer_free(w), -EFBIG);
+	CHECK_EQ_INT(setrlimit(RLIMIT_FSIZE, &old), 0);
+	CHECK_EQ_U64((uint64_t)lseek(fd, 0, SEEK_END), st.bytes);
+	m = load_fd(fd);
+	check_no_problems(m);
+	CHECK(m->n_packets > 100);
+	trace_model_free(m);
+	close(fd);
+}
+
 static void test_valid_at_every_flush(void)
 {
 	int fd = new_fd(), i;
@@ -1089,6 +1118,7 @@ int main(void)
 	RUN_TEST(test_random_calls_obey_importer_rules);
 	RUN_TEST(test_write_error_broken_pipe);
 	RUN_TEST(test_write_error_dev_full);
+	RUN_TEST(test_write_error_file_full);
 	RUN_TEST(test_valid_at_every_flush);
 	RUN_TEST(test_truncated_trace);
 	RUN_TEST(test_garbage_does_not_crash);
