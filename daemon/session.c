@@ -24,6 +24,7 @@
 #include "daemon/demangle.h"
 #include "daemon/dwarf_unwind.h"
 #include "daemon/event_decoder.h"
+#include "daemon/func_registry.h"
 #include "daemon/kernel_symbols.h"
 #include "daemon/sample_pipeline.h"
 #include "daemon/sampler.h"
@@ -78,14 +79,7 @@ struct session {
 	char **patterns;
 	size_t n_patterns;
 	uint32_t freq;
-	char **func_names;     /* index = session-wide function id */
-	uint32_t n_funcs;
-	/* one table per agent that connected (a new one after each exec) */
-	Profd__FunctionTable **tables;
-	size_t n_tables;
-	uint32_t agent_func_base; /* session id = base + the current agent's id */
-	uint32_t agent_n_funcs;   /* functions in the current agent's table */
-	int agent_has_table;
+	struct func_registry funcs; /* the agents' tables: ids and names */
 	struct thread_slot *threads;
 	uint64_t events, drops, samples_lost, events_invalid;
 	uint64_t agent_deadline_ns;
@@ -142,12 +136,7 @@ static void send_error(struct conn *c, const char *msg)
 
 static void session_free(struct session *s)
 {
-	for (uint32_t i = 0; i <= s->n_funcs && s->func_names; i++)
-		free(s->func_names[i]);
-	free(s->func_names);
-	for (size_t i = 0; i < s->n_tables; i++)
-		profd__function_table__free_unpacked(s->tables[i], NULL);
-	free(s->tables);
+	func_registry_free(&s->funcs);
 	event_decoder_free(s->decoder);
 	sample_pipeline_free(s->samples_out); /* empty: session_finish flushed it */
 	kernel_symbols_free(s->kernel); /* after the writer: names are keyed by address */
@@ -491,16 +480,13 @@ static void on_record(void *ctx, uint32_t tid, const struct decoded_event *ev)
 {
 	struct session *s = ctx;
 	struct thread_slot *t = session_thread(s, tid);
-	uint32_t func_id = ev->func_id;
+	uint32_t func_id = func_registry_session_id(&s->funcs, ev->func_id);
 	uint64_t ts = ev->mono_ns;
 
-	if (func_id == 0 || func_id > s->agent_n_funcs ||
-	    !s->func_names[s->agent_func_base + func_id] ||
-	    (ev->kind != EVENT_ENTER && ev->kind != EVENT_EXIT)) {
+	if (!func_id || (ev->kind != EVENT_ENTER && ev->kind != EVENT_EXIT)) {
 		s->events_invalid++;
 		return;
 	}
-	func_id += s->agent_func_base;
 	if (t) {
 		if (ts < t->last_ts)
 			ts = t->last_ts;
@@ -605,9 +591,7 @@ static void handle_agent_hello(struct server *srv, struct conn *c, const uint8_t
 	/* it patches before its table arrives: samples wait for the table and the events */
 	if (s->samples_out)
 		sample_pipeline_set_agent(s->samples_out, true, 0);
-	s->agent_func_base = s->n_funcs;
-	s->agent_n_funcs = 0;
-	s->agent_has_table = 0;
+	func_registry_new_agent(&s->funcs);
 	s->agent_said_goodbye = 0;
 	c->session = s;
 	cfg.session_id = s->id;
@@ -620,81 +604,27 @@ out:
 		profd__agent_hello__free_unpacked(hello, NULL);
 }
 
-#define MAX_FUNCTION_ID (1u << 22) /* bounds what a hostile table can make us allocate */
-
-/* Ids are the agent's: dense from 1 except where a function was dropped at attach. */
-static uint32_t table_max_id(const Profd__FunctionTable *t)
+static void function_named(void *ctx, uint32_t id, const Profd__InstrumentedFunction *f)
 {
-	uint32_t max = 0;
+	struct session *s = ctx;
 
-	for (size_t i = 0; i < t->n_functions; i++) {
-		if (t->functions[i]->id == 0 || t->functions[i]->id > MAX_FUNCTION_ID)
-			return UINT32_MAX;
-		if (t->functions[i]->id > max)
-			max = t->functions[i]->id;
-	}
-	return max;
-}
-
-/* Room for this agent's ids up to new_max (its first table, or more after a dlopen). */
-static int session_add_table(struct session *s, Profd__FunctionTable *t, uint32_t new_max)
-{
-	Profd__FunctionTable **tables = realloc(s->tables, (s->n_tables + 1) * sizeof(*tables));
-	uint32_t old_max = s->agent_has_table ? s->agent_n_funcs : 0;
-	size_t first_new = (size_t)s->agent_func_base + old_max + 1; /* ids start at 1 */
-	int first_ever = !s->func_names;
-	char **names;
-
-	if (!tables)
-		return -ENOMEM;
-	s->tables = tables;
-	names = realloc(s->func_names, ((size_t)s->agent_func_base + new_max + 1) * sizeof(char *));
-	if (!names)
-		return -ENOMEM;
-	s->func_names = names;
-	if (first_ever)
-		names[0] = NULL;
-	if ((size_t)s->agent_func_base + new_max + 1 > first_new)
-		memset(names + first_new, 0,
-		       ((size_t)s->agent_func_base + new_max + 1 - first_new) * sizeof(char *));
-	s->tables[s->n_tables++] = t;
-	return 0;
+	if (f->stub)
+		stub_map_add(s->stubs, f->stub, f->address, f->stub_same_offsets);
+	perfetto_writer_function(s->writer, id,
+				 demangle_cached(s->demangled, func_registry_name(&s->funcs, id)));
 }
 
 static void handle_function_table(struct session *s, const uint8_t *p, size_t len)
 {
 	Profd__FunctionTable *t = profd__function_table__unpack(NULL, len, p);
-	uint32_t max_id = t ? table_max_id(t) : UINT32_MAX;
-	uint32_t old_max = s->agent_has_table ? s->agent_n_funcs : 0;
 
-	/* a later table (a module loaded later) only adds ids above the earlier ones */
-	if (t && t->n_functions == 0 && max_id == 0)
-		max_id = old_max;
-	if (!t || max_id == UINT32_MAX || max_id < old_max ||
-	    (s->agent_has_table && t->n_functions && max_id == old_max) ||
-	    session_add_table(s, t, max_id)) {
+	if (!t || func_registry_add(&s->funcs, t, function_named, s)) {
 		session_error(s, "%s", "malformed function table from the agent");
 		if (t)
 			profd__function_table__free_unpacked(t, NULL);
 		conn_close_later(s->agent);
 		return;
 	}
-	for (size_t i = 0; i < t->n_functions; i++) {
-		const Profd__InstrumentedFunction *f = t->functions[i];
-		uint32_t id = s->agent_func_base + f->id;
-
-		if (f->id <= old_max || s->func_names[id] || !f->name)
-			continue; /* an id already named names nothing new */
-		if (f->stub)
-			stub_map_add(s->stubs, f->stub, f->address, f->stub_same_offsets);
-		s->func_names[id] = strdup(f->name);
-		if (s->func_names[id])
-			perfetto_writer_function(s->writer, id,
-						 demangle_cached(s->demangled, s->func_names[id]));
-	}
-	s->n_funcs = s->agent_func_base + max_id;
-	s->agent_n_funcs = max_id;
-	s->agent_has_table = 1;
 	/* from now on samples wait for the events that say which calls were open */
 	if (s->samples_out)
 		sample_pipeline_set_agent(s->samples_out, true, t->exit_trampoline);
@@ -704,7 +634,7 @@ static void handle_events(struct session *s, const uint8_t *p, size_t len)
 {
 	char err[160];
 
-	if (!s->agent_has_table) {
+	if (!s->funcs.agent_has_table) {
 		session_error(s, "%s", "events before the function table");
 		conn_close_later(s->agent);
 		return;
@@ -766,23 +696,23 @@ static int fill_summary(struct session *s, Profd__SessionSummary *sum,
 	sum->error = s->error;
 	size_t n_warnings = s->warning[0] ? 1 : 0;
 
-	for (size_t i = 0; i < s->n_tables; i++) {
-		n_skipped += s->tables[i]->n_skipped;
-		n_warnings += s->tables[i]->n_warnings;
+	for (size_t i = 0; i < s->funcs.n_tables; i++) {
+		n_skipped += s->funcs.tables[i]->n_skipped;
+		n_warnings += s->funcs.tables[i]->n_warnings;
 	}
 	sum->warnings = calloc(n_warnings + 1, sizeof(char *));
 	if (!sum->warnings)
 		return -ENOMEM;
 	if (s->warning[0])
 		sum->warnings[sum->n_warnings++] = s->warning;
-	for (size_t i = 0; i < s->n_tables; i++)
-		for (size_t k = 0; k < s->tables[i]->n_warnings; k++)
-			sum->warnings[sum->n_warnings++] = s->tables[i]->warnings[k];
+	for (size_t i = 0; i < s->funcs.n_tables; i++)
+		for (size_t k = 0; k < s->funcs.tables[i]->n_warnings; k++)
+			sum->warnings[sum->n_warnings++] = s->funcs.tables[i]->warnings[k];
 	sum->skipped = calloc(n_skipped + 1, sizeof(*sum->skipped));
 	if (!sum->skipped)
 		return -ENOMEM;
-	for (size_t i = 0; i < s->n_tables; i++) {
-		const Profd__FunctionTable *t = s->tables[i];
+	for (size_t i = 0; i < s->funcs.n_tables; i++) {
+		const Profd__FunctionTable *t = s->funcs.tables[i];
 
 		sum->functions_matched += t->matched;
 		sum->functions_instrumented += (uint32_t)t->n_functions;
@@ -800,11 +730,11 @@ static size_t top_self_samples(const struct session *s, Profd__FunctionSelfSampl
 {
 	size_t n = 0;
 
-	for (uint32_t id = 1; s->samples_out && id <= s->n_funcs; id++) {
+	for (uint32_t id = 1; s->samples_out && id <= s->funcs.n_funcs; id++) {
 		uint64_t k = sample_pipeline_self_samples(s->samples_out, id);
 		size_t at;
 
-		if (k == 0 || !s->func_names[id])
+		if (k == 0 || !func_registry_name(&s->funcs, id))
 			continue;
 		if (n == SUMMARY_SELF_FUNCTIONS && k <= list[n - 1].samples)
 			continue;
@@ -812,7 +742,7 @@ static size_t top_self_samples(const struct session *s, Profd__FunctionSelfSampl
 		for (; at > 0 && list[at - 1].samples < k; at--)
 			list[at] = list[at - 1];
 		profd__function_self_samples__init(&list[at]);
-		list[at].name = (char *)demangle_cached(s->demangled, s->func_names[id]);
+		list[at].name = (char *)demangle_cached(s->demangled, func_registry_name(&s->funcs, id));
 		list[at].samples = k;
 	}
 	for (size_t i = 0; i < n; i++)
@@ -935,8 +865,8 @@ static void fill_status(const struct session *s, const struct conn *c, Profd__Se
 		st->details_hidden = 1;
 		return;
 	}
-	for (size_t i = 0; i < s->n_tables; i++)
-		functions += (uint32_t)s->tables[i]->n_functions;
+	for (size_t i = 0; i < s->funcs.n_tables; i++)
+		functions += (uint32_t)s->funcs.tables[i]->n_functions;
 	st->target_pid = s->target;
 	st->target = s->comm;
 	st->attach = s->attach_mode;

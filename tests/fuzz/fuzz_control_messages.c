@@ -4,9 +4,10 @@
  * connection, read through proto/frame.c's frame_reader; every whole frame is
  * unpacked as the protobuf-c message its type carries (the receiver's unpack
  * call), every field is read, the message is packed again and re-read, then
- * freed. Requests and agent frames also go through a copy of the checks
- * daemon/session.c makes on them, function-table id arithmetic included, so
- * that ASan sees the indices the daemon would use. Never exits.
+ * freed. Function tables go through the daemon's own registry
+ * (daemon/func_registry.c), whose ids index its names, then the ids of
+ * events are looked up as on_record() does; requests and hellos go through
+ * a copy of session.c's few checks on them. Never exits.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -14,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "daemon/func_registry.h"
 #include "daemon/sampler.h"
 #include "proto/frame.h"
 #include "profd.pb-c.h"
@@ -22,7 +24,6 @@
 
 /* Copies of daemon/session.c's private limits: keep them in step. */
 #define MAX_RING_PAGES 4096
-#define MAX_FUNCTION_ID (1u << 22)
 /* Fuzzer-only bound: each agent's table may cost the daemon 32 MiB of names. */
 #define MAX_AGENTS 8
 
@@ -53,11 +54,7 @@ struct mirror {
 	int32_t target;
 	int agents;              /* hellos accepted */
 	bool agent;              /* an agent is connected (after a hello) */
-	bool agent_has_table;
-	uint32_t agent_func_base, agent_n_funcs, n_funcs;
-	char **func_names;       /* n_funcs + 1 entries once a table came */
-	Profd__FunctionTable **tables;
-	size_t n_tables;
+	struct func_registry funcs;
 };
 
 static size_t touch_message(const ProtobufCMessage *m);
@@ -208,89 +205,36 @@ static void agent_hello(struct mirror *s, const Profd__AgentHello *hello)
 	sink += strlen(hello->agent_token);
 	s->agent = true;
 	s->agents++;
-	s->agent_func_base = s->n_funcs;
-	s->agent_n_funcs = 0;
-	s->agent_has_table = false;
+	func_registry_new_agent(&s->funcs);
 }
 
-/* table_max_id(): ids from 1 to MAX_FUNCTION_ID; UINT32_MAX refuses the table. */
-static uint32_t table_max_id(const Profd__FunctionTable *t)
+static void named(void *ctx, uint32_t id, const Profd__InstrumentedFunction *f)
 {
-	uint32_t max = 0;
+	struct mirror *s = ctx;
 
-	for (size_t i = 0; i < t->n_functions; i++) {
-		if (t->functions[i]->id == 0 || t->functions[i]->id > MAX_FUNCTION_ID)
-			return UINT32_MAX;
-		if (t->functions[i]->id > max)
-			max = t->functions[i]->id;
-	}
-	return max;
+	CHECK(id > s->funcs.agent_base && f->id > 0 && f->name);
+	CHECK(strcmp(func_registry_name(&s->funcs, id), f->name) == 0);
 }
 
-/* session_add_table(): names grows to base + new_max + 1, the new part zeroed. */
-static int add_table(struct mirror *s, Profd__FunctionTable *t, uint32_t new_max)
-{
-	Profd__FunctionTable **tables = realloc(s->tables, (s->n_tables + 1) * sizeof(*tables));
-	uint32_t old_max = s->agent_has_table ? s->agent_n_funcs : 0;
-	size_t first_new = (size_t)s->agent_func_base + old_max + 1;
-	size_t n_names = (size_t)s->agent_func_base + new_max + 1;
-	int first_ever = !s->func_names;
-	char **names;
-
-	if (!tables)
-		return -ENOMEM;
-	s->tables = tables;
-	names = realloc(s->func_names, n_names * sizeof(char *));
-	if (!names)
-		return -ENOMEM;
-	s->func_names = names;
-	if (first_ever)
-		names[0] = NULL;
-	if (n_names > first_new)
-		memset(names + first_new, 0, (n_names - first_new) * sizeof(char *));
-	s->tables[s->n_tables++] = t;
-	return 0;
-}
-
-/* handle_function_table(); returns whether the mirror kept t. */
+/* handle_function_table(), then every id an event could carry, as on_record() checks it. */
 static bool function_table(struct mirror *s, Profd__FunctionTable *t)
 {
-	uint32_t max_id = table_max_id(t);
-	uint32_t old_max = s->agent_has_table ? s->agent_n_funcs : 0;
-
 	if (!s->agent)
 		return false;
-	if (t->n_functions == 0 && max_id == 0)
-		max_id = old_max;
-	if (max_id == UINT32_MAX || max_id < old_max ||
-	    (s->agent_has_table && t->n_functions && max_id == old_max) || add_table(s, t, max_id)) {
+	if (func_registry_add(&s->funcs, t, named, s)) {
 		s->agent = false; /* conn_close_later(s->agent) */
 		return false;
 	}
 	for (size_t i = 0; i < t->n_functions; i++) {
-		const Profd__InstrumentedFunction *f = t->functions[i];
-		uint32_t id = s->agent_func_base + f->id;
+		uint32_t id = func_registry_session_id(&s->funcs, t->functions[i]->id);
 
-		CHECK(f->id <= max_id && id <= s->agent_func_base + max_id);
-		if (f->id <= old_max || s->func_names[id] || !f->name)
-			continue;
-		s->func_names[id] = strdup(f->name);
+		CHECK(id <= s->funcs.n_funcs);
+		if (id)
+			sink += strlen(func_registry_name(&s->funcs, id));
 	}
-	s->n_funcs = s->agent_func_base + max_id;
-	s->agent_n_funcs = max_id;
-	s->agent_has_table = true;
+	CHECK(func_registry_session_id(&s->funcs, s->funcs.agent_n_funcs + 1) == 0);
+	CHECK(func_registry_session_id(&s->funcs, 0) == 0);
 	return true;
-}
-
-/* session_free() */
-static void mirror_free(struct mirror *s)
-{
-	for (uint32_t i = 0; i <= s->n_funcs && s->func_names; i++)
-		free(s->func_names[i]);
-	free(s->func_names);
-	for (size_t i = 0; i < s->n_tables; i++)
-		profd__function_table__free_unpacked(s->tables[i], NULL);
-	free(s->tables);
 }
 
 /* Unpacks one frame's payload as its type's message and hands it to the mirror. */
@@ -354,7 +298,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		/* a bad header ends the connection, as in daemon/server.c */
 		CHECK(ret == 0 || ret == -EPROTO || ret == -EMSGSIZE);
 	}
-	mirror_free(&s);
+	func_registry_free(&s.funcs);
 	frame_reader_free(&r);
 	return 0;
 }
