@@ -159,7 +159,7 @@ static int64_t pw_intern_frame(struct pw_symbols *s, const struct perfetto_frame
 	struct pw_frame_ent key, *fe;
 	int64_t mapping_iid, fn_iid;
 	uint32_t iid;
-	char hex[24];
+	char hex[96];
 	bool is_new;
 
 	mapping_iid = pw_intern_mapping(s, f);
@@ -178,7 +178,13 @@ static int64_t pw_intern_frame(struct pw_symbols *s, const struct perfetto_frame
 		fn_iid = pw_intern_str(&s->functions, &s->new_functions, f->function,
 				       strlen(f->function));
 	} else {
-		int n = snprintf(hex, sizeof(hex), "0x%" PRIx64, f->rel_pc);
+		/* as perf names it: which file, where (the same offset means nothing across files) */
+		const char *slash = f->mapping_path ? strrchr(f->mapping_path, '/') : NULL;
+		const char *file = slash ? slash + 1 : f->mapping_path ? f->mapping_path : "";
+		int n = snprintf(hex, sizeof(hex), "%s+0x%" PRIx64, file, f->rel_pc);
+
+		if (n >= (int)sizeof(hex))
+			n = (int)sizeof(hex) - 1; /* a long file name, cut */
 
 		fn_iid = pw_intern_str(&s->functions, &s->new_functions, hex, (size_t)n);
 	}

@@ -18,7 +18,7 @@ struct perfetto_writer;
 
 /* Where one sampled pc lies: filled by the daemon's symbolizer. */
 struct perfetto_frame {
-	const char *function;      /* NULL when unknown: the writer names it "0x<rel_pc>" */
+	const char *function;      /* NULL when unknown: named "<file>+0x<rel_pc>" */
 	uint64_t rel_pc;           /* address in the ELF's own vaddr space */
 	/* the mapping (one executable mapping of a file, or an anonymous region) */
 	const char *mapping_path;  /* "/usr/lib/.../libc.so.6", "[anon]", "[vdso]" */

@@ -443,7 +443,7 @@ static void test_samples_root_first(void)
 	if (s->n_frames == 3) {
 		CHECK_EQ_STR(s->frames[0], "main");
 		CHECK_EQ_STR(s->frames[1], "run_loop");
-		CHECK_EQ_STR(s->frames[2], "0x1e00");
+		CHECK_EQ_STR(s->frames[2], "libc.so.6+0x1e00");
 		CHECK_EQ_STR(s->frame_mappings[0], "/usr/bin/demo-app");
 		CHECK_EQ_STR(s->frame_mappings[2], "/usr/lib/libc.so.6");
 	}
