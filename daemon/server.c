@@ -20,6 +20,7 @@
 #include <sys/timerfd.h>
 #include <sys/un.h>
 #include <syslog.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <systemd/sd-daemon.h>
@@ -30,6 +31,16 @@
 
 #define TICK_NS (20 * 1000 * 1000)
 #define READ_CHUNK (64 * 1024)
+/* A peer may leave this much of our output unread before it is dropped. */
+#define CONN_OUT_MAX (4u << 20)
+/* A frame begun and not finished within this is a stalled peer: dropped. */
+#define CONN_STALL_NS (10ull * 1000 * 1000 * 1000)
+/* A connection whose first frame does not come within this is dropped too. */
+#define CONN_FIRST_FRAME_NS (10ull * 1000 * 1000 * 1000)
+/* How long a closing connection may take to drain its last frames (a summary). */
+#define CONN_LINGER_NS (2ull * 1000 * 1000 * 1000)
+/* Beyond this many connections new ones are accepted and closed at once. */
+#define CONN_MAX 512
 #define LOG_LINE_MAX 4096
 
 /* journald reads the stream $JOURNAL_STREAM names ("DEV:INO"); a redirected stderr is not it */
@@ -91,13 +102,89 @@ int server_notify(const char *state)
 	return sd_notify(0, state);
 }
 
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void conn_watch_output(struct conn *c, bool on)
+{
+	struct epoll_event ev = { .events = EPOLLIN | (on ? EPOLLOUT : 0), .data.ptr = c };
+
+	if (c->out_watched == on)
+		return;
+	if (epoll_ctl(c->srv->epoll_fd, EPOLL_CTL_MOD, c->fd, &ev) == 0)
+		c->out_watched = on;
+}
+
+/* Sends what the socket takes; 0 (maybe with output left), or -errno: the peer is gone. */
+static int conn_flush(struct conn *c)
+{
+	size_t done = 0;
+	int err = 0;
+
+	while (done < c->out_len) {
+		ssize_t n = send(c->fd, c->out + done, c->out_len - done,
+				 MSG_DONTWAIT | MSG_NOSIGNAL);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			if (errno != EAGAIN && errno != EWOULDBLOCK)
+				err = -errno;
+			break;
+		}
+		done += (size_t)n;
+	}
+	memmove(c->out, c->out + done, c->out_len - done);
+	c->out_len -= done;
+	if (!err)
+		conn_watch_output(c, c->out_len > 0);
+	return err;
+}
+
+static int conn_queue(struct conn *c, const void *p, size_t len)
+{
+	if (c->out_len + len > CONN_OUT_MAX)
+		return -ENOBUFS;
+	if (c->out_len + len > c->out_cap) {
+		size_t cap = c->out_cap ? c->out_cap : 4096;
+		uint8_t *out;
+
+		while (cap < c->out_len + len)
+			cap *= 2;
+		out = realloc(c->out, cap);
+		if (!out)
+			return -ENOMEM;
+		c->out = out;
+		c->out_cap = cap;
+	}
+	memcpy(c->out + c->out_len, p, len);
+	c->out_len += len;
+	return 0;
+}
+
 int conn_send(struct conn *c, uint32_t type, const void *payload, size_t len)
 {
+	uint8_t header[FRAME_HEADER_SIZE];
 	int err;
 
 	if (!c || c->closing)
 		return -EPIPE;
-	err = frame_send(c->fd, type, payload, len, -1);
+	if (len > FRAME_PAYLOAD_MAX)
+		return -EMSGSIZE;
+	frame_header_encode(header, type, (uint32_t)len);
+	err = conn_queue(c, header, sizeof(header));
+	if (!err && len)
+		err = conn_queue(c, payload, len);
+	if (!err)
+		err = conn_flush(c);
+	if (err == -ENOBUFS)
+		server_log_prio(LOG_WARNING, "pid %d reads nothing of what profd sends: "
+				"disconnected", (int)c->peer.pid);
 	if (err < 0)
 		c->closing = true;
 	return err;
@@ -144,6 +231,7 @@ int server_init(struct server *srv, const struct server_options *opt)
 
 	memset(srv, 0, sizeof(*srv));
 	srv->status_sessions = -1;
+	srv->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	srv->exit_when_idle = opt->exit_when_idle;
 	srv->verbose = opt->verbose;
 	srv->listen_fd = opt->listen_fd >= 0 ? opt->listen_fd : listen_on(opt->socket_path);
@@ -175,15 +263,46 @@ int server_init(struct server *srv, const struct server_options *opt)
 	return 0;
 }
 
+/*
+ * Out of descriptors (or over CONN_MAX): a pending connection left in the
+ * backlog keeps the listener readable and the loop spinning. Take it with
+ * the spare descriptor and close it; the peer sees the hang-up at once.
+ */
+static void server_refuse_one(struct server *srv, const char *why)
+{
+	int fd;
+
+	if (!srv->told_full)
+		server_log_prio(LOG_WARNING, "refusing connections: %s", why);
+	srv->told_full = true;
+	if (srv->spare_fd >= 0) {
+		close(srv->spare_fd);
+		srv->spare_fd = -1;
+	}
+	fd = accept4(srv->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+	if (fd >= 0)
+		close(fd);
+	srv->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+}
+
 static void server_accept(struct server *srv)
 {
 	for (;;) {
 		socklen_t len = sizeof(struct ucred);
-		int fd = accept4(srv->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+		int fd;
 		struct conn *c;
 
-		if (fd < 0)
+		if (srv->n_conns >= CONN_MAX) {
+			server_refuse_one(srv, "too many connections");
 			return;
+		}
+		fd = accept4(srv->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		if (fd < 0) {
+			if (errno == EMFILE || errno == ENFILE)
+				server_refuse_one(srv, strerror(errno));
+			return;
+		}
+		srv->told_full = false;
 		c = calloc(1, sizeof(*c));
 		if (!c || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &c->peer, &len) ||
 		    epoll_add(srv->epoll_fd, fd, c)) {
@@ -191,14 +310,14 @@ static void server_accept(struct server *srv)
 			close(fd);
 			continue;
 		}
-		/* bounded: a client that stops reading cannot hold the loop for long */
-		struct timeval tv = { .tv_sec = 1 };
-		setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 		c->fd = fd;
+		c->srv = srv;
 		c->passed_fd = -1;
+		c->last_read_ns = mono_ns();
 		frame_reader_init(&c->reader);
 		c->next = srv->conns;
 		srv->conns = c;
+		srv->n_conns++;
 	}
 }
 
@@ -210,12 +329,15 @@ static void conn_free(struct server *srv, struct conn *c)
 			break;
 		}
 	}
-	session_conn_closed(srv, c);
+	srv->n_conns--;
+	if (!c->session_told)
+		session_conn_closed(srv, c);
 	epoll_ctl(srv->epoll_fd, EPOLL_CTL_DEL, c->fd, NULL);
 	close(c->fd);
 	if (c->passed_fd >= 0)
 		close(c->passed_fd);
 	frame_reader_free(&c->reader);
+	free(c->out);
 	free(c);
 }
 
@@ -248,6 +370,7 @@ static ssize_t conn_read(struct conn *c)
 		c->passed_fd = fd;
 	}
 	frame_reader_commit(&c->reader, (size_t)n);
+	c->last_read_ns = mono_ns();
 	return n;
 }
 
@@ -289,14 +412,58 @@ static void conn_readable(struct server *srv, struct conn *c)
 	}
 }
 
+/*
+ * A closing connection's session learns it at once; the connection itself
+ * stays only while frames queued for the peer (its summary, an error) are
+ * still going out, CONN_LINGER_NS at most.
+ */
 static void reap_closing(struct server *srv)
 {
 	struct conn *c = srv->conns, *next;
+	uint64_t now = mono_ns();
 
 	for (; c; c = next) {
 		next = c->next;
+		if (!c->closing)
+			continue;
+		if (!c->session_told) {
+			session_conn_closed(srv, c);
+			c->session_told = true;
+			c->linger_until_ns = now + CONN_LINGER_NS;
+		}
+		if (c->out_len && conn_flush(c) == 0 && c->out_len && now < c->linger_until_ns)
+			continue;
+		conn_free(srv, c);
+	}
+}
+
+/* The peer may take more of our output; a closing connection reads nothing more. */
+static void conn_writable(struct server *srv, struct conn *c)
+{
+	(void)srv;
+	if (conn_flush(c) < 0)
+		c->closing = true;
+}
+
+/* Peers that stopped halfway through a frame, or never said what they are. */
+static void drop_stalled(struct server *srv)
+{
+	uint64_t now = mono_ns();
+
+	for (struct conn *c = srv->conns; c; c = c->next) {
+		const char *why = NULL;
+
 		if (c->closing)
-			conn_free(srv, c);
+			continue;
+		if (frame_reader_partial(&c->reader) && now - c->last_read_ns > CONN_STALL_NS)
+			why = "stalled in the middle of a frame";
+		else if (c->kind == CONN_NEW && now - c->last_read_ns > CONN_FIRST_FRAME_NS)
+			why = "sent no frame";
+		if (!why)
+			continue;
+		server_log_prio(LOG_WARNING, "pid %d %s for %llu s: disconnected", (int)c->peer.pid,
+				why, (unsigned long long)((now - c->last_read_ns) / 1000000000ull));
+		c->closing = true;
 	}
 }
 
@@ -367,8 +534,12 @@ int server_run(struct server *srv)
 				if (read(srv->timer_fd, &expirations, sizeof(expirations)) < 0)
 					continue;
 				session_tick_all(srv);
+				drop_stalled(srv);
 			} else {
-				conn_readable(srv, ptr);
+				if (events[i].events & EPOLLOUT)
+					conn_writable(srv, ptr);
+				if (events[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR))
+					conn_readable(srv, ptr);
 			}
 		}
 		reap_closing(srv);
@@ -378,9 +549,26 @@ int server_run(struct server *srv)
 	}
 }
 
+/* Exiting: the summaries just queued get CONN_LINGER_NS to reach their clients. */
+static void drain_output(struct server *srv)
+{
+	uint64_t deadline = mono_ns() + CONN_LINGER_NS;
+	bool pending = true;
+
+	while (pending && mono_ns() < deadline) {
+		pending = false;
+		for (struct conn *c = srv->conns; c; c = c->next)
+			if (c->out_len && conn_flush(c) == 0 && c->out_len)
+				pending = true;
+		if (pending)
+			nanosleep(&(struct timespec){ 0, 10 * 1000 * 1000 }, NULL);
+	}
+}
+
 void server_fini(struct server *srv)
 {
 	session_finish_all(srv);
+	drain_output(srv);
 	reap_closing(srv);
 	while (srv->conns)
 		conn_free(srv, srv->conns);
@@ -388,4 +576,6 @@ void server_fini(struct server *srv)
 	close(srv->timer_fd);
 	close(srv->signal_fd);
 	close(srv->listen_fd);
+	if (srv->spare_fd >= 0)
+		close(srv->spare_fd);
 }

@@ -17,6 +17,7 @@
 #include "proto/frame.h"
 
 struct session;
+struct server;
 
 enum conn_kind {
 	CONN_NEW = 0,   /* first frame not seen yet */
@@ -25,13 +26,21 @@ enum conn_kind {
 };
 
 struct conn {
-	int fd;
+	int fd;                   /* non-blocking: nothing a peer does can hold the loop */
+	struct server *srv;
 	enum conn_kind kind;
 	struct ucred peer;        /* SO_PEERCRED at accept */
 	struct frame_reader reader;
 	int passed_fd;            /* last SCM_RIGHTS descriptor received, -1 if none */
 	struct session *session;
 	bool closing;
+	bool session_told;        /* session_conn_closed() ran: only queued output remains */
+	/* frames the peer has not taken yet, bounded by CONN_OUT_MAX */
+	uint8_t *out;
+	size_t out_len, out_cap;
+	bool out_watched;         /* EPOLLOUT registered */
+	uint64_t last_read_ns;    /* a partial frame older than CONN_STALL_NS ends the connection */
+	uint64_t linger_until_ns; /* closing with output queued: flushed until then */
 	struct conn *next;
 };
 
@@ -47,6 +56,9 @@ struct server {
 	bool served_one;
 	int verbose;
 	int status_sessions;      /* session count last sent as STATUS=, -1 = none yet */
+	size_t n_conns;
+	int spare_fd;             /* kept free for accept-and-close when descriptors run out */
+	bool told_full;           /* "too many connections" logged once per episode */
 };
 
 struct server_options {
@@ -62,6 +74,12 @@ int server_run(struct server *srv);
 void server_fini(struct server *srv);
 
 /* Sends a frame; on failure the connection is marked closing. */
+/*
+ * Queues one frame for the peer and sends what the socket takes now; the
+ * rest goes out as the peer reads (EPOLLOUT). Never blocks. A peer that lets
+ * CONN_OUT_MAX bytes pile up is dropped. Returns 0, or a negative errno when
+ * the connection is closing or was dropped.
+ */
 int conn_send(struct conn *c, uint32_t type, const void *payload, size_t len);
 void conn_close_later(struct conn *c);
 

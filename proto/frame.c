@@ -191,3 +191,8 @@ int frame_reader_next(struct frame_reader *r, struct frame_header *hdr, const ui
 	r->off += FRAME_HEADER_SIZE + (size_t)hdr->length;
 	return 1;
 }
+
+bool frame_reader_partial(const struct frame_reader *r)
+{
+	return r->len > r->off;
+}

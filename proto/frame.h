@@ -97,5 +97,7 @@ void frame_reader_commit(struct frame_reader *r, size_t n);
  * payload. The payload has no particular alignment: memcpy out of it.
  */
 int frame_reader_next(struct frame_reader *r, struct frame_header *hdr, const uint8_t **payload);
+/* True when bytes of a frame not yet whole are waiting (after frame_reader_next said 0). */
+bool frame_reader_partial(const struct frame_reader *r);
 
 #endif

@@ -16,6 +16,11 @@ profd_pid=$!
 for _ in $(seq 100); do [ -S "$SOCK" ] && break; sleep 0.05; done
 check "profd listens on its socket" test -S "$SOCK"
 export PROFD_SOCKET="$SOCK"
+# peers that stop halfway through a frame, or never send one: dropped after 10 s
+"$CLIENT" "$SOCK" "01000000ff000000abcd" 14000 >"$WORK/halfframe.txt" &
+halfframe=$!
+"$CLIENT" "$SOCK" "" 14000 >"$WORK/silent.txt" &
+silent=$!
 
 "$PROFCTL" run --funcs 'at_*' -o "$WORK/run.pftrace" -- "$TARGET" "$WORK/stop" \
 	>"$WORK/run.out" 2>"$WORK/run.err" &
@@ -74,6 +79,14 @@ sleep 0.5
 "$PROFCTL" status >"$WORK/status2.txt" 2>&1
 check "a client stalled mid-frame does not block profd" grep -q "attach_target" "$WORK/status2.txt"
 wait "$stall"
+
+wait "$halfframe" "$silent"
+check_eq "a peer stalled mid-frame is disconnected" "$(cat "$WORK/halfframe.txt")" closed
+check "profd says why it dropped the stalled peer" \
+	grep -q "stalled in the middle of a frame for 1[0-9] s: disconnected" "$WORK/profd.log"
+check_eq "a peer that never sends a frame is disconnected" "$(cat "$WORK/silent.txt")" closed
+check "profd says why it dropped the silent peer" \
+	grep -q "sent no frame for 1[0-9] s: disconnected" "$WORK/profd.log"
 
 "$PROFCTL" stop 1 >"$WORK/stop.txt" 2>&1
 check "the owner (root) stops the session" grep -q "session 1 stopped" "$WORK/stop.txt"
