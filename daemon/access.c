@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "daemon/access.h"
@@ -22,8 +23,9 @@
 struct proc_status {
 	long ppid;
 	long uid[4];   /* real, effective, saved, filesystem */
-	uint64_t cap_eff;
-	int found_uid;
+	long gid[4];
+	uint64_t cap_eff, cap_prm;
+	int found_uid, found_gid;
 };
 
 static int read_status(pid_t pid, struct proc_status *st)
@@ -45,45 +47,90 @@ static int read_status(pid_t pid, struct proc_status *st)
 			st->found_uid = 1;
 			continue;
 		}
+		if (sscanf(line, "Gid: %ld %ld %ld %ld", &st->gid[0], &st->gid[1], &st->gid[2],
+			   &st->gid[3]) == 4) {
+			st->found_gid = 1;
+			continue;
+		}
+		if (sscanf(line, "CapPrm: %" SCNx64, &st->cap_prm) == 1)
+			continue;
 		sscanf(line, "CapEff: %" SCNx64, &st->cap_eff);
 	}
 	fclose(f);
-	return st->found_uid ? 0 : -ESRCH;
+	return st->found_uid && st->found_gid ? 0 : -ESRCH;
 }
 
-static bool client_is_privileged(pid_t client_pid, uid_t client_uid)
+/*
+ * The client as it is now, if it is still who connected: its effective uid
+ * must be the one SO_PEERCRED gave (a setuid exec after the connect, or a
+ * reused pid, must not lend the client its capabilities).
+ */
+static int read_client(const struct ucred *client, struct proc_status *st)
 {
-	struct proc_status st;
-
-	if (client_uid == 0)
-		return true;
-	return read_status(client_pid, &st) == 0 && (st.cap_eff >> CAP_SYS_PTRACE_BIT & 1);
+	if (client->pid <= 0 || read_status(client->pid, st))
+		return -ESRCH;
+	return st->uid[1] == (long)client->uid ? 0 : -EPERM;
 }
 
-const char *access_check_target(pid_t client_pid, uid_t client_uid, pid_t target,
-				bool must_be_child, char *buf, size_t len)
+/*
+ * The kernel's __ptrace_may_access() for a caller without CAP_SYS_PTRACE:
+ * every uid and gid of the target the client's, the target dumpable (else
+ * /proc/PID is owned by root), and no capability the client lacks.
+ */
+static const char *unprivileged_may_trace(const struct ucred *client, const struct proc_status *c,
+					  pid_t target, const struct proc_status *t, char *buf,
+					  size_t len)
 {
-	struct proc_status st;
+	char path[32];
+	struct stat dir;
+
+	for (int i = 0; i < 3; i++) {
+		if (t->uid[i] != (long)client->uid) {
+			snprintf(buf, len, "PID %d belongs to uid %ld, not to uid %u "
+				 "(needs CAP_SYS_PTRACE)", (int)target, t->uid[i], (unsigned)client->uid);
+			return buf;
+		}
+		if (t->gid[i] != (long)client->gid) {
+			snprintf(buf, len, "PID %d runs with gid %ld, not with gid %u "
+				 "(needs CAP_SYS_PTRACE)", (int)target, t->gid[i], (unsigned)client->gid);
+			return buf;
+		}
+	}
+	snprintf(path, sizeof(path), "/proc/%d", (int)target);
+	if (stat(path, &dir) || (dir.st_uid == 0 && client->uid != 0)) {
+		snprintf(buf, len, "PID %d is not dumpable (setuid, or it said so: "
+			 "needs CAP_SYS_PTRACE)", (int)target);
+		return buf;
+	}
+	if (t->cap_prm & ~c->cap_prm) {
+		snprintf(buf, len, "PID %d holds capabilities uid %u lacks (needs CAP_SYS_PTRACE)",
+			 (int)target, (unsigned)client->uid);
+		return buf;
+	}
+	return NULL;
+}
+
+static const char *check_target(const struct ucred *client, pid_t target, bool must_be_child,
+				char *buf, size_t len)
+{
+	struct proc_status st, cst;
 
 	if (target <= 0 || read_status(target, &st)) {
 		snprintf(buf, len, "no such process: %d", (int)target);
 		return buf;
 	}
-	if (must_be_child && st.ppid != client_pid) {
+	if (must_be_child && st.ppid != client->pid) {
 		snprintf(buf, len, "PID %d is not a child of the client", (int)target);
 		return buf;
 	}
-	if (client_is_privileged(client_pid, client_uid))
-		return NULL;
-	for (int i = 0; i < 4; i++) {
-		if (st.uid[i] != (long)client_uid) {
-			snprintf(buf, len,
-				 "PID %d belongs to uid %ld, not to uid %u (needs CAP_SYS_PTRACE)",
-				 (int)target, st.uid[i], (unsigned)client_uid);
-			return buf;
-		}
+	if (read_client(client, &cst)) {
+		snprintf(buf, len, "the client (PID %d) is gone or changed its uid",
+			 (int)client->pid);
+		return buf;
 	}
-	return NULL;
+	if (client->uid == 0 || (cst.cap_eff >> CAP_SYS_PTRACE_BIT & 1))
+		return NULL;
+	return unprivileged_may_trace(client, &cst, target, &st, buf, len);
 }
 
 unsigned long long access_start_time(pid_t pid)
@@ -102,6 +149,21 @@ unsigned long long access_start_time(pid_t pid)
 			       " %*d %*d %llu", &start);
 	fclose(f);
 	return start;
+}
+
+const char *access_check_target(const struct ucred *client, pid_t target, bool must_be_child,
+				unsigned long long *start_time, char *buf, size_t len)
+{
+	const char *refused;
+
+	*start_time = target > 0 ? access_start_time(target) : 0;
+	refused = check_target(client, target, must_be_child, buf, len);
+	/* bracketed by the start time: a pid that died and was reused meanwhile is refused */
+	if (!refused && (!*start_time || access_start_time(target) != *start_time)) {
+		snprintf(buf, len, "PID %d exited while it was being checked", (int)target);
+		return buf;
+	}
+	return refused;
 }
 
 /* An integer sysctl under /proc/sys/kernel, or fallback when it cannot be read. */

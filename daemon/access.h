@@ -10,16 +10,23 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 
 /*
- * NULL when the client (pid, uid from SO_PEERCRED) may profile target, else
- * a one-line reason written to buf ("no such process", "PID 12 belongs to
- * uid 0, not to uid 1000 (needs CAP_SYS_PTRACE)", ...). must_be_child: the
- * target must be the client's own child (profctl run).
+ * NULL when the client (SO_PEERCRED: pid, uid, gid) may profile target, i.e.
+ * could ptrace it itself, else a one-line reason written to buf ("no such
+ * process: 12", "PID 12 belongs to uid 0, not to uid 1000 (needs
+ * CAP_SYS_PTRACE)", ...). Root and holders of CAP_SYS_PTRACE may; anyone
+ * else needs the target's uids and gids to be theirs, the target dumpable
+ * and no capability of the target's they lack. The client must still have
+ * the effective uid it connected with. must_be_child: the target must be
+ * the client's own child (profctl run). *start_time gets the target's start
+ * time, read before the checks and compared after them (a pid reused in
+ * between is refused): keep it to notice a reuse later.
  */
-const char *access_check_target(pid_t client_pid, uid_t client_uid, pid_t target,
-				bool must_be_child, char *buf, size_t len);
+const char *access_check_target(const struct ucred *client, pid_t target, bool must_be_child,
+				unsigned long long *start_time, char *buf, size_t len);
 
 /*
  * Whether the client (pid, uid from SO_PEERCRED) may be shown kernel frames

@@ -17,6 +17,7 @@
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <time.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "daemon/access.h"
@@ -58,6 +59,7 @@ struct session {
 	struct conn *client, *agent;
 	pid_t client_pid;
 	uid_t client_uid;
+	struct ucred client_cred;  /* SO_PEERCRED of the client: who asks for the target */
 	pid_t target;
 	int out_fd;
 	struct perfetto_writer *writer;
@@ -151,11 +153,16 @@ static void session_free(struct session *s)
 	free(s);
 }
 
-static int output_fd_writable(int fd)
+/*
+ * A regular file opened for writing: a pipe or a terminal nobody drains would
+ * block the writer, and with it every session of the loop.
+ */
+static int output_fd_usable(int fd)
 {
 	int fl = fcntl(fd, F_GETFL);
+	struct stat st;
 
-	return fl >= 0 && (fl & O_ACCMODE) != O_RDONLY;
+	return fl >= 0 && (fl & O_ACCMODE) != O_RDONLY && !fstat(fd, &st) && S_ISREG(st.st_mode);
 }
 
 static struct session *session_new(struct server *srv, struct conn *c, const Profd__RunRequest *req)
@@ -190,6 +197,7 @@ static struct session *session_new(struct server *srv, struct conn *c, const Pro
 	s->client = c;
 	s->client_pid = c->peer.pid;
 	s->client_uid = c->peer.uid;
+	s->client_cred = c->peer;
 	s->freq = req->sample_freq;
 	s->ring_pages = req->ring_pages;
 	s->stack_bytes = req->stack_bytes;
@@ -237,8 +245,8 @@ static void describe_running_threads(struct session *s)
 static int session_attach(struct session *s, pid_t pid)
 {
 	char why[160];
-	const char *refused = access_check_target(s->client_pid, s->client_uid, pid, false, why,
-						  sizeof(why));
+	const char *refused = access_check_target(&s->client_cred, pid, false,
+						  &s->target_start_time, why, sizeof(why));
 
 	if (refused) {
 		send_error(s->client, refused);
@@ -246,7 +254,6 @@ static int session_attach(struct session *s, pid_t pid)
 	}
 	s->attach_mode = 1;
 	s->target = pid;
-	s->target_start_time = access_start_time(pid);
 	perfetto_writer_process(s->writer, pid, s->comm);
 	describe_running_threads(s);
 	session_start_sampling(s, NULL);
@@ -264,8 +271,9 @@ static void handle_run_request(struct server *srv, struct conn *c, const uint8_t
 		send_error(c, req ? "one session per connection" : "malformed run request");
 		goto out;
 	}
-	if (c->passed_fd < 0 || !output_fd_writable(c->passed_fd)) {
-		send_error(c, "run request without a writable output file descriptor");
+	if (c->passed_fd < 0 || !output_fd_usable(c->passed_fd)) {
+		send_error(c, "run request without an output descriptor of a regular file "
+			   "open for writing");
 		goto out;
 	}
 	if (req->ring_pages > MAX_RING_PAGES || (req->ring_pages & (req->ring_pages - 1))) {
@@ -445,14 +453,13 @@ static void handle_target_forked(struct session *s, const uint8_t *p, size_t len
 		send_error(s->client, "malformed or repeated target announcement");
 		goto out;
 	}
-	refused = access_check_target(s->client_pid, s->client_uid, msg->pid, true, why,
+	refused = access_check_target(&s->client_cred, msg->pid, true, &s->target_start_time, why,
 				      sizeof(why));
 	if (refused) {
 		send_error(s->client, refused);
 		goto out;
 	}
 	s->target = msg->pid;
-	s->target_start_time = access_start_time(s->target);
 	perfetto_writer_process(s->writer, s->target, s->comm);
 	session_start_sampling(s, &ready);
 	if (profd__sampling_ready__get_packed_size(&ready) <= sizeof(buf))

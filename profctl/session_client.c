@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/func_filter.h"
@@ -144,16 +145,27 @@ void session_client_init(struct session_client *c, const struct profile_options 
 
 int session_client_open_output(struct session_client *c, const char *comm, pid_t pid)
 {
+	struct stat st;
+
 	if (c->opt->output)
 		snprintf(c->output_path, sizeof(c->output_path), "%s", c->opt->output);
 	else
 		snprintf(c->output_path, sizeof(c->output_path), "profd-%s-%d.pftrace", comm,
 			 (int)pid);
-	c->out_fd = open(c->output_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	/* O_NONBLOCK: a FIFO without a reader fails (ENXIO) instead of hanging here */
+	c->out_fd = open(c->output_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NONBLOCK, 0644);
 	if (c->out_fd < 0) {
 		fprintf(stderr, "profctl: cannot write the trace to %s: %s\n", c->output_path,
 			strerror(errno));
 		return -errno;
+	}
+	if (fstat(c->out_fd, &st) == 0 && !S_ISREG(st.st_mode)) {
+		/* profd writes as the trace grows: a pipe nobody drains would stall it */
+		fprintf(stderr, "profctl: cannot write the trace to %s: not a regular file\n",
+			c->output_path);
+		close(c->out_fd);
+		c->out_fd = -1;
+		return -EINVAL;
 	}
 	return 0;
 }

@@ -35,6 +35,14 @@ check "status shows the session's output" grep -q "run.pftrace" "$WORK/status.tx
 events=$(awk '$1 == "1" { print $6 }' "$WORK/status.txt")
 check "status counts events (${events:-none})" test "${events:-0}" -gt 0
 
+varint() { # number: its protobuf varint, as hex
+	local v=$1 out=""
+	while [ "$v" -ge 128 ]; do
+		out+=$(printf '%02x' $(((v & 127) | 128)))
+		v=$((v >> 7))
+	done
+	printf '%s%02x' "$out" "$v"
+}
 as_user() { su "$USER_NAME" -s /bin/sh -c "PROFD_SOCKET='$SOCK' TMPDIR=/tmp $*"; }
 if [ "$(id -u)" -eq 0 ] && command -v useradd >/dev/null; then
 	id "$USER_NAME" >/dev/null 2>&1 || useradd -M -s /bin/sh "$USER_NAME" 2>/dev/null
@@ -56,6 +64,35 @@ if id "$USER_NAME" >/dev/null 2>&1; then
 	check "the attach refusal says why" \
 		grep -qiE "belongs to uid 0|not permitted" "$WORK/attach_user.txt"
 	rm -f "/tmp/profd-test-$$.pftrace"
+	# profd's own check, without profctl's ptrace in front of it: a raw RunRequest
+	# { attach_pid } with an output file, as the second user
+	uid2=$(id -u "$USER_NAME")
+	raw_attach() { # pid: what profd answers the second user
+		local req len
+		req="38$(varint "$1")"
+		len=$(printf '%08x' $((${#req} / 2)) | sed 's/\(..\)\(..\)\(..\)\(..\)/\4\3\2\1/')
+		as_user "PASS_FILE=/tmp/profd-test-$$.raw '$CLIENT' '$SOCK' 01000000$len$req"
+		rm -f "/tmp/profd-test-$$.raw"
+	}
+	# "reply 7 " then the ErrorReply's bytes: its length byte may print as a letter
+	refusal=$(raw_attach "$target_pid")
+	check "profd refuses the second user root's process ($refusal)" eval '[[ "$refusal" == \
+		"reply 7 "?"PID $target_pid belongs to uid 0, not to uid $uid2 (needs CAP_SYS_PTRACE)" ]]'
+	su nobody -s /bin/sh -c 'exec sleep 30' &
+	nobody_sleep=$!
+	sleep 0.2
+	nobody_pid=$(pgrep -u nobody -x sleep | head -n 1)
+	refusal=$(raw_attach "$nobody_pid")
+	check "profd refuses the second user a third user's process ($refusal)" eval '[[ "$refusal" == \
+		"reply 7 "?"PID $nobody_pid belongs to uid $(id -u nobody), not to uid $uid2 "* ]]'
+	{ kill "$nobody_pid"; wait "$nobody_sleep"; } 2>/dev/null
+	as_user "exec sleep 30" &
+	own_sleep=$!
+	sleep 0.2
+	own_pid=$(pgrep -u "$USER_NAME" -x sleep | head -n 1)
+	check "profd lets the second user profile its own process" \
+		eval '[[ "$(raw_attach "$own_pid")" == "reply 2 "* ]]'
+	{ kill "$own_pid"; wait "$own_sleep"; } 2>/dev/null
 else
 	skip "no second user could be created: the cross-user checks did not run"
 fi
@@ -68,6 +105,23 @@ len=$(printf '%08x' $((${#hello} / 2)) | sed 's/\(..\)\(..\)\(..\)\(..\)/\4\3\2\
 check "the agent's token was found" test ${#token} -eq 32
 check_eq "an impostor agent is refused" "$("$CLIENT" "$SOCK" "10000000${len}${hello}")" \
 	"reply 7 no session for this agent"
+# the same, to a session no agent has joined yet (an attach before its
+# injection): only the pid check stands between the impostor and the session
+sleep 30 &
+lone=$!
+lone_req="38$(varint "$lone")"
+lone_len=$(printf '%08x' $((${#lone_req} / 2)) | sed 's/\(..\)\(..\)\(..\)\(..\)/\4\3\2\1/')
+HOLD_MS=3000 PASS_FILE="$WORK/lone.pftrace" "$CLIENT" "$SOCK" "01000000${lone_len}${lone_req}" \
+	>"$WORK/lone.txt" &
+lone_client=$!
+for _ in $(seq 50); do grep -qE '[0-9a-f]{32}$' "$WORK/lone.txt" && break; sleep 0.05; done
+lone_token=$(grep -oE '[0-9a-f]{32}$' "$WORK/lone.txt")
+check "an attach session without its agent started (token ${lone_token:-none})" test -n "$lone_token"
+hello="0a20$(printf '%s' "$lone_token" | od -An -tx1 | tr -d ' \n')10$(varint "$lone")"
+len=$(printf '%08x' $((${#hello} / 2)) | sed 's/\(..\)\(..\)\(..\)\(..\)/\4\3\2\1/')
+check_eq "an impostor is refused where the agent has not come yet" \
+	"$("$CLIENT" "$SOCK" "10000000${len}${hello}")" "reply 7 no session for this agent"
+{ kill "$lone"; wait "$lone_client" "$lone"; } 2>/dev/null
 # hostile bytes: an unknown frame type, a length over the bound, a stall mid-frame
 check "an unknown frame type gets no answer but a hang-up" \
 	test "$("$CLIENT" "$SOCK" "7f00000000000000")" = closed

@@ -6,7 +6,11 @@
  * back: "reply TYPE TEXT" (TEXT: the payload's printable bytes, e.g. an
  * ErrorReply's message) or "closed" when profd hung up without a reply.
  *   raw_frame_client SOCKET HEX [STALL_MS]
+ * With PASS_FILE=PATH in the environment, PATH is created and its descriptor
+ * goes with the bytes (SCM_RIGHTS), as profctl passes its output file; with
+ * HOLD_MS=N the connection stays open N ms after the reply is printed.
  */
+#include <fcntl.h>
 #include <poll.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -48,6 +52,32 @@ static int read_all(int fd, uint8_t *buf, size_t len, int timeout_ms)
 	return 0;
 }
 
+static ssize_t send_bytes(int fd, const uint8_t *p, size_t n, const char *pass_path)
+{
+	union {
+		struct cmsghdr align;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} control;
+	struct iovec iov = { (void *)p, n };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+	struct cmsghdr *cm;
+	int pass;
+
+	if (!pass_path)
+		return write(fd, p, n);
+	pass = open(pass_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	if (pass < 0)
+		return -1;
+	msg.msg_control = control.buf;
+	msg.msg_controllen = sizeof(control.buf);
+	cm = CMSG_FIRSTHDR(&msg);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(cm), &pass, sizeof(int));
+	return sendmsg(fd, &msg, 0);
+}
+
 int main(int argc, char **argv)
 {
 	static uint8_t out[1 << 16], reply[1 << 16];
@@ -67,7 +97,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	n = parse_hex(argv[2], out, sizeof(out));
-	if (write(fd, out, n) != (ssize_t)n) {
+	if (send_bytes(fd, out, n, getenv("PASS_FILE")) != (ssize_t)n) {
 		perror("write");
 		return 1;
 	}
@@ -88,5 +118,8 @@ int main(int argc, char **argv)
 		if (reply[i] >= 0x20 && reply[i] < 0x7f)
 			putchar(reply[i]);
 	printf("\n");
+	fflush(stdout);
+	if (getenv("HOLD_MS"))
+		usleep((useconds_t)atoi(getenv("HOLD_MS")) * 1000);
 	return 0;
 }
