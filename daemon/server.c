@@ -8,6 +8,7 @@
  * manager's READY/STATUS/STOPPING notifications.
  */
 #include <errno.h>
+#include <grp.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -30,6 +31,7 @@
 #include "proto/frame_io.h"
 
 #define TICK_NS (20 * 1000 * 1000)
+#define PROFD_GROUP "profd" /* systemd/profd.sysusers */
 #define READ_CHUNK (64 * 1024)
 /* A peer may leave this much of our output unread before it is dropped. */
 #define CONN_OUT_MAX (4u << 20)
@@ -196,19 +198,48 @@ void conn_close_later(struct conn *c)
 		c->closing = true;
 }
 
-static int listen_on(const char *path)
+/*
+ * The modes profd.socket gives (SocketMode=0660, SocketGroup=profd), for a
+ * profd that binds its own socket: group `profd` may connect, nobody else.
+ * Without that group only root may. Before listen(): nobody connects sooner.
+ */
+static int restrict_socket(const char *path)
+{
+	struct group *grp = getgrnam(PROFD_GROUP);
+
+	if (!grp) {
+		server_log_prio(LOG_WARNING, "no group %s (systemd-sysusers creates it): only root "
+				"may connect to %s", PROFD_GROUP, path);
+		return chmod(path, 0600) ? -errno : 0;
+	}
+	if (chown(path, (uid_t)-1, grp->gr_gid) || chmod(path, 0660))
+		return -errno;
+	return 0;
+}
+
+static int listen_on(const char *path, bool shared)
 {
 	struct sockaddr_un addr = { .sun_family = AF_UNIX };
+	char dir[sizeof(addr.sun_path)], *slash;
 	int fd;
 
 	if (strlen(path) >= sizeof(addr.sun_path))
 		return -ENAMETOOLONG;
 	strcpy(addr.sun_path, path);
+	/* /run/profd as profd.socket makes it (DirectoryMode=0755), when it is not there */
+	strcpy(dir, path);
+	slash = strrchr(dir, '/');
+	if (shared && slash && slash != dir) {
+		*slash = '\0';
+		if (mkdir(dir, 0755) && errno != EEXIST)
+			return -errno;
+	}
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
 		return -errno;
 	unlink(path);
-	if (bind(fd, (struct sockaddr *)&addr, sizeof(addr)) || listen(fd, 64)) {
+	if (bind(fd, (struct sockaddr *)&addr, sizeof(addr)) ||
+	    (shared && restrict_socket(path)) || listen(fd, 64)) {
 		int err = -errno;
 
 		close(fd);
@@ -234,7 +265,8 @@ int server_init(struct server *srv, const struct server_options *opt)
 	srv->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	srv->exit_when_idle = opt->exit_when_idle;
 	srv->verbose = opt->verbose;
-	srv->listen_fd = opt->listen_fd >= 0 ? opt->listen_fd : listen_on(opt->socket_path);
+	srv->listen_fd = opt->listen_fd >= 0 ? opt->listen_fd :
+						 listen_on(opt->socket_path, !opt->exit_when_idle);
 	if (srv->listen_fd < 0) {
 		server_log_prio(LOG_ERR, "cannot listen on %s: %s", opt->socket_path,
 				strerror(-srv->listen_fd));

@@ -116,6 +116,9 @@ pids+=("$fg_pid")
 wait_for "$WORK/fg.log" '^profd: listening on'
 check "--foreground: logs to stderr (not the journal: JOURNAL_STREAM is not stderr)" \
 	grep -qx "profd: listening on $WORK/fg.sock" "$WORK/fg.log"
+if getent group profd >/dev/null; then want_mode="660 profd"; else want_mode="600 root"; fi
+check_eq "--foreground: the socket's mode is profd.socket's (group profd, or root only)" \
+	"$(stat -c '%a %G' "$WORK/fg.sock")" "$want_mode"
 PROFD_SOCKET="$WORK/fg.sock" "$PROFCTL" run --funcs 'fib*' -o "$WORK/fg.pftrace" -- "$DEMO" \
 	>/dev/null 2>"$WORK/fg.err"
 check_eq "--foreground: a session succeeds" "$?" 0
@@ -130,8 +133,10 @@ pids+=("$j_pid")
 wait_for "$WORK/journal.log" 'listening on'
 kill -TERM "$j_pid"
 wait "$j_pid"
-check_eq "stderr is the journal: lines carry a syslog priority" \
-	"$(head -n 1 "$WORK/journal.log")" "<6>listening on $WORK/j.sock"
+check "stderr is the journal: lines carry a syslog priority" \
+	grep -qx "<6>listening on $WORK/j.sock" "$WORK/journal.log"
+check_eq "stderr is the journal: no line without one" \
+	"$(grep -cv '^<[0-7]>' "$WORK/journal.log")" 0
 
 # ---- make install ---------------------------------------------------------------------
 # -o: install what is built, never rebuild it here
