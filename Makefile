@@ -72,7 +72,7 @@ BENCH_SRC   := $(wildcard bench/*.c)
 BENCH_BIN   := $(patsubst %.c,$(BUILD)/%,$(BENCH_SRC))
 
 all: $(BUILD)/profd $(BUILD)/profctl $(BUILD)/libprofagent.so $(BUILD)/libprofagent.so-gdb.py \
-	$(TARGET_BIN)
+	$(TARGET_BIN) $(BUILD)/tests/targets/fp_target
 
 # gdb auto-loads it from next to the agent (once the directory is a safe path)
 $(BUILD)/libprofagent.so-gdb.py: tools/gdb/libprofagent.so-gdb.py
@@ -141,6 +141,11 @@ $(BUILD)/tests/targets/%: tests/targets/%.c
 	@mkdir -p $(@D)
 	@echo "  CC      $<"
 	$(Q)$(CC) $(TARGET_CFLAGS) -o $@ $< -lm
+# nofp_target's functions with their frame pointers kept: for --call-graph fp
+$(BUILD)/tests/targets/fp_target: tests/targets/nofp_target.c
+	@mkdir -p $(@D)
+	@echo "  CC      $< (frame pointers)"
+	$(Q)$(CC) $(TARGET_CFLAGS) -DKEEP_FRAME_POINTERS -o $@ $< -lm
 $(BUILD)/tests/targets/%: tests/targets/%.cpp
 	@mkdir -p $(@D)
 	@echo "  CXX     $<"

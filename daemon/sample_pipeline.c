@@ -104,16 +104,55 @@ static void leave_exit_trampoline(struct sample_pipeline *p, const struct sample
 	}
 }
 
-/* The kernel's frame-pointer chain read hijacked slots: innermost open call first. */
-static void repair_fp_chain(struct sample_pipeline *p, uint64_t *chain, size_t n,
-			    const struct call_frame *open, size_t depth)
+/*
+ * The kernel's frame-pointer chain read hijacked slots: each exit-trampoline
+ * entry stands for one open call's return address. The chain gives no slot
+ * addresses, so which calls they are is inferred: the chain skips the slot of
+ * a function that has no frame record, and that is nearly always the leaf
+ * (compilers omit its frame pointer first). So the entries take the
+ * outermost open calls, and the return addresses of the innermost calls the
+ * chain skipped go in right after the sampled pc, where the leaf's caller
+ * belongs (plain frame-pointer chains lose that frame; the shadow stack
+ * knows it). Returns the new length (at most cap).
+ */
+static size_t repair_fp_chain(struct sample_pipeline *p, uint64_t *chain, size_t n, size_t cap,
+			      const struct call_frame *open, size_t depth)
 {
-	for (size_t k = 1; k < n && depth > 0; k++) {
+	size_t hijacked = 0, next, skipped;
+
+	for (size_t k = 1; k < n; k++)
+		hijacked += chain[k] == p->exit_trampoline;
+	if (!hijacked || !depth || n == 0)
+		return n;
+	skipped = depth > hijacked ? depth - hijacked : 0;
+	next = depth - skipped; /* open[next - 1] takes the innermost trampoline entry */
+	for (size_t k = 1; k < n && next > 0; k++) {
 		if (chain[k] != p->exit_trampoline)
 			continue;
-		chain[k] = open[--depth].return_address;
+		chain[k] = open[--next].return_address;
 		p->stats.returns_repaired++;
 	}
+	if (skipped > cap - n)
+		skipped = cap - n;
+	memmove(chain + 1 + skipped, chain + 1, (n - 1) * sizeof(chain[0]));
+	for (size_t i = 0; i < skipped; i++)
+		chain[1 + i] = open[depth - 1 - i].return_address;
+	return n + skipped;
+}
+
+/*
+ * A frame-pointer chain through a stub (the entry trampoline's frame returns
+ * into it): that frame is the function the stub stands for, just entered.
+ * As a return address it becomes entry + 1, so that pc - 1 names the
+ * function.
+ */
+static void chain_leave_stubs(struct sample_pipeline *p, uint64_t *chain, size_t n)
+{
+	uint64_t func;
+
+	for (size_t k = 0; k < n; k++)
+		if (stub_map_function_at(p->cfg.stubs, chain[k], &func))
+			chain[k] = k == 0 ? func : func + 1;
 }
 
 /* ---- unwinding and writing ------------------------------------------------------------ */
@@ -149,7 +188,9 @@ static size_t unwind_sample(struct sample_pipeline *p, const struct sampler_samp
 	}
 	memcpy(pcs, smp->callchain, n_chain * sizeof(pcs[0]));
 	if (p->exit_trampoline)
-		repair_fp_chain(p, pcs, n_chain, open, depth);
+		n_chain = repair_fp_chain(p, pcs, n_chain, SAMPLER_MAX_CALLCHAIN, open, depth);
+	if (p->cfg.stubs)
+		chain_leave_stubs(p, pcs, n_chain);
 	return n_chain;
 }
 

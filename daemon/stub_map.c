@@ -138,3 +138,15 @@ bool stub_map_relocate_sample(struct stub_map *m, uint64_t *regs, const uint8_t 
 		return relocate_in_thunk(m, regs, stack, stack_addr, stack_size);
 	return false;
 }
+
+bool stub_map_function_at(struct stub_map *m, uint64_t pc, uint64_t *func_addr)
+{
+	const struct stub_entry *e;
+
+	if (m->n == 0)
+		return false;
+	e = find_slot(m, pc & ~(uint64_t)(STUB_SLOT_SIZE - 1));
+	if (e)
+		*func_addr = e->func_addr;
+	return e != NULL;
+}

@@ -38,4 +38,11 @@ void stub_map_clear(struct stub_map *m);
 bool stub_map_relocate_sample(struct stub_map *m, uint64_t *regs, const uint8_t *stack,
 			      uint64_t stack_addr, size_t stack_size);
 
+/*
+ * If pc lies in a known stub slot, *func_addr gets the address of the
+ * function the stub stands for and true is returned. For a frame-pointer
+ * chain, whose entries carry no registers to move.
+ */
+bool stub_map_function_at(struct stub_map *m, uint64_t pc, uint64_t *func_addr);
+
 #endif

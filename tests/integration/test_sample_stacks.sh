@@ -4,7 +4,8 @@
 # instrumented functions show the same callers as without instrumentation
 # (the hijacked return addresses are put back) and never a trampoline, samples
 # inside libc (qsort and the callback it makes) unwind back into the program,
-# and each slice carries the samples it took as the innermost call.
+# and each slice carries the samples it took as the innermost call; with
+# --call-graph fp the kernel's frame-pointer chains get the same repair.
 set -u
 . "$(dirname "$0")/common.bash"
 TARGET="$ROOT/$BUILD/tests/targets/nofp_target"
@@ -56,6 +57,20 @@ plain_top=$(main_thread_chains plain | sort | uniq -c | sort -rn | awk 'NR == 1 
 instr_top=$(main_thread_chains instr | sort | uniq -c | sort -rn | awk 'NR == 1 { print $2 }')
 check_eq "the most frequent chain is the same with and without instrumentation" \
 	"$instr_top" "$plain_top"
+
+# ---- --call-graph fp: the kernel's frame-pointer chains, repaired the same way ---------
+FP_TARGET="$ROOT/$BUILD/tests/targets/fp_target" # nofp_target with its frame pointers
+profile fp_plain --call-graph fp -- "$FP_TARGET" spin 800 exit
+pct=$(percent_with fp_plain "main;nofp_level1;")
+check "fp: $pct% of samples reach main through frame pointers (>= 95%)" at_least "$pct" 95
+profile fp_instr --call-graph fp --funcs 'nofp_level*' -- "$FP_TARGET" spin 800 exit
+check_eq "fp: no sample frame is a trampoline or a stub" \
+	"$(grep '^sample' "$WORK/fp_instr.dump" | grep -cE 'profagent_e[a-z]*_trampoline|\[anon\]')" 0
+# the leaf nofp_level3 keeps no frame pointer: plain chains lose its caller,
+# the shadow stack puts it back
+pct=$(percent_with fp_instr "main;nofp_level1;nofp_level2;nofp_level3")
+check "fp: $pct% of instrumented samples show every caller, the leaf's too (>= 95%)" \
+	at_least "$pct" 95
 
 # ---- self time: slices carry it, the summary agrees -----------------------------------
 in_trace=$(awk '$1 == "slice" && $4 == "nofp_level3" && NF == 8 { n += $8 } END { print n + 0 }' \

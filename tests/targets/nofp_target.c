@@ -10,6 +10,8 @@
  *                         -> nofp_compare (called back from libc)
  *   nofp_target vdso MS   main -> nofp_clock_loop -> clock_gettime (libc) -> the vdso
  * A third argument "exit" makes it exit instead (profiled under profctl run).
+ * Built with -DKEEP_FRAME_POINTERS as fp_target: the same chains, walkable
+ * by the kernel's frame-pointer callchains.
  */
 #include <signal.h>
 #include <stdint.h>
@@ -20,7 +22,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#ifdef KEEP_FRAME_POINTERS /* built as fp_target, for frame-pointer callchains */
+#define NOFP __attribute__((noinline, noipa, used))
+#else
 #define NOFP __attribute__((noinline, noipa, used, optimize("omit-frame-pointer")))
+#endif
 #define SORT_N 50000
 
 volatile uint64_t nofp_sink;
