@@ -217,15 +217,20 @@ static int restrict_socket(const char *path)
 	return 0;
 }
 
+/*
+ * Binds and listens under a temporary name, then renames it into place: the
+ * socket appears at `path` already listening, with its final modes, so a
+ * client polling for it never meets a refused or wrongly open socket.
+ */
 static int listen_on(const char *path, bool shared)
 {
 	struct sockaddr_un addr = { .sun_family = AF_UNIX };
 	char dir[sizeof(addr.sun_path)], *slash;
-	int fd;
+	int fd, n;
 
-	if (strlen(path) >= sizeof(addr.sun_path))
+	n = snprintf(addr.sun_path, sizeof(addr.sun_path), "%s.new", path);
+	if (n < 0 || (size_t)n >= sizeof(addr.sun_path))
 		return -ENAMETOOLONG;
-	strcpy(addr.sun_path, path);
 	/* /run/profd as profd.socket makes it (DirectoryMode=0755), when it is not there */
 	strcpy(dir, path);
 	slash = strrchr(dir, '/');
@@ -237,11 +242,13 @@ static int listen_on(const char *path, bool shared)
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
 		return -errno;
-	unlink(path);
+	unlink(addr.sun_path);
 	if (bind(fd, (struct sockaddr *)&addr, sizeof(addr)) ||
-	    (shared && restrict_socket(path)) || listen(fd, 64)) {
+	    (shared && restrict_socket(addr.sun_path)) || listen(fd, 64) ||
+	    rename(addr.sun_path, path)) {
 		int err = -errno;
 
+		unlink(addr.sun_path);
 		close(fd);
 		return err;
 	}
