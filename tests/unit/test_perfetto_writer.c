@@ -726,7 +726,7 @@ static void test_write_error_dev_full(void)
 	close(fd);
 }
 
-/* A file that fills up mid-write (RLIMIT_FSIZE: short writes, then EFBIG) keeps whole packets only. */
+/* A file that fills up mid-write (RLIMIT_FSIZE: short writes, then EFBIG): whole packets only. */
 static void test_write_error_file_full(void)
 {
 	struct rlimit old, small = { 50000, RLIM_INFINITY };

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-/* daemon/server.c: sending to a peer never blocks the loop; a peer that reads nothing is dropped. */
+/* daemon/server.c: sending never blocks the loop; a peer that reads nothing is dropped. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
