@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -86,6 +87,24 @@ static int activation_fd(int *fd)
 	return 0;
 }
 
+/*
+ * A private daemon's socket lives in the 0700 directory its profctl made for
+ * it; the directory goes too (rmdir: only if empty), in case profctl was
+ * killed before it could clean up.
+ */
+static void remove_private_socket(const char *path)
+{
+	char dir[PATH_MAX], *slash;
+
+	unlink(path);
+	snprintf(dir, sizeof(dir), "%s", path);
+	slash = strrchr(dir, '/');
+	if (slash && slash != dir) {
+		*slash = '\0';
+		rmdir(dir);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -136,6 +155,6 @@ int main(int argc, char **argv)
 	err = server_run(&srv);
 	server_fini(&srv);
 	if (opt.exit_when_idle && opt.listen_fd < 0)
-		unlink(opt.socket_path);
+		remove_private_socket(opt.socket_path);
 	return err ? 1 : 0;
 }

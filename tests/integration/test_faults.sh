@@ -134,12 +134,15 @@ daemon_killed() {
 # ---- 3. profctl SIGKILLed mid-session ----
 # The program is profctl's child, but it is the user's: it runs on, unprofiled.
 profctl_killed() {
-	start_run ctl 4 600 100 5000
+	mkdir -p "$WORK/priv"
+	TMPDIR="$WORK/priv" start_run ctl 4 600 100 5000
 	kill -KILL "$run_pid"
 	{ wait "$run_pid"; } 2>/dev/null
 	check "profctl SIGKILLed: the program runs on" alive "$target_pid"
 	check "profctl SIGKILLed: its private profd finalizes the trace and exits" \
 		within 50 gone "$daemon_pid"
+	check_eq "profctl SIGKILLed: the private socket's directory is gone" \
+		"$(find "$WORK/priv" -mindepth 1 | wc -l)" 0
 	check "profctl SIGKILLed: the agent leaves (its thread, its patches)" \
 		within 20 agent_left "$target_pid"
 	check "profctl SIGKILLed: the program ends on its own" within 100 gone "$target_pid"
