@@ -24,6 +24,8 @@ struct event_decoder {
 	uint8_t *buf;
 	size_t cap;
 	struct event_clock_pair pairs[CLOCK_PAIRS_KEPT];
+	/* per segment [i-1, i]: floor(2^32 * dmono / dtsc), 0 when it does not fit */
+	uint64_t ns_per_tick_q32[CLOCK_PAIRS_KEPT];
 	size_t n_pairs;
 };
 
@@ -115,24 +117,53 @@ static int add_clock_pair(struct event_decoder *d, const struct event_clock_pair
 	}
 	if (d->n_pairs == CLOCK_PAIRS_KEPT) {
 		memmove(d->pairs, d->pairs + 1, (CLOCK_PAIRS_KEPT - 1) * sizeof(d->pairs[0]));
+		memmove(d->ns_per_tick_q32, d->ns_per_tick_q32 + 1,
+			(CLOCK_PAIRS_KEPT - 1) * sizeof(d->ns_per_tick_q32[0]));
 		d->n_pairs--;
+	}
+	d->ns_per_tick_q32[d->n_pairs] = 0;
+	if (d->n_pairs > 0) {
+		const struct event_clock_pair *a = &d->pairs[d->n_pairs - 1];
+		unsigned __int128 q32 = ((unsigned __int128)(p->mono_ns - a->mono_ns) << 32) /
+					(p->tsc - a->tsc);
+
+		if (q32 <= UINT32_MAX) /* x * q32 below 2^64 for x < 2^32 */
+			d->ns_per_tick_q32[d->n_pairs] = (uint64_t)q32;
 	}
 	d->pairs[d->n_pairs++] = *p;
 	return 0;
 }
 
+/*
+ * floor(x * dm / dt) for x, dm < 2^32, without a division: the Q32 estimate
+ * is the exact quotient or one below it, and the remainder says which.
+ */
+static uint64_t scale_exact(uint64_t x, uint64_t dm, uint64_t dt, uint64_t q32)
+{
+	uint64_t q = (x * q32) >> 32;
+
+	if (x * dm - q * dt >= dt)
+		q++;
+	return q;
+}
+
 uint64_t event_decoder_convert(const struct event_decoder *d, uint64_t tsc)
 {
 	const struct event_clock_pair *a, *b;
-	size_t i = 1;
 	unsigned __int128 q;
+	size_t i;
 	uint64_t dm;
 
 	if (d->n_pairs < 2)
 		return 0;
-	/* the segment containing tsc; before the first or after the last, extend the edge one */
-	while (i + 1 < d->n_pairs && tsc >= d->pairs[i].tsc)
-		i++;
+	/*
+	 * The segment containing tsc; before the first or after the last, extend
+	 * the edge one. Searched from the newest: a frame's records lie before its
+	 * closing pair, nearly all of them in the last segment.
+	 */
+	i = d->n_pairs - 1;
+	while (i > 1 && tsc < d->pairs[i - 1].tsc)
+		i--;
 	a = &d->pairs[i - 1];
 	b = &d->pairs[i];
 	/*
@@ -143,7 +174,10 @@ uint64_t event_decoder_convert(const struct event_decoder *d, uint64_t tsc)
 	dm = b->mono_ns - a->mono_ns;
 	/* the common case, a few ms into the segment: the product fits, no 128-bit division */
 	if (tsc >= a->tsc && tsc - a->tsc < (1ull << 32) && dm < (1ull << 32)) {
-		uint64_t q64 = (tsc - a->tsc) * dm / (b->tsc - a->tsc);
+		uint64_t q64 = d->ns_per_tick_q32[i] ?
+				       scale_exact(tsc - a->tsc, dm, b->tsc - a->tsc,
+						   d->ns_per_tick_q32[i]) :
+				       (tsc - a->tsc) * dm / (b->tsc - a->tsc);
 
 		return q64 > UINT64_MAX - a->mono_ns ? UINT64_MAX : a->mono_ns + q64;
 	}
