@@ -111,12 +111,13 @@ static void leave_exit_trampoline(struct sample_pipeline *p, const struct sample
  * a function that has no frame record, and that is nearly always the leaf
  * (compilers omit its frame pointer first). So the entries take the
  * outermost open calls, and the return addresses of the innermost calls the
- * chain skipped go in right after the sampled pc, where the leaf's caller
- * belongs (plain frame-pointer chains lose that frame; the shadow stack
- * knows it). Returns the new length (at most cap).
+ * chain skipped go in at insert_at: right after the sampled pc, where the
+ * leaf's caller belongs (plain frame-pointer chains lose that frame; the
+ * shadow stack knows it), or after the function a stub stood for when the
+ * sample is in the agent's entry path. Returns the new length (at most cap).
  */
 static size_t repair_fp_chain(struct sample_pipeline *p, uint64_t *chain, size_t n, size_t cap,
-			      const struct call_frame *open, size_t depth)
+			      const struct call_frame *open, size_t depth, size_t insert_at)
 {
 	size_t hijacked = 0, next, skipped;
 
@@ -134,9 +135,9 @@ static size_t repair_fp_chain(struct sample_pipeline *p, uint64_t *chain, size_t
 	}
 	if (skipped > cap - n)
 		skipped = cap - n;
-	memmove(chain + 1 + skipped, chain + 1, (n - 1) * sizeof(chain[0]));
+	memmove(chain + insert_at + skipped, chain + insert_at, (n - insert_at) * sizeof(chain[0]));
 	for (size_t i = 0; i < skipped; i++)
-		chain[1 + i] = open[depth - 1 - i].return_address;
+		chain[insert_at + i] = open[depth - 1 - i].return_address;
 	return n + skipped;
 }
 
@@ -144,15 +145,20 @@ static size_t repair_fp_chain(struct sample_pipeline *p, uint64_t *chain, size_t
  * A frame-pointer chain through a stub (the entry trampoline's frame returns
  * into it): that frame is the function the stub stands for, just entered.
  * As a return address it becomes entry + 1, so that pc - 1 names the
- * function.
+ * function. Returns the index of the innermost such frame, 0 if none.
  */
-static void chain_leave_stubs(struct sample_pipeline *p, uint64_t *chain, size_t n)
+static size_t chain_leave_stubs(struct sample_pipeline *p, uint64_t *chain, size_t n)
 {
+	size_t innermost = 0;
 	uint64_t func;
 
-	for (size_t k = 0; k < n; k++)
-		if (stub_map_function_at(p->cfg.stubs, chain[k], &func))
-			chain[k] = k == 0 ? func : func + 1;
+	for (size_t k = n; k-- > 0;) {
+		if (!stub_map_function_at(p->cfg.stubs, chain[k], &func))
+			continue;
+		chain[k] = k == 0 ? func : func + 1;
+		innermost = k;
+	}
+	return innermost;
 }
 
 /* ---- unwinding and writing ------------------------------------------------------------ */
@@ -166,7 +172,7 @@ static size_t unwind_sample(struct sample_pipeline *p, const struct sampler_samp
 	uint64_t regs[SAMPLER_REGS_MAX], dwarf_pcs[SAMPLER_MAX_CALLCHAIN];
 	struct return_fixer fixer = { .p = p, .tid = smp->tid };
 	struct dwarf_memory_fix fix = { fix_return_slot, &fixer };
-	size_t n_dwarf = 0;
+	size_t n_dwarf = 0, stub_frame = 0;
 
 	if (p->cfg.unwinder && smp->regs_mask && smp->stack_size) {
 		memcpy(regs, smp->regs, sizeof(regs));
@@ -187,10 +193,11 @@ static size_t unwind_sample(struct sample_pipeline *p, const struct sampler_samp
 		}
 	}
 	memcpy(pcs, smp->callchain, n_chain * sizeof(pcs[0]));
-	if (p->exit_trampoline)
-		n_chain = repair_fp_chain(p, pcs, n_chain, SAMPLER_MAX_CALLCHAIN, open, depth);
 	if (p->cfg.stubs)
-		chain_leave_stubs(p, pcs, n_chain);
+		stub_frame = chain_leave_stubs(p, pcs, n_chain);
+	if (p->exit_trampoline)
+		n_chain = repair_fp_chain(p, pcs, n_chain, SAMPLER_MAX_CALLCHAIN, open, depth,
+					  stub_frame + 1);
 	return n_chain;
 }
 
