@@ -78,7 +78,7 @@ if id "$USER_NAME" >/dev/null 2>&1; then
 	refusal=$(raw_attach "$target_pid")
 	check "profd refuses the second user root's process ($refusal)" eval '[[ "$refusal" == \
 		"reply 7 "?"PID $target_pid belongs to uid 0, not to uid $uid2 (needs CAP_SYS_PTRACE)" ]]'
-	su nobody -s /bin/sh -c 'exec sleep 30' &
+	su nobody -s /bin/sh -c 'exec sleep 30' 2>/dev/null &
 	nobody_sleep=$!
 	sleep 0.2
 	nobody_pid=$(pgrep -u nobody -x sleep | head -n 1)
@@ -86,7 +86,7 @@ if id "$USER_NAME" >/dev/null 2>&1; then
 	check "profd refuses the second user a third user's process ($refusal)" eval '[[ "$refusal" == \
 		"reply 7 "?"PID $nobody_pid belongs to uid $(id -u nobody), not to uid $uid2 "* ]]'
 	{ kill "$nobody_pid"; wait "$nobody_sleep"; } 2>/dev/null
-	as_user "exec sleep 30" &
+	as_user "exec sleep 30" 2>/dev/null &
 	own_sleep=$!
 	sleep 0.2
 	own_pid=$(pgrep -u "$USER_NAME" -x sleep | head -n 1)
