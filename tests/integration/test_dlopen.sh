@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Libraries loaded with dlopen after profiling began are instrumented when
 # they match, under run and under attach, and a dlclose + dlopen again (the
-# library maybe at another address) neither breaks nor double-counts.
+# library maybe at another address) neither breaks nor double-counts; samples
+# taken in such a library are named and unwound.
 set -u
 . "$(dirname "$0")/common.bash"
 HOST="$ROOT/$BUILD/tests/targets/plugin_host"
@@ -18,6 +19,19 @@ check_eq "run: one slice per plug_work call" \
 check_eq "run: calls nest (plug_inner inside plug_work)" \
 	"$(awk '$1 == "slice" && $4 == "plug_inner" && $3 == 1' "$WORK/run.dump" | wc -l)" 2000
 check_eq "run: no rule broken" "$(grep -c '^problem' "$WORK/run.dump")" 0
+
+# samples in a library mapped after profiling began (PERF_RECORD_MMAP2), in
+# both of its loads, inside an instrumented function: named, and unwound to main
+PLUG_SPIN_MS=300 "$PROFCTL" run --freq 2000 --funcs 'plug_*' -o "$WORK/spin.pftrace" -- \
+	"$HOST" "$PLUGIN" >"$WORK/spin.out" 2>"$WORK/spin.err"
+"$PROFCTL" report --dump "$WORK/spin.pftrace" >"$WORK/spin.dump"
+read -r in_spin to_main < <(awk '$1 == "process" { pid = $2 }
+	$1 == "sample" && $2 == pid && $4 ~ /;plug_spin$/ { n++; if ($4 ~ /(^|;)main;.*plug_spin$/) k++ }
+	END { print n + 0, k + 0 }' "$WORK/spin.dump")
+check "run: samples in the late library's plug_spin ($in_spin of ~1200)" test "$in_spin" -ge 600
+check "run: $to_main of them unwind to main (>= 95%)" test $((to_main * 100)) -ge $((in_spin * 95))
+check_eq "run: two plug_spin calls, one per load" \
+	"$(awk '$1 == "slice" && $4 == "plug_spin"' "$WORK/spin.dump" | wc -l)" 2
 
 "$HOST" "$PLUGIN" "$WORK/go" "$WORK/stop" >"$WORK/host.out" &
 pid=$!

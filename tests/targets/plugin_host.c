@@ -3,16 +3,18 @@
  * Loads a library after profiling began (tests/integration/test_dlopen.sh):
  * waits for argv[2] to exist (if given), dlopens argv[1], calls plug_work
  * 1000 times, dlcloses it, loads it again and calls it 1000 times more.
- * Prints the sums and `count plug_work 2000`.
+ * Prints the sums and `count plug_work 2000`. With PLUG_SPIN_MS=N in the
+ * environment each load also spins N ms in plug_spin (for sampling tests).
  */
 #include <dlfcn.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 static long run_plugin(const char *path)
 {
 	void *h = dlopen(path, RTLD_NOW);
-	long (*work)(long), sum = 0;
+	long (*work)(long), (*spin)(long), sum = 0;
 
 	if (!h) {
 		printf("dlopen failed: %s\n", dlerror());
@@ -21,6 +23,9 @@ static long run_plugin(const char *path)
 	work = (long (*)(long))dlsym(h, "plug_work");
 	for (long i = 0; work && i < 1000; i++)
 		sum += work(i);
+	spin = (long (*)(long))dlsym(h, "plug_spin");
+	if (spin && getenv("PLUG_SPIN_MS"))
+		spin(atol(getenv("PLUG_SPIN_MS")));
 	dlclose(h);
 	return sum;
 }
