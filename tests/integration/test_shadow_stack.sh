@@ -40,6 +40,15 @@ if [ -x "$ROOT/$BUILD/tests/targets/exceptions" ]; then
 		"$(awk '$1 == "slice" && $4 ~ /ex_/ && $3 > 4' "$WORK/exceptions.dump" | wc -l)" 0
 	check_eq "exceptions: every call's slice ends (re-hijacked at the catch)" \
 		"$(awk '$1 == "slice" && $6 == -1' "$WORK/exceptions.dump" | wc -l)" 0
+	# samples taken while exceptions unwind through instrumented C++ frames
+	"$PROFCTL" run --freq 10000 --funcs 'ex_*' -o "$WORK/ex_samples.pftrace" -- \
+		"$ROOT/$BUILD/tests/targets/exceptions" >/dev/null 2>&1
+	"$PROFCTL" report --dump "$WORK/ex_samples.pftrace" | awk '$1 == "sample"' \
+		>"$WORK/ex_samples.txt"
+	check "exceptions: sample frames carry demangled C++ names, callers in order" \
+		grep -q ';main;ex_catcher(int);ex_thrower(int)' "$WORK/ex_samples.txt"
+	check_eq "exceptions: no sample frame keeps a mangled name" \
+		"$(grep -cE '(^| |;)_Z' "$WORK/ex_samples.txt")" 0
 fi
 # Everything instrumented, libc, libstdc++ and libgcc_s included: the unwinders'
 # own callees run while return addresses are restored.
