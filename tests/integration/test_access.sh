@@ -34,6 +34,11 @@ check "status lists the session with its target and functions" \
 check "status shows the session's output" grep -q "run.pftrace" "$WORK/status.txt"
 events=$(awk '$1 == "1" { print $6 }' "$WORK/status.txt")
 check "status counts events (${events:-none})" test "${events:-0}" -gt 0
+rate=$(awk '$1 == "1" { print $7 }' "$WORK/status.txt")
+check "status gives the events of the last second (${rate:-none}/s of ${events:-0})" \
+	test "${rate:-0}" -gt 0 -a "${rate:-0}" -le "${events:-0}"
+# 8 threads calling flat out on 2 vCPUs: the agent drops, status counts it as it goes
+status_drops=$(awk '$1 == "1" { print $8 }' "$WORK/status.txt")
 
 varint() { # number: its protobuf varint, as hex
 	local v=$1 out=""
@@ -151,6 +156,9 @@ touch "$WORK/stop"
 wait "$run_pid"
 check_eq "profctl run ends with the target's status" "$?" 0
 check "profctl run prints the summary with the stop" grep -q "stopped by profctl stop" "$WORK/run.err"
+final_drops=$(sed -n 's/^profctl: events: [0-9]* recorded, \([0-9]*\) dropped.*/\1/p' "$WORK/run.err")
+check "status's drop count (${status_drops:-none}) is the summary's so far (${final_drops:-none})" \
+	test "${status_drops:-x}" -ge 0 -a "${status_drops:-0}" -le "${final_drops:-0}"
 check "the target's output is complete" grep -q "wrong results 0" "$WORK/run.out"
 "$PROFCTL" status >"$WORK/status3.txt" 2>&1
 check "status: no session left" grep -q "0 sessions" "$WORK/status3.txt"
