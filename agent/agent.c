@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -21,6 +22,7 @@
 #include "agent/agent_thread.h"
 #include "agent/flusher.h"
 #include "agent/instrument.h"
+#include "agent/world_stop.h"
 #include "trampolines/trampoline_layout.h"
 #include "common/func_filter.h"
 #include "proto/frame.h"
@@ -199,52 +201,33 @@ static void agent_update_modules(void)
 	flusher_table_unlock(added);
 }
 
-/* Whether a stopped thread executes bytes a jump replaced (none can: a jump is one instruction). */
-static int thread_inside_patches(const uint64_t *ips, size_t n_ips)
-{
-	for (size_t i = 0; i < agent.plan.n_patches; i++) {
-		const struct pending_patch *pp = &agent.plan.patches[i];
-
-		for (size_t k = 0; pp->written && k < n_ips; k++)
-			if (ips[k] > pp->jump.address && ips[k] < pp->jump.address + pp->jump.len)
-				return 1;
-	}
-	return 0;
-}
-
 /*
  * On the flusher thread, once the daemon is gone (recording is off): the
  * program should not go on through trampolines that record nothing, and no
  * profctl will detach, so the original bytes go back from here with every
- * other thread stopped (threads_stop_others). Where they may not be stopped
+ * other thread stopped (world_stop_others). Where they may not be stopped
  * (a tracer, seccomp, Yama) the patches stay as pass-through, for a later
  * attach to remove (profagent_reset_stale). The table lock keeps a dlopen
  * from patching meanwhile. The socket is the flusher's to close.
  */
 static void agent_daemon_lost(void *ctx)
 {
-	const uint64_t *ips;
-	size_t n_ips;
-	int err, inside;
+	int err = -EAGAIN;
 
 	(void)ctx;
 	flusher_table_lock();
 	agent.sock = -1;
-	for (int i = 0; i < UNPATCH_TRIES && agent.state == AGENT_ACTIVE; i++) {
+	/* a thread that would not stop (D state, vfork) may a moment later */
+	for (int i = 0; i < UNPATCH_TRIES && err && err != -EPERM && err != -ECANCELED; i++) {
 		if (i)
 			nanosleep(&(struct timespec){ 0, UNPATCH_RETRY_NS }, NULL);
-		err = threads_stop_others(&ips, &n_ips);
-		if (err == -EPERM || err == -ECANCELED)
-			break;
-		if (err)
-			continue;
-		inside = thread_inside_patches(ips, n_ips);
+		err = world_stop_others();
+	}
+	if (!err) {
 		/* profctl may have detached meanwhile: it stops the threads from outside */
-		if (!inside && agent.state == AGENT_ACTIVE && instrument_unpatch(&agent.plan) == 0)
-			agent.state = AGENT_UNPATCHED;
-		threads_resume_others();
-		if (!inside)
-			break; /* a failed unpatch is left to profagent_reset_stale */
+		if (agent.state == AGENT_ACTIVE && instrument_unpatch(&agent.plan) == 0)
+			agent.state = AGENT_UNPATCHED; /* else left to profagent_reset_stale */
+		world_resume_others();
 	}
 	flusher_table_unlock(0);
 }
@@ -421,7 +404,7 @@ __attribute__((visibility("default"))) int profagent_stop(void)
 	agent_thread_guard = 1;
 	if (agent.state == AGENT_PREPARED) /* attach gave up between its steps */
 		flusher_release(&(struct event_clock_pair){ 0, 0 });
-	err = flusher_stop("detach");
+	err = flusher_stop("detach", true);
 	if (!err)
 		agent_close();
 	agent_thread_guard = 0;
@@ -444,7 +427,7 @@ __attribute__((visibility("default"))) int profagent_reset_stale(void)
 	atomic_store(&agent_recording, 0);
 	if (agent.state == AGENT_ACTIVE)
 		instrument_unpatch(&agent.plan);
-	flusher_stop("stale"); /* the flusher thread has returned: the join does not wait */
+	flusher_stop("stale", false); /* the flusher thread has returned: the join does not wait */
 	agent_close();
 	agent_thread_guard = 0;
 	return 0;
@@ -468,5 +451,5 @@ __attribute__((destructor)) static void agent_stop(void)
 	if (agent.state != AGENT_ACTIVE)
 		return;
 	agent_thread_guard = 1;
-	flusher_stop("process exit");
+	flusher_stop("process exit", false);
 }

@@ -13,6 +13,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -22,6 +23,7 @@
 
 #include "agent/agent_thread.h"
 #include "agent/flusher.h"
+#include "common/mono_clock.h"
 #include "proto/frame.h"
 #include "proto/frame_io.h"
 #include "profd.pb-c.h"
@@ -51,6 +53,7 @@ static struct flusher {
 	int stop_requested;
 	int failed;
 	const char *stop_reason;
+	bool let_calls_return; /* detach: calls entered before the unpatch may still return */
 	_Atomic uint64_t events;
 	_Atomic uint64_t dropped;
 	struct event_clock_pair initial_pair;
@@ -271,14 +274,6 @@ static int flusher_stopping(void)
 	return stop;
 }
 
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /*
  * Nobody listens and nobody will detach from outside: once the patches are
  * in (released), recording goes off for good and the agent puts the code
@@ -287,11 +282,11 @@ static uint64_t mono_ns(void)
  */
 static void flusher_give_up(void)
 {
-	uint64_t deadline = mono_ns() + RELEASE_WAIT_NS;
+	uint64_t deadline = mono_clock_ns() + RELEASE_WAIT_NS;
 	int sock = flusher.sock;
 
 	while (!atomic_load_explicit(&flusher.released, memory_order_acquire) &&
-	       !flusher_stopping() && mono_ns() < deadline)
+	       !flusher_stopping() && mono_clock_ns() < deadline)
 		nanosleep(&(struct timespec){ 0, FLUSH_INTERVAL_NS }, NULL);
 	/* after the release: the commit turns recording on just before it */
 	atomic_store(&agent_recording, 0);
@@ -310,9 +305,9 @@ static void flusher_give_up(void)
  */
 static void flusher_let_calls_return(void)
 {
-	uint64_t deadline = mono_ns() + RETURN_WAIT_NS;
+	uint64_t deadline = mono_clock_ns() + RETURN_WAIT_NS;
 
-	while (threads_with_open_calls() && mono_ns() < deadline && !flusher.failed) {
+	while (threads_with_open_calls() && mono_clock_ns() < deadline && !flusher.failed) {
 		flusher_cycle();
 		nanosleep(&(struct timespec){ 0, RETURN_POLL_NS }, NULL);
 	}
@@ -340,7 +335,7 @@ static void *flusher_main(void *arg)
 	pthread_mutex_unlock(&flusher.lock);
 	if (flusher.failed)
 		atomic_store(&agent_recording, 0); /* nobody listens: stop paying for events */
-	else if (flusher.stop_reason && !strcmp(flusher.stop_reason, "detach"))
+	else if (flusher.let_calls_return)
 		flusher_let_calls_return();
 	flusher_cycle();
 	if (!flusher.failed)
@@ -390,6 +385,7 @@ int flusher_start(int sock, int (*send_table)(void *ctx, int sock), void (*lost)
 	flusher.stop_requested = 0;
 	flusher.failed = 0;
 	flusher.stop_reason = NULL;
+	flusher.let_calls_return = false;
 	atomic_store(&flusher.released, 0);
 	atomic_store(&flusher.exited, 0);
 	/* A daemon that stops reading makes sends fail instead of hanging the flusher. */
@@ -418,7 +414,7 @@ void flusher_release(const struct event_clock_pair *initial)
 	atomic_store_explicit(&flusher.released, 1, memory_order_release);
 }
 
-int flusher_stop(const char *reason)
+int flusher_stop(const char *reason, bool let_calls_return)
 {
 	struct timespec deadline;
 
@@ -427,6 +423,7 @@ int flusher_stop(const char *reason)
 	pthread_mutex_lock(&flusher.lock);
 	flusher.stop_requested = 1;
 	flusher.stop_reason = reason;
+	flusher.let_calls_return = let_calls_return;
 	pthread_cond_signal(&flusher.wake);
 	pthread_mutex_unlock(&flusher.lock);
 	clock_gettime(CLOCK_REALTIME, &deadline);

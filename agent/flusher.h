@@ -8,7 +8,7 @@
 #ifndef PROFD_FLUSHER_H
 #define PROFD_FLUSHER_H
 
-#include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "proto/event_wire.h"
@@ -37,10 +37,12 @@ void flusher_release(const struct event_clock_pair *initial);
 
 /*
  * Final drain, AgentGoodbye with reason, join (bounded by a timeout so a
- * stuck daemon cannot hold the target's exit). Safe to call twice. Returns
- * -ETIMEDOUT when the flusher did not finish (it keeps its socket then).
+ * stuck daemon cannot hold the target's exit). let_calls_return (detach):
+ * calls entered before the unpatch get up to 100 ms to return first, so
+ * their slices close. Safe to call twice. Returns -ETIMEDOUT when the
+ * flusher did not finish (it keeps its socket then).
  */
-int flusher_stop(const char *reason);
+int flusher_stop(const char *reason, bool let_calls_return);
 
 /*
  * In a forked child: the flusher thread does not exist there and the socket
@@ -58,23 +60,5 @@ void flusher_table_unlock(int added);
 
 /* True when no flusher runs or it gave up (its daemon is gone): the session is dead. */
 int flusher_lost(void);
-
-/*
- * agent/threads.c (declared here: agent_thread.h is the hooks' header).
- *
- * Stops every other thread of the process, from inside it, so that code
- * can be rewritten (threads_resume_others lets them go). A helper process
- * sharing our memory ptrace-stops them: no signal reaches the program and
- * every syscall it interrupts restarts. *ips gets the instruction pointer
- * of each stopped thread (*n_ips of them, valid until the resume). Call it
- * from an agent thread that blocks every signal, holds no lock a target
- * thread may want and allocates nothing until the resume. Returns 0, or a
- * negative errno with every thread running: -EPERM when tracing is not
- * allowed or would change a setting of the program (a tracer is attached,
- * a seccomp filter, not dumpable, Yama), -ETIMEDOUT when a thread would not
- * stop (uninterruptible sleep, vfork), -ECANCELED after an exec, -ENOMEM.
- */
-int threads_stop_others(const uint64_t **ips, size_t *n_ips);
-void threads_resume_others(void);
 
 #endif

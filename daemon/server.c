@@ -26,6 +26,7 @@
 
 #include <systemd/sd-daemon.h>
 
+#include "common/mono_clock.h"
 #include "daemon/server.h"
 #include "daemon/session.h"
 #include "proto/frame_io.h"
@@ -102,14 +103,6 @@ void server_log(const char *fmt, ...)
 int server_notify(const char *state)
 {
 	return sd_notify(0, state);
-}
-
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 static void conn_watch_output(struct conn *c, bool on)
@@ -352,7 +345,7 @@ static void server_accept(struct server *srv)
 		c->fd = fd;
 		c->srv = srv;
 		c->passed_fd = -1;
-		c->last_read_ns = mono_ns();
+		c->last_read_ns = mono_clock_ns();
 		frame_reader_init(&c->reader);
 		c->next = srv->conns;
 		srv->conns = c;
@@ -409,7 +402,7 @@ static ssize_t conn_read(struct conn *c)
 		c->passed_fd = fd;
 	}
 	frame_reader_commit(&c->reader, (size_t)n);
-	c->last_read_ns = mono_ns();
+	c->last_read_ns = mono_clock_ns();
 	return n;
 }
 
@@ -459,7 +452,7 @@ static void conn_readable(struct server *srv, struct conn *c)
 static void reap_closing(struct server *srv)
 {
 	struct conn *c = srv->conns, *next;
-	uint64_t now = mono_ns();
+	uint64_t now = mono_clock_ns();
 
 	for (; c; c = next) {
 		next = c->next;
@@ -487,7 +480,7 @@ static void conn_writable(struct server *srv, struct conn *c)
 /* Peers that stopped halfway through a frame, or never said what they are. */
 static void drop_stalled(struct server *srv)
 {
-	uint64_t now = mono_ns();
+	uint64_t now = mono_clock_ns();
 
 	for (struct conn *c = srv->conns; c; c = c->next) {
 		const char *why = NULL;
@@ -591,10 +584,10 @@ int server_run(struct server *srv)
 /* Exiting: the summaries just queued get CONN_LINGER_NS to reach their clients. */
 static void drain_output(struct server *srv)
 {
-	uint64_t deadline = mono_ns() + CONN_LINGER_NS;
+	uint64_t deadline = mono_clock_ns() + CONN_LINGER_NS;
 	bool pending = true;
 
-	while (pending && mono_ns() < deadline) {
+	while (pending && mono_clock_ns() < deadline) {
 		pending = false;
 		for (struct conn *c = srv->conns; c; c = c->next)
 			if (c->out_len && conn_flush(c) == 0 && c->out_len)

@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/mono_clock.h"
 #include "daemon/access.h"
 #include "daemon/call_stacks.h"
 #include "daemon/demangle.h"
@@ -94,14 +95,6 @@ struct session {
 	char warning[256];
 	struct session *next;
 };
-
-static uint64_t mono_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static void session_error(struct session *s, const char *fmt, const char *detail)
 {
@@ -179,7 +172,7 @@ static struct session *session_new(struct server *srv, struct conn *c, const Pro
 	s->demangled = demangle_cache_new();
 	s->comm = strdup(req->target_comm && req->target_comm[0] ? req->target_comm : "target");
 	s->output_name = strdup(req->output_name ? req->output_name : "");
-	s->started_ns = s->rate_at_ns = mono_now();
+	s->started_ns = s->rate_at_ns = mono_clock_ns();
 	s->patterns = calloc(req->n_func_patterns + 1, sizeof(char *));
 	for (size_t i = 0; s->patterns && i < req->n_func_patterns; i++)
 		if ((s->patterns[i] = strdup(req->func_patterns[i])))
@@ -368,7 +361,7 @@ static const struct sampler_callbacks sampler_cb = {
  */
 static void session_read_samples(struct session *s)
 {
-	uint64_t started = mono_now();
+	uint64_t started = mono_clock_ns();
 
 	sampler_read(s->sampler, &sampler_cb, s);
 	if (s->samples_out)
@@ -850,7 +843,7 @@ static void session_finish(struct server *srv, struct session *s)
 static void handle_target_exited(struct session *s)
 {
 	s->target_exited = 1;
-	s->agent_deadline_ns = mono_now() + AGENT_GRACE_NS;
+	s->agent_deadline_ns = mono_clock_ns() + AGENT_GRACE_NS;
 }
 
 /* ---- profctl status / stop ------------------------------------------------------------ */
@@ -883,7 +876,7 @@ static void fill_status(const struct session *s, const struct conn *c, Profd__Se
 	st->events_dropped = s->drops;
 	st->samples = s->samples_out ? sample_pipeline_written(s->samples_out) : 0;
 	st->output = s->output_name;
-	st->running_ms = (mono_now() - s->started_ns) / 1000000u;
+	st->running_ms = (mono_clock_ns() - s->started_ns) / 1000000u;
 }
 
 static void handle_status_request(struct server *srv, struct conn *c, const uint8_t *p,
@@ -1023,7 +1016,7 @@ void session_conn_closed(struct server *srv, struct conn *c)
 void session_tick_all(struct server *srv)
 {
 	struct session *s = srv->sessions, *next;
-	uint64_t now = mono_now();
+	uint64_t now = mono_clock_ns();
 
 	for (; s; s = next) {
 		next = s->next;

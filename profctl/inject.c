@@ -28,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/mono_clock.h"
 #include "profctl/inject.h"
 
 #define RED_ZONE 128
@@ -126,12 +127,10 @@ static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
 	return code;
 }
 
+/* Signed: the deadlines below are compared and subtracted as int64_t. */
 static int64_t mono_ns(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+	return (int64_t)mono_clock_ns();
 }
 
 /*
