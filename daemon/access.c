@@ -193,7 +193,7 @@ static bool caps_see_kernel(uint64_t cap_eff)
 	       ((cap_eff >> CAP_SYSLOG_BIT & 1) && (cap_eff >> CAP_SYS_ADMIN_BIT & 1));
 }
 
-bool access_may_see_kernel(pid_t client_pid, uid_t client_uid)
+bool access_may_see_kernel(const struct ucred *client)
 {
 	struct proc_status st;
 
@@ -201,12 +201,9 @@ bool access_may_see_kernel(pid_t client_pid, uid_t client_uid)
 	if (read_kernel_sysctl("perf_event_paranoid", 3) <= 1 &&
 	    read_kernel_sysctl("kptr_restrict", 2) == 0)
 		return true;
-	if (client_pid <= 0 || read_status(client_pid, &st) < 0)
-		return false;
 	/*
 	 * uid 0 alone is not enough: a container's root shares uid 0 with the
 	 * host but not its capabilities, and kernel addresses defeat KASLR.
-	 * The status must still belong to client_uid (the pid may be reused).
 	 */
-	return st.uid[1] == (long)client_uid && caps_see_kernel(st.cap_eff);
+	return read_client(client, &st) == 0 && caps_see_kernel(st.cap_eff);
 }

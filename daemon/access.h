@@ -29,15 +29,15 @@ const char *access_check_target(const struct ucred *client, pid_t target, bool m
 				unsigned long long *start_time, char *buf, size_t len);
 
 /*
- * Whether the client (pid, uid from SO_PEERCRED) may be shown kernel frames
- * and addresses: when the system shows them to everybody
- * (kernel.perf_event_paranoid <= 1 and kernel.kptr_restrict == 0), or when
- * the client's effective capabilities (/proc/PID/status CapEff) hold
- * CAP_PERFMON, or CAP_SYSLOG and CAP_SYS_ADMIN, and its effective uid is
- * client_uid. Root counts through its capabilities, not its uid. False
- * when anything cannot be read.
+ * Whether the client (SO_PEERCRED) may be shown kernel frames and addresses:
+ * when the system shows them to everybody (kernel.perf_event_paranoid <= 1
+ * and kernel.kptr_restrict == 0), or when the client's effective
+ * capabilities (/proc/PID/status CapEff) hold CAP_PERFMON, or CAP_SYSLOG and
+ * CAP_SYS_ADMIN, and it still has the effective uid it connected with. Root
+ * counts through its capabilities, not its uid. False when anything cannot
+ * be read.
  */
-bool access_may_see_kernel(pid_t client_pid, uid_t client_uid);
+bool access_may_see_kernel(const struct ucred *client);
 
 /* The target's start time (clock ticks since boot), to notice a pid reused; 0 if gone. */
 unsigned long long access_start_time(pid_t pid);

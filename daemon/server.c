@@ -89,17 +89,6 @@ void server_log_prio(int prio, const char *fmt, ...)
 	errno = saved;
 }
 
-void server_log(const char *fmt, ...)
-{
-	int saved = errno;
-	va_list ap;
-
-	va_start(ap, fmt);
-	server_logv(LOG_INFO, fmt, ap);
-	va_end(ap);
-	errno = saved;
-}
-
 int server_notify(const char *state)
 {
 	return sd_notify(0, state);
@@ -499,25 +488,11 @@ static void drop_stalled(struct server *srv)
 	}
 }
 
-/*
- * A session lives exactly as long as its client connection points to it:
- * session_conn_closed() finishes it when the client goes, and session_finish()
- * clears c->session. So counting clients counts sessions.
- */
-static int count_sessions(const struct server *srv)
-{
-	int n = 0;
-
-	for (const struct conn *c = srv->conns; c; c = c->next)
-		n += c->kind == CONN_CLIENT && c->session;
-	return n;
-}
-
 /* STATUS= for `systemctl status`, sent only when the count changes */
 static void update_status(struct server *srv)
 {
 	char state[64];
-	int n = count_sessions(srv);
+	int n = session_count(srv);
 
 	if (n == srv->status_sessions)
 		return;
@@ -531,7 +506,7 @@ static void server_stopping(struct server *srv)
 	struct signalfd_siginfo si = { 0 };
 	const char *name = NULL;
 	char state[96];
-	int n = count_sessions(srv);
+	int n = session_count(srv);
 
 	if (read(srv->signal_fd, &si, sizeof(si)) == (ssize_t)sizeof(si))
 		name = sigabbrev_np((int)si.ssi_signo);

@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 #include <sys/types.h>
+#include <syslog.h>
 
 #include "proto/frame.h"
 
@@ -92,7 +93,7 @@ void conn_close_later(struct conn *c);
  * Keeps errno. Thread-safe (no state).
  */
 void server_log_prio(int prio, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void server_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+#define server_log(...) server_log_prio(LOG_INFO, __VA_ARGS__)
 
 /*
  * Sends state to the service manager (sd_notify(3), libsystemd), e.g.

@@ -58,8 +58,6 @@ struct session {
 	uint64_t id;
 	char token[33];
 	struct conn *client, *agent;
-	pid_t client_pid;
-	uid_t client_uid;
 	struct ucred client_cred;  /* SO_PEERCRED of the client: who asks for the target */
 	pid_t target;
 	int out_fd;
@@ -188,8 +186,6 @@ static struct session *session_new(struct server *srv, struct conn *c, const Pro
 		snprintf(s->token + 2 * i, 3, "%02x", rnd[i]);
 	s->id = ++srv->next_session_id;
 	s->client = c;
-	s->client_pid = c->peer.pid;
-	s->client_uid = c->peer.uid;
 	s->client_cred = c->peer;
 	s->freq = req->sample_freq;
 	s->ring_pages = req->ring_pages;
@@ -377,7 +373,7 @@ static void session_load_kernel_symbols(struct session *s)
 {
 	char err[160];
 
-	if (!access_may_see_kernel(s->client_pid, s->client_uid))
+	if (!access_may_see_kernel(&s->client_cred))
 		return;
 	s->kernel = kernel_symbols_load(NULL, err, sizeof(err));
 	if (!s->kernel)
@@ -851,7 +847,7 @@ static void handle_target_exited(struct session *s)
 /* Another user's session shows only that it exists (root sees everything). */
 static bool may_see_session(const struct session *s, const struct conn *c)
 {
-	return c->peer.uid == 0 || c->peer.uid == s->client_uid;
+	return c->peer.uid == 0 || c->peer.uid == s->client_cred.uid;
 }
 
 static void fill_status(const struct session *s, const struct conn *c, Profd__SessionStatus *st)
@@ -860,7 +856,7 @@ static void fill_status(const struct session *s, const struct conn *c, Profd__Se
 
 	profd__session_status__init(st);
 	st->id = s->id;
-	st->owner_uid = s->client_uid;
+	st->owner_uid = s->client_cred.uid;
 	if (!may_see_session(s, c)) {
 		st->details_hidden = 1;
 		return;
@@ -1036,6 +1032,15 @@ void session_tick_all(struct server *srv)
 		    (!s->agent || s->agent_said_goodbye || now >= s->agent_deadline_ns))
 			session_finish(srv, s);
 	}
+}
+
+int session_count(const struct server *srv)
+{
+	int n = 0;
+
+	for (const struct session *s = srv->sessions; s; s = s->next)
+		n++;
+	return n;
 }
 
 void session_finish_all(struct server *srv)

@@ -25,5 +25,7 @@ void session_conn_closed(struct server *srv, struct conn *c);
 void session_tick_all(struct server *srv);
 /* Finalizes every session (daemon shutdown). */
 void session_finish_all(struct server *srv);
+/* Sessions open now (for the service manager's STATUS=). */
+int session_count(const struct server *srv);
 
 #endif
