@@ -91,13 +91,6 @@ int func_registry_add(struct func_registry *r, Profd__FunctionTable *t,
 	return 0;
 }
 
-uint32_t func_registry_session_id(const struct func_registry *r, uint32_t agent_id)
-{
-	if (agent_id == 0 || agent_id > r->agent_n_funcs || !r->names[r->agent_base + agent_id])
-		return 0;
-	return r->agent_base + agent_id;
-}
-
 const char *func_registry_name(const struct func_registry *r, uint32_t id)
 {
 	return r->names && id <= r->n_funcs ? r->names[id] : NULL;

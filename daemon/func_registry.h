@@ -41,8 +41,16 @@ int func_registry_add(struct func_registry *r, Profd__FunctionTable *t,
 		      void (*named)(void *ctx, uint32_t id, const Profd__InstrumentedFunction *f),
 		      void *ctx);
 
-/* The session-wide id of the current agent's id, or 0 when it names no function. */
-uint32_t func_registry_session_id(const struct func_registry *r, uint32_t agent_id);
+/*
+ * The session-wide id of the current agent's id, or 0 when it names no
+ * function. Inline: profd asks it for every event.
+ */
+static inline uint32_t func_registry_session_id(const struct func_registry *r, uint32_t agent_id)
+{
+	if (agent_id == 0 || agent_id > r->agent_n_funcs || !r->names[r->agent_base + agent_id])
+		return 0;
+	return r->agent_base + agent_id;
+}
 
 /* The name of a session-wide id, or NULL. */
 const char *func_registry_name(const struct func_registry *r, uint32_t id);
