@@ -10,11 +10,13 @@
 #include <cpuid.h>
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -232,19 +234,54 @@ static void agent_daemon_lost(void *ctx)
 	flusher_table_unlock(0);
 }
 
+/*
+ * rt_sigprocmask without libc: its wrappers may be instrumented, and the
+ * thread's first call has no state to record them with yet.
+ */
+static void signals_mask(int how, const uint64_t *set, uint64_t *old)
+{
+#if defined(__x86_64__)
+	long ret;
+	register long sigsetsize __asm__("r10") = sizeof(*set);
+
+	__asm__ volatile("syscall"
+			 : "=a"(ret)
+			 : "0"((long)SYS_rt_sigprocmask), "D"((long)how), "S"(set), "d"(old),
+			   "r"(sigsetsize)
+			 : "rcx", "r11", "memory");
+	(void)ret;
+#else
+	syscall(SYS_rt_sigprocmask, how, set, old, sizeof(*set));
+#endif
+}
+
+/*
+ * The trampoline's slow path, with every vector register saved. It runs
+ * ordinary C that takes locks and allocates (a thread's state, new modules),
+ * so every signal is blocked meanwhile: a handler that left it by siglongjmp
+ * would leave a lock held or the thread guarded for good. A handler that ran
+ * just before the block may have attached the thread already.
+ */
 int profagent_enter_slow(int reason)
 {
-	unsigned saved_guard = agent_thread_guard;
+	const uint64_t all = ~0ull;
+	unsigned saved_guard;
+	uint64_t saved_mask;
+	int again = 0;
 
+	signals_mask(SIG_SETMASK, &all, &saved_mask);
+	saved_guard = agent_thread_guard;
 	if (reason == HOOK_SLOW_THREAD) {
-		profagent_thread_attach_slow();
-		return 1; /* ask the enter hook again, now that the thread has its state */
-	}
-	agent_thread_guard = 1;
-	if (reason == HOOK_SLOW_MODULES)
+		if (!agent_current_thread && !saved_guard)
+			profagent_thread_attach_slow(); /* leaves the guard set if it fails */
+		again = 1; /* ask the enter hook again, now that the thread has its state */
+	} else if (reason == HOOK_SLOW_MODULES) {
+		agent_thread_guard = AGENT_GUARD_AGENT;
 		agent_update_modules();
-	agent_thread_guard = saved_guard;
-	return 0;
+		agent_thread_guard = saved_guard;
+	}
+	signals_mask(SIG_SETMASK, &saved_mask, NULL);
+	return again;
 }
 
 /* Fork: the child keeps running what it inherited but records nothing. */
@@ -309,10 +346,12 @@ static int agent_prepare(const char *path, const char *token)
 static void forget_earlier_session(struct agent_thread *t, void *ctx)
 {
 	(void)ctx;
-	atomic_store(&t->tail, atomic_load(&t->head));
+	uint64_t state = atomic_load(&t->committed);
+
+	atomic_store(&t->tail, state_head(state));
 	t->drops_reported = atomic_load(&t->drops);
 	t->flusher_stage = FLUSHER_STAGE_NEW;
-	for (uint32_t i = 0; i < t->depth; i++)
+	for (uint32_t i = 0; i < state_depth(state); i++)
 		t->shadow[i].func_id = 0; /* still returns through us, recorded no more */
 }
 

@@ -23,7 +23,42 @@ struct shadow_entry {
 	uintptr_t *return_slot;    /* where it lived on the stack: stale once below sp */
 	uint32_t func_id;
 	uint32_t reserved;
+	/*
+	 * SHADOW_ALIVE, or the ring position of the EXIT that closed this entry
+	 * below the top (agent/hooks.c, shadow_stack_bring_to_top): the entry is
+	 * dead once that position is committed, and popped silently when it
+	 * reaches the top.
+	 */
+	uint64_t exit_head;
 };
+
+#define SHADOW_ALIVE UINT64_MAX
+/* Closed with nothing to record (func_id 0): dead at once, whatever the head (an EXIT's
+   position is never 0: an ENTER came first). */
+#define SHADOW_CLOSED 0
+
+/*
+ * The producer's committed state in one word: ring head (units written) above,
+ * shadow-stack depth below. One word so that a hook publishes its ring records
+ * and its shadow-stack change with one instruction, which a signal cannot split.
+ */
+#define STATE_DEPTH_BITS 16
+_Static_assert(AGENT_SHADOW_CAPACITY < (1u << STATE_DEPTH_BITS), "depth fits the state word");
+
+static inline uint64_t state_make(uint64_t head, uint32_t depth)
+{
+	return head << STATE_DEPTH_BITS | depth;
+}
+
+static inline uint64_t state_head(uint64_t state)
+{
+	return state >> STATE_DEPTH_BITS;
+}
+
+static inline uint32_t state_depth(uint64_t state)
+{
+	return (uint32_t)(state & ((1u << STATE_DEPTH_BITS) - 1));
+}
 
 enum agent_thread_state {
 	AGENT_THREAD_LIVE = 0,
@@ -39,9 +74,10 @@ enum flusher_stage {
 
 struct agent_thread {
 	/* producer side: written only by the owning thread */
-	_Atomic uint64_t head;       /* release: pairs with the acquire in flusher_drain_thread() */
-	uint32_t depth;              /* shadow stack entries in use */
+	_Atomic uint64_t committed;  /* state_make(head, depth); release: pairs with the
+					acquire in flusher_drain_thread() */
 	uint32_t tid;
+	uint32_t guard_recoveries;   /* hooks abandoned by a siglongjmp (see hooks.c) */
 	/*
 	 * Set when an unwinder put the real return addresses back. Calls deeper
 	 * than the unwinder's frame (unwind_slot: the walk is in progress) run
@@ -50,6 +86,9 @@ struct agent_thread {
 	uint32_t returns_restored;
 	uint32_t reserved;
 	uintptr_t *unwind_slot;
+	/* where the hook that holds AGENT_GUARD_HOOK was called from: to tell a
+	   handler nested in it from code that a siglongjmp took out of it */
+	uintptr_t *guard_slot;
 	uintptr_t stack_lo, stack_hi; /* the thread's own stack (not a sigaltstack) */
 	_Atomic uint64_t drops;      /* events not recorded because the ring was full */
 	_Atomic uint64_t overflows;  /* calls not recorded because the shadow stack was full */
@@ -73,8 +112,9 @@ extern __thread struct agent_thread *agent_current_thread
 	__attribute__((tls_model("initial-exec")));
 /*
  * Non-zero while the thread runs agent code: instrumented calls pass through.
- * AGENT_GUARD_HOOK inside the enter/exit hooks, where only a signal handler
- * can make a call: such calls are counted as dropped.
+ * AGENT_GUARD_HOOK inside the hooks' cold paths, where only a signal handler
+ * can make a call: such calls are counted as dropped. The fast paths need no
+ * guard (they commit with one instruction, see hooks.c).
  */
 enum agent_guard { AGENT_GUARD_NONE = 0, AGENT_GUARD_AGENT = 1, AGENT_GUARD_HOOK = 2 };
 extern __thread unsigned agent_thread_guard __attribute__((tls_model("initial-exec")));

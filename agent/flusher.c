@@ -187,8 +187,8 @@ static void flusher_put_records(struct agent_thread *t, uint64_t from, uint64_t 
 
 static void flusher_drain_thread(struct agent_thread *t, void *ctx)
 {
-	/* pairs with the release in hooks_append() */
-	uint64_t head = atomic_load_explicit(&t->head, memory_order_acquire);
+	/* pairs with the release in state_commit() (agent/hooks.c) */
+	uint64_t head = state_head(atomic_load_explicit(&t->committed, memory_order_acquire));
 	uint64_t tail = atomic_load_explicit(&t->tail, memory_order_relaxed);
 	uint64_t drops = atomic_load_explicit(&t->drops, memory_order_relaxed);
 	int exited = atomic_load_explicit(&t->state, memory_order_acquire) == AGENT_THREAD_EXITED;
@@ -209,7 +209,7 @@ static void flusher_drain_thread(struct agent_thread *t, void *ctx)
 		atomic_store_explicit(&t->tail, head, memory_order_release);
 	}
 	if (exited && t->flusher_stage == FLUSHER_STAGE_NAMED &&
-	    atomic_load_explicit(&t->head, memory_order_acquire) == head) {
+	    state_head(atomic_load_explicit(&t->committed, memory_order_acquire)) == head) {
 		flusher_put_chunk(EVENT_CHUNK_THREAD_EXIT, t->tid, 0, drops, NULL, 0);
 		t->flusher_stage = FLUSHER_STAGE_EXIT_SENT;
 	}

@@ -7,6 +7,20 @@
  * allocates, never enters the kernel; when the ring is full the event is
  * dropped and counted.
  *
+ * Signals. A handler may run at any instruction of a hook, call instrumented
+ * functions there, and never come back (siglongjmp). So no hook ever leaves
+ * a half-made change behind: it reads the committed state (ring head and
+ * shadow depth in one word), writes its ring records and its shadow entry
+ * beyond it, where nobody reads, and publishes all of it with one
+ * compare-and-swap against the word it read. A handler that recorded
+ * anything meanwhile moved the head, so the swap fails and the hook starts
+ * over with fresh values; a handler that never returns leaves the committed
+ * state as it was. The enter hook hijacks the return slot only after its
+ * commit (a handler that leaves before that makes the entry stale, which a
+ * later call finds). The cold paths run under AGENT_GUARD_HOOK: a handler's
+ * calls pass through them, counted as dropped, and a hook that finds a guard
+ * a siglongjmp left behind takes it back (guard_recover).
+ *
  * The shadow stack survives frames that leave without returning: longjmp
  * and exceptions are noticed when a later call or return finds entries
  * whose stack slot is gone, and unwinders (exceptions, backtrace(),
@@ -29,9 +43,28 @@ __thread unsigned agent_thread_guard __attribute__((tls_model("initial-exec")));
 /* Global because every hook reads it; written only at start, stop and fork. */
 _Atomic int agent_recording;
 
+#define SAME_STACK_WINDOW (256u << 10)
+
 static inline uint64_t read_tsc(void)
 {
 	return __builtin_ia32_rdtsc();
+}
+
+/* Only this thread writes the state; a handler's changes come in program order. */
+static inline uint64_t state_load(struct agent_thread *t)
+{
+	return atomic_load_explicit(&t->committed, memory_order_relaxed);
+}
+
+/*
+ * Publishes `next` if the state is still `seen`: one instruction, so a signal
+ * lands either before it (and a handler's own commit makes it fail) or after.
+ * Release: pairs with the acquire in flusher_drain_thread().
+ */
+static inline int state_commit(struct agent_thread *t, uint64_t seen, uint64_t next)
+{
+	return atomic_compare_exchange_strong_explicit(&t->committed, &seen, next,
+						       memory_order_release, memory_order_relaxed);
 }
 
 /*
@@ -39,18 +72,17 @@ static inline uint64_t read_tsc(void)
  * never finds the ring full: a recorded BEGIN always gets its END.
  * An enter takes two units (record + frame) and reserves its own exit.
  */
-static inline int hooks_ring_has_room(struct agent_thread *t, uint64_t head, uint32_t reserve)
+static inline int ring_has_room(struct agent_thread *t, uint64_t head, uint32_t reserve)
 {
 	uint64_t tail = atomic_load_explicit(&t->tail, memory_order_acquire);
 
 	return AGENT_RING_RECORDS - (head - tail) >= reserve;
 }
 
-/* The enter record and its frame, published together so the flusher never splits them. */
-static inline void hooks_append_enter(struct agent_thread *t, uint32_t func_id,
-				      uintptr_t return_address, uintptr_t *return_slot)
+/* An enter record and its frame at head, head + 1: visible once committed. */
+static inline void ring_put_enter(struct agent_thread *t, uint64_t head, uint32_t func_id,
+				  uintptr_t return_address, uintptr_t *return_slot)
 {
-	uint64_t head = atomic_load_explicit(&t->head, memory_order_relaxed);
 	struct event_record *rec = &t->records[head & (AGENT_RING_RECORDS - 1)];
 	struct event_enter_frame *frame =
 		(struct event_enter_frame *)&t->records[(head + 1) & (AGENT_RING_RECORDS - 1)];
@@ -60,29 +92,15 @@ static inline void hooks_append_enter(struct agent_thread *t, uint32_t func_id,
 	rec->kind = EVENT_ENTER;
 	frame->return_address = return_address;
 	frame->tagged_slot = (uintptr_t)return_slot | EVENT_FRAME_TAG;
-	/* pairs with the acquire in flusher_drain_thread() */
-	atomic_store_explicit(&t->head, head + 2, memory_order_release);
 }
 
-static inline void hooks_append(struct agent_thread *t, uint32_t func_id, uint32_t kind)
+static inline void ring_put(struct agent_thread *t, uint64_t head, uint32_t func_id, uint32_t kind)
 {
-	uint64_t head = atomic_load_explicit(&t->head, memory_order_relaxed);
 	struct event_record *rec = &t->records[head & (AGENT_RING_RECORDS - 1)];
 
 	rec->tsc = read_tsc();
 	rec->func_id = func_id;
 	rec->kind = kind;
-	/* pairs with the acquire in flusher_drain_thread() */
-	atomic_store_explicit(&t->head, head + 1, memory_order_release);
-}
-
-/* Closes the top entry without a return through us (its frame is gone). */
-static void shadow_stack_drop_top(struct agent_thread *t)
-{
-	struct shadow_entry *e = &t->shadow[--t->depth];
-
-	if (e->func_id)
-		hooks_append(t, e->func_id, EVENT_EXIT);
 }
 
 static int on_thread_stack(const struct agent_thread *t, uintptr_t addr)
@@ -91,133 +109,122 @@ static int on_thread_stack(const struct agent_thread *t, uintptr_t addr)
 }
 
 /*
- * A new call's return slot at or above an entry's slot on the same stack
- * means that entry's frame is gone (longjmp, exception). Across stacks
- * (sigaltstack) nothing is certain: such entries wait for the exact match
- * at exit.
+ * Whether two return slots lie on one stack, where their order is their age:
+ * both on the thread's own stack, or both off it and close together (one
+ * sigaltstack or coroutine stack). Across stacks nothing is certain.
  */
-COLD static void shadow_stack_drop_stale(struct agent_thread *t, uintptr_t *new_slot)
+static int same_stack(const struct agent_thread *t, uintptr_t a, uintptr_t b)
 {
-	if (!on_thread_stack(t, (uintptr_t)new_slot))
-		return;
-	while (t->depth > 0) {
-		uintptr_t *slot = t->shadow[t->depth - 1].return_slot;
+	int a_on = on_thread_stack(t, a), b_on = on_thread_stack(t, b);
 
-		if (slot > new_slot || !on_thread_stack(t, (uintptr_t)slot))
-			break; /* a live frame above the new call */
-		if (slot == new_slot && *new_slot == (uintptr_t)profagent_exit_trampoline)
-			break; /* a tail call: the hijacked caller jumped here, still live */
-		shadow_stack_drop_top(t);
-	}
+	if (a_on || b_on)
+		return a_on && b_on;
+	return (a > b ? a - b : b - a) < SAME_STACK_WINDOW;
+}
+
+/* Closed below the top by a commit up to `head` (shadow_stack_close_matched). */
+static inline int entry_is_dead(const struct shadow_entry *e, uint64_t head)
+{
+	return e->exit_head < head;
+}
+
+/* ---- the guard of the cold paths ---------------------------------------------------- */
+
+static void guard_take(struct agent_thread *t, uintptr_t *slot)
+{
+	t->guard_slot = slot;
+	atomic_signal_fence(memory_order_seq_cst); /* the slot is there before the guard is */
+	agent_thread_guard = AGENT_GUARD_HOOK;
+	atomic_signal_fence(memory_order_seq_cst); /* the guard is set before what it covers */
+}
+
+static void guard_release(void)
+{
+	atomic_signal_fence(memory_order_seq_cst); /* all it covers is done before */
+	agent_thread_guard = AGENT_GUARD_NONE;
 }
 
 /*
- * After an unwinder ran: entries whose frames are gone are closed, the live
- * ones get the exit trampoline back (only where the slot still holds the
- * real return address we restored).
+ * Whether a call from `slot` can be a signal handler's, nested in the cold
+ * path that holds the guard: handler frames lie below the interrupted hook on
+ * its stack, or on a sigaltstack when the hook ran on the thread's stack; a
+ * handler interrupting code off the thread's stack stays off it. Where it
+ * cannot tell, it says nested: the call then passes through, counted.
  */
-COLD static void shadow_stack_rehijack(struct agent_thread *t, uintptr_t *new_slot)
+static int nested_in_guarded_hook(const struct agent_thread *t, uintptr_t *slot)
 {
-	shadow_stack_drop_stale(t, new_slot);
-	for (uint32_t i = 0; i < t->depth; i++) {
-		struct shadow_entry *e = &t->shadow[i];
+	uintptr_t g = (uintptr_t)t->guard_slot, s = (uintptr_t)slot;
 
-		if (*e->return_slot == e->return_address)
-			*e->return_slot = (uintptr_t)profagent_exit_trampoline;
-	}
-	t->returns_restored = 0;
-}
-
-/* Before an unwinder walks this thread's stack: every return address back in place. */
-COLD static void shadow_stack_restore_returns(struct agent_thread *t, uintptr_t *unwinder_slot)
-{
-	t->unwind_slot = unwinder_slot;
-	for (uint32_t i = 0; i < t->depth; i++) {
-		struct shadow_entry *e = &t->shadow[i];
-
-		if (*e->return_slot == (uintptr_t)profagent_exit_trampoline)
-			*e->return_slot = e->return_address;
-	}
-	t->returns_restored = 1;
+	if (same_stack(t, g, s))
+		return s < g;
+	return on_thread_stack(t, g); /* the handler on a sigaltstack, or we left g's stack */
 }
 
 /*
- * The unusual cases of an enter: 0 to go on and hijack, 1 when the call must
- * not be hijacked, HOOK_SLOW_MODULES to have the trampoline's slow path look
- * for new modules.
+ * The guard of a cold path is still set, but its hook is gone: a handler
+ * left it by siglongjmp. Every commit is one instruction, so the committed
+ * state is whole; only closing marks made without their commit are undone.
  */
-COLD static int enter_slow_cases(struct agent_thread *t, const struct stub_desc *desc,
-				 uintptr_t *return_slot)
+COLD static void guard_recover(struct agent_thread *t)
 {
-	if (t->returns_restored && return_slot < t->unwind_slot && !(desc->flags & STUB_FLAG_UNWINDER))
-		return 1; /* called by the unwinder while it walks: no hijack, or it would see it */
-	if (t->returns_restored)
-		shadow_stack_rehijack(t, return_slot);
-	else if (t->depth && return_slot >= t->shadow[t->depth - 1].return_slot)
-		shadow_stack_drop_stale(t, return_slot);
-	if (desc->flags & STUB_FLAG_UNWINDER) {
-		/* its own frame stays unhijacked: it is about to walk from it */
-		shadow_stack_restore_returns(t, return_slot);
+	uint64_t s = state_load(t), head = state_head(s);
+
+	for (uint32_t i = 0; i < state_depth(s); i++)
+		if (t->shadow[i].exit_head != SHADOW_ALIVE && t->shadow[i].exit_head >= head)
+			t->shadow[i].exit_head = SHADOW_ALIVE;
+	t->guard_recoveries++;
+	guard_release();
+}
+
+/* An enter while the guard is set: 1 to pass through, 0 when the guard was taken back. */
+COLD static int enter_while_guarded(struct agent_thread *t, uintptr_t *return_slot)
+{
+	if (agent_thread_guard != AGENT_GUARD_HOOK || !t)
+		return 1; /* agent code runs on this thread */
+	if (nested_in_guarded_hook(t, return_slot)) {
+		atomic_fetch_add_explicit(&t->drops, 1, memory_order_relaxed);
 		return 1;
 	}
-	if (desc->flags & STUB_FLAG_MODULES) /* timed never: the loader calls it mid-dlopen */
-		return atomic_load_explicit(&agent_recording, memory_order_relaxed) ?
-			       HOOK_SLOW_MODULES :
-			       1;
-	/* patched only for its flag (the catch above re-hijacked): not timed */
-	return desc->func_id == 0;
-}
-
-/* Returns 1 when the thread has no state yet: the trampoline runs the slow path and retries. */
-int profagent_enter_hook(const struct stub_desc *desc, uintptr_t *return_slot)
-{
-	struct agent_thread *t = agent_current_thread;
-	uint64_t head;
-
-	if (unlikely(agent_thread_guard)) {
-		/* a signal handler called in while this thread was inside a hook */
-		if (agent_thread_guard == AGENT_GUARD_HOOK && t)
-			atomic_fetch_add_explicit(&t->drops, 1, memory_order_relaxed);
-		return 0;
-	}
-	if (unlikely(!t))
-		return atomic_load_explicit(&agent_recording, memory_order_relaxed) ?
-			       HOOK_SLOW_THREAD :
-			       0;
-
-	agent_thread_guard = AGENT_GUARD_HOOK; /* a signal handler arriving now passes through */
-	/* before the recording check: frames hijacked earlier still need this */
-	if (unlikely(desc->flags | t->returns_restored) ||
-	    unlikely(t->depth && return_slot >= t->shadow[t->depth - 1].return_slot)) {
-		int r = enter_slow_cases(t, desc, return_slot);
-
-		if (r) {
-			agent_thread_guard = 0;
-			return r == HOOK_SLOW_MODULES ? HOOK_SLOW_MODULES : 0;
-		}
-	}
-	if (unlikely(!atomic_load_explicit(&agent_recording, memory_order_relaxed)))
-		goto out;
-	head = atomic_load_explicit(&t->head, memory_order_relaxed);
-	if (unlikely(t->depth >= AGENT_SHADOW_CAPACITY)) {
-		atomic_fetch_add_explicit(&t->overflows, 1, memory_order_relaxed);
-	} else if (unlikely(!hooks_ring_has_room(t, head, t->depth + 3))) {
-		atomic_fetch_add_explicit(&t->drops, 1, memory_order_relaxed);
-	} else {
-		struct shadow_entry *e = &t->shadow[t->depth++];
-
-		e->return_address = *return_slot;
-		e->return_slot = return_slot;
-		e->func_id = desc->func_id;
-		hooks_append_enter(t, desc->func_id, e->return_address, return_slot);
-		*return_slot = (uintptr_t)profagent_exit_trampoline;
-	}
-out:
-	agent_thread_guard = 0;
+	guard_recover(t);
 	return 0;
 }
 
-#define SAME_STACK_WINDOW (256u << 10)
+/* ---- shadow-stack repair (cold) ------------------------------------------------------ */
+
+/*
+ * Pops the entries on top whose frames a new call at new_slot proves gone
+ * (at or below it on the same stack: longjmp, exceptions, a handler that
+ * left a sigaltstack), each closed with an EXIT, and any entry closed
+ * earlier below the top; one commit. Entries on another stack wait for the
+ * exact match at exit. Returns 1 if it popped anything.
+ */
+COLD static int shadow_stack_drop_stale(struct agent_thread *t, uintptr_t *new_slot)
+{
+	for (;;) {
+		uint64_t s = state_load(t), head = state_head(s), n = 0;
+		uint32_t depth = state_depth(s), k = depth;
+
+		while (k > 0) {
+			const struct shadow_entry *e = &t->shadow[k - 1];
+
+			if (!entry_is_dead(e, head)) {
+				if (e->return_slot > new_slot ||
+				    !same_stack(t, (uintptr_t)e->return_slot, (uintptr_t)new_slot))
+					break; /* a live frame above the new call, or not comparable */
+				if (e->return_slot == new_slot &&
+				    *new_slot == (uintptr_t)profagent_exit_trampoline)
+					break; /* a tail call: the hijacked caller jumped here, still live */
+				if (e->func_id)
+					ring_put(t, head + n++, e->func_id, EVENT_EXIT);
+			}
+			k--;
+		}
+		if (k == depth)
+			return 0;
+		if (state_commit(t, s, state_make(head + n, k)))
+			return 1;
+	}
+}
 
 /*
  * Whether the frame of entry e, recorded more recently than the frame now
@@ -230,40 +237,181 @@ static int frame_is_gone(const struct agent_thread *t, const struct shadow_entry
 {
 	uintptr_t a = (uintptr_t)e->return_slot, b = (uintptr_t)slot;
 
-	if (a >= b)
-		return 0;
-	if (on_thread_stack(t, a) && on_thread_stack(t, b))
-		return 1;
-	return !on_thread_stack(t, a) && !on_thread_stack(t, b) && b - a < SAME_STACK_WINDOW;
+	return a < b && same_stack(t, a, b);
 }
 
 /*
- * The returning frame's entry is not on top: entries above it whose frames
- * are gone (longjmp, exceptions) are closed; the others keep their order and
- * the returning entry moves to the top. Returns 0 if no entry has this slot.
+ * The exit of the frame at `slot` when its entry is not the live top: the
+ * entries above it whose frames are gone and the entry itself are closed
+ * with EXITs; those still live (other stacks) stay where they are, and the
+ * closed ones below them are marked with the position of their EXIT, dead
+ * once it is committed. Runs under the guard, so the state cannot move
+ * under it; one commit. Returns the real return address.
  */
-COLD static int shadow_stack_bring_to_top(struct agent_thread *t, uintptr_t *slot)
+COLD static uintptr_t shadow_stack_close_matched(struct agent_thread *t, uintptr_t *slot)
 {
-	uint32_t m = t->depth, kept;
-	struct shadow_entry match;
+	uint64_t s = state_load(t), head = state_head(s), n = 0;
+	uint32_t depth = state_depth(s), m = depth;
+	uintptr_t return_address;
 
-	while (m > 0 && t->shadow[m - 1].return_slot != slot)
+	if (!depth)
+		return 0; /* cannot happen: a hijacked return always has its entry */
+	while (m > 0 && (t->shadow[m - 1].return_slot != slot ||
+			 entry_is_dead(&t->shadow[m - 1], head)))
 		m--;
-	if (m-- == 0)
-		return 0;
-	match = t->shadow[m];
-	kept = m;
-	for (uint32_t i = m + 1; i < t->depth; i++) {
-		if (frame_is_gone(t, &t->shadow[i], slot)) {
-			if (t->shadow[i].func_id)
-				hooks_append(t, t->shadow[i].func_id, EVENT_EXIT);
-		} else {
-			t->shadow[kept++] = t->shadow[i];
+	m = m ? m - 1 : depth - 1; /* no entry at all cannot happen: take the top */
+	for (uint32_t i = m; i < depth; i++) {
+		struct shadow_entry *e = &t->shadow[i];
+
+		if (entry_is_dead(e, head) || (i != m && !frame_is_gone(t, e, slot)))
+			continue;
+		if (!e->func_id) {
+			e->exit_head = SHADOW_CLOSED; /* nothing to record: closed at once */
+			continue;
 		}
+		e->exit_head = head + n;
+		ring_put(t, head + n++, e->func_id, EVENT_EXIT);
 	}
-	t->shadow[kept] = match;
-	t->depth = kept + 1;
-	return 1;
+	return_address = t->shadow[m].return_address;
+	while (depth > 0 && t->shadow[depth - 1].exit_head < head + n)
+		depth--; /* closed entries on top (dead before or now) are popped */
+	atomic_store_explicit(&t->committed, state_make(head + n, depth), memory_order_release);
+	return return_address;
+}
+
+/*
+ * After an unwinder ran: entries whose frames are gone are closed, the live
+ * ones get the exit trampoline back (only where the slot still holds the
+ * real return address we restored).
+ */
+COLD static void shadow_stack_rehijack(struct agent_thread *t, uintptr_t *new_slot)
+{
+	uint64_t s;
+
+	shadow_stack_drop_stale(t, new_slot);
+	s = state_load(t);
+	for (uint32_t i = 0; i < state_depth(s); i++) {
+		struct shadow_entry *e = &t->shadow[i];
+
+		if (!entry_is_dead(e, state_head(s)) && *e->return_slot == e->return_address)
+			*e->return_slot = (uintptr_t)profagent_exit_trampoline;
+	}
+	t->returns_restored = 0;
+}
+
+/* Before an unwinder walks this thread's stack: every return address back in place. */
+COLD static void shadow_stack_restore_returns(struct agent_thread *t, uintptr_t *unwinder_slot)
+{
+	uint64_t s = state_load(t);
+
+	t->unwind_slot = unwinder_slot;
+	t->returns_restored = 1; /* first: a siglongjmp halfway leaves it to be re-hijacked */
+	for (uint32_t i = 0; i < state_depth(s); i++) {
+		struct shadow_entry *e = &t->shadow[i];
+
+		if (!entry_is_dead(e, state_head(s)) &&
+		    *e->return_slot == (uintptr_t)profagent_exit_trampoline)
+			*e->return_slot = e->return_address;
+	}
+}
+
+/*
+ * The unusual cases of an enter, under the guard: 0 to go on and hijack, 1
+ * when the call must not be hijacked, HOOK_SLOW_MODULES to have the
+ * trampoline's slow path look for new modules.
+ */
+COLD static int enter_slow_cases(struct agent_thread *t, const struct stub_desc *desc,
+				 uintptr_t *return_slot)
+{
+	int r;
+
+	if (t->returns_restored && return_slot < t->unwind_slot && !(desc->flags & STUB_FLAG_UNWINDER)) {
+		/* below an unwinder that walks (or a handler there): no hijack, or it would see it */
+		atomic_fetch_add_explicit(&t->drops, 1, memory_order_relaxed);
+		return 1;
+	}
+	guard_take(t, return_slot);
+	if (t->returns_restored)
+		shadow_stack_rehijack(t, return_slot);
+	else
+		shadow_stack_drop_stale(t, return_slot);
+	if (desc->flags & STUB_FLAG_UNWINDER) {
+		/* its own frame stays unhijacked: it is about to walk from it */
+		shadow_stack_restore_returns(t, return_slot);
+		r = 1;
+	} else if (desc->flags & STUB_FLAG_MODULES) { /* timed never: the loader calls it mid-dlopen */
+		r = atomic_load_explicit(&agent_recording, memory_order_relaxed) ? HOOK_SLOW_MODULES : 1;
+	} else {
+		r = desc->func_id == 0; /* patched only for its flag (the catch above re-hijacked) */
+	}
+	guard_release();
+	return r;
+}
+
+/* ---- the hooks ----------------------------------------------------------------------- */
+
+/* Returns HOOK_SLOW_* when the trampoline must run its slow path (and maybe ask again). */
+int profagent_enter_hook(const struct stub_desc *desc, uintptr_t *return_slot)
+{
+	struct agent_thread *t = agent_current_thread;
+	struct shadow_entry *e;
+	uint64_t s, head;
+	uint32_t depth;
+
+	if (unlikely(agent_thread_guard) && enter_while_guarded(t, return_slot))
+		return 0;
+	if (unlikely(!t))
+		return atomic_load_explicit(&agent_recording, memory_order_relaxed) ?
+			       HOOK_SLOW_THREAD :
+			       0;
+	/* before the recording check: frames hijacked earlier still need this */
+	if (unlikely(desc->flags | t->returns_restored)) {
+		int r = enter_slow_cases(t, desc, return_slot);
+
+		if (r)
+			return r == HOOK_SLOW_MODULES ? HOOK_SLOW_MODULES : 0;
+	}
+	for (;;) {
+		s = state_load(t);
+		depth = state_depth(s);
+		if (unlikely(depth && return_slot >= t->shadow[depth - 1].return_slot) &&
+		    shadow_stack_drop_stale(t, return_slot))
+			continue;
+		if (unlikely(!atomic_load_explicit(&agent_recording, memory_order_relaxed)))
+			return 0;
+		head = state_head(s);
+		if (unlikely(depth >= AGENT_SHADOW_CAPACITY)) {
+			atomic_fetch_add_explicit(&t->overflows, 1, memory_order_relaxed);
+			return 0;
+		}
+		if (unlikely(!ring_has_room(t, head, depth + 3))) {
+			atomic_fetch_add_explicit(&t->drops, 1, memory_order_relaxed);
+			return 0;
+		}
+		e = &t->shadow[depth];
+		e->return_address = *return_slot;
+		e->return_slot = return_slot;
+		e->func_id = desc->func_id;
+		e->exit_head = SHADOW_ALIVE;
+		ring_put_enter(t, head, desc->func_id, e->return_address, return_slot);
+		if (likely(state_commit(t, s, state_make(head + 2, depth + 1))))
+			break;
+	}
+	*return_slot = (uintptr_t)profagent_exit_trampoline;
+	return 0;
+}
+
+/* An exit whose entry is not the live top, under the guard (whatever agent code held it before). */
+COLD static uintptr_t exit_slow(struct agent_thread *t, uintptr_t *slot)
+{
+	unsigned saved_guard = agent_thread_guard;
+	uintptr_t return_address;
+
+	guard_take(t, slot);
+	return_address = shadow_stack_close_matched(t, slot);
+	guard_release();
+	agent_thread_guard = saved_guard;
+	return return_address;
 }
 
 /* stack_pointer is rsp as the instrumented function returned: its return slot is just below. */
@@ -271,22 +419,39 @@ uintptr_t profagent_exit_hook(uintptr_t stack_pointer)
 {
 	struct agent_thread *t = agent_current_thread;
 	uintptr_t *slot = (uintptr_t *)(stack_pointer - sizeof(uintptr_t));
-	unsigned saved_guard = agent_thread_guard;
-	struct shadow_entry *e;
 
-	agent_thread_guard = AGENT_GUARD_HOOK;
-	if (unlikely(t->shadow[t->depth - 1].return_slot != slot))
-		shadow_stack_bring_to_top(t, slot); /* no entry at all cannot happen: take the top */
-	e = &t->shadow[--t->depth];
-	if (likely(e->func_id))
-		hooks_append(t, e->func_id, EVENT_EXIT);
-	agent_thread_guard = saved_guard;
-	return e->return_address;
+	/* no handler nested in a cold path returns through us: a siglongjmp left the guard */
+	if (unlikely(agent_thread_guard == AGENT_GUARD_HOOK))
+		guard_recover(t);
+	for (;;) {
+		uint64_t s = state_load(t), head = state_head(s);
+		uint32_t depth = state_depth(s);
+		const struct shadow_entry *e = &t->shadow[depth - 1];
+		uintptr_t return_address;
+		uint32_t func_id;
+
+		if (unlikely(e->return_slot != slot))
+			return exit_slow(t, slot);
+		return_address = e->return_address;
+		func_id = e->func_id;
+		if (likely(func_id))
+			ring_put(t, head, func_id, EVENT_EXIT);
+		if (likely(state_commit(t, s, state_make(head + (func_id != 0), depth - 1))))
+			return return_address;
+	}
 }
 
 /* Thread exit with frames still open (pthread_exit, cancellation): they are all gone. */
 void hooks_close_all(struct agent_thread *t)
 {
-	while (t->depth > 0)
-		shadow_stack_drop_top(t);
+	for (;;) {
+		uint64_t s = state_load(t), head = state_head(s), n = 0;
+		uint32_t depth = state_depth(s);
+
+		for (uint32_t i = depth; i-- > 0;)
+			if (t->shadow[i].func_id && !entry_is_dead(&t->shadow[i], head))
+				ring_put(t, head + n++, t->shadow[i].func_id, EVENT_EXIT);
+		if (state_commit(t, s, state_make(head + n, 0)))
+			return;
+	}
 }

@@ -68,12 +68,12 @@ static void thread_stack_bounds(struct agent_thread *t)
 
 static void thread_state_reset(struct agent_thread *t)
 {
-	atomic_store(&t->head, 0);
+	atomic_store(&t->committed, 0);
 	atomic_store(&t->tail, 0);
 	atomic_store(&t->drops, 0);
 	atomic_store(&t->overflows, 0);
 	atomic_store(&t->state, AGENT_THREAD_LIVE);
-	t->depth = 0;
+	t->guard_recoveries = 0;
 	t->drops_reported = 0;
 	t->flusher_stage = FLUSHER_STAGE_NEW;
 	t->tid = (uint32_t)gettid();
@@ -168,14 +168,15 @@ unsigned threads_with_open_calls(void)
 	for (; t; t = t->next)
 		/* depth is the owner's: a relaxed read sees it a moment late at worst */
 		n += atomic_load_explicit(&t->state, memory_order_acquire) == AGENT_THREAD_LIVE &&
-		     __atomic_load_n(&t->depth, __ATOMIC_RELAXED) > 0;
+		     state_depth(atomic_load_explicit(&t->committed, memory_order_relaxed)) > 0;
 	return n;
 }
 
 static int thread_is_drained_exit(struct agent_thread *t)
 {
 	return atomic_load_explicit(&t->state, memory_order_acquire) == AGENT_THREAD_EXITED &&
-	       atomic_load(&t->head) == atomic_load(&t->tail) && t->flusher_stage == FLUSHER_STAGE_EXIT_SENT;
+	       state_head(atomic_load(&t->committed)) == atomic_load(&t->tail) &&
+	       t->flusher_stage == FLUSHER_STAGE_EXIT_SENT;
 }
 
 void threads_recycle_drained(void)

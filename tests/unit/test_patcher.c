@@ -126,7 +126,7 @@ static void test_hooks_record_enter_and_exit(void)
 	if (t) {
 		struct event_enter_frame frame;
 
-		CHECK_EQ_INT(atomic_load(&t->head), 3); /* enter, its frame, exit */
+		CHECK_EQ_INT(state_head(atomic_load(&t->committed)), 3); /* enter, its frame, exit */
 		CHECK_EQ_INT(t->records[0].func_id, 7);
 		CHECK_EQ_INT(t->records[0].kind, EVENT_ENTER);
 		CHECK(event_unit_is_frame(&t->records[1]));
@@ -138,7 +138,7 @@ static void test_hooks_record_enter_and_exit(void)
 		      frame.return_address != (uintptr_t)profagent_exit_trampoline);
 		CHECK_EQ_INT(t->records[2].kind, EVENT_EXIT);
 		CHECK(t->records[2].tsc >= t->records[0].tsc);
-		CHECK_EQ_INT(t->depth, 0);
+		CHECK_EQ_INT(state_depth(atomic_load(&t->committed)), 0);
 	}
 	proc_maps_free(&maps);
 }

@@ -30,9 +30,13 @@ def _real_return_address(return_slot):
         return None
     if int(thread) == 0:
         return None
-    depth = int(thread["depth"])
+    # state = ring head << 16 | shadow depth (agent/agent_thread.h)
+    state = int(thread["committed"])
+    head, depth = state >> 16, state & 0xFFFF
     shadow = thread["shadow"]
     for i in range(depth - 1, -1, -1):
+        if int(shadow[i]["exit_head"]) < head:
+            continue  # closed below the top, popped later
         if int(shadow[i]["return_slot"]) == return_slot:
             return int(shadow[i]["return_address"])
     return None
