@@ -40,6 +40,7 @@
 
 #define SS_FN __attribute__((noinline, used, noipa))
 #define N_PASSES 4
+#define SS_COUNT_MAX 16 /* room for the ss_ functions in struct ctl */
 /* A hang, not a time limit: a visit takes well under a millisecond. */
 #define WATCHDOG_SECONDS 30
 #define PATCHED_ENTRY_BYTES 16
@@ -49,40 +50,59 @@ static const char *const pass_names[N_PASSES + 1] = {
 	"nested SA_NODEFER handlers", "handler leaves by siglongjmp",
 };
 
-/* ---- shared by the worker, main and the tracer child (MAP_SHARED) ------- */
+/* ---- shared by the workers, main and the tracer child (MAP_SHARED) ------ */
 
-enum mode { MODE_SETUP = 1, MODE_LEARN, MODE_VISIT, MODE_DONE };
+enum mode { MODE_SETUP = 1, MODE_LEARN, MODE_VISIT, MODE_RETIRE, MODE_DONE };
 enum category { CAT_ENTER, CAT_EXIT, CAT_TRAMP, CAT_STUB, CAT_OTHER, N_CATS };
 static const char *const cat_names[N_CATS] = { "enter hook", "exit hook", "trampolines",
 					       "stubs", "other" };
 
-/* The worker's verdict on one probe. Only OUT_UNRECORDED leaves the agent's state sane. */
+/*
+ * What went wrong in one visit: the worker's checks, then the tracer's own.
+ * Only OUT_UNRECORDED leaves the worker thread in a state worth going on
+ * with; after any other the thread is retired and a fresh one continues.
+ */
 #define OUT_PROBE 0x01      /* a probe call returned a wrong value */
 #define OUT_REGS 0x02       /* a register changed across an instrumented call */
 #define OUT_BACKTRACE 0x04  /* backtrace() did not see the true callers */
 #define OUT_HANDLER 0x08    /* the handler ran the wrong number of times or computed wrong */
 #define OUT_FLOW 0x10       /* the probe was abandoned, or was not when it should have been */
-#define OUT_LOST 0x20       /* the probe's own calls were not recorded: instrumentation lost */
-#define OUT_UNRECORDED 0x40 /* calls made by the handler were not recorded */
+#define OUT_LOST 0x20       /* the probe's own calls went unrecorded: the thread stopped recording */
+#define OUT_UNRECORDED 0x40 /* calls made by the handler went unrecorded */
+#define OUT_CRASH 0x80      /* the worker died of a signal */
+#define OUT_DIVERGED 0x100  /* the next probe no longer ran the learned path */
+#define OUT_MOVED 0x200     /* the worker came back to its loop on a moved stack */
 #define OUT_FATAL (~OUT_UNRECORDED)
+static const char *const out_words[] = {
+	"wrong return values", "registers changed", "backtrace() saw wrong callers",
+	"the handler went wrong", "wrong control flow", "the thread stopped recording its calls",
+	"the handler's calls went unrecorded (passed through, not hijacked)",
+	"the worker crashed", "the probe's path changed",
+	"the worker came back on a moved stack (a wrong return address)",
+};
 
 struct pass_stats {
-	unsigned steps;    /* instructions in one probe (learned) */
-	unsigned planned;  /* of them in profiler code */
+	unsigned steps;   /* instructions in one probe (learned) */
+	unsigned planned; /* of them in profiler code */
 	unsigned cats[N_CATS];
-	unsigned visited, failed, skipped;
+	unsigned visited, failed, fatal, skipped;
 	int complete;
 };
 
 struct ctl {
-	pid_t tid;
-	int mode, pass;        /* tracer -> worker, written while it is stopped at a marker */
-	unsigned outcome;      /* worker -> tracer: OUT_* of the last probe */
+	pid_t tid;           /* the current worker, once warmed up */
+	int warm_up_failed;
+	int mode, pass;      /* tracer -> worker, written while it is stopped at a marker */
+	unsigned outcome;    /* worker -> tracer: OUT_* of the last probe */
 	char detail[512];
+	int respawn;         /* tracer -> main: the worker is retiring, start another */
+	unsigned respawns;
+	/* calls recorded on entry that a siglongjmp abandoned before their count ran */
+	long uncounted[SS_COUNT_MAX];
 	struct pass_stats stats[N_PASSES + 1];
-	int fatal;             /* tracer -> main: a visit broke the process */
-	int windows;           /* failing address ranges reported */
-	int skip;              /* ptrace not possible here */
+	int stopped;         /* the tracer gave up before the end */
+	int windows;         /* failing address ranges reported */
+	int skip;            /* ptrace not possible here */
 	char skip_reason[200];
 	unsigned long singlesteps, stops;
 	double learn_s, visit_s;
@@ -104,6 +124,7 @@ static const char *const ss_names[SS_COUNT] = {
 __attribute__((used)) long ss_calls[SS_COUNT];
 #define SS_REGS_LEAF_OFFSET "72"
 _Static_assert(SS_REGS_LEAF * sizeof(long) == 72, "asm offset");
+_Static_assert(SS_COUNT <= SS_COUNT_MAX, "struct ctl");
 
 extern char __executable_start[], etext[];
 /* The return address every hijacked call has; 0 when nothing instruments us. */
@@ -112,17 +133,25 @@ static uintptr_t first_return;
 static volatile int handler_depth;
 static long unhijacked_probe, unhijacked_handler;
 
-static void ss_note_entry(int id, uintptr_t ret)
+/* Not ss_: the glob must select only the functions counted. */
+static inline __attribute__((always_inline)) void note_entry(uintptr_t ret)
 {
-	__atomic_fetch_add(&ss_calls[id], 1, __ATOMIC_RELAXED);
 	if (!first_return)
 		first_return = ret;
 	if (exit_trampoline && ret != exit_trampoline)
 		__atomic_fetch_add(handler_depth ? &unhijacked_handler : &unhijacked_probe, 1,
 				   __ATOMIC_RELAXED);
 }
-/* At entry the return slot holds the exit trampoline if the agent recorded the call. */
-#define SS_ENTER(id) ss_note_entry(id, (uintptr_t)__builtin_return_address(0))
+/*
+ * Counts the call (a locked add: one instruction, whatever interrupts it)
+ * and notes whether the agent recorded it: at entry the return slot then
+ * holds the exit trampoline.
+ */
+#define SS_ENTER(id)                                                            \
+	do {                                                                    \
+		__atomic_fetch_add(&ss_calls[id], 1, __ATOMIC_RELAXED);         \
+		note_entry((uintptr_t)__builtin_return_address(0));            \
+	} while (0)
 
 SS_FN long ss_inner(long x)
 {
@@ -431,6 +460,35 @@ static int pass_setup(int pass)
 	return sigaction(SIGUSR1, &sa, NULL);
 }
 
+/*
+ * A visit that broke the worker (it jumped somewhere wrong) ends here, on
+ * the alternate stack: the thread leaves through worker_escape and exits,
+ * taking its agent state with it, and main starts a fresh worker. The
+ * tracer has reported the crash before it let the signal through.
+ */
+static volatile pid_t escape_tid;
+static sigjmp_buf worker_escape;
+
+static void on_crash(int sig)
+{
+	if (gettid() == escape_tid)
+		siglongjmp(worker_escape, 1);
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+static int crash_handlers_install(void)
+{
+	static const int sigs[] = { SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP };
+	struct sigaction sa = { .sa_handler = on_crash, .sa_flags = SA_ONSTACK | SA_NODEFER };
+
+	sigemptyset(&sa.sa_mask);
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+		if (sigaction(sigs[i], &sa, NULL))
+			return -errno;
+	return 0;
+}
+
 /* ---- the worker ------------------------------------------------------------------ */
 
 static long settle_result;
@@ -543,11 +601,6 @@ static unsigned visit_check(int mode, int pass, char *d, size_t len)
 	return out;
 }
 
-struct worker_args {
-	int ready_fd, go_fd;
-	int baseline_failed;
-};
-
 /* Before the tracer: lazy binding resolved, libgcc_s loaded, the agent's thread state made. */
 static int worker_warm_up(void)
 {
@@ -555,7 +608,8 @@ static int worker_warm_up(void)
 	unsigned out;
 
 	ss_settle();
-	if ((first_return < (uintptr_t)__executable_start || first_return >= (uintptr_t)etext))
+	if (!exit_trampoline &&
+	    (first_return < (uintptr_t)__executable_start || first_return >= (uintptr_t)etext))
 		exit_trampoline = first_return;
 	for (int i = 0; i < 2; i++) {
 		visit_reset();
@@ -570,32 +624,20 @@ static int worker_warm_up(void)
 	return 0;
 }
 
-static void *worker_main(void *arg)
-{
-	struct worker_args *a = arg;
-	stack_t ss = { .ss_size = ALTSTACK_SIZE };
-	char go = 0;
+struct worker_args {
+	int ready_fd, go_fd;
+};
 
-	ctl->tid = gettid();
-	altstack = mmap(NULL, ALTSTACK_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-			-1, 0);
-	ss.ss_sp = altstack;
-	if (altstack == MAP_FAILED || sigaltstack(&ss, NULL) || pass_setup(1)) {
-		perror("sigstep: worker setup");
-		a->baseline_failed = 1;
-	} else if (worker_warm_up()) {
-		a->baseline_failed = 1;
-	}
-	if (write(a->ready_fd, "r", 1) != 1 || read(a->go_fd, &go, 1) != 1 || go != 'g' ||
-	    a->baseline_failed)
-		return NULL;
+/* Runs probes, one per visit, between markers where the tracer takes over. */
+static void worker_loop(void)
+{
 	for (;;) {
 		int mode;
 
 		sigstep_mark_begin();
 		mode = ctl->mode;
-		if (mode == MODE_DONE)
-			break;
+		if (mode == MODE_DONE || mode == MODE_RETIRE)
+			return;
 		if (mode == MODE_SETUP && pass_setup(ctl->pass))
 			perror("sigstep: sigaction");
 		visit_reset();
@@ -612,6 +654,37 @@ static void *worker_main(void *arg)
 		sigstep_mark_end();
 		ctl->outcome = visit_check(mode, cur_pass, ctl->detail, sizeof(ctl->detail));
 	}
+}
+
+static void *worker_main(void *arg)
+{
+	struct worker_args *a = arg;
+	stack_t ss = { .ss_size = ALTSTACK_SIZE };
+	char go = 0;
+
+	altstack = mmap(NULL, ALTSTACK_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+			-1, 0);
+	ss.ss_sp = altstack;
+	if (altstack == MAP_FAILED || sigaltstack(&ss, NULL)) {
+		perror("sigstep: sigaltstack");
+		ctl->warm_up_failed = 1;
+	} else if (worker_warm_up()) {
+		ctl->warm_up_failed = 1;
+	}
+	ctl->tid = gettid();
+	if (write(a->ready_fd, "r", 1) != 1 || ctl->warm_up_failed)
+		goto out;
+	if (read(a->go_fd, &go, 1) != 1 || go != 'g')
+		goto out;
+	escape_tid = gettid();
+	if (sigsetjmp(worker_escape, 1) == 0)
+		worker_loop();
+	escape_tid = 0;
+out:
+	ss.ss_flags = SS_DISABLE;
+	sigaltstack(&ss, NULL);
+	if (altstack != MAP_FAILED)
+		munmap(altstack, ALTSTACK_SIZE);
 	return NULL;
 }
 
@@ -624,7 +697,7 @@ struct map_entry {
 };
 
 struct sym {
-	uintptr_t value, size;
+	uintptr_t value;
 	const char *name;
 };
 
@@ -635,43 +708,56 @@ struct elf_file {
 	size_t n;
 };
 
-/* One instruction address the probe runs in profiler code, and its visits. */
+/* One address the probe runs in profiler code, and what its visits found. */
 struct rip_stat {
 	uintptr_t rip;
 	unsigned visits, failed, mask;
-	char base[96]; /* "libprofagent.so profagent_exit_hook", "stub of ss_inner" */
+	char base[128]; /* "libprofagent.so profagent_exit_hook", "stub of ss_inner" */
 	uintptr_t off;
 };
 
 struct step {
 	uintptr_t rip, rsp;
+	int counted; /* this instruction counted the ss_ call entered last */
 };
 
 struct visit {
 	unsigned step, occurrence, stat;
 	int cat;
+	int inflight;           /* the ss_ call entered but not yet counted at this step, or -1 */
+	unsigned inflight_step; /* where it was entered: rsp there is its return slot */
 };
 
 struct tracer {
 	pid_t pid, tid;
+	int tids_fd, go_fd; /* main sends each worker's tid; the worker waits for 'g' */
 	struct map_entry *maps;
 	size_t n_maps;
 	struct elf_file files[16];
 	size_t n_files;
-	struct step *steps, *first_steps;
-	size_t n_steps, cap_steps, n_first_steps;
+	struct step *steps;
+	size_t n_steps, cap_steps;
+	uintptr_t *first_rips; /* the first learned pass, which every other must repeat */
+	size_t n_first_rips;
 	struct visit *visits;
 	size_t n_visits;
 	struct rip_stat *stats;
 	size_t n_stats;
 	unsigned *hash; /* rip -> stats index + 1, open addressing */
 	size_t hash_cap;
-	int from_pass, from_visit;
-	char **skip;
-	size_t n_skip;
-	int crash_sig; /* a signal to hand on when detaching after a crash */
-	int at_begin;  /* the worker is stopped at its begin marker: it can be let go */
+	int from_pass, from_visit, verbose;
+	char **skip, **only;
+	size_t n_skip, n_only;
+	int attached;      /* tid is seized */
+	int at_begin;      /* the worker is stopped at its begin marker: it can be let go */
+	uintptr_t begin_rsp;
+	intptr_t rsp_delta; /* a respawned worker's stack against the learned one */
+	int crash_sig;     /* the worker died of it: handed on when it is let go */
+	char fatal_printed[32][128];
+	int n_fatal_printed;
 };
+
+#define MAX_RESPAWNS 20000
 
 static int maps_read(struct tracer *tr)
 {
@@ -693,10 +779,8 @@ static int maps_read(struct tracer *tr)
 			continue;
 		tr->maps = realloc(tr->maps, (tr->n_maps + 1) * sizeof(*tr->maps));
 		m = &tr->maps[tr->n_maps++];
-		m->lo = lo;
-		m->hi = hi;
-		m->offset = off;
-		snprintf(m->perms, sizeof(m->perms), "%s", perms);
+		*m = (struct map_entry){ .lo = lo, .hi = hi, .offset = off };
+		memcpy(m->perms, perms, sizeof(m->perms));
 		snprintf(m->path, sizeof(m->path), "%s", pos ? line + pos : "");
 		m->path[strcspn(m->path, "\n")] = '\0';
 	}
@@ -725,9 +809,12 @@ static struct elf_file *elf_file_get(struct tracer *tr, const struct map_entry *
 	struct elf_file *ef;
 	const Elf64_Ehdr *eh;
 	const Elf64_Shdr *sh;
+	const Elf64_Sym *s;
 	const unsigned char *base;
+	const char *strtab;
 	struct stat st;
 	int fd, pick = -1;
+	size_t n;
 
 	for (size_t i = 0; i < tr->n_files; i++)
 		if (strcmp(tr->files[i].path, m->path) == 0)
@@ -736,7 +823,7 @@ static struct elf_file *elf_file_get(struct tracer *tr, const struct map_entry *
 		return NULL;
 	ef = &tr->files[tr->n_files++];
 	memset(ef, 0, sizeof(*ef));
-	snprintf(ef->path, sizeof(ef->path), "%s", m->path);
+	memcpy(ef->path, m->path, sizeof(ef->path));
 	fd = open(m->path, O_RDONLY);
 	if (fd < 0)
 		return ef;
@@ -754,18 +841,14 @@ static struct elf_file *elf_file_get(struct tracer *tr, const struct map_entry *
 			pick = i;
 	if (pick < 0 || sh[pick].sh_link >= eh->e_shnum)
 		return ef;
-	{
-		const Elf64_Sym *s = (const Elf64_Sym *)(base + sh[pick].sh_offset);
-		const char *strtab = (const char *)base + sh[sh[pick].sh_link].sh_offset;
-		size_t n = sh[pick].sh_size / sizeof(*s);
-
-		ef->syms = calloc(n ? n : 1, sizeof(*ef->syms));
-		for (size_t i = 0; i < n; i++)
-			if (ELF64_ST_TYPE(s[i].st_info) == STT_FUNC && s[i].st_value)
-				ef->syms[ef->n++] = (struct sym){ s[i].st_value, s[i].st_size,
-								  strtab + s[i].st_name };
-		qsort(ef->syms, ef->n, sizeof(*ef->syms), sym_cmp);
-	}
+	s = (const Elf64_Sym *)(base + sh[pick].sh_offset);
+	strtab = (const char *)base + sh[sh[pick].sh_link].sh_offset;
+	n = sh[pick].sh_size / sizeof(*s);
+	ef->syms = calloc(n ? n : 1, sizeof(*ef->syms));
+	for (size_t i = 0; i < n; i++)
+		if (ELF64_ST_TYPE(s[i].st_info) == STT_FUNC && s[i].st_value)
+			ef->syms[ef->n++] = (struct sym){ s[i].st_value, strtab + s[i].st_name };
+	qsort(ef->syms, ef->n, sizeof(*ef->syms), sym_cmp);
 	if (eh->e_type == ET_DYN)
 		for (size_t i = 0; i < tr->n_maps; i++)
 			if (strcmp(tr->maps[i].path, m->path) == 0 && tr->maps[i].offset == 0) {
@@ -775,23 +858,22 @@ static struct elf_file *elf_file_get(struct tracer *tr, const struct map_entry *
 	return ef;
 }
 
-/* "libprofagent.so profagent_exit_hook" and the offset into it; 0 if unknown. */
-static int symbolize(struct tracer *tr, uintptr_t addr, char *base, size_t len, uintptr_t *off)
+/* "libprofagent.so profagent_exit_hook" and the offset into it. */
+static void symbolize(struct tracer *tr, uintptr_t addr, char *base, size_t len, uintptr_t *off)
 {
 	const struct map_entry *m = maps_find(tr, addr);
 	const struct elf_file *ef;
-	const char *file;
 	size_t lo = 0, hi;
 
 	if (!m || m->path[0] != '/') {
-		snprintf(base, len, "%s", m ? m->path : "unmapped");
+		snprintf(base, len, "[%.64s %s]", m && m->path[0] ? m->path : "anon",
+			 m ? m->perms : "unmapped");
 		*off = m ? addr - m->lo : addr;
-		return 0;
+		return;
 	}
-	file = strrchr(m->path, '/') + 1;
 	ef = elf_file_get(tr, m);
 	hi = ef ? ef->n : 0;
-	while (lo < hi) { /* the last symbol at or below addr */
+	while (lo < hi) { /* past the last symbol at or below addr */
 		size_t mid = (lo + hi) / 2;
 
 		if (ef->syms[mid].value <= addr - ef->bias)
@@ -799,21 +881,21 @@ static int symbolize(struct tracer *tr, uintptr_t addr, char *base, size_t len, 
 		else
 			hi = mid;
 	}
-	if (lo == 0) {
-		snprintf(base, len, "%s", file);
-		*off = addr - ef->bias;
-		return 0;
-	}
-	snprintf(base, len, "%s %s", file, ef->syms[lo - 1].name);
-	*off = addr - ef->bias - ef->syms[lo - 1].value;
-	return 1;
+	*off = addr - (ef ? ef->bias : 0) - (lo ? ef->syms[lo - 1].value : 0);
+	snprintf(base, len, "%.60s%s%.60s", strrchr(m->path, '/') + 1, lo ? " " : "",
+		 lo ? ef->syms[lo - 1].name : "");
 }
 
 static int is_agent_map(const struct map_entry *m)
 {
-	const char *slash = strrchr(m->path, '/');
+	const char *slash = m ? strrchr(m->path, '/') : NULL;
 
 	return slash && strncmp(slash + 1, "libprofagent.so", 15) == 0;
+}
+
+static int is_stub_map(const struct map_entry *m)
+{
+	return m && !m->path[0] && strchr(m->perms, 'x');
 }
 
 void ss_regs_leaf(void);
@@ -821,7 +903,7 @@ void ss_regs_leaf(void);
 static uintptr_t ss_entry_address(int id)
 {
 	void *const fns[SS_COUNT] = {
-		ss_outer, ss_inner,    ss_recurse, ss_jump_outer,         ss_jump_leaf,    ss_after_jump,
+		ss_outer, ss_inner,    ss_recurse, ss_jump_outer,        ss_jump_leaf,    ss_after_jump,
 		ss_catch, ss_bt_outer, ss_bt,      (void *)ss_regs_leaf, ss_handler_work, ss_settle,
 	};
 
@@ -836,10 +918,6 @@ static int ss_entry_index(uintptr_t rip)
 			return i;
 	return -1;
 }
-static int is_stub_map(const struct map_entry *m)
-{
-	return m && !m->path[0] && strchr(m->perms, 'x');
-}
 
 /* ---- tracer: ptrace plumbing ------------------------------------------------------ */
 
@@ -852,9 +930,9 @@ static void on_alarm(int sig)
 }
 
 struct stop {
-	int gone;  /* the thread exited or was killed: status says how */
+	int gone; /* the thread exited or was killed: status says how */
 	int status;
-	int sig;   /* the signal of a signal-delivery-stop, 0 for other stops */
+	int sig;  /* the signal of a signal-delivery-stop, 0 for other stops */
 	struct user_regs_struct regs;
 };
 
@@ -878,9 +956,7 @@ static int tracer_wait(struct tracer *tr, struct stop *s)
 	}
 	if (WIFSTOPPED(s->status) && (s->status >> 16) == 0)
 		s->sig = WSTOPSIG(s->status);
-	if (ptrace(PTRACE_GETREGS, tr->tid, NULL, &s->regs))
-		return -errno;
-	return 0;
+	return ptrace(PTRACE_GETREGS, tr->tid, NULL, &s->regs) ? -errno : 0;
 }
 
 static int tracer_resume(struct tracer *tr, int request, int sig)
@@ -891,7 +967,7 @@ static int tracer_resume(struct tracer *tr, int request, int sig)
 
 static int hw_breakpoint_set(struct tracer *tr, uintptr_t addr)
 {
-	/* DR7 bit 0: local enable of DR0; R/W0 = 00 (execute), LEN0 = 00 */
+	/* DR7 bit 0 enables DR0 for this thread; R/W0 = 00 (execute), LEN0 = 00 */
 	if (ptrace(PTRACE_POKEUSER, tr->tid, offsetof(struct user, u_debugreg[0]), addr) ||
 	    ptrace(PTRACE_POKEUSER, tr->tid, offsetof(struct user, u_debugreg[7]), 1))
 		return -errno;
@@ -900,18 +976,19 @@ static int hw_breakpoint_set(struct tracer *tr, uintptr_t addr)
 
 static int hw_breakpoint_clear(struct tracer *tr)
 {
-	return ptrace(PTRACE_POKEUSER, tr->tid, offsetof(struct user, u_debugreg[7]), 0) ? -errno
-											    : 0;
+	long off = offsetof(struct user, u_debugreg[7]);
+
+	return ptrace(PTRACE_POKEUSER, tr->tid, off, 0) ? -errno : 0;
 }
 
 static int at_marker(const struct stop *s, void (*marker)(void))
 {
-	return s->sig == SIGTRAP && s->regs.rip == (uintptr_t)marker + 1;
+	return !s->gone && s->sig == SIGTRAP && s->regs.rip == (uintptr_t)marker + 1;
 }
 
 static void stop_describe(struct tracer *tr, const struct stop *s, char *buf, size_t len)
 {
-	char base[96];
+	char base[128];
 	uintptr_t off;
 
 	if (s->gone) {
@@ -985,14 +1062,14 @@ static unsigned stat_for(struct tracer *tr, uintptr_t rip, int *is_new)
 static int step_category(struct tracer *tr, uintptr_t rip, int *last_tramp)
 {
 	const struct map_entry *m = maps_find(tr, rip);
-	char base[96];
+	char base[128];
 	uintptr_t off;
 
 	if (ss_entry_index(rip) >= 0)
 		return CAT_OTHER;
 	if (is_stub_map(m))
 		return CAT_STUB;
-	if (!m || !is_agent_map(m) || !strchr(m->perms, 'x'))
+	if (!is_agent_map(m) || !strchr(m->perms, 'x'))
 		return -1;
 	symbolize(tr, rip, base, sizeof(base), &off);
 	if (strstr(base, "entry_trampoline")) {
@@ -1006,29 +1083,66 @@ static int step_category(struct tracer *tr, uintptr_t rip, int *last_tramp)
 	return *last_tramp >= 0 ? *last_tramp : CAT_OTHER;
 }
 
-/* The worker is stopped at the begin marker: single-step it to the end marker. */
+/*
+ * The worker is stopped at the begin marker: single-step it to the end
+ * marker. Between an ss_ function's entry and the instruction that counts
+ * the call (in the function or, relocated, in its stub) the call is entered
+ * but not counted: that instruction is found by watching its counter.
+ */
 static int learn_probe(struct tracer *tr, struct stop *s)
 {
-	int err = 0;
+	int err = 0, inflight = -1;
+	long before = 0;
 
 	tr->n_steps = 0;
+	tr->rsp_delta = 0;
 	ctl->mode = MODE_LEARN;
+	memset(s, 0, sizeof(*s)); /* the worker sits at the begin marker */
+	if (ptrace(PTRACE_GETREGS, tr->tid, NULL, &s->regs))
+		return -errno;
 	while (!err) {
+		struct step *st;
+		int id = ss_entry_index(s->regs.rip);
+
 		if (tr->n_steps == tr->cap_steps) {
 			tr->cap_steps = tr->cap_steps ? 2 * tr->cap_steps : 1 << 16;
 			tr->steps = realloc(tr->steps, tr->cap_steps * sizeof(*tr->steps));
 		}
-		tr->steps[tr->n_steps++] = (struct step){ s->regs.rip, s->regs.rsp };
+		st = &tr->steps[tr->n_steps++];
+		*st = (struct step){ s->regs.rip, s->regs.rsp, 0 };
+		if (id >= 0 && st->rip == ss_entry_address(id)) {
+			inflight = id;
+			before = ptrace(PTRACE_PEEKDATA, tr->tid, &ss_calls[id], NULL);
+		}
 		err = tracer_resume(tr, PTRACE_SINGLESTEP, 0);
 		if (!err)
 			err = tracer_wait(tr, s);
 		ctl->singlesteps++;
 		if (!err && (s->gone || s->sig != SIGTRAP))
 			err = -EPROTO;
+		if (!err && inflight >= 0 &&
+		    ptrace(PTRACE_PEEKDATA, tr->tid, &ss_calls[inflight], NULL) != before) {
+			st->counted = 1;
+			inflight = -1;
+		}
 		if (!err && at_marker(s, sigstep_mark_end))
 			return 0;
 	}
 	return err;
+}
+
+static void stat_name(struct tracer *tr, struct rip_stat *st, int cat, uintptr_t stub_entry,
+		      const char *stub_owner)
+{
+	if (cat == CAT_STUB && st->rip >= stub_entry && st->rip < stub_entry + 64) {
+		snprintf(st->base, sizeof(st->base), "stub of %s", stub_owner);
+		st->off = st->rip - stub_entry;
+	} else if (cat == CAT_STUB) {
+		snprintf(st->base, sizeof(st->base), "stub region thunk");
+		st->off = st->rip - maps_find(tr, st->rip)->lo;
+	} else {
+		symbolize(tr, st->rip, st->base, sizeof(st->base), &st->off);
+	}
 }
 
 /* Profiler steps of the learned probe, each with the occurrence of its rip so far. */
@@ -1036,21 +1150,23 @@ static void plan_visits(struct tracer *tr, struct pass_stats *ps)
 {
 	int last_tramp = -1;
 	uintptr_t stub_entry = 0;
-	char stub_owner[80] = "?";
+	char stub_owner[128] = "?";
 
 	free(tr->visits);
 	tr->visits = calloc(tr->n_steps, sizeof(*tr->visits));
 	tr->n_visits = 0;
-	for (size_t i = 0; i < tr->n_stats; i++)
-		tr->stats[i].visits = 0; /* counts occurrences below, visits later */
+	int inflight = -1;
+	unsigned inflight_step = 0;
+
 	for (size_t k = 0; k < tr->n_steps; k++) {
 		uintptr_t rip = tr->steps[k].rip;
-		int cat = step_category(tr, rip, &last_tramp), is_new;
+		const struct map_entry *prev = k ? maps_find(tr, tr->steps[k - 1].rip) : NULL;
+		int cat = step_category(tr, rip, &last_tramp), is_new, id = ss_entry_index(rip);
 		struct rip_stat *st;
 		struct visit *v;
 
-		if (cat == CAT_STUB && k > 0 && !is_stub_map(maps_find(tr, tr->steps[k - 1].rip))) {
-			char base[96];
+		if (cat == CAT_STUB && prev && !is_stub_map(prev) && !is_agent_map(prev)) {
+			char base[128];
 			uintptr_t off;
 
 			stub_entry = rip; /* a patched jump landed here: this stub serves its source */
@@ -1058,28 +1174,23 @@ static void plan_visits(struct tracer *tr, struct pass_stats *ps)
 			snprintf(stub_owner, sizeof(stub_owner), "%s",
 				 strchr(base, ' ') ? strchr(base, ' ') + 1 : base);
 		}
-		if (cat < 0)
-			continue;
-		v = &tr->visits[tr->n_visits++];
-		v->step = k;
-		v->cat = cat;
-		v->stat = stat_for(tr, rip, &is_new);
-		st = &tr->stats[v->stat];
-		v->occurrence = ++st->visits;
-		if (is_new && cat == CAT_STUB) {
-			if (rip >= stub_entry && rip < stub_entry + 64) {
-				snprintf(st->base, sizeof(st->base), "stub of %s", stub_owner);
-				st->off = rip - stub_entry;
-			} else {
-				const struct map_entry *m = maps_find(tr, rip);
-
-				snprintf(st->base, sizeof(st->base), "stub region");
-				st->off = rip - m->lo;
-			}
-		} else if (is_new) {
-			symbolize(tr, rip, st->base, sizeof(st->base), &st->off);
+		if (cat >= 0) {
+			v = &tr->visits[tr->n_visits++];
+			*v = (struct visit){ .step = k, .cat = cat, .inflight = inflight,
+					     .inflight_step = inflight_step };
+			v->stat = stat_for(tr, rip, &is_new);
+			st = &tr->stats[v->stat];
+			v->occurrence = ++st->visits; /* occurrences for now; the visits count later */
+			if (is_new)
+				stat_name(tr, st, cat, stub_entry, stub_owner);
+			ps->cats[cat]++;
 		}
-		ps->cats[cat]++;
+		if (id >= 0 && rip == ss_entry_address(id)) {
+			inflight = id;
+			inflight_step = k;
+		}
+		if (tr->steps[k].counted)
+			inflight = -1;
 	}
 	ps->planned = tr->n_visits;
 	ps->steps = tr->n_steps;
@@ -1097,11 +1208,11 @@ static double now_s(void)
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+/* "profagent_exit_hook+0x9b", "stub of ss_inner+0x5": what --skip takes */
 static void rip_label(const struct rip_stat *st, char *buf, size_t len)
 {
 	const char *sp = strchr(st->base, ' ');
 
-	/* the skip list and the reports name it without the file for agent code */
 	snprintf(buf, len, "%s+0x%lx", strncmp(st->base, "stub", 4) && sp ? sp + 1 : st->base,
 		 (unsigned long)st->off);
 }
@@ -1123,138 +1234,179 @@ static const char *last_ss_entered(const struct tracer *tr, size_t k, int *nth)
 	return id >= 0 ? ss_names[id] : "no ss_ function yet";
 }
 
-static void report_fatal(struct tracer *tr, int pass, size_t v, const char *what)
+static void outcome_text(unsigned mask, char *buf, size_t len)
+{
+	buf[0] = '\0';
+	for (size_t i = 0; i < sizeof(out_words) / sizeof(out_words[0]); i++)
+		if (mask & (1u << i))
+			detail_add(buf, len, "%s", out_words[i]);
+}
+
+/* Counts a failed visit; the first fatal one per function and pass gets a line of its own. */
+static void visit_failed(struct tracer *tr, int pass, size_t v, unsigned mask, const char *why)
 {
 	const struct visit *vi = &tr->visits[v];
-	const struct rip_stat *st = &tr->stats[vi->stat];
-	char label[128];
-	int nth;
-	const char *in = last_ss_entered(tr, vi->step, &nth);
+	struct rip_stat *st = &tr->stats[vi->stat];
+	char label[160];
+	const char *in;
+	int nth, i;
 
+	st->failed++;
+	st->mask |= mask;
+	ctl->stats[pass].failed++;
+	if (tr->verbose) {
+		rip_label(st, label, sizeof(label));
+		printf("visit pass %d %zu step %u rip 0x%lx %s: %s\n", pass, v + 1, vi->step,
+		       (unsigned long)st->rip, label, why);
+	}
+	if (!(mask & OUT_FATAL))
+		return;
+	ctl->stats[pass].fatal++;
+	for (i = 0; i < tr->n_fatal_printed; i++)
+		if (strcmp(tr->fatal_printed[i], st->base) == 0)
+			return;
+	if (i == sizeof(tr->fatal_printed) / sizeof(tr->fatal_printed[0]))
+		return;
+	memcpy(tr->fatal_printed[tr->n_fatal_printed++], st->base, sizeof(st->base));
 	rip_label(st, label, sizeof(label));
+	in = last_ss_entered(tr, vi->step, &nth);
 	printf("FATAL pass %d (%s) visit %zu/%zu step %u: signal before rip 0x%lx %s [%s], "
 	       "in the probe's call #%d (%s): %s\n",
 	       pass, pass_names[pass], v + 1, tr->n_visits, vi->step, (unsigned long)st->rip,
-	       label, cat_names[vi->cat], nth, in, what);
-	fflush(stdout);
-	ctl->fatal = 1;
+	       label, cat_names[vi->cat], nth, in, why);
+}
+
+enum { VISIT_OK, VISIT_RETIRE, VISIT_STOP };
+
+/*
+ * The handler is about to siglongjmp out of a call that has been entered
+ * (its first instruction ran) but has not counted itself yet. If the agent
+ * already recorded it, its slice is in the trace: it is counted here.
+ */
+static void note_abandoned_entry(struct tracer *tr, const struct visit *vi)
+{
+	uintptr_t slot = tr->steps[vi->inflight_step].rsp + tr->rsp_delta;
+	long word;
+
+	errno = 0;
+	word = ptrace(PTRACE_PEEKDATA, tr->tid, (void *)slot, NULL);
+	if (!errno && exit_trampoline && (uintptr_t)word == exit_trampoline)
+		ctl->uncounted[vi->inflight]++;
 }
 
 /*
- * One visit: from the begin marker to the occurrence-th time the worker is
- * about to run rip, SIGUSR1 delivered there, then on to the end marker and,
- * after the worker's own checks, to the next begin marker. Returns 0 with the
- * worker at the begin marker, else the fatal report is made and the worker
- * is stopped somewhere (or gone).
+ * Runs the worker from the begin marker to the occurrence-th time it is
+ * about to execute rip and sends SIGUSR1 there, then on to whatever stops
+ * it next: the end marker normally. Returns 0 or -errno with *s the stop.
+ */
+static int visit_inject(struct tracer *tr, const struct visit *vi, struct stop *s,
+			unsigned *fail, char *why, size_t len)
+{
+	const struct step *want = &tr->steps[vi->step];
+	unsigned hits = 0;
+	int injected = 0;
+	int err = hw_breakpoint_set(tr, want->rip);
+
+	if (!err)
+		err = tracer_resume(tr, PTRACE_CONT, 0);
+	while (!err) {
+		err = tracer_wait(tr, s);
+		if (err || s->gone)
+			return err ? err : -ESRCH;
+		if (!injected && s->sig == SIGTRAP && s->regs.rip == want->rip) {
+			if (++hits < vi->occurrence) {
+				err = tracer_resume(tr, PTRACE_CONT, 0);
+				continue;
+			}
+			err = hw_breakpoint_clear(tr);
+			if (!err && s->regs.rsp != want->rsp + tr->rsp_delta) {
+				*fail = OUT_DIVERGED; /* no signal sent: the probe can finish */
+				snprintf(why, len, "harness: rsp 0x%llx there, learned 0x%lx",
+					 (unsigned long long)s->regs.rsp,
+					 (unsigned long)(want->rsp + tr->rsp_delta));
+				return run_to_marker(tr, 0, sigstep_mark_end, s);
+			}
+			injected = 1;
+			if (!err && ctl->pass == 4 && vi->inflight >= 0)
+				note_abandoned_entry(tr, vi);
+			if (!err)
+				err = tracer_resume(tr, PTRACE_CONT, SIGUSR1);
+		} else if (injected && s->sig == SIGUSR1) { /* raised by the nested handler */
+			err = tracer_resume(tr, PTRACE_CONT, SIGUSR1);
+		} else {
+			break; /* a marker, or a crash */
+		}
+	}
+	if (!err && !injected) {
+		*fail = OUT_DIVERGED;
+		snprintf(why, len, "harness: the probe ran the instruction %u times, not %u", hits,
+			 vi->occurrence);
+		err = hw_breakpoint_clear(tr);
+	}
+	return err;
+}
+
+/*
+ * One visit, from the begin marker back to it (after the worker's own
+ * checks). VISIT_RETIRE: the worker thread is broken but stopped where it
+ * can be let go (at the begin marker, or with tr->crash_sig to die of);
+ * VISIT_STOP: no way on.
  */
 static int visit_one(struct tracer *tr, int pass, size_t v)
 {
 	const struct visit *vi = &tr->visits[v];
-	const struct step *want = &tr->steps[vi->step];
-	struct rip_stat *st = &tr->stats[vi->stat];
-	unsigned hits = 0;
-	int injected = 0, err;
+	uintptr_t begin_rsp = tr->steps[0].rsp + tr->rsp_delta;
+	unsigned fail = 0;
 	struct stop s;
-	char why[400];
+	char why[600] = "", desc[400];
+	int err;
 
 	ctl->mode = MODE_VISIT;
 	ctl->pass = pass;
 	watchdog_fired = 0;
 	alarm(WATCHDOG_SECONDS);
-	err = hw_breakpoint_set(tr, want->rip);
-	if (!err)
-		err = tracer_resume(tr, PTRACE_CONT, 0);
-	while (!err) {
-		err = tracer_wait(tr, &s);
-		if (err || s.gone)
-			break;
-		if (!injected && s.sig == SIGTRAP && s.regs.rip == want->rip) {
-			int sig = 0;
-
-			if (++hits == vi->occurrence) {
-				if (s.regs.rsp != want->rsp) {
-					snprintf(why, sizeof(why),
-						 "harness: the probe took another path (rsp 0x%llx, "
-						 "learned 0x%lx)",
-						 (unsigned long long)s.regs.rsp, (unsigned long)want->rsp);
-					report_fatal(tr, pass, v, why);
-					/* no signal was sent: the probe can finish */
-					if (!hw_breakpoint_clear(tr) &&
-					    !run_to_marker(tr, 0, sigstep_mark_end, &s))
-						run_to_marker(tr, 0, sigstep_mark_begin, &s);
-					alarm(0);
-					return -EPROTO;
-				}
-				err = hw_breakpoint_clear(tr);
-				sig = SIGUSR1;
-				injected = 1;
-			}
-			if (!err)
-				err = tracer_resume(tr, PTRACE_CONT, sig);
-			continue;
-		}
-		if (at_marker(&s, sigstep_mark_end))
-			break;
-		if (injected && s.sig == SIGUSR1) { /* raised by the nested handler */
-			err = tracer_resume(tr, PTRACE_CONT, SIGUSR1);
-			continue;
-		}
-		break;
-	}
-	if (err == -ETIMEDOUT) {
-		report_fatal(tr, pass, v, injected ? "the worker hangs after the signal" :
-						     "harness: the worker hangs before the signal");
-		kill(tr->pid, SIGKILL);
-		return err;
-	}
-	if (!err && !at_marker(&s, sigstep_mark_end)) {
-		char desc[300];
-
+	err = visit_inject(tr, vi, &s, &fail, why, sizeof(why));
+	if (!err && at_marker(&s, sigstep_mark_end))
+		err = run_to_marker(tr, 0, sigstep_mark_begin, &s); /* the worker's checks */
+	alarm(0);
+	if ((!err || err == -EPROTO) && !s.gone && s.sig && !at_marker(&s, sigstep_mark_begin)) {
 		stop_describe(tr, &s, desc, sizeof(desc));
 		snprintf(why, sizeof(why), "the worker crashed: %s", desc);
-		report_fatal(tr, pass, v, why);
-		if (!s.gone && s.sig)
-			tr->crash_sig = s.sig;
-		return -EFAULT;
-	}
-	if (!err && !injected) {
-		snprintf(why, sizeof(why),
-			 "harness: the probe ran rip only %u times, not %u (its path changed)", hits,
-			 vi->occurrence);
-		report_fatal(tr, pass, v, why);
-		if (!hw_breakpoint_clear(tr))
-			run_to_marker(tr, 0, sigstep_mark_begin, &s);
-		alarm(0);
-		return -EPROTO;
-	}
-	if (!err)
-		err = run_to_marker(tr, 0, sigstep_mark_begin, &s);
-	alarm(0);
-	if (err) {
-		stop_describe(tr, &s, why, sizeof(why));
-		report_fatal(tr, pass, v, why);
-		return err;
-	}
-	st->visits++;
-	if (ctl->outcome) {
-		st->failed++;
-		st->mask |= ctl->outcome;
-		ctl->stats[pass].failed++;
-		if (ctl->outcome & OUT_FATAL) {
-			report_fatal(tr, pass, v, ctl->detail);
-			return -EPROTO;
+		fail = OUT_CRASH;
+		tr->crash_sig = s.sig; /* it dies of it once let go */
+		err = 0;
+	} else if (!err && at_marker(&s, sigstep_mark_begin)) {
+		tr->at_begin = 1; /* maybe without passing the end marker: see the rsp */
+		if (!fail && s.regs.rsp != begin_rsp) {
+			/* its frame moved: a wrong return took it back to its loop; its checks mean nothing */
+			fail = OUT_MOVED;
+			snprintf(why, sizeof(why),
+				 "the worker came back to its loop with rsp 0x%llx, not 0x%lx",
+				 (unsigned long long)s.regs.rsp, (unsigned long)begin_rsp);
 		}
+		if (!fail) {
+			fail = ctl->outcome;
+			snprintf(why, sizeof(why), "%s", ctl->detail);
+		}
+	} else if (!err) {
+		err = -EPROTO;
 	}
-	return 0;
+	if (err) {
+		if (err == -ETIMEDOUT)
+			snprintf(desc, sizeof(desc), "the worker hangs (no stop in %d s)",
+				 WATCHDOG_SECONDS);
+		else
+			stop_describe(tr, &s, desc, sizeof(desc));
+		visit_failed(tr, pass, v, OUT_CRASH, desc);
+		return VISIT_STOP;
+	}
+	tr->stats[vi->stat].visits++;
+	if (fail)
+		visit_failed(tr, pass, v, fail, why);
+	return fail & OUT_FATAL ? VISIT_RETIRE : VISIT_OK;
 }
 
-static const char *outcome_words(unsigned mask)
-{
-	if (mask == OUT_UNRECORDED)
-		return "the handler's calls went unrecorded (passed through, not hijacked)";
-	return "see FATAL";
-}
-
+/* Failing instructions of this pass, as runs of consecutive addresses within one symbol. */
 static int stat_addr_cmp(const void *a, const void *b)
 {
 	const struct rip_stat *x = *(struct rip_stat *const *)a, *y = *(struct rip_stat *const *)b;
@@ -1262,60 +1414,120 @@ static int stat_addr_cmp(const void *a, const void *b)
 	return x->rip < y->rip ? -1 : x->rip > y->rip;
 }
 
-/* Failing instructions of this pass, as runs of consecutive addresses within one symbol. */
 static void report_windows(struct tracer *tr, int pass)
 {
 	struct rip_stat **sorted = calloc(tr->n_stats + 1, sizeof(*sorted));
 	size_t n = 0;
+	char words[300];
 
 	for (size_t i = 0; i < tr->n_stats; i++)
 		if (tr->stats[i].visits)
 			sorted[n++] = &tr->stats[i];
 	qsort(sorted, n, sizeof(*sorted), stat_addr_cmp);
-	for (size_t i = 0; i < n;) {
-		size_t j = i;
+	for (size_t i = 0, j; i < n; i = j) {
 		unsigned visits = 0, failed = 0;
 
-		if (!sorted[i]->failed) {
-			i++;
-			continue;
-		}
-		while (j < n && sorted[j]->failed && sorted[j]->mask == sorted[i]->mask &&
-		       strcmp(sorted[j]->base, sorted[i]->base) == 0) {
+		for (j = i; j < n && sorted[j]->failed && sorted[j]->mask == sorted[i]->mask &&
+			    strcmp(sorted[j]->base, sorted[i]->base) == 0;
+		     j++) {
 			visits += sorted[j]->visits;
 			failed += sorted[j]->failed;
-			j++;
 		}
-		printf("FAIL pass %d (%s): %s+0x%lx..+0x%lx (%zu instructions, %u of %u visits): %s\n",
+		if (j == i) {
+			j++;
+			continue;
+		}
+		outcome_text(sorted[i]->mask, words, sizeof(words));
+		printf("FAIL pass %d (%s): %s+0x%lx..+0x%lx (%zu instructions, %u of %u visits): "
+		       "%s\n",
 		       pass, pass_names[pass], sorted[i]->base, (unsigned long)sorted[i]->off,
-		       (unsigned long)sorted[j - 1]->off, j - i, failed, visits,
-		       outcome_words(sorted[i]->mask));
+		       (unsigned long)sorted[j - 1]->off, j - i, failed, visits, words);
 		ctl->windows++;
-		i = j;
 	}
 	for (size_t i = 0; i < tr->n_stats; i++)
 		tr->stats[i].visits = tr->stats[i].failed = tr->stats[i].mask = 0;
 	free(sorted);
-	fflush(stdout);
 }
 
+/* --skip names exact instructions; --only keeps those whose name contains a word given. */
 static int skipped(const struct tracer *tr, const struct rip_stat *st)
 {
-	char label[128];
+	char label[160];
+	int kept = !tr->n_only;
 
 	rip_label(st, label, sizeof(label));
 	for (size_t i = 0; i < tr->n_skip; i++)
 		if (strcmp(tr->skip[i], label) == 0)
 			return 1;
+	for (size_t i = 0; i < tr->n_only && !kept; i++)
+		kept = strstr(st->base, tr->only[i]) != NULL;
+	return !kept;
+}
+
+static int list_add(char ***list, size_t *n, char *arg)
+{
+	for (char *tok = strtok(arg, ","); tok; tok = strtok(NULL, ",")) {
+		*list = realloc(*list, (*n + 1) * sizeof(**list));
+		if (!*list)
+			return -1;
+		(*list)[(*n)++] = tok;
+	}
 	return 0;
 }
 
-/* One pass, from the begin marker back to it. Returns non-zero after a fatal visit. */
-static int run_pass(struct tracer *tr, int pass)
+/* Seizes the worker main has just warmed up and lets it go to its begin marker. */
+static int worker_attach(struct tracer *tr)
 {
-	struct pass_stats *ps = &ctl->stats[pass];
 	struct stop s;
-	double t0 = now_s();
+	pid_t tid = 0;
+	int err;
+
+	if (read(tr->tids_fd, &tid, sizeof(tid)) != sizeof(tid) || tid <= 0)
+		return -ECHILD;
+	tr->tid = tid;
+	if (ptrace(PTRACE_SEIZE, tid, NULL, (void *)PTRACE_O_EXITKILL)) {
+		err = -errno;
+		ctl->skip = 1;
+		snprintf(ctl->skip_reason, sizeof(ctl->skip_reason),
+			 "cannot ptrace the worker thread: %s", strerror(-err));
+		return write(tr->go_fd, "s", 1) == 1 ? err : -EIO;
+	}
+	tr->attached = 1;
+	if (write(tr->go_fd, "g", 1) != 1)
+		return -EIO;
+	alarm(WATCHDOG_SECONDS);
+	err = tracer_wait(tr, &s);
+	alarm(0);
+	if (err || !at_marker(&s, sigstep_mark_begin)) {
+		printf("FATAL harness: the worker did not reach its first probe\n");
+		return err ? err : -EPROTO;
+	}
+	tr->at_begin = 1;
+	tr->begin_rsp = s.regs.rsp;
+	return 0;
+}
+
+/* Lets the worker go, to its end (the crash it had, or a clean return). */
+static int worker_release(struct tracer *tr, int mode)
+{
+	int sig = tr->crash_sig;
+
+	tr->crash_sig = 0;
+	if (!tr->attached)
+		return 0;
+	tr->attached = 0;
+	if (!sig && !tr->at_begin) {
+		kill(tr->pid, SIGKILL); /* stopped mid-probe: nothing to go on from */
+		return -EPROTO;
+	}
+	ctl->mode = mode;
+	return ptrace(PTRACE_DETACH, tr->tid, NULL, (void *)(long)sig) ? -errno : 0;
+}
+
+/* The pass's handler installed and run once, outside profiler code: from begin to begin. */
+static int pass_setup_run(struct tracer *tr, int pass)
+{
+	struct stop s;
 	int err;
 
 	ctl->mode = MODE_SETUP;
@@ -1324,56 +1536,119 @@ static int run_pass(struct tracer *tr, int pass)
 	err = run_to_marker(tr, 0, sigstep_mark_end, &s);
 	if (!err)
 		err = run_to_marker(tr, 0, sigstep_mark_begin, &s);
+	alarm(0);
 	if (!err && ctl->outcome) {
 		printf("FATAL pass %d (%s): the handler alone, outside profiler code: %s\n", pass,
 		       pass_names[pass], ctl->detail);
-		return ctl->fatal = 1;
+		return -EPROTO;
 	}
-	if (!err)
-		err = learn_probe(tr, &s);
+	if (err) {
+		char why[400];
+
+		stop_describe(tr, &s, why, sizeof(why));
+		printf("FATAL pass %d (%s): harness: running the handler alone: %s\n", pass,
+		       pass_names[pass], why);
+	}
+	return err;
+}
+
+/* A broken worker retires; main starts a fresh one, which takes over the learned probe. */
+static int worker_replace(struct tracer *tr, int pass)
+{
+	int again = ctl->respawns < MAX_RESPAWNS;
+
+	int err;
+
+	ctl->respawn = again;
+	err = worker_release(tr, MODE_RETIRE);
+	if (err || !again) {
+		printf("FATAL pass %d (%s): harness: cannot retire the broken worker: %s\n", pass,
+		       pass_names[pass], err ? strerror(-err) : "too many retired already");
+		return -1;
+	}
+	ctl->respawns++;
+	err = worker_attach(tr);
+	if (err) {
+		printf("FATAL pass %d (%s): harness: no fresh worker to go on with: %s\n", pass,
+		       pass_names[pass], strerror(-err));
+		return -1;
+	}
+	if (pass_setup_run(tr, pass))
+		return -1;
+	tr->rsp_delta = (intptr_t)(tr->begin_rsp - tr->steps[0].rsp);
+	return 0;
+}
+
+/* Learns the probe for this pass; it must be the first pass's, instruction for instruction. */
+static int pass_learn(struct tracer *tr, int pass)
+{
+	struct stop s;
+	int err;
+
+	alarm(WATCHDOG_SECONDS * 4);
+	err = learn_probe(tr, &s);
 	if (!err)
 		err = run_to_marker(tr, 0, sigstep_mark_begin, &s);
 	alarm(0);
 	if (err) {
-		char why[300];
+		char why[400];
 
 		stop_describe(tr, &s, why, sizeof(why));
-		printf("FATAL pass %d (%s): harness: setting up or learning the probe: %s (%s)\n",
-		       pass, pass_names[pass], strerror(-err), why);
-		return ctl->fatal = 1;
+		printf("FATAL pass %d (%s): harness: learning the probe: %s\n", pass,
+		       pass_names[pass], why);
+		return err;
 	}
 	if (ctl->outcome) {
 		printf("FATAL pass %d (%s): the probe without a signal: %s\n", pass,
 		       pass_names[pass], ctl->detail);
-		return ctl->fatal = 1;
+		return -EPROTO;
 	}
-	maps_read(tr);
+	if (!tr->first_rips) {
+		tr->first_rips = malloc(tr->n_steps * sizeof(*tr->first_rips));
+		for (size_t k = 0; k < tr->n_steps; k++)
+			tr->first_rips[k] = tr->steps[k].rip;
+		tr->n_first_rips = tr->n_steps;
+		return 0;
+	}
+	for (size_t k = 0; k < tr->n_steps && tr->n_steps == tr->n_first_rips; k++)
+		if (tr->steps[k].rip != tr->first_rips[k])
+			goto differs;
+	if (tr->n_steps == tr->n_first_rips)
+		return 0;
+differs:
+	printf("FATAL pass %d (%s): harness: the probe ran another path than in the first pass "
+	       "(%zu instructions, then %zu)\n",
+	       pass, pass_names[pass], tr->n_first_rips, tr->n_steps);
+	return -EPROTO;
+}
+
+/* One pass, from the begin marker back to it. Returns non-zero when the tracer must stop. */
+static int run_pass(struct tracer *tr, int pass)
+{
+	struct pass_stats *ps = &ctl->stats[pass];
+	double t0 = now_s();
+
+	tr->n_fatal_printed = 0;
+	if (pass_setup_run(tr, pass) || pass_learn(tr, pass) || maps_read(tr))
+		return -1;
 	plan_visits(tr, ps);
-	if (!tr->first_steps) {
-		tr->first_steps = malloc(tr->n_steps * sizeof(*tr->steps));
-		memcpy(tr->first_steps, tr->steps, tr->n_steps * sizeof(*tr->steps));
-		tr->n_first_steps = tr->n_steps;
-	} else if (tr->n_first_steps != tr->n_steps ||
-		   memcmp(tr->first_steps, tr->steps, tr->n_steps * sizeof(*tr->steps))) {
-		printf("FATAL pass %d (%s): harness: the probe ran %zu instructions, %zu in the "
-		       "first pass learned (not deterministic)\n",
-		       pass, pass_names[pass], tr->n_steps, tr->n_first_steps);
-		return ctl->fatal = 1;
-	}
 	ctl->learn_s += now_s() - t0;
 	t0 = now_s();
 	for (size_t v = 0; v < tr->n_visits; v++) {
+		int r;
+
 		if ((pass == tr->from_pass && (int)v < tr->from_visit) ||
 		    skipped(tr, &tr->stats[tr->visits[v].stat])) {
 			ps->skipped++;
 			continue;
 		}
-		if (visit_one(tr, pass, v)) {
+		r = visit_one(tr, pass, v);
+		ps->visited++;
+		if (r == VISIT_STOP || (r == VISIT_RETIRE && worker_replace(tr, pass))) {
 			ctl->visit_s += now_s() - t0;
 			report_windows(tr, pass);
-			return 1;
+			return -1;
 		}
-		ps->visited++;
 	}
 	ctl->visit_s += now_s() - t0;
 	ps->complete = 1;
@@ -1381,47 +1656,25 @@ static int run_pass(struct tracer *tr, int pass)
 	return 0;
 }
 
-static int tracer_main(struct tracer *tr, int go_fd)
+static int tracer_main(struct tracer *tr)
 {
 	struct sigaction sa = { .sa_handler = on_alarm }; /* no SA_RESTART: waitpid returns */
-	struct stop s;
 	int err;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	sigaction(SIGALRM, &sa, NULL);
-	if (ptrace(PTRACE_SEIZE, tr->tid, NULL, (void *)PTRACE_O_EXITKILL)) {
-		ctl->skip = 1;
-		snprintf(ctl->skip_reason, sizeof(ctl->skip_reason),
-			 "cannot ptrace the worker thread: %s", strerror(errno));
-		return write(go_fd, "s", 1) == 1 ? 0 : 1;
-	}
-	if (write(go_fd, "g", 1) != 1)
-		return 1;
-	alarm(WATCHDOG_SECONDS);
-	err = tracer_wait(tr, &s);
-	alarm(0);
-	tr->at_begin = !err && at_marker(&s, sigstep_mark_begin);
-	if (!tr->at_begin) {
-		printf("FATAL harness: the worker did not reach its first probe\n");
-		ctl->fatal = 1;
-		kill(tr->pid, SIGKILL);
-		return 1;
-	}
+	err = worker_attach(tr);
+	if (err)
+		return ctl->skip ? 0 : 1;
 	if (maps_read(tr))
 		return 1;
 	for (int pass = tr->from_pass; pass <= N_PASSES; pass++)
-		if (run_pass(tr, pass))
+		if (run_pass(tr, pass)) {
+			ctl->stopped = 1;
 			break;
-	if (ctl->fatal && tr->crash_sig) /* a crash: let the program die of it */
-		return ptrace(PTRACE_DETACH, tr->tid, NULL, (void *)(long)tr->crash_sig) ? 1 : 0;
-	if (ctl->fatal && !tr->at_begin) {
-		/* stopped anywhere: the worker may be in no state to go on */
-		ptrace(PTRACE_DETACH, tr->tid, NULL, NULL);
-		kill(tr->pid, SIGKILL);
-		return 1;
-	}
-	ctl->mode = MODE_DONE;
-	return ptrace(PTRACE_DETACH, tr->tid, NULL, NULL) ? 1 : 0;
+		}
+	ctl->respawn = 0;
+	return worker_release(tr, MODE_DONE) ? 1 : 0;
 }
 
 /* ---- main ------------------------------------------------------------------------ */
@@ -1437,9 +1690,9 @@ static void print_summary(void)
 		if (!ps->steps)
 			continue;
 		printf("pass %d (%s): %u of %u profiler instructions visited (%u skipped), %u "
-		       "failed, probe %u instructions\n",
+		       "failed (%u fatal), probe %u instructions\n",
 		       p, pass_names[p], ps->visited, ps->planned, ps->skipped, ps->failed,
-		       ps->steps);
+		       ps->fatal, ps->steps);
 		if (!first)
 			first = ps;
 		complete += ps->complete;
@@ -1451,7 +1704,8 @@ static void print_summary(void)
 		       first->planned, first->cats[CAT_ENTER], first->cats[CAT_EXIT],
 		       first->cats[CAT_TRAMP], first->cats[CAT_STUB], first->cats[CAT_OTHER],
 		       complete);
-	printf("signals delivered: %u\n", visited);
+	printf("signals delivered: %u; worker threads retired after a broken visit: %u\n", visited,
+	       ctl->respawns);
 	printf("sigstep: %.1f s learning (%lu single steps), %.1f s visiting (%lu ptrace stops)\n",
 	       ctl->learn_s, ctl->singlesteps, ctl->visit_s, ctl->stops);
 }
@@ -1465,11 +1719,14 @@ static int parse_args(int argc, char **argv, struct tracer *tr)
 			    tr->from_pass < 1 || tr->from_pass > N_PASSES || tr->from_visit < 1)
 				return -1;
 			tr->from_visit--; /* visits are numbered from 1 in the reports */
+		} else if (strcmp(argv[i], "--verbose") == 0) {
+			tr->verbose = 1;
 		} else if (strcmp(argv[i], "--skip") == 0 && i + 1 < argc) {
-			for (char *tok = strtok(argv[++i], ","); tok; tok = strtok(NULL, ",")) {
-				tr->skip = realloc(tr->skip, (tr->n_skip + 1) * sizeof(*tr->skip));
-				tr->skip[tr->n_skip++] = tok;
-			}
+			if (list_add(&tr->skip, &tr->n_skip, argv[++i]))
+				return -1;
+		} else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc) {
+			if (list_add(&tr->only, &tr->n_only, argv[++i]))
+				return -1;
 		} else {
 			return -1;
 		}
@@ -1480,52 +1737,66 @@ static int parse_args(int argc, char **argv, struct tracer *tr)
 int main(int argc, char **argv)
 {
 	static struct tracer tr;
-	struct worker_args wa = { 0 };
-	int ready[2], go[2], status = 0, ok;
-	pthread_t worker;
-	pid_t child;
-	char c;
+	struct worker_args wa;
+	int ready[2], go[2], tids[2], status = 0, ok;
+	long uncounted = 0;
+	pid_t child = 0;
 
 	if (parse_args(argc, argv, &tr)) {
-		fprintf(stderr, "usage: %s [--from PASS:VISIT] [--skip SYMBOL+0xOFF,...]\n",
+		fprintf(stderr, "usage: %s [--verbose] [--from PASS:VISIT] [--skip SYMBOL+0xOFF,...] "
+			"[--only WORD,...]\n",
 			argv[0]);
 		return 2;
 	}
 	ctl = mmap(NULL, sizeof(*ctl), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	if (ctl == MAP_FAILED || pipe(ready) || pipe(go))
+	if (ctl == MAP_FAILED || pipe(ready) || pipe(go) || pipe(tids) || crash_handlers_install())
 		return perror("sigstep"), 1;
-	wa.ready_fd = ready[1];
-	wa.go_fd = go[0];
-	if (pthread_create(&worker, NULL, worker_main, &wa) || read(ready[0], &c, 1) != 1)
-		return perror("sigstep: worker"), 1;
-	if (wa.baseline_failed) {
-		if (write(go[1], "x", 1) != 1)
-			perror("sigstep");
-		pthread_join(worker, NULL);
-		return 1;
-	}
+	wa = (struct worker_args){ ready[1], go[0] };
 	prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY); /* Yama: the tracer is our child */
-	fflush(NULL);
-	child = fork();
-	if (child < 0)
-		return perror("sigstep: fork"), 1;
-	if (child == 0) {
-		tr.pid = getppid();
-		tr.tid = ctl->tid;
-		_exit(tracer_main(&tr, go[1]));
+	for (;;) {
+		pthread_t worker;
+		pid_t tid;
+		char c;
+
+		ctl->respawn = 0;
+		if (pthread_create(&worker, NULL, worker_main, &wa) || read(ready[0], &c, 1) != 1)
+			return perror("sigstep: worker"), 1;
+		if (!child) {
+			fflush(NULL);
+			child = fork();
+			if (child < 0)
+				return perror("sigstep: fork"), 1;
+			if (child == 0) {
+				tr.pid = getppid();
+				tr.tids_fd = tids[0];
+				tr.go_fd = go[1];
+				_exit(tracer_main(&tr));
+			}
+			close(go[1]); /* a tracer gone: the worker waiting for it reads EOF */
+		}
+		tid = ctl->warm_up_failed ? 0 : ctl->tid;
+		if (write(tids[1], &tid, sizeof(tid)) != sizeof(tid))
+			return perror("sigstep"), 1;
+		pthread_join(worker, NULL);
+		if (!ctl->respawn || ctl->warm_up_failed)
+			break;
 	}
+	close(tids[1]);
 	if (waitpid(child, &status, 0) != child)
 		return perror("sigstep: waitpid"), 1;
 	if (ctl->skip) {
 		printf("skip: %s\n", ctl->skip_reason);
-		pthread_join(worker, NULL);
 		return 0;
 	}
-	pthread_join(worker, NULL);
 	print_summary();
-	for (int i = 0; i < SS_COUNT; i++)
-		printf("count %s %ld\n", ss_names[i], ss_calls[i]);
-	ok = WIFEXITED(status) && WEXITSTATUS(status) == 0 && !ctl->fatal && !ctl->windows;
+	for (int i = 0; i < SS_COUNT; i++) {
+		printf("count %s %ld\n", ss_names[i], ss_calls[i] + ctl->uncounted[i]);
+		uncounted += ctl->uncounted[i];
+	}
+	printf("calls recorded on entry, then abandoned before they counted themselves: %ld\n",
+	       uncounted);
+	ok = WIFEXITED(status) && WEXITSTATUS(status) == 0 && !ctl->stopped && !ctl->windows &&
+	     !ctl->warm_up_failed;
 	printf("%s\n", ok ? "sigstep: every visit right" :
 			    "sigstep: FAILED (see the FATAL and FAIL lines)");
 	return ok ? 0 : 1;
