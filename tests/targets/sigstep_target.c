@@ -900,7 +900,7 @@ static int is_stub_map(const struct map_entry *m)
 
 void ss_regs_leaf(void);
 
-static uintptr_t ss_entry_address(int id)
+static uintptr_t probe_entry_address(int id)
 {
 	void *const fns[SS_COUNT] = {
 		ss_outer, ss_inner,    ss_recurse, ss_jump_outer,        ss_jump_leaf,    ss_after_jump,
@@ -911,10 +911,10 @@ static uintptr_t ss_entry_address(int id)
 }
 
 /* Which ss_ function's patched first bytes rip lies in, or -1. */
-static int ss_entry_index(uintptr_t rip)
+static int probe_entry_index(uintptr_t rip)
 {
 	for (int i = 0; i < SS_COUNT; i++)
-		if (rip >= ss_entry_address(i) && rip < ss_entry_address(i) + PATCHED_ENTRY_BYTES)
+		if (rip >= probe_entry_address(i) && rip < probe_entry_address(i) + PATCHED_ENTRY_BYTES)
 			return i;
 	return -1;
 }
@@ -1065,7 +1065,7 @@ static int step_category(struct tracer *tr, uintptr_t rip, int *last_tramp)
 	char base[128];
 	uintptr_t off;
 
-	if (ss_entry_index(rip) >= 0)
+	if (probe_entry_index(rip) >= 0)
 		return CAT_OTHER;
 	if (is_stub_map(m))
 		return CAT_STUB;
@@ -1102,7 +1102,7 @@ static int learn_probe(struct tracer *tr, struct stop *s)
 		return -errno;
 	while (!err) {
 		struct step *st;
-		int id = ss_entry_index(s->regs.rip);
+		int id = probe_entry_index(s->regs.rip);
 
 		if (tr->n_steps == tr->cap_steps) {
 			tr->cap_steps = tr->cap_steps ? 2 * tr->cap_steps : 1 << 16;
@@ -1110,7 +1110,7 @@ static int learn_probe(struct tracer *tr, struct stop *s)
 		}
 		st = &tr->steps[tr->n_steps++];
 		*st = (struct step){ s->regs.rip, s->regs.rsp, 0 };
-		if (id >= 0 && st->rip == ss_entry_address(id)) {
+		if (id >= 0 && st->rip == probe_entry_address(id)) {
 			inflight = id;
 			before = ptrace(PTRACE_PEEKDATA, tr->tid, &ss_calls[id], NULL);
 		}
@@ -1161,7 +1161,7 @@ static void plan_visits(struct tracer *tr, struct pass_stats *ps)
 	for (size_t k = 0; k < tr->n_steps; k++) {
 		uintptr_t rip = tr->steps[k].rip;
 		const struct map_entry *prev = k ? maps_find(tr, tr->steps[k - 1].rip) : NULL;
-		int cat = step_category(tr, rip, &last_tramp), is_new, id = ss_entry_index(rip);
+		int cat = step_category(tr, rip, &last_tramp), is_new, id = probe_entry_index(rip);
 		struct rip_stat *st;
 		struct visit *v;
 
@@ -1185,7 +1185,7 @@ static void plan_visits(struct tracer *tr, struct pass_stats *ps)
 				stat_name(tr, st, cat, stub_entry, stub_owner);
 			ps->cats[cat]++;
 		}
-		if (id >= 0 && rip == ss_entry_address(id)) {
+		if (id >= 0 && rip == probe_entry_address(id)) {
 			inflight = id;
 			inflight_step = k;
 		}
@@ -1224,9 +1224,9 @@ static const char *last_ss_entered(const struct tracer *tr, size_t k, int *nth)
 
 	*nth = 0;
 	for (size_t i = 0; i <= k; i++) {
-		int e = ss_entry_index(tr->steps[i].rip);
+		int e = probe_entry_index(tr->steps[i].rip);
 
-		if (e >= 0 && tr->steps[i].rip == ss_entry_address(e)) {
+		if (e >= 0 && tr->steps[i].rip == probe_entry_address(e)) {
 			id = e;
 			(*nth)++;
 		}
