@@ -42,8 +42,10 @@ check_eq "every ss_ function instrumented" \
 	"$(sed -nE 's/^profctl: functions: .* ([0-9]+) instrumented.*/\1/p' "$WORK/prof.err")" \
 	"$(grep -c '^count ss_' "$WORK/prof.out")"
 
+n='([0-9]+)'
+kinds="enter hook $n, exit hook $n, trampolines $n, stubs $n, other $n"
 read -r total enter exit tramp stubs other passes < <(sed -nE \
-	's/^visited ([0-9]+) instructions \(enter hook ([0-9]+), exit hook ([0-9]+), trampolines ([0-9]+), stubs ([0-9]+), other ([0-9]+)\) x ([0-9]+) passes$/\1 \2 \3 \4 \5 \6 \7/p' \
+	"s/^visited $n instructions \($kinds\) x $n passes$/\1 \2 \3 \4 \5 \6 \7/p" \
 	"$WORK/prof.out")
 echo "visited ${total:-0} instructions"
 check_eq "profiled: all 4 passes completed" "${passes:-0}" 4

@@ -48,7 +48,7 @@ static const char *const cat_names[N_CATS] SIGSTEP_UNUSED = {
 #define OUT_BACKTRACE 0x04  /* backtrace() did not see the true callers */
 #define OUT_HANDLER 0x08    /* the handler ran the wrong number of times or computed wrong */
 #define OUT_FLOW 0x10       /* the probe was abandoned, or was not when it should have been */
-#define OUT_LOST 0x20       /* the probe's own calls went unrecorded: the thread stopped recording */
+#define OUT_LOST 0x20       /* the probe's own calls went unrecorded: the thread stopped */
 #define OUT_UNRECORDED 0x40 /* calls made by the handler went unrecorded */
 #define OUT_CRASH 0x80      /* the worker died of a signal */
 #define OUT_DIVERGED 0x100  /* the next probe no longer ran the learned path */

@@ -458,7 +458,8 @@ static unsigned probe_check(char *d, size_t len)
 			out |= OUT_PROBE;
 		}
 	if (res.bt) {
-		detail_add(d, len, "backtrace() frames %s%s%s are not ss_bt, ss_bt_outer, probe_run",
+		detail_add(d, len,
+			   "backtrace() frames %s%s%s are not ss_bt, ss_bt_outer, probe_run",
 			   res.bt & 1 ? "0 " : "", res.bt & 2 ? "1 " : "", res.bt & 4 ? "2" : "");
 		out |= OUT_BACKTRACE;
 	}
@@ -480,7 +481,8 @@ static unsigned visit_check(int mode, int pass, char *d, size_t len)
 
 	d[0] = '\0';
 	if (handler_runs != want_runs) {
-		detail_add(d, len, "the handler ran %d times, expected %d", handler_runs, want_runs);
+		detail_add(d, len, "the handler ran %d times, expected %d", handler_runs,
+			   want_runs);
 		out |= OUT_HANDLER;
 	}
 	if (handler_bad) {
@@ -632,8 +634,8 @@ static void print_summary(void)
 		visited += ps->visited;
 	}
 	if (first)
-		printf("visited %u instructions (enter hook %u, exit hook %u, trampolines %u, stubs "
-		       "%u, other %u) x %u passes\n",
+		printf("visited %u instructions (enter hook %u, exit hook %u, trampolines %u, "
+		       "stubs %u, other %u) x %u passes\n",
 		       first->planned, first->cats[CAT_ENTER], first->cats[CAT_EXIT],
 		       first->cats[CAT_TRAMP], first->cats[CAT_STUB], first->cats[CAT_OTHER],
 		       complete);

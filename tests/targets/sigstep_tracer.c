@@ -105,10 +105,9 @@ struct tracer {
 	uintptr_t begin_rsp;
 	intptr_t rsp_delta; /* a respawned worker's stack against the learned one */
 	int crash_sig;     /* the worker died of it: handed on when it is let go */
-	char fatal_printed[32][128];
+	char fatal_printed[32][128]; /* the symbols this pass has a FATAL line for */
 	int n_fatal_printed;
 };
-
 
 static int maps_read(struct tracer *tr)
 {
@@ -258,7 +257,7 @@ static uintptr_t probe_entry_address(int id)
 static int probe_entry_index(uintptr_t rip)
 {
 	for (int i = 0; i < SS_COUNT; i++)
-		if (rip >= probe_entry_address(i) && rip < probe_entry_address(i) + PATCHED_ENTRY_BYTES)
+		if (rip - probe_entry_address(i) < PATCHED_ENTRY_BYTES)
 			return i;
 	return -1;
 }
@@ -427,6 +426,12 @@ static int step_category(struct tracer *tr, uintptr_t rip, int *last_tramp)
 	return *last_tramp >= 0 ? *last_tramp : CAT_OTHER;
 }
 
+/* The target's count of calls to ss_ function id. */
+static long calls_read(const struct tracer *tr, int id)
+{
+	return ptrace(PTRACE_PEEKDATA, tr->tid, (void *)(ctl->calls + id * sizeof(long)), NULL);
+}
+
 /*
  * The worker is stopped at the begin marker: single-step it to the end
  * marker. Between an ss_ function's entry and the instruction that counts
@@ -456,7 +461,7 @@ static int learn_probe(struct tracer *tr, struct stop *s)
 		*st = (struct step){ s->regs.rip, s->regs.rsp, 0 };
 		if (id >= 0 && st->rip == probe_entry_address(id)) {
 			inflight = id;
-			before = ptrace(PTRACE_PEEKDATA, tr->tid, (void *)(ctl->calls + id * sizeof(long)), NULL);
+			before = calls_read(tr, id);
 		}
 		err = tracer_resume(tr, PTRACE_SINGLESTEP, 0);
 		if (!err)
@@ -464,8 +469,7 @@ static int learn_probe(struct tracer *tr, struct stop *s)
 		ctl->singlesteps++;
 		if (!err && (s->gone || s->sig != SIGTRAP))
 			err = -EPROTO;
-		if (!err && inflight >= 0 &&
-		    ptrace(PTRACE_PEEKDATA, tr->tid, (void *)(ctl->calls + inflight * sizeof(long)), NULL) != before) {
+		if (!err && inflight >= 0 && calls_read(tr, inflight) != before) {
 			st->counted = 1;
 			inflight = -1;
 		}
@@ -492,15 +496,14 @@ static void stat_name(struct tracer *tr, struct rip_stat *st, int cat, uintptr_t
 /* Profiler steps of the learned probe, each with the occurrence of its rip so far. */
 static void plan_visits(struct tracer *tr, struct pass_stats *ps)
 {
-	int last_tramp = -1;
+	int last_tramp = -1, inflight = -1;
+	unsigned inflight_step = 0;
 	uintptr_t stub_entry = 0;
 	char stub_owner[128] = "?";
 
 	free(tr->visits);
 	tr->visits = calloc(tr->n_steps, sizeof(*tr->visits));
 	tr->n_visits = 0;
-	int inflight = -1;
-	unsigned inflight_step = 0;
 
 	for (size_t k = 0; k < tr->n_steps; k++) {
 		uintptr_t rip = tr->steps[k].rip;
@@ -513,7 +516,8 @@ static void plan_visits(struct tracer *tr, struct pass_stats *ps)
 			char base[128];
 			uintptr_t off;
 
-			stub_entry = rip; /* a patched jump landed here: this stub serves its source */
+			/* a patched jump landed here: this stub serves the jump's function */
+			stub_entry = rip;
 			symbolize(tr, tr->steps[k - 1].rip, base, sizeof(base), &off);
 			snprintf(stub_owner, sizeof(stub_owner), "%s",
 				 strchr(base, ' ') ? strchr(base, ' ') + 1 : base);
@@ -524,7 +528,7 @@ static void plan_visits(struct tracer *tr, struct pass_stats *ps)
 					     .inflight_step = inflight_step };
 			v->stat = stat_for(tr, rip, &is_new);
 			st = &tr->stats[v->stat];
-			v->occurrence = ++st->visits; /* occurrences for now; the visits count later */
+			v->occurrence = ++st->visits; /* for now; it counts visits later */
 			if (is_new)
 				stat_name(tr, st, cat, stub_entry, stub_owner);
 			ps->cats[cat]++;
@@ -724,7 +728,7 @@ static int visit_one(struct tracer *tr, int pass, size_t v)
 	} else if (!err && at_marker(&s, ctl->mark_begin)) {
 		tr->at_begin = 1; /* maybe without passing the end marker: see the rsp */
 		if (!fail && s.regs.rsp != begin_rsp) {
-			/* its frame moved: a wrong return took it back to its loop; its checks mean nothing */
+			/* a wrong return took it back to its loop: its checks mean nothing */
 			fail = OUT_MOVED;
 			snprintf(why, sizeof(why),
 				 "the worker came back to its loop with rsp 0x%llx, not 0x%lx",
@@ -752,7 +756,6 @@ static int visit_one(struct tracer *tr, int pass, size_t v)
 	return fail & OUT_FATAL ? VISIT_RETIRE : VISIT_OK;
 }
 
-/* Failing instructions of this pass, as runs of consecutive addresses within one symbol. */
 static int stat_addr_cmp(const void *a, const void *b)
 {
 	const struct rip_stat *x = *(struct rip_stat *const *)a, *y = *(struct rip_stat *const *)b;
@@ -760,6 +763,7 @@ static int stat_addr_cmp(const void *a, const void *b)
 	return x->rip < y->rip ? -1 : x->rip > y->rip;
 }
 
+/* Failing instructions of this pass, as runs of consecutive addresses within one symbol. */
 static void report_windows(struct tracer *tr, int pass)
 {
 	struct rip_stat **sorted = calloc(tr->n_stats + 1, sizeof(*sorted));
@@ -902,7 +906,6 @@ static int pass_setup_run(struct tracer *tr, int pass)
 static int worker_replace(struct tracer *tr, int pass)
 {
 	int again = ctl->respawns < MAX_RESPAWNS;
-
 	int err;
 
 	ctl->respawn = again;
@@ -1029,8 +1032,8 @@ static int tracer_main(struct tracer *tr)
 static int parse_args(int argc, char **argv, struct tracer *tr, int *ctl_fd)
 {
 	tr->from_pass = 1;
-	if (argc < 4 || sscanf(argv[1], "%d", ctl_fd) != 1 || sscanf(argv[2], "%d", &tr->tids_fd) != 1 ||
-	    sscanf(argv[3], "%d", &tr->go_fd) != 1)
+	if (argc < 4 || sscanf(argv[1], "%d", ctl_fd) != 1 ||
+	    sscanf(argv[2], "%d", &tr->tids_fd) != 1 || sscanf(argv[3], "%d", &tr->go_fd) != 1)
 		return -1;
 	for (int i = 4; i < argc; i++) {
 		if (strcmp(argv[i], "--from") == 0 && i + 1 < argc) {
@@ -1065,7 +1068,7 @@ int main(int argc, char **argv)
 	}
 	ctl = mmap(NULL, sizeof(*ctl), PROT_READ | PROT_WRITE, MAP_SHARED, ctl_fd, 0);
 	if (ctl == MAP_FAILED || ctl->size != sizeof(*ctl)) {
-		fprintf(stderr, "sigstep_tracer: not the shared state of this build's sigstep_target\n");
+		fprintf(stderr, "sigstep_tracer: not the state of this build's sigstep_target\n");
 		return 2;
 	}
 	tr.pid = ctl->pid;
