@@ -87,10 +87,18 @@ struct sigstep_ctl {
 	unsigned outcome;   /* worker -> tracer: OUT_* of the last probe */
 	char detail[512];
 	int respawn;        /* tracer -> main: the worker is retiring, start another */
+	/*
+	 * tracer -> pass 4's handler: the ss_ call entered but not yet counted
+	 * where the signal was sent (-1: none), its return slot and its count
+	 * then. The handler, which may run later (signals blocked), counts the
+	 * call if it is still uncounted but recorded.
+	 */
+	int inflight;
+	uintptr_t inflight_slot;
+	long inflight_calls;
 
 	/* tracer -> target's summary */
 	unsigned respawns;
-	long uncounted[SS_COUNT]; /* calls recorded on entry, abandoned before they counted */
 	struct pass_stats stats[N_PASSES + 1];
 	int stopped;        /* the tracer gave up before the end */
 	int windows;        /* failing address ranges reported */

@@ -341,6 +341,23 @@ static void handler_work(void)
 	}
 }
 
+/*
+ * Pass 4 abandons the probe: a call entered (its first instruction ran) but
+ * not yet counted is counted here if the agent recorded it, as its slice is
+ * in the trace. At entry a recorded call's return slot holds the exit
+ * trampoline.
+ */
+static long abandoned_entries[SS_COUNT];
+
+static void abandoned_entry_count(void)
+{
+	int id = ctl->inflight;
+
+	if (id >= 0 && exit_trampoline && ss_calls[id] == ctl->inflight_calls &&
+	    *(uintptr_t *)ctl->inflight_slot == exit_trampoline)
+		abandoned_entries[id]++;
+}
+
 static void on_sigusr1(int sig)
 {
 	int saved_errno = errno;
@@ -348,6 +365,8 @@ static void on_sigusr1(int sig)
 	char here;
 
 	(void)sig;
+	if (cur_pass == 4)
+		abandoned_entry_count(); /* before its own calls count */
 	handler_runs++;
 	if (cur_pass == 2 && (&here < altstack || &here >= altstack + ALTSTACK_SIZE))
 		handler_off_stack++;
@@ -644,8 +663,8 @@ static void print_summary(void)
 	printf("sigstep: %.1f s learning (%lu single steps), %.1f s visiting (%lu ptrace stops)\n",
 	       ctl->learn_s, ctl->singlesteps, ctl->visit_s, ctl->stops);
 	for (int i = 0; i < SS_COUNT; i++) {
-		printf("count %s %ld\n", ss_names[i], ss_calls[i] + ctl->uncounted[i]);
-		uncounted += ctl->uncounted[i];
+		printf("count %s %ld\n", ss_names[i], ss_calls[i] + abandoned_entries[i]);
+		uncounted += abandoned_entries[i];
 	}
 	printf("calls recorded on entry, then abandoned before they counted themselves: %ld\n",
 	       uncounted);
@@ -668,6 +687,7 @@ static int ctl_create(void)
 	for (int i = 0; i < SS_COUNT; i++)
 		ctl->entries[i] = (uintptr_t)ss_functions[i];
 	ctl->calls = (uintptr_t)ss_calls;
+	ctl->inflight = -1;
 	return fd;
 }
 

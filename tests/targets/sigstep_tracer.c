@@ -628,20 +628,14 @@ static void visit_failed(struct tracer *tr, int pass, size_t v, unsigned mask, c
 
 enum { VISIT_OK, VISIT_RETIRE, VISIT_STOP };
 
-/*
- * The handler is about to siglongjmp out of a call that has been entered
- * (its first instruction ran) but has not counted itself yet. If the agent
- * already recorded it, its slice is in the trace: it is counted here.
- */
-static void note_abandoned_entry(struct tracer *tr, const struct visit *vi)
+/* For pass 4's handler: the call it may abandon between its entry and its count. */
+static void inflight_publish(struct tracer *tr, const struct visit *vi)
 {
-	uintptr_t slot = tr->steps[vi->inflight_step].rsp + tr->rsp_delta;
-	long word;
-
-	errno = 0;
-	word = ptrace(PTRACE_PEEKDATA, tr->tid, (void *)slot, NULL);
-	if (!errno && ctl->exit_trampoline && (uintptr_t)word == ctl->exit_trampoline)
-		ctl->uncounted[vi->inflight]++;
+	ctl->inflight = vi->inflight;
+	if (vi->inflight < 0)
+		return;
+	ctl->inflight_slot = tr->steps[vi->inflight_step].rsp + tr->rsp_delta;
+	ctl->inflight_calls = calls_read(tr, vi->inflight);
 }
 
 /*
@@ -677,8 +671,8 @@ static int visit_inject(struct tracer *tr, const struct visit *vi, struct stop *
 				return run_to_marker(tr, 0, ctl->mark_end, s);
 			}
 			injected = 1;
-			if (!err && ctl->pass == 4 && vi->inflight >= 0)
-				note_abandoned_entry(tr, vi);
+			if (!err)
+				inflight_publish(tr, vi);
 			if (!err)
 				err = tracer_resume(tr, PTRACE_CONT, SIGUSR1);
 		} else if (injected && s->sig == SIGUSR1) { /* raised by the nested handler */
@@ -713,6 +707,7 @@ static int visit_one(struct tracer *tr, int pass, size_t v)
 
 	ctl->mode = MODE_VISIT;
 	ctl->pass = pass;
+	ctl->inflight = -1;
 	watchdog_fired = 0;
 	alarm(WATCHDOG_SECONDS);
 	err = visit_inject(tr, vi, &s, &fail, why, sizeof(why));
@@ -882,6 +877,7 @@ static int pass_setup_run(struct tracer *tr, int pass)
 
 	ctl->mode = MODE_SETUP;
 	ctl->pass = pass;
+	ctl->inflight = -1;
 	alarm(WATCHDOG_SECONDS);
 	err = run_to_marker(tr, 0, ctl->mark_end, &s);
 	if (!err)
