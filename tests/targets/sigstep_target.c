@@ -36,7 +36,7 @@ static struct sigstep_ctl *ctl;
 
 /* ---- the instrumented functions ------------------------------------------ */
 
-/* Calls counted at entry (lock add: one instruction, whatever interrupts). The asm uses it. */
+/* Each ss_ function's calls; ss_regs_leaf's asm counts at SS_REGS_LEAF_OFFSET. */
 __attribute__((used)) long ss_calls[SS_COUNT];
 #define SS_REGS_LEAF_OFFSET "72"
 _Static_assert(SS_REGS_LEAF * sizeof(long) == 72, "asm offset");
@@ -57,6 +57,7 @@ static inline __attribute__((always_inline)) void note_entry(uintptr_t ret)
 		__atomic_fetch_add(handler_depth ? &unhijacked_handler : &unhijacked_probe, 1,
 				   __ATOMIC_RELAXED);
 }
+
 /*
  * Counts the call (a locked add: one instruction, whatever interrupts it)
  * and notes whether the agent recorded it: at entry the return slot then

@@ -212,17 +212,15 @@ static struct elf_file *elf_file_get(struct tracer *tr, const struct map_entry *
 static void symbolize(struct tracer *tr, uintptr_t addr, char *base, size_t len, uintptr_t *off)
 {
 	const struct map_entry *m = maps_find(tr, addr);
-	const struct elf_file *ef;
-	size_t lo = 0, hi;
+	const struct elf_file *ef = m && m->path[0] == '/' ? elf_file_get(tr, m) : NULL;
+	size_t lo = 0, hi = ef ? ef->n : 0;
 
-	if (!m || m->path[0] != '/') {
+	if (!hi) { /* no symbols: the mapping, and the offset into it */
 		snprintf(base, len, "[%.64s %s]", m && m->path[0] ? m->path : "anon",
 			 m ? m->perms : "unmapped");
 		*off = m ? addr - m->lo : addr;
 		return;
 	}
-	ef = elf_file_get(tr, m);
-	hi = ef ? ef->n : 0;
 	while (lo < hi) { /* past the last symbol at or below addr */
 		size_t mid = (lo + hi) / 2;
 
@@ -231,7 +229,7 @@ static void symbolize(struct tracer *tr, uintptr_t addr, char *base, size_t len,
 		else
 			hi = mid;
 	}
-	*off = addr - (ef ? ef->bias : 0) - (lo ? ef->syms[lo - 1].value : 0);
+	*off = addr - ef->bias - (lo ? ef->syms[lo - 1].value : 0);
 	snprintf(base, len, "%.60s%s%.60s", strrchr(m->path, '/') + 1, lo ? " " : "",
 		 lo ? ef->syms[lo - 1].name : "");
 }
