@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# A signal before every instruction the profiler adds to a fixed probe
+# (tests/targets/sigstep_target.c): hooks, trampolines, stubs and patched
+# entries, one instruction at a time, in four passes of handler behaviour.
+# The program must run exactly as it does unprofiled and the trace must hold
+# one slice per call it made. Failures name the pass and the instruction
+# (symbol+offset) in FATAL and FAIL lines; to look closer, run the target
+# under profctl with --verbose, --only WORD or --from PASS:VISIT.
+set -u
+. "$(dirname "$0")/common.bash"
+
+TARGET="$ROOT/$BUILD/tests/targets/sigstep_target"
+GLOBS='ss_*,backtrace'
+# About half of what one probe runs in profiler code today (3416: enter hook
+# 1772, exit hook 622, trampolines 866, stubs 108): a path that stops being
+# visited, or a function that stops being patched, falls below its floor.
+MIN_TOTAL=1700 MIN_ENTER=800 MIN_EXIT=300 MIN_TRAMP=400 MIN_STUBS=50
+start=$(date +%s.%N)
+
+# The harness alone: unprofiled, only the ss_ entry bytes count as profiler code.
+"$TARGET" >"$WORK/plain.out" 2>&1
+rc=$?
+if grep -q '^skip:' "$WORK/plain.out"; then
+	skip "$(sed -n 's/^skip: //p' "$WORK/plain.out")"
+	finish
+	exit
+fi
+check_eq "unprofiled: exit status" "$rc" 0
+check "unprofiled: every visit right" grep -q '^sigstep: every visit right' "$WORK/plain.out"
+check "unprofiled: the ss_ entries were visited in 4 passes" \
+	grep -Eq '^visited [1-9][0-9]* instructions .* x 4 passes$' "$WORK/plain.out"
+
+"$PROFCTL" run --freq 0 --funcs "$GLOBS" -o "$WORK/ss.pftrace" -- "$TARGET" \
+	>"$WORK/prof.out" 2>"$WORK/prof.err"
+rc=$?
+grep -E '^profctl: (functions|events|.*killed)' "$WORK/prof.err"
+grep -E '^(FATAL|FAIL) ' "$WORK/prof.out"
+grep -E '^(pass [1-4]|signals|sigstep|calls recorded)' "$WORK/prof.out"
+check_eq "profiled: exit status" "$rc" 0
+check_eq "profiled: FATAL and FAIL lines" "$(grep -cE '^(FATAL|FAIL) ' "$WORK/prof.out")" 0
+check_eq "every ss_ function instrumented" \
+	"$(sed -nE 's/^profctl: functions: .* ([0-9]+) instrumented.*/\1/p' "$WORK/prof.err")" \
+	"$(grep -c '^count ss_' "$WORK/prof.out")"
+
+n='([0-9]+)'
+kinds="enter hook $n, exit hook $n, trampolines $n, stubs $n, other $n"
+read -r total enter exit tramp stubs other passes < <(sed -nE \
+	"s/^visited $n instructions \($kinds\) x $n passes$/\1 \2 \3 \4 \5 \6 \7/p" \
+	"$WORK/prof.out")
+echo "visited ${total:-0} instructions"
+check_eq "profiled: all 4 passes completed" "${passes:-0}" 4
+check "instructions per pass: ${total:-0} >= $MIN_TOTAL" [ "${total:-0}" -ge $MIN_TOTAL ]
+check "enter hook: ${enter:-0} >= $MIN_ENTER" [ "${enter:-0}" -ge $MIN_ENTER ]
+check "exit hook: ${exit:-0} >= $MIN_EXIT" [ "${exit:-0}" -ge $MIN_EXIT ]
+check "trampolines: ${tramp:-0} >= $MIN_TRAMP" [ "${tramp:-0}" -ge $MIN_TRAMP ]
+check "stubs: ${stubs:-0} >= $MIN_STUBS" [ "${stubs:-0}" -ge $MIN_STUBS ]
+
+"$PROFCTL" report --dump "$WORK/ss.pftrace" >"$WORK/ss.dump"
+check_eq "trace breaks no rule" "$(grep -c '^problem' "$WORK/ss.dump")" 0
+for name in $(awk '$1 == "count" {print $2}' "$WORK/prof.out"); do
+	check_eq "slices of $name = calls the program made" \
+		"$(awk -v n="$name" '$1 == "slice" && $4 == n' "$WORK/ss.dump" | wc -l)" \
+		"$(awk -v n="$name" '$1 == "count" && $2 == n {print $3}' "$WORK/prof.out")"
+done
+check_eq "no ss_ slice left open" \
+	"$(awk '$1 == "slice" && $4 ~ /^ss_/ && $6 == -1' "$WORK/ss.dump" | wc -l)" 0
+awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "time: %.1f s\n", b - a }'
+finish
