@@ -8,18 +8,18 @@
  * dropped and counted.
  *
  * Signals. A handler may run at any instruction of a hook, call instrumented
- * functions there, and never come back (siglongjmp). So no hook ever leaves
- * a half-made change behind: it reads the committed state (ring head and
- * shadow depth in one word), writes its ring records and its shadow entry
- * beyond it, where nobody reads, and publishes all of it with one
- * compare-and-swap against the word it read. A handler that recorded
- * anything meanwhile moved the head, so the swap fails and the hook starts
- * over with fresh values; a handler that never returns leaves the committed
- * state as it was. The enter hook hijacks the return slot only after its
- * commit (a handler that leaves before that makes the entry stale, which a
- * later call finds). The cold paths run under AGENT_GUARD_HOOK: a handler's
- * calls pass through them, counted as dropped, and a hook that finds a guard
- * a siglongjmp left behind takes it back (guard_recover).
+ * functions there, and never come back (siglongjmp). So:
+ * - every hook runs under AGENT_GUARD_HOOK, set and cleared with signal
+ *   fences so that no access to the ring or the shadow stack moves out of
+ *   it: a handler's calls inside pass through, counted as dropped (a handler
+ *   writing the ring there would collide with the writes still to come);
+ * - a hook writes its records and its shadow entry beyond the committed state
+ *   (ring head and shadow depth in one word), where nobody reads, and
+ *   publishes them with one store: whatever instruction a handler leaves it
+ *   at, the committed state is whole, and no entry is ever moved;
+ * - the guard remembers the hooked call's return slot: a hook that finds the
+ *   guard of a hook a siglongjmp left (called from above that slot on its
+ *   stack, or returning through us) takes it back (guard_recover).
  *
  * The shadow stack survives frames that leave without returning: longjmp
  * and exceptions are noticed when a later call or return finds entries
@@ -50,21 +50,20 @@ static inline uint64_t read_tsc(void)
 	return __builtin_ia32_rdtsc();
 }
 
-/* Only this thread writes the state; a handler's changes come in program order. */
+/* Only this thread writes it (under the guard). */
 static inline uint64_t state_load(struct agent_thread *t)
 {
 	return atomic_load_explicit(&t->committed, memory_order_relaxed);
 }
 
 /*
- * Publishes `next` if the state is still `seen`: one instruction, so a signal
- * lands either before it (and a handler's own commit makes it fail) or after.
- * Release: pairs with the acquire in flusher_drain_thread().
+ * Publishes the records and the shadow change a hook made: one store, so a
+ * siglongjmp out of the hook leaves all of it or none. Release: pairs with
+ * the acquire in flusher_drain_thread().
  */
-static inline int state_commit(struct agent_thread *t, uint64_t seen, uint64_t next)
+static inline void state_publish(struct agent_thread *t, uint64_t next)
 {
-	return atomic_compare_exchange_strong_explicit(&t->committed, &seen, next,
-						       memory_order_release, memory_order_relaxed);
+	atomic_store_explicit(&t->committed, next, memory_order_release);
 }
 
 /*
@@ -79,7 +78,7 @@ static inline int ring_has_room(struct agent_thread *t, uint64_t head, uint32_t 
 	return AGENT_RING_RECORDS - (head - tail) >= reserve;
 }
 
-/* An enter record and its frame at head, head + 1: visible once committed. */
+/* An enter record and its frame at head, head + 1: visible once published. */
 static inline void ring_put_enter(struct agent_thread *t, uint64_t head, uint32_t func_id,
 				  uintptr_t return_address, uintptr_t *return_slot)
 {
@@ -128,9 +127,9 @@ static inline int entry_is_dead(const struct shadow_entry *e, uint64_t head)
 	return e->exit_head < head;
 }
 
-/* ---- the guard of the cold paths ---------------------------------------------------- */
+/* ---- the guard ------------------------------------------------------------------------ */
 
-static void guard_take(struct agent_thread *t, uintptr_t *slot)
+static inline void guard_take(struct agent_thread *t, uintptr_t *slot)
 {
 	t->guard_slot = slot;
 	atomic_signal_fence(memory_order_seq_cst); /* the slot is there before the guard is */
@@ -138,18 +137,18 @@ static void guard_take(struct agent_thread *t, uintptr_t *slot)
 	atomic_signal_fence(memory_order_seq_cst); /* the guard is set before what it covers */
 }
 
-static void guard_release(void)
+/* `restore`: the guard the hook found, NONE or AGENT (agent code runs below us). */
+static inline void guard_release(unsigned restore)
 {
 	atomic_signal_fence(memory_order_seq_cst); /* all it covers is done before */
-	agent_thread_guard = AGENT_GUARD_NONE;
+	agent_thread_guard = restore;
 }
 
 /*
- * Whether a call from `slot` can be a signal handler's, nested in the cold
- * path that holds the guard: handler frames lie below the interrupted hook on
- * its stack, or on a sigaltstack when the hook ran on the thread's stack; a
- * handler interrupting code off the thread's stack stays off it. Where it
- * cannot tell, it says nested: the call then passes through, counted.
+ * Whether a call from `slot` can be a signal handler's, nested in the hook
+ * that holds the guard: handler frames lie below the interrupted hook on its
+ * stack, or on a sigaltstack when the hook ran on the thread's stack; a
+ * handler interrupting code off the thread's stack stays off it.
  */
 static int nested_in_guarded_hook(const struct agent_thread *t, uintptr_t *slot)
 {
@@ -157,13 +156,15 @@ static int nested_in_guarded_hook(const struct agent_thread *t, uintptr_t *slot)
 
 	if (same_stack(t, g, s))
 		return s < g;
-	return on_thread_stack(t, g); /* the handler on a sigaltstack, or we left g's stack */
+	return on_thread_stack(t, g); /* a handler on a sigaltstack, or we left g's stack */
 }
 
 /*
- * The guard of a cold path is still set, but its hook is gone: a handler
- * left it by siglongjmp. Every commit is one instruction, so the committed
- * state is whole; only closing marks made without their commit are undone.
+ * The guard of a hook is still set, but the hook is gone: a handler left it
+ * by siglongjmp. Every publish is one store, so the committed state is
+ * whole: a call whose enter was left before its publish is simply not
+ * recorded (its body never ran), and closing marks made without their
+ * publish are undone.
  */
 COLD static void guard_recover(struct agent_thread *t)
 {
@@ -173,7 +174,7 @@ COLD static void guard_recover(struct agent_thread *t)
 		if (t->shadow[i].exit_head != SHADOW_ALIVE && t->shadow[i].exit_head >= head)
 			t->shadow[i].exit_head = SHADOW_ALIVE;
 	t->guard_recoveries++;
-	guard_release();
+	guard_release(AGENT_GUARD_NONE);
 }
 
 /* An enter while the guard is set: 1 to pass through, 0 when the guard was taken back. */
@@ -195,35 +196,31 @@ COLD static int enter_while_guarded(struct agent_thread *t, uintptr_t *return_sl
  * Pops the entries on top whose frames a new call at new_slot proves gone
  * (at or below it on the same stack: longjmp, exceptions, a handler that
  * left a sigaltstack), each closed with an EXIT, and any entry closed
- * earlier below the top; one commit. Entries on another stack wait for the
- * exact match at exit. Returns 1 if it popped anything.
+ * earlier below the top; one publish. Entries on another stack wait for the
+ * exact match at exit.
  */
-COLD static int shadow_stack_drop_stale(struct agent_thread *t, uintptr_t *new_slot)
+COLD static void shadow_stack_drop_stale(struct agent_thread *t, uintptr_t *new_slot)
 {
-	for (;;) {
-		uint64_t s = state_load(t), head = state_head(s), n = 0;
-		uint32_t depth = state_depth(s), k = depth;
+	uint64_t s = state_load(t), head = state_head(s), n = 0;
+	uint32_t depth = state_depth(s), k = depth;
 
-		while (k > 0) {
-			const struct shadow_entry *e = &t->shadow[k - 1];
+	while (k > 0) {
+		const struct shadow_entry *e = &t->shadow[k - 1];
 
-			if (!entry_is_dead(e, head)) {
-				if (e->return_slot > new_slot ||
-				    !same_stack(t, (uintptr_t)e->return_slot, (uintptr_t)new_slot))
-					break; /* a live frame above the new call, or not comparable */
-				if (e->return_slot == new_slot &&
-				    *new_slot == (uintptr_t)profagent_exit_trampoline)
-					break; /* a tail call: the hijacked caller jumped here, still live */
-				if (e->func_id)
-					ring_put(t, head + n++, e->func_id, EVENT_EXIT);
-			}
-			k--;
+		if (!entry_is_dead(e, head)) {
+			if (e->return_slot > new_slot ||
+			    !same_stack(t, (uintptr_t)e->return_slot, (uintptr_t)new_slot))
+				break; /* a live frame above the new call, or not comparable */
+			if (e->return_slot == new_slot &&
+			    *new_slot == (uintptr_t)profagent_exit_trampoline)
+				break; /* a tail call: the hijacked caller jumped here, still live */
+			if (e->func_id)
+				ring_put(t, head + n++, e->func_id, EVENT_EXIT);
 		}
-		if (k == depth)
-			return 0;
-		if (state_commit(t, s, state_make(head + n, k)))
-			return 1;
+		k--;
 	}
+	if (k != depth)
+		state_publish(t, state_make(head + n, k));
 }
 
 /*
@@ -245,8 +242,8 @@ static int frame_is_gone(const struct agent_thread *t, const struct shadow_entry
  * entries above it whose frames are gone and the entry itself are closed
  * with EXITs; those still live (other stacks) stay where they are, and the
  * closed ones below them are marked with the position of their EXIT, dead
- * once it is committed. Runs under the guard, so the state cannot move
- * under it; one commit. Returns the real return address.
+ * once it is published (no entry moves: a siglongjmp could tear a
+ * compaction). One publish. Returns the real return address.
  */
 COLD static uintptr_t shadow_stack_close_matched(struct agent_thread *t, uintptr_t *slot)
 {
@@ -275,7 +272,7 @@ COLD static uintptr_t shadow_stack_close_matched(struct agent_thread *t, uintptr
 	return_address = t->shadow[m].return_address;
 	while (depth > 0 && t->shadow[depth - 1].exit_head < head + n)
 		depth--; /* closed entries on top (dead before or now) are popped */
-	atomic_store_explicit(&t->committed, state_make(head + n, depth), memory_order_release);
+	state_publish(t, state_make(head + n, depth));
 	return return_address;
 }
 
@@ -316,21 +313,19 @@ COLD static void shadow_stack_restore_returns(struct agent_thread *t, uintptr_t 
 }
 
 /*
- * The unusual cases of an enter, under the guard: 0 to go on and hijack, 1
- * when the call must not be hijacked, HOOK_SLOW_MODULES to have the
- * trampoline's slow path look for new modules.
+ * The unusual cases of an enter (the caller holds the guard): 0 to go on and
+ * hijack, 1 when the call must not be hijacked, HOOK_SLOW_MODULES to have
+ * the trampoline's slow path look for new modules.
  */
 COLD static int enter_slow_cases(struct agent_thread *t, const struct stub_desc *desc,
 				 uintptr_t *return_slot)
 {
-	int r;
-
 	if (t->returns_restored && return_slot < t->unwind_slot && !(desc->flags & STUB_FLAG_UNWINDER)) {
 		/* below an unwinder that walks (or a handler there): no hijack, or it would see it */
-		atomic_fetch_add_explicit(&t->drops, 1, memory_order_relaxed);
+		if (desc->func_id && !(desc->flags & STUB_FLAG_MODULES)) /* a timed call lost */
+			atomic_fetch_add_explicit(&t->drops, 1, memory_order_relaxed);
 		return 1;
 	}
-	guard_take(t, return_slot);
 	if (t->returns_restored)
 		shadow_stack_rehijack(t, return_slot);
 	else
@@ -338,14 +333,14 @@ COLD static int enter_slow_cases(struct agent_thread *t, const struct stub_desc 
 	if (desc->flags & STUB_FLAG_UNWINDER) {
 		/* its own frame stays unhijacked: it is about to walk from it */
 		shadow_stack_restore_returns(t, return_slot);
-		r = 1;
-	} else if (desc->flags & STUB_FLAG_MODULES) { /* timed never: the loader calls it mid-dlopen */
-		r = atomic_load_explicit(&agent_recording, memory_order_relaxed) ? HOOK_SLOW_MODULES : 1;
-	} else {
-		r = desc->func_id == 0; /* patched only for its flag (the catch above re-hijacked) */
+		return 1;
 	}
-	guard_release();
-	return r;
+	if (desc->flags & STUB_FLAG_MODULES) /* timed never: the loader calls it mid-dlopen */
+		return atomic_load_explicit(&agent_recording, memory_order_relaxed) ?
+			       HOOK_SLOW_MODULES :
+			       1;
+	/* patched only for its flag (the catch above re-hijacked): not timed */
+	return desc->func_id == 0;
 }
 
 /* ---- the hooks ----------------------------------------------------------------------- */
@@ -357,6 +352,7 @@ int profagent_enter_hook(const struct stub_desc *desc, uintptr_t *return_slot)
 	struct shadow_entry *e;
 	uint64_t s, head;
 	uint32_t depth;
+	int r = 0;
 
 	if (unlikely(agent_thread_guard) && enter_while_guarded(t, return_slot))
 		return 0;
@@ -364,54 +360,40 @@ int profagent_enter_hook(const struct stub_desc *desc, uintptr_t *return_slot)
 		return atomic_load_explicit(&agent_recording, memory_order_relaxed) ?
 			       HOOK_SLOW_THREAD :
 			       0;
+	guard_take(t, return_slot);
 	/* before the recording check: frames hijacked earlier still need this */
-	if (unlikely(desc->flags | t->returns_restored)) {
-		int r = enter_slow_cases(t, desc, return_slot);
-
-		if (r)
-			return r == HOOK_SLOW_MODULES ? HOOK_SLOW_MODULES : 0;
-	}
-	for (;;) {
+	if (unlikely(desc->flags | t->returns_restored) &&
+	    (r = enter_slow_cases(t, desc, return_slot)))
+		goto out;
+	s = state_load(t);
+	depth = state_depth(s);
+	if (unlikely(depth && return_slot >= t->shadow[depth - 1].return_slot)) {
+		shadow_stack_drop_stale(t, return_slot);
 		s = state_load(t);
 		depth = state_depth(s);
-		if (unlikely(depth && return_slot >= t->shadow[depth - 1].return_slot) &&
-		    shadow_stack_drop_stale(t, return_slot))
-			continue;
-		if (unlikely(!atomic_load_explicit(&agent_recording, memory_order_relaxed)))
-			return 0;
-		head = state_head(s);
-		if (unlikely(depth >= AGENT_SHADOW_CAPACITY)) {
-			atomic_fetch_add_explicit(&t->overflows, 1, memory_order_relaxed);
-			return 0;
-		}
-		if (unlikely(!ring_has_room(t, head, depth + 3))) {
-			atomic_fetch_add_explicit(&t->drops, 1, memory_order_relaxed);
-			return 0;
-		}
-		e = &t->shadow[depth];
-		e->return_address = *return_slot;
-		e->return_slot = return_slot;
-		e->func_id = desc->func_id;
-		e->exit_head = SHADOW_ALIVE;
-		ring_put_enter(t, head, desc->func_id, e->return_address, return_slot);
-		if (likely(state_commit(t, s, state_make(head + 2, depth + 1))))
-			break;
 	}
+	if (unlikely(!atomic_load_explicit(&agent_recording, memory_order_relaxed)))
+		goto out;
+	head = state_head(s);
+	if (unlikely(depth >= AGENT_SHADOW_CAPACITY)) {
+		atomic_fetch_add_explicit(&t->overflows, 1, memory_order_relaxed);
+		goto out;
+	}
+	if (unlikely(!ring_has_room(t, head, depth + 3))) {
+		atomic_fetch_add_explicit(&t->drops, 1, memory_order_relaxed);
+		goto out;
+	}
+	e = &t->shadow[depth];
+	e->return_address = *return_slot;
+	e->return_slot = return_slot;
+	e->func_id = desc->func_id;
+	e->exit_head = SHADOW_ALIVE;
+	ring_put_enter(t, head, desc->func_id, e->return_address, return_slot);
+	state_publish(t, state_make(head + 2, depth + 1));
 	*return_slot = (uintptr_t)profagent_exit_trampoline;
-	return 0;
-}
-
-/* An exit whose entry is not the live top, under the guard (whatever agent code held it before). */
-COLD static uintptr_t exit_slow(struct agent_thread *t, uintptr_t *slot)
-{
-	unsigned saved_guard = agent_thread_guard;
-	uintptr_t return_address;
-
-	guard_take(t, slot);
-	return_address = shadow_stack_close_matched(t, slot);
-	guard_release();
-	agent_thread_guard = saved_guard;
-	return return_address;
+out:
+	guard_release(AGENT_GUARD_NONE);
+	return r == HOOK_SLOW_MODULES ? HOOK_SLOW_MODULES : 0;
 }
 
 /* stack_pointer is rsp as the instrumented function returned: its return slot is just below. */
@@ -419,39 +401,41 @@ uintptr_t profagent_exit_hook(uintptr_t stack_pointer)
 {
 	struct agent_thread *t = agent_current_thread;
 	uintptr_t *slot = (uintptr_t *)(stack_pointer - sizeof(uintptr_t));
+	unsigned found_guard = agent_thread_guard; /* AGENT when agent code runs below (exit) */
+	uintptr_t return_address;
+	const struct shadow_entry *e;
+	uint64_t s, head;
+	uint32_t depth;
 
-	/* no handler nested in a cold path returns through us: a siglongjmp left the guard */
-	if (unlikely(agent_thread_guard == AGENT_GUARD_HOOK))
+	/* no handler nested in a hook returns through us: a siglongjmp left the guard */
+	if (unlikely(found_guard == AGENT_GUARD_HOOK)) {
 		guard_recover(t);
-	for (;;) {
-		uint64_t s = state_load(t), head = state_head(s);
-		uint32_t depth = state_depth(s);
-		const struct shadow_entry *e = &t->shadow[depth - 1];
-		uintptr_t return_address;
-		uint32_t func_id;
-
-		if (unlikely(e->return_slot != slot))
-			return exit_slow(t, slot);
-		return_address = e->return_address;
-		func_id = e->func_id;
-		if (likely(func_id))
-			ring_put(t, head, func_id, EVENT_EXIT);
-		if (likely(state_commit(t, s, state_make(head + (func_id != 0), depth - 1))))
-			return return_address;
+		found_guard = AGENT_GUARD_NONE;
 	}
+	guard_take(t, slot);
+	s = state_load(t);
+	head = state_head(s);
+	depth = state_depth(s);
+	e = &t->shadow[depth - 1];
+	if (unlikely(!depth || e->return_slot != slot)) {
+		return_address = shadow_stack_close_matched(t, slot);
+	} else {
+		return_address = e->return_address;
+		if (likely(e->func_id))
+			ring_put(t, head++, e->func_id, EVENT_EXIT);
+		state_publish(t, state_make(head, depth - 1));
+	}
+	guard_release(found_guard);
+	return return_address;
 }
 
 /* Thread exit with frames still open (pthread_exit, cancellation): they are all gone. */
 void hooks_close_all(struct agent_thread *t)
 {
-	for (;;) {
-		uint64_t s = state_load(t), head = state_head(s), n = 0;
-		uint32_t depth = state_depth(s);
+	uint64_t s = state_load(t), head = state_head(s), n = 0;
 
-		for (uint32_t i = depth; i-- > 0;)
-			if (t->shadow[i].func_id && !entry_is_dead(&t->shadow[i], head))
-				ring_put(t, head + n++, t->shadow[i].func_id, EVENT_EXIT);
-		if (state_commit(t, s, state_make(head + n, 0)))
-			return;
-	}
+	for (uint32_t i = state_depth(s); i-- > 0;)
+		if (t->shadow[i].func_id && !entry_is_dead(&t->shadow[i], head))
+			ring_put(t, head + n++, t->shadow[i].func_id, EVENT_EXIT);
+	state_publish(t, state_make(head + n, 0));
 }

@@ -195,3 +195,19 @@ void threads_recycle_drained(void)
 	}
 	pthread_mutex_unlock(&registry_lock);
 }
+
+/*
+ * For tests and debuggers: the return slot of the calling thread's newest
+ * recorded open call (its committed shadow-stack top), NULL if none. Reads
+ * only: safe in a signal handler, whatever the thread was doing.
+ */
+__attribute__((visibility("default"))) void *profagent_debug_top_slot(void)
+{
+	struct agent_thread *t = agent_current_thread;
+	uint32_t depth;
+
+	if (!t)
+		return NULL;
+	depth = state_depth(atomic_load_explicit(&t->committed, memory_order_relaxed));
+	return depth ? (void *)t->shadow[depth - 1].return_slot : NULL;
+}

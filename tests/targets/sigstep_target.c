@@ -47,15 +47,25 @@ static uintptr_t exit_trampoline;
 static uintptr_t first_return;
 static volatile int handler_depth;
 static long unhijacked_probe, unhijacked_handler;
+/*
+ * Calls the agent let pass unrecorded, per function: a handler's calls while
+ * the thread is inside a hook (the agent counts them as dropped), and, if the
+ * agent broke, anything else. The script checks the trace's slices against
+ * the calls less these, and their sum against profctl's dropped figure.
+ */
+static long ss_unrecorded[SS_COUNT];
+static long handler_passed_through;
 
 /* Not ss_: the glob must select only the functions counted. */
-static inline __attribute__((always_inline)) void note_entry(uintptr_t ret)
+static inline __attribute__((always_inline)) void note_entry(int id, uintptr_t ret)
 {
 	if (!first_return)
 		first_return = ret;
-	if (exit_trampoline && ret != exit_trampoline)
+	if (exit_trampoline && ret != exit_trampoline) {
 		__atomic_fetch_add(handler_depth ? &unhijacked_handler : &unhijacked_probe, 1,
 				   __ATOMIC_RELAXED);
+		__atomic_fetch_add(&ss_unrecorded[id], 1, __ATOMIC_RELAXED);
+	}
 }
 
 /*
@@ -66,7 +76,7 @@ static inline __attribute__((always_inline)) void note_entry(uintptr_t ret)
 #define SS_ENTER(id)                                                            \
 	do {                                                                    \
 		__atomic_fetch_add(&ss_calls[id], 1, __ATOMIC_RELAXED);         \
-		note_entry((uintptr_t)__builtin_return_address(0));            \
+		note_entry(id, (uintptr_t)__builtin_return_address(0));        \
 	} while (0)
 
 SS_FN long ss_inner(long x)
@@ -345,17 +355,19 @@ static void handler_work(void)
 /*
  * Pass 4 abandons the probe: a call entered (its first instruction ran) but
  * not yet counted is counted here if the agent recorded it, as its slice is
- * in the trace. At entry a recorded call's return slot holds the exit
- * trampoline.
+ * in the trace. The agent recorded it when its entry is the committed top of
+ * the thread's shadow stack (asked of the agent: the return slot alone
+ * cannot tell, it is hijacked one instruction apart from the publish).
  */
 static long abandoned_entries[SS_COUNT];
+static void *(*agent_top_slot)(void); /* profagent_debug_top_slot, when profiled */
 
 static void abandoned_entry_count(void)
 {
 	int id = ctl->inflight;
 
-	if (id >= 0 && exit_trampoline && ss_calls[id] == ctl->inflight_calls &&
-	    *(uintptr_t *)ctl->inflight_slot == exit_trampoline)
+	if (id >= 0 && agent_top_slot && ss_calls[id] == ctl->inflight_calls &&
+	    agent_top_slot() == (void *)ctl->inflight_slot)
 		abandoned_entries[id]++;
 }
 
@@ -530,11 +542,11 @@ static unsigned visit_check(int mode, int pass, char *d, size_t len)
 			   unhijacked_probe);
 		out |= OUT_LOST;
 	}
-	if (unhijacked_handler) {
-		detail_add(d, len, "%ld of the handler's calls went unrecorded (not hijacked)",
-			   unhijacked_handler);
-		out |= OUT_UNRECORDED;
-	}
+	/*
+	 * A handler's calls inside a hook pass through, counted by the agent as
+	 * dropped: not a failure here; the script checks the count is exact.
+	 */
+	handler_passed_through += unhijacked_handler;
 	return out;
 }
 
@@ -665,8 +677,10 @@ static void print_summary(void)
 	       ctl->learn_s, ctl->singlesteps, ctl->visit_s, ctl->stops);
 	for (int i = 0; i < SS_COUNT; i++) {
 		printf("count %s %ld\n", ss_names[i], ss_calls[i] + abandoned_entries[i]);
+		printf("unrecorded %s %ld\n", ss_names[i], ss_unrecorded[i]);
 		uncounted += abandoned_entries[i];
 	}
+	printf("handler calls passed through unrecorded: %ld\n", handler_passed_through);
 	printf("calls recorded on entry, then abandoned before they counted themselves: %ld\n",
 	       uncounted);
 }
@@ -728,6 +742,7 @@ int main(int argc, char **argv)
 	int ready[2], go[2], tids[2], status = 0, ctl_fd, ok;
 	pid_t child = 0;
 
+	agent_top_slot = (void *(*)(void))dlsym(RTLD_DEFAULT, "profagent_debug_top_slot");
 	ctl_fd = ctl_create();
 	if (ctl_fd < 0 || pipe(ready) || pipe(go) || pipe(tids) || crash_handlers_install())
 		return perror("sigstep"), 1;
