@@ -8,13 +8,14 @@
 #   abi_torture signal [*]: 2000 runs, 0 crashed (0.00%), 0 other failures, 312.4 s (0.156 s/run)
 # Exits 1 if any run failed. bench/README.md says how to read the figures.
 #
-# bench/signal_stress.sh [-n RUNS] [--funcs GLOB]... [--storm CASES] [--python [N]]
-#                        [--signals N] [--keep DIR] [--cores] [--build DIR]
+# bench/signal_stress.sh [-n RUNS] [--funcs GLOB]... [--storm CASES] [--storm-runs M]
+#                        [--signals N] [--python [N]] [--keep DIR] [--cores] [--build DIR]
 #   -n RUNS        runs of `abi_torture signal` and of each storm case (default 2000;
 #                  -n 0 --python N runs CPython's tests alone)
 #   --funcs GLOB   the globs to profile with, each in turn (default '*'; e.g. 'torture_*')
 #   --storm CASES  also tests/targets/signal_storm's cases (comma-separated, or all:
 #                  itimer,thread_timer,altstack,nodefer,longjmp), RUNS runs each
+#   --storm-runs M runs of each storm case instead
 #   --signals N    signals per storm (signal_storm -n; default its own, 5000)
 #   --python [N]   also N runs (default 50) of CPython's test_signal stress tests
 #                  (/usr/bin/python3 -m test test_signal -m 'test_stress_*')
@@ -25,6 +26,7 @@ set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=build
 RUNS=2000
+STORM_RUNS=
 PY_RUNS=0
 STORM=
 SIGNALS=
@@ -45,6 +47,7 @@ while [ $# -gt 0 ]; do
 	-n) RUNS=${2:?}; shift 2 ;;
 	--funcs) GLOBS+=("${2:?}"); shift 2 ;;
 	--storm) STORM=${2:?}; shift 2 ;;
+	--storm-runs) STORM_RUNS=${2:?}; shift 2 ;;
 	--signals) SIGNALS=${2:?}; shift 2 ;;
 	--python)
 		PY_RUNS=50
@@ -57,6 +60,8 @@ while [ $# -gt 0 ]; do
 	esac
 done
 [[ $RUNS =~ ^[0-9]+$ ]] || usage
+STORM_RUNS=${STORM_RUNS:-$RUNS}
+[[ $STORM_RUNS =~ ^[0-9]+$ ]] || usage
 [ ${#GLOBS[@]} -gt 0 ] || GLOBS=('*')
 [ "$STORM" = all ] && STORM=$STORM_ALL
 [ "$CORES" -eq 1 ] && ulimit -c unlimited || ulimit -c 0
@@ -104,11 +109,12 @@ stress() {
 	local plain_rc rc i start end crashed=0 other=0 kept=0 tag
 	declare -A why=()
 
-	timeout -k 10 "$limit" "$@" >"$WORK/plain.out" 2>"$WORK/plain.err"
+	(cd "$WORK" && timeout -k 10 "$limit" "$@" >"$WORK/plain.out" 2>"$WORK/plain.err")
 	plain_rc=$?
 	if [ "$plain_rc" -ne 0 ]; then
 		echo "$label: the plain run exits $plain_rc (not 0); its stderr:" >&2
 		tail -n 5 "$WORK/plain.err" >&2
+		why["plain run exit $plain_rc"]=1
 	fi
 	start=$(date +%s.%N)
 	for ((i = 1; i <= runs; i++)); do
@@ -161,7 +167,7 @@ storm_args=()
 for glob in "${GLOBS[@]}"; do
 	[ "$RUNS" -gt 0 ] && stress "abi_torture signal" 60 "$RUNS" "$glob" 0 "$TARGETS/abi_torture" signal
 	for c in ${STORM//,/ }; do
-		stress "signal_storm $c" 60 "$RUNS" "$glob" 1 "$TARGETS/signal_storm" "${storm_args[@]}" "$c"
+		stress "signal_storm $c" 60 "$STORM_RUNS" "$glob" 1 "$TARGETS/signal_storm" "${storm_args[@]}" "$c"
 	done
 	if [ "$PY_RUNS" -gt 0 ]; then
 		if [ -f "$PY_TEST" ]; then
