@@ -253,7 +253,8 @@ static int check_storm(const char *name, struct storm *s, double seconds, char *
 static int itimer_storm(const char *name, struct storm *s, char *why)
 {
 	long us = s->nodefer ? storm_interval_us * (1 + NODEFER_DEPTH) : storm_interval_us;
-	struct itimerval fast = { { 0, us }, { 0, us } };
+	struct timeval every = { us / 1000000, us % 1000000 };
+	struct itimerval fast = { every, every };
 	stack_t ss = { 0 };
 	double t0;
 	int failed;
@@ -326,8 +327,8 @@ static int thread_storm(struct thread_job *job)
 {
 	struct storm s = { .sig = SIGRTMIN, .thread_timer = 1 };
 	struct sigevent sev = { .sigev_notify = SIGEV_THREAD_ID, .sigev_signo = SIGRTMIN };
-	struct itimerspec fast = { { 0, storm_interval_us * 1000 },
-				   { 0, storm_interval_us * 1000 } };
+	struct timespec every = { storm_interval_us / 1000000, storm_interval_us % 1000000 * 1000 };
+	struct itimerspec fast = { every, every };
 	char *why = job->why, name[32];
 	sigset_t blocked;
 	double t0;
