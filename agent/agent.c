@@ -265,7 +265,7 @@ static void signals_mask(int how, const uint64_t *set, uint64_t *old)
 int profagent_enter_slow(int reason)
 {
 	const uint64_t all = ~0ull;
-	unsigned saved_guard;
+	uintptr_t saved_guard;
 	uint64_t saved_mask;
 	int again = 0;
 

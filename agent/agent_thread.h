@@ -86,9 +86,6 @@ struct agent_thread {
 	uint32_t returns_restored;
 	uint32_t reserved;
 	uintptr_t *unwind_slot;
-	/* where the hook that holds AGENT_GUARD_HOOK was called from: to tell a
-	   handler nested in it from code that a siglongjmp took out of it */
-	uintptr_t *guard_slot;
 	uintptr_t stack_lo, stack_hi; /* the thread's own stack (not a sigaltstack) */
 	_Atomic uint64_t drops;      /* events not recorded because the ring was full */
 	_Atomic uint64_t overflows;  /* calls not recorded because the shadow stack was full */
@@ -112,12 +109,13 @@ extern __thread struct agent_thread *agent_current_thread
 	__attribute__((tls_model("initial-exec")));
 /*
  * Non-zero while the thread runs agent code: instrumented calls pass through.
- * AGENT_GUARD_HOOK inside the hooks' cold paths, where only a signal handler
- * can make a call: such calls are counted as dropped. The fast paths need no
- * guard (they commit with one instruction, see hooks.c).
+ * AGENT_GUARD_AGENT in the agent's own code; inside a hook, the return slot
+ * of the hooked call (one word, so that a signal never sees the guard and its
+ * slot disagree): only a signal handler can make a call there, counted as
+ * dropped (agent/hooks.c).
  */
-enum agent_guard { AGENT_GUARD_NONE = 0, AGENT_GUARD_AGENT = 1, AGENT_GUARD_HOOK = 2 };
-extern __thread unsigned agent_thread_guard __attribute__((tls_model("initial-exec")));
+enum agent_guard { AGENT_GUARD_NONE = 0, AGENT_GUARD_AGENT = 1 };
+extern __thread uintptr_t agent_thread_guard __attribute__((tls_model("initial-exec")));
 
 /* Read on every call: 0 before patching completes, after stop, in a forked child. */
 extern _Atomic int agent_recording;

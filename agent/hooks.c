@@ -9,7 +9,7 @@
  *
  * Signals. A handler may run at any instruction of a hook, call instrumented
  * functions there, and never come back (siglongjmp). So:
- * - every hook runs under AGENT_GUARD_HOOK, set and cleared with signal
+ * - every hook runs under the thread's guard, set and cleared with signal
  *   fences so that no access to the ring or the shadow stack moves out of
  *   it: a handler's calls inside pass through, counted as dropped (a handler
  *   writing the ring there would collide with the writes still to come);
@@ -17,8 +17,8 @@
  *   (ring head and shadow depth in one word), where nobody reads, and
  *   publishes them with one store: whatever instruction a handler leaves it
  *   at, the committed state is whole, and no entry is ever moved;
- * - the guard remembers the hooked call's return slot: a hook that finds the
- *   guard of a hook a siglongjmp left (called from above that slot on its
+ * - the guard is the hooked call's return slot, one word: a hook that finds
+ *   the guard of a hook a siglongjmp left (called from above that slot on its
  *   stack, or returning through us) takes it back (guard_recover).
  *
  * The shadow stack survives frames that leave without returning: longjmp
@@ -39,7 +39,7 @@
 
 /* TLS read on every call: initial-exec, no lazy allocation. */
 __thread struct agent_thread *agent_current_thread __attribute__((tls_model("initial-exec")));
-__thread unsigned agent_thread_guard __attribute__((tls_model("initial-exec")));
+__thread uintptr_t agent_thread_guard __attribute__((tls_model("initial-exec")));
 /* Global because every hook reads it; written only at start, stop and fork. */
 _Atomic int agent_recording;
 
@@ -129,16 +129,21 @@ static inline int entry_is_dead(const struct shadow_entry *e, uint64_t head)
 
 /* ---- the guard ------------------------------------------------------------------------ */
 
-static inline void guard_take(struct agent_thread *t, uintptr_t *slot)
+/* A hook's guard: its call's return slot (never 0 or AGENT_GUARD_AGENT). */
+static inline int guard_is_hook(uintptr_t guard)
 {
-	t->guard_slot = slot;
-	atomic_signal_fence(memory_order_seq_cst); /* the slot is there before the guard is */
-	agent_thread_guard = AGENT_GUARD_HOOK;
+	return guard > AGENT_GUARD_AGENT;
+}
+
+static inline void guard_take(uintptr_t *slot)
+{
+	atomic_signal_fence(memory_order_seq_cst); /* nothing it covers moves above */
+	agent_thread_guard = (uintptr_t)slot;
 	atomic_signal_fence(memory_order_seq_cst); /* the guard is set before what it covers */
 }
 
 /* `restore`: the guard the hook found, NONE or AGENT (agent code runs below us). */
-static inline void guard_release(unsigned restore)
+static inline void guard_release(uintptr_t restore)
 {
 	atomic_signal_fence(memory_order_seq_cst); /* all it covers is done before */
 	agent_thread_guard = restore;
@@ -152,7 +157,7 @@ static inline void guard_release(unsigned restore)
  */
 static int nested_in_guarded_hook(const struct agent_thread *t, uintptr_t *slot)
 {
-	uintptr_t g = (uintptr_t)t->guard_slot, s = (uintptr_t)slot;
+	uintptr_t g = agent_thread_guard, s = (uintptr_t)slot;
 
 	if (same_stack(t, g, s))
 		return s < g;
@@ -180,7 +185,7 @@ COLD static void guard_recover(struct agent_thread *t)
 /* An enter while the guard is set: 1 to pass through, 0 when the guard was taken back. */
 COLD static int enter_while_guarded(struct agent_thread *t, uintptr_t *return_slot)
 {
-	if (agent_thread_guard != AGENT_GUARD_HOOK || !t)
+	if (!guard_is_hook(agent_thread_guard) || !t)
 		return 1; /* agent code runs on this thread */
 	if (nested_in_guarded_hook(t, return_slot)) {
 		atomic_fetch_add_explicit(&t->drops, 1, memory_order_relaxed);
@@ -360,7 +365,7 @@ int profagent_enter_hook(const struct stub_desc *desc, uintptr_t *return_slot)
 		return atomic_load_explicit(&agent_recording, memory_order_relaxed) ?
 			       HOOK_SLOW_THREAD :
 			       0;
-	guard_take(t, return_slot);
+	guard_take(return_slot);
 	/* before the recording check: frames hijacked earlier still need this */
 	if (unlikely(desc->flags | t->returns_restored) &&
 	    (r = enter_slow_cases(t, desc, return_slot)))
@@ -401,18 +406,18 @@ uintptr_t profagent_exit_hook(uintptr_t stack_pointer)
 {
 	struct agent_thread *t = agent_current_thread;
 	uintptr_t *slot = (uintptr_t *)(stack_pointer - sizeof(uintptr_t));
-	unsigned found_guard = agent_thread_guard; /* AGENT when agent code runs below (exit) */
+	uintptr_t found_guard = agent_thread_guard; /* AGENT when agent code runs below (exit) */
 	uintptr_t return_address;
 	const struct shadow_entry *e;
 	uint64_t s, head;
 	uint32_t depth;
 
 	/* no handler nested in a hook returns through us: a siglongjmp left the guard */
-	if (unlikely(found_guard == AGENT_GUARD_HOOK)) {
+	if (unlikely(guard_is_hook(found_guard))) {
 		guard_recover(t);
 		found_guard = AGENT_GUARD_NONE;
 	}
-	guard_take(t, slot);
+	guard_take(slot);
 	s = state_load(t);
 	head = state_head(s);
 	depth = state_depth(s);
