@@ -13,10 +13,13 @@
  * details`, then `count storm_marker N`: calls made after the storms, at
  * leisure, which the trace must hold exactly (a thread whose recording
  * stopped during a storm shows fewer). Signal and call rates go to stderr.
- * `signal_storm [-n SIGNALS] [CASE...]`: SIGNALS per storm (default 5000),
- * only the named cases (default all). Exit status 0 iff all ok.
+ * `signal_storm [-v] [-n SIGNALS] [-i USEC] [CASE...]`: SIGNALS per storm
+ * (default 5000), a timer every USEC (default 20), only the named cases
+ * (default all); -v prints where the signals landed (module+offset, as
+ * objdump shows them). Exit status 0 iff all ok.
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -28,6 +31,7 @@
 #include <string.h>
 #include <sys/time.h>
 #include <time.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #ifndef sigev_notify_thread_id
@@ -52,7 +56,12 @@
 #define MARKER_CALLS 100
 #define ALTSTACK_SIZE (64 * 1024)
 
+#define LANDINGS_MAX (1 << 16)
+
 static long storm_signals = 5000; /* per storm: -n */
+static int verbose;                /* -v: where the signals landed, to stderr */
+static uintptr_t landings[LANDINGS_MAX];
+static _Atomic unsigned n_landings;
 static long storm_interval_us = 20; /* -i */
 static _Atomic long marker_calls;
 
@@ -147,7 +156,12 @@ STORM void storm_handler(int sig, siginfo_t *info, void *ucontext)
 	char here;
 
 	(void)info;
-	(void)ucontext;
+	if (verbose) {
+		unsigned i = atomic_fetch_add_explicit(&n_landings, 1, memory_order_relaxed);
+
+		if (i < LANDINGS_MAX)
+			landings[i] = ((ucontext_t *)ucontext)->uc_mcontext.gregs[REG_RIP];
+	}
 	if (sig != s->sig || vp_storm_work(n) != 21 * n + 30)
 		s->bad++;
 	if (s->on_altstack && (&here < s->altstack || &here >= s->altstack + ALTSTACK_SIZE))
@@ -383,6 +397,69 @@ static int case_thread_timer(char *why)
 	return 0;
 }
 
+/* ---- -v: where the signals interrupted the program ------------------------------- */
+
+struct landing_count {
+	const char *module;
+	uintptr_t offset; /* pc - module base: objdump's address in that file */
+	unsigned n;
+};
+
+static int by_count(const void *a, const void *b)
+{
+	const struct landing_count *x = a, *y = b;
+
+	return (int)y->n - (int)x->n;
+}
+
+/* Per module, then the most frequent pcs (module+offset, to look up with objdump). */
+static void print_landings(void)
+{
+	unsigned n = atomic_load(&n_landings), distinct = 0;
+	struct landing_count *pcs;
+
+	if (n > LANDINGS_MAX)
+		n = LANDINGS_MAX;
+	pcs = calloc(n ? n : 1, sizeof(*pcs));
+	if (!pcs)
+		return;
+	for (unsigned i = 0; i < n; i++) {
+		Dl_info dl = { 0 };
+		const char *mod = "?";
+		uintptr_t off = landings[i];
+		unsigned k;
+
+		if (dladdr((void *)landings[i], &dl) && dl.dli_fname) {
+			mod = strrchr(dl.dli_fname, '/') ? strrchr(dl.dli_fname, '/') + 1 : dl.dli_fname;
+			off = landings[i] - (uintptr_t)dl.dli_fbase;
+		}
+		for (k = 0; k < distinct && (pcs[k].offset != off || strcmp(pcs[k].module, mod)); k++)
+			;
+		if (k == distinct)
+			pcs[distinct++] = (struct landing_count){ mod, off, 0 };
+		pcs[k].n++;
+	}
+	qsort(pcs, distinct, sizeof(*pcs), by_count);
+	fprintf(stderr, "landings: %u signals at %u distinct pcs\n", n, distinct);
+	for (unsigned i = 0; i < distinct; i++) {
+		unsigned in_module = 0, first = 1;
+
+		for (unsigned k = 0; k < i; k++)
+			first &= strcmp(pcs[k].module, pcs[i].module) != 0;
+		if (!first)
+			continue;
+		for (unsigned k = 0; k < distinct; k++)
+			if (strcmp(pcs[k].module, pcs[i].module) == 0)
+				in_module += pcs[k].n;
+		fprintf(stderr, "  %-24s %6u (%.1f%%)\n", pcs[i].module, in_module,
+			100.0 * in_module / n);
+	}
+	for (unsigned i = 0; i < distinct && i < 12; i++)
+		fprintf(stderr, "  %s+0x%lx: %u\n", pcs[i].module, (unsigned long)pcs[i].offset,
+			pcs[i].n);
+	free(pcs);
+}
+
 /* ---- driver ---------------------------------------------------------------------- */
 
 struct storm_case {
@@ -405,13 +482,19 @@ int main(int argc, char **argv)
 	int failures = 0, first = 1, selected[N_CASES] = { 0 }, any = 0;
 
 	setvbuf(stdout, NULL, _IOLBF, 0); /* a crash still shows the cases that passed */
-	for (; first + 1 < argc && argv[first][0] == '-'; first += 2) {
-		if (strcmp(argv[first], "-n") == 0)
+	while (first < argc && argv[first][0] == '-') {
+		if (strcmp(argv[first], "-v") == 0) {
+			verbose = 1;
+			first++;
+		} else if (first + 1 < argc && strcmp(argv[first], "-n") == 0) {
 			storm_signals = atol(argv[first + 1]);
-		else if (strcmp(argv[first], "-i") == 0)
+			first += 2;
+		} else if (first + 1 < argc && strcmp(argv[first], "-i") == 0) {
 			storm_interval_us = atol(argv[first + 1]);
-		else
-			break;
+			first += 2;
+		} else {
+			break; /* usage, below */
+		}
 	}
 	for (int i = first; i < argc; i++) {
 		size_t c = 0;
@@ -420,7 +503,8 @@ int main(int argc, char **argv)
 			c++;
 		if (c == N_CASES || storm_signals <= 0 || storm_interval_us <= 0 ||
 		    storm_interval_us >= 1000000) {
-			fprintf(stderr, "usage: %s [-n SIGNALS] [-i USEC] [CASE...]; cases:", argv[0]);
+			fprintf(stderr, "usage: %s [-v] [-n SIGNALS] [-i USEC] [CASE...]; cases:",
+				argv[0]);
 			for (c = 0; c < N_CASES; c++)
 				fprintf(stderr, " %s", cases[c].name);
 			fputc('\n', stderr);
@@ -441,5 +525,7 @@ int main(int argc, char **argv)
 		}
 	}
 	printf("count storm_marker %ld\n", atomic_load(&marker_calls));
+	if (verbose)
+		print_landings();
 	return failures ? 1 : 0;
 }
