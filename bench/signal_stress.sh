@@ -14,8 +14,9 @@
 #                  -n 0 --python N runs CPython's tests alone)
 #   --funcs GLOB   the globs to profile with, each in turn (default '*'; e.g. 'torture_*')
 #   --storm CASES  also tests/targets/signal_storm's cases (comma-separated, or all:
-#                  itimer,thread_timer,altstack,nodefer,longjmp), RUNS runs each
-#   --storm-runs M runs of each storm case instead
+#                  itimer,thread_timer,altstack,nodefer,longjmp,breakpoints,
+#                  breakpoints_longjmp), RUNS runs each; CASE:M runs that one M times
+#   --storm-runs M runs of each storm case without its own :M
 #   --signals N    signals per storm (signal_storm -n; default its own, 5000)
 #   --python [N]   also N runs (default 50) of CPython's test_signal stress tests
 #                  (/usr/bin/python3 -m test test_signal -m 'test_stress_*')
@@ -33,7 +34,7 @@ SIGNALS=
 KEEP=
 CORES=0
 GLOBS=()
-STORM_ALL=itimer,thread_timer,altstack,nodefer,longjmp
+STORM_ALL=itimer,thread_timer,altstack,nodefer,longjmp,breakpoints,breakpoints_longjmp
 PY_TEST=/usr/lib/python3.11/test/test_signal.py
 MAX_KEPT=20 # failed runs whose output is kept, per workload
 
@@ -147,6 +148,9 @@ stress() {
 	done
 	end=$(date +%s.%N)
 	local detail=""
+	if grep -q 'nothing tested' "$WORK/run.err" 2>/dev/null; then
+		detail=$(grep -m1 -o 'nothing tested: .*' "$WORK/run.err")
+	fi
 	for tag in "${!why[@]}"; do
 		detail+="${detail:+, }$tag x${why[$tag]}"
 	done
@@ -167,7 +171,12 @@ storm_args=()
 for glob in "${GLOBS[@]}"; do
 	[ "$RUNS" -gt 0 ] && stress "abi_torture signal" 60 "$RUNS" "$glob" 0 "$TARGETS/abi_torture" signal
 	for c in ${STORM//,/ }; do
-		stress "signal_storm $c" 60 "$STORM_RUNS" "$glob" 1 "$TARGETS/signal_storm" "${storm_args[@]}" "$c"
+		n=$STORM_RUNS
+		if [[ $c == *:* ]]; then
+			n=${c#*:}
+			c=${c%%:*}
+		fi
+		stress "signal_storm $c" 60 "$n" "$glob" 1 "$TARGETS/signal_storm" "${storm_args[@]}" "$c"
 	done
 	if [ "$PY_RUNS" -gt 0 ]; then
 		if [ -f "$PY_TEST" ]; then
