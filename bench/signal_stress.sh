@@ -65,7 +65,7 @@ STORM_RUNS=${STORM_RUNS:-$RUNS}
 [[ $STORM_RUNS =~ ^[0-9]+$ ]] || usage
 [ ${#GLOBS[@]} -gt 0 ] || GLOBS=('*')
 [ "$STORM" = all ] && STORM=$STORM_ALL
-[ "$CORES" -eq 1 ] && ulimit -c unlimited || ulimit -c 0
+if [ "$CORES" -eq 1 ]; then ulimit -c unlimited; else ulimit -c 0; fi
 
 PROFCTL="$ROOT/$BUILD/profctl"
 TARGETS="$ROOT/$BUILD/tests/targets"
@@ -143,7 +143,8 @@ stress() {
 		why[$tag]=$((${why[$tag]:-0} + 1))
 		if [ "$kept" -lt "$MAX_KEPT" ]; then
 			kept=$((kept + 1))
-			cat "$WORK/run.out" "$WORK/run.err" >"$KEEP/${label//[^a-z0-9_]/_}.${glob//[^a-z0-9_]/_}.run$i.txt"
+			cat "$WORK/run.out" "$WORK/run.err" \
+				>"$KEEP/${label//[^a-z0-9_]/_}.${glob//[^a-z0-9_]/_}.run$i.txt"
 		fi
 	done
 	end=$(date +%s.%N)
@@ -165,7 +166,8 @@ stress() {
 	fi
 }
 
-echo "signal_stress: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg); agent $ROOT/$BUILD/libprofagent.so"
+echo "signal_stress: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg);" \
+	"agent $ROOT/$BUILD/libprofagent.so"
 storm_args=()
 [ -n "$SIGNALS" ] && storm_args=(-n "$SIGNALS")
 for glob in "${GLOBS[@]}"; do
@@ -184,7 +186,8 @@ for glob in "${GLOBS[@]}"; do
 			stress "python3 test_signal test_stress_*" 120 "$PY_RUNS" "$glob" 0 \
 				/usr/bin/python3 -m test test_signal -m 'test_stress_*'
 		else
-			echo "python3 test_signal: skipped, $PY_TEST is missing (apt-get install libpython3.11-testsuite)"
+			echo "python3 test_signal: skipped, $PY_TEST is missing" \
+				"(Debian's libpython3.11-testsuite: tools/install-deps.sh)"
 		fi
 	fi
 done

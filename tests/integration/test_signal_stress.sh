@@ -8,7 +8,7 @@
 # the two cases whose handler leaves with siglongjmp 3 times. Every run must
 # exit as its plain run does; signal_storm's traces must read back free of
 # `problem` lines and hold every call made after the storm. One check per
-# workload (the bench's line names the crash signals). About 20 s.
+# workload (the bench's line names the crash signals). About 17 s.
 set -u
 . "$(dirname "$0")/common.bash"
 ABI_RUNS=${ABI_RUNS:-40}
