@@ -70,11 +70,11 @@
 
 #define LANDINGS_MAX (1 << 16)
 
-static long storm_signals = 5000; /* per storm: -n */
-static int verbose;                /* -v: where the signals landed, to stderr */
+static long storm_signals = 5000;   /* per storm: -n */
+static long storm_interval_us = 20; /* -i */
+static int verbose;                 /* -v: where the signals landed, to stderr */
 static uintptr_t landings[LANDINGS_MAX];
 static _Atomic unsigned n_landings;
-static long storm_interval_us = 20; /* -i */
 static _Atomic long marker_calls;
 
 /* ---- the instrumented functions ----------------------------------------------- */
