@@ -14,8 +14,9 @@
 #                  -n 0 --python N runs CPython's tests alone)
 #   --funcs GLOB   the globs to profile with, each in turn (default '*'; e.g. 'torture_*')
 #   --storm CASES  also tests/targets/signal_storm's cases (comma-separated, or all:
-#                  itimer,thread_timer,altstack,nodefer,longjmp), RUNS runs each
-#   --storm-runs M runs of each storm case instead
+#                  itimer,thread_timer,altstack,nodefer,longjmp,breakpoints,
+#                  breakpoints_longjmp), RUNS runs each; CASE:M runs that one M times
+#   --storm-runs M runs of each storm case without its own :M
 #   --signals N    signals per storm (signal_storm -n; default its own, 5000)
 #   --python [N]   also N runs (default 50) of CPython's test_signal stress tests
 #                  (/usr/bin/python3 -m test test_signal -m 'test_stress_*')
@@ -33,7 +34,7 @@ SIGNALS=
 KEEP=
 CORES=0
 GLOBS=()
-STORM_ALL=itimer,thread_timer,altstack,nodefer,longjmp
+STORM_ALL=itimer,thread_timer,altstack,nodefer,longjmp,breakpoints,breakpoints_longjmp
 PY_TEST=/usr/lib/python3.11/test/test_signal.py
 MAX_KEPT=20 # failed runs whose output is kept, per workload
 
@@ -64,7 +65,7 @@ STORM_RUNS=${STORM_RUNS:-$RUNS}
 [[ $STORM_RUNS =~ ^[0-9]+$ ]] || usage
 [ ${#GLOBS[@]} -gt 0 ] || GLOBS=('*')
 [ "$STORM" = all ] && STORM=$STORM_ALL
-[ "$CORES" -eq 1 ] && ulimit -c unlimited || ulimit -c 0
+if [ "$CORES" -eq 1 ]; then ulimit -c unlimited; else ulimit -c 0; fi
 
 PROFCTL="$ROOT/$BUILD/profctl"
 TARGETS="$ROOT/$BUILD/tests/targets"
@@ -142,11 +143,15 @@ stress() {
 		why[$tag]=$((${why[$tag]:-0} + 1))
 		if [ "$kept" -lt "$MAX_KEPT" ]; then
 			kept=$((kept + 1))
-			cat "$WORK/run.out" "$WORK/run.err" >"$KEEP/${label//[^a-z0-9_]/_}.${glob//[^a-z0-9_]/_}.run$i.txt"
+			cat "$WORK/run.out" "$WORK/run.err" \
+				>"$KEEP/${label//[^a-z0-9_]/_}.${glob//[^a-z0-9_]/_}.run$i.txt"
 		fi
 	done
 	end=$(date +%s.%N)
 	local detail=""
+	if grep -q 'nothing tested' "$WORK/run.err" 2>/dev/null; then
+		detail=$(grep -m1 -o 'nothing tested: .*' "$WORK/run.err")
+	fi
 	for tag in "${!why[@]}"; do
 		detail+="${detail:+, }$tag x${why[$tag]}"
 	done
@@ -161,13 +166,19 @@ stress() {
 	fi
 }
 
-echo "signal_stress: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg); agent $ROOT/$BUILD/libprofagent.so"
+echo "signal_stress: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg);" \
+	"agent $ROOT/$BUILD/libprofagent.so"
 storm_args=()
 [ -n "$SIGNALS" ] && storm_args=(-n "$SIGNALS")
 for glob in "${GLOBS[@]}"; do
 	[ "$RUNS" -gt 0 ] && stress "abi_torture signal" 60 "$RUNS" "$glob" 0 "$TARGETS/abi_torture" signal
 	for c in ${STORM//,/ }; do
-		stress "signal_storm $c" 60 "$STORM_RUNS" "$glob" 1 "$TARGETS/signal_storm" "${storm_args[@]}" "$c"
+		n=$STORM_RUNS
+		if [[ $c == *:* ]]; then
+			n=${c#*:}
+			c=${c%%:*}
+		fi
+		stress "signal_storm $c" 60 "$n" "$glob" 1 "$TARGETS/signal_storm" "${storm_args[@]}" "$c"
 	done
 	if [ "$PY_RUNS" -gt 0 ]; then
 		if [ -f "$PY_TEST" ]; then
@@ -175,7 +186,8 @@ for glob in "${GLOBS[@]}"; do
 			stress "python3 test_signal test_stress_*" 120 "$PY_RUNS" "$glob" 0 \
 				/usr/bin/python3 -m test test_signal -m 'test_stress_*'
 		else
-			echo "python3 test_signal: skipped, $PY_TEST is missing (apt-get install libpython3.11-testsuite)"
+			echo "python3 test_signal: skipped, $PY_TEST is missing" \
+				"(Debian's libpython3.11-testsuite: tools/install-deps.sh)"
 		fi
 	fi
 done

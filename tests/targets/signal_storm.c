@@ -3,21 +3,32 @@
  * Signal storms against the agent's hooks, run by bench/signal_stress.sh and
  * tests/integration/test_signal_stress.sh under `profctl run --funcs '*'`
  * (or 'storm_*'). The thread calls tiny instrumented functions flat out and
- * checks every result while a timer fires as fast as the kernel delivers,
- * so that signals land on every instruction of the trampolines and hooks;
- * the handler is instrumented itself and calls instrumented functions.
- * abi_torture's `signal` case (one SIGALRM per ms, the thread mostly in its
- * own loop) almost never lands there.
+ * checks every result while a timer fires as fast as the kernel delivers
+ * (itimer, thread_timer, altstack, nodefer, longjmp), or while a hardware
+ * breakpoint sends one SIGTRAP at each instruction of the agent's hooks in
+ * turn (breakpoints, breakpoints_longjmp); the handler is instrumented
+ * itself and calls instrumented functions. abi_torture's `signal` case (one
+ * SIGALRM per ms, the thread mostly in its own loop) almost never lands in
+ * the hooks.
  *
  * Prints one deterministic line per case, `case NAME ok` or `case NAME FAIL
  * details`, then `count storm_marker N`: calls made after the storms, at
  * leisure, which the trace must hold exactly (a thread whose recording
- * stopped during a storm shows fewer). Signal and call rates go to stderr.
- * `signal_storm [-n SIGNALS] [CASE...]`: SIGNALS per storm (default 5000),
- * only the named cases (default all). Exit status 0 iff all ok.
+ * stopped during a storm shows fewer). Rates go to stderr.
+ * `signal_storm [-v] [-n SIGNALS] [-i USEC] [CASE...]`: SIGNALS per timer
+ * storm (default 5000), a timer every USEC (default 20; at 1 the thread
+ * never leaves its handler), only the named cases (default all); -v prints
+ * where the signals landed (module+offset, as objdump shows them). Exit
+ * status 0 iff all ok.
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
+#include <elf.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <link.h>
+#include <linux/hw_breakpoint.h>
+#include <linux/perf_event.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -26,8 +37,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
 #include <time.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #ifndef sigev_notify_thread_id
@@ -52,8 +68,13 @@
 #define MARKER_CALLS 100
 #define ALTSTACK_SIZE (64 * 1024)
 
-static long storm_signals = 5000; /* per storm: -n */
+#define LANDINGS_MAX (1 << 16)
+
+static long storm_signals = 5000;   /* per storm: -n */
 static long storm_interval_us = 20; /* -i */
+static int verbose;                 /* -v: where the signals landed, to stderr */
+static uintptr_t landings[LANDINGS_MAX];
+static _Atomic unsigned n_landings;
 static _Atomic long marker_calls;
 
 /* ---- the instrumented functions ----------------------------------------------- */
@@ -93,6 +114,7 @@ VIA(storm_marker);
 struct storm {
 	int sig;                    /* the timer's signal */
 	int thread_timer;           /* timer (1) or the process's ITIMER_REAL (0) */
+	int breakpoint;             /* no timer: SIGTRAPs from hardware breakpoints */
 	timer_t timer;
 	int on_altstack;            /* the handler must run on this thread's sigaltstack */
 	int nodefer;                /* the handler re-raises itself from nested calls */
@@ -121,6 +143,8 @@ static void storm_disarm(struct storm *s)
 	struct itimerval off = { { 0, 0 }, { 0, 0 } };
 	struct itimerspec off_spec = { { 0, 0 }, { 0, 0 } };
 
+	if (s->breakpoint)
+		return; /* each breakpoint fires once (PERF_EVENT_IOC_REFRESH 1) */
 	if (s->thread_timer)
 		timer_settime(s->timer, 0, &off_spec, NULL);
 	else
@@ -147,7 +171,12 @@ STORM void storm_handler(int sig, siginfo_t *info, void *ucontext)
 	char here;
 
 	(void)info;
-	(void)ucontext;
+	if (verbose) {
+		unsigned i = atomic_fetch_add_explicit(&n_landings, 1, memory_order_relaxed);
+
+		if (i < LANDINGS_MAX)
+			landings[i] = ((ucontext_t *)ucontext)->uc_mcontext.gregs[REG_RIP];
+	}
 	if (sig != s->sig || vp_storm_work(n) != 21 * n + 30)
 		s->bad++;
 	if (s->on_altstack && (&here < s->altstack || &here >= s->altstack + ALTSTACK_SIZE))
@@ -383,6 +412,288 @@ static int case_thread_timer(char *why)
 	return 0;
 }
 
+/* ---- a signal at every instruction of the agent's hooks: hardware breakpoints ------ */
+
+/*
+ * Timers land where the CPU lingers (after rdtsc, after stores that miss):
+ * an instruction the agent passes quickly may see one signal in 100,000. Here
+ * a one-shot execute breakpoint (perf_event_open, sigtrap: a SIGTRAP to this
+ * thread before the instruction runs) is put on each byte of the agent's
+ * hooks in turn while the thread calls instrumented functions; the bytes
+ * that are instruction starts on the path taken get exactly one signal each.
+ * The agent's symbols come from its .symtab (they are hidden): with no agent,
+ * a stripped one or no breakpoints (perf_event_paranoid, a hypervisor), the
+ * case says why on stderr and tests nothing.
+ */
+static const char *const hook_symbols[] = {
+	"profagent_entry_trampoline",
+	"profagent_enter_hook",
+	"profagent_exit_trampoline",
+	"profagent_exit_hook",
+};
+
+#define MAX_RANGES 16
+
+struct code_range {
+	uintptr_t start;
+	size_t size;
+};
+
+struct agent_module {
+	char path[4096];
+	uintptr_t base;
+};
+
+static int find_agent(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	struct agent_module *m = arg;
+
+	(void)size;
+	if (!info->dlpi_name || !strstr(info->dlpi_name, "libprofagent.so"))
+		return 0;
+	snprintf(m->path, sizeof(m->path), "%s", info->dlpi_name);
+	m->base = info->dlpi_addr;
+	return 1;
+}
+
+/* The symbol, or a compiler-split part of it ("NAME.cold"). */
+static int is_hook_symbol(const char *name)
+{
+	for (size_t i = 0; i < sizeof(hook_symbols) / sizeof(hook_symbols[0]); i++) {
+		size_t n = strlen(hook_symbols[i]);
+
+		if (strncmp(name, hook_symbols[i], n) == 0 && (name[n] == '\0' || name[n] == '.'))
+			return 1;
+	}
+	return 0;
+}
+
+/* The hooks' code in this process; 0 ranges with the reason in why. */
+static int hook_ranges(struct code_range *ranges, char *why)
+{
+	struct agent_module m = { "", 0 };
+	const Elf64_Ehdr *eh;
+	const Elf64_Shdr *sh;
+	struct stat st;
+	int fd, n = 0;
+	void *map;
+
+	if (!dl_iterate_phdr(find_agent, &m)) {
+		snprintf(why, WHY_LEN, "no libprofagent.so in this process");
+		return 0;
+	}
+	fd = open(m.path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st) != 0) {
+		snprintf(why, WHY_LEN, "%s: %s", m.path, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return 0;
+	}
+	map = mmap(NULL, st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+	close(fd);
+	if (map == MAP_FAILED) {
+		snprintf(why, WHY_LEN, "mmap %s: %s", m.path, strerror(errno));
+		return 0;
+	}
+	eh = map;
+	sh = (const Elf64_Shdr *)((const char *)map + eh->e_shoff);
+	for (int i = 0; i < eh->e_shnum; i++) {
+		const Elf64_Sym *sym = (const Elf64_Sym *)((const char *)map + sh[i].sh_offset);
+		const char *names = (const char *)map + sh[sh[i].sh_link].sh_offset;
+
+		if (sh[i].sh_type != SHT_SYMTAB)
+			continue;
+		for (size_t k = 0; k < sh[i].sh_size / sizeof(*sym) && n < MAX_RANGES; k++)
+			if (ELF64_ST_TYPE(sym[k].st_info) == STT_FUNC && sym[k].st_size &&
+			    is_hook_symbol(names + sym[k].st_name))
+				ranges[n++] = (struct code_range){ m.base + sym[k].st_value,
+								   sym[k].st_size };
+	}
+	munmap(map, st.st_size);
+	if (n == 0)
+		snprintf(why, WHY_LEN, "%s has no .symtab naming the hooks (stripped?)", m.path);
+	return n;
+}
+
+static int breakpoint_open(uintptr_t addr)
+{
+	struct perf_event_attr a = {
+		.type = PERF_TYPE_BREAKPOINT,
+		.size = sizeof(a),
+		.bp_type = HW_BREAKPOINT_X,
+		.bp_addr = addr,
+		.bp_len = sizeof(long),
+		.sample_period = 1,
+		.disabled = 1,
+		.exclude_kernel = 1,
+		.exclude_hv = 1,
+		.remove_on_exec = 1, /* required by sigtrap */
+		.sigtrap = 1,
+	};
+
+	return (int)syscall(SYS_perf_event_open, &a, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
+}
+
+/* The calls each breakpoint waits for: enter and exit hooks, nested. */
+static void breakpoint_workload(struct storm *s)
+{
+	for (long k = 0; k < 8; k++) {
+		if (vp_storm_pair(k) != 14 * k + 13)
+			s->wrong++;
+		s->iterations++;
+	}
+}
+
+/* One breakpoint per byte of the ranges; returns the bytes that fired. */
+static long breakpoint_scan(struct storm *s, const struct code_range *ranges, int n, char *why)
+{
+	volatile long fired = 0;
+
+	for (int r = 0; r < n; r++) {
+		for (volatile size_t off = 0; off < ranges[r].size; off++) {
+			long before = s->hits;
+			int fd = breakpoint_open(ranges[r].start + off);
+
+			if (fd < 0) {
+				snprintf(why, WHY_LEN, "perf_event_open: %s", strerror(errno));
+				return -1;
+			}
+			if (s->longjmp && sigsetjmp(s->jump, 1)) {
+				s->jumps++;
+			} else {
+				s->jump_armed = 1;
+				/* enabled for one overflow: the handler's own calls pass freely */
+				ioctl(fd, PERF_EVENT_IOC_REFRESH, 1);
+				breakpoint_workload(s);
+			}
+			s->jump_armed = 0;
+			ioctl(fd, PERF_EVENT_IOC_DISABLE, 0);
+			close(fd);
+			fired += s->hits > before;
+		}
+	}
+	return fired;
+}
+
+static int breakpoint_storm(const char *name, struct storm *s, char *why)
+{
+	struct code_range ranges[MAX_RANGES];
+	char skip[WHY_LEN] = "";
+	int n = hook_ranges(ranges, skip), fd;
+	size_t bytes = 0;
+	long fired;
+
+	s->sig = SIGTRAP;
+	s->breakpoint = 1;
+	current = s;
+	if (n > 0) {
+		fd = breakpoint_open(ranges[0].start);
+		if (fd < 0)
+			snprintf(skip, WHY_LEN, "no hardware breakpoints: perf_event_open: %s",
+				 strerror(errno));
+		else
+			close(fd);
+	}
+	if (skip[0]) {
+		fprintf(stderr, "storm %s: nothing tested: %s\n", name, skip);
+		call_markers();
+		return 0; /* the same line as a plain run's */
+	}
+	for (int i = 0; i < n; i++)
+		bytes += ranges[i].size;
+	if (install_handler(s, why))
+		return 1;
+	fired = breakpoint_scan(s, ranges, n, why);
+	drop_handler(SIGTRAP);
+	if (fired < 0)
+		return 1;
+	fprintf(stderr, "storm %s: %ld signals, one at each instruction reached of %d functions "
+			"(%zu bytes tried)%s\n",
+		name, (long)s->hits, n, bytes, s->longjmp ? ", each left by siglongjmp" : "");
+	FAIL_IF(fired == 0, "no breakpoint fired in %zu bytes of the hooks", bytes);
+	FAIL_IF(s->wrong, "%ld of %ld calls wrong", s->wrong, s->iterations);
+	FAIL_IF(s->bad, "%d handler runs computed wrong", (int)s->bad);
+	call_markers();
+	return 0;
+}
+
+static int case_breakpoints(char *why)
+{
+	struct storm s = { 0 };
+
+	return breakpoint_storm("breakpoints", &s, why);
+}
+
+static int case_breakpoints_longjmp(char *why)
+{
+	struct storm s = { .longjmp = 1 };
+
+	return breakpoint_storm("breakpoints_longjmp", &s, why);
+}
+
+/* ---- -v: where the signals interrupted the program ------------------------------- */
+
+struct landing_count {
+	const char *module;
+	uintptr_t offset; /* pc - module base: objdump's address in that file */
+	unsigned n;
+};
+
+static int by_count(const void *a, const void *b)
+{
+	const struct landing_count *x = a, *y = b;
+
+	return (int)y->n - (int)x->n;
+}
+
+/* Per module, then the most frequent pcs (module+offset, to look up with objdump). */
+static void print_landings(void)
+{
+	unsigned n = atomic_load(&n_landings), distinct = 0;
+	struct landing_count *pcs;
+
+	if (n > LANDINGS_MAX)
+		n = LANDINGS_MAX;
+	pcs = calloc(n ? n : 1, sizeof(*pcs));
+	if (!pcs)
+		return;
+	for (unsigned i = 0; i < n; i++) {
+		Dl_info dl = { 0 };
+		const char *mod = "?";
+		uintptr_t off = landings[i];
+		unsigned k;
+
+		if (dladdr((void *)landings[i], &dl) && dl.dli_fname) {
+			mod = strrchr(dl.dli_fname, '/') ? strrchr(dl.dli_fname, '/') + 1 : dl.dli_fname;
+			off = landings[i] - (uintptr_t)dl.dli_fbase;
+		}
+		for (k = 0; k < distinct && (pcs[k].offset != off || strcmp(pcs[k].module, mod)); k++)
+			;
+		if (k == distinct)
+			pcs[distinct++] = (struct landing_count){ mod, off, 0 };
+		pcs[k].n++;
+	}
+	qsort(pcs, distinct, sizeof(*pcs), by_count);
+	fprintf(stderr, "landings: %u signals at %u distinct pcs\n", n, distinct);
+	for (unsigned i = 0; i < distinct; i++) {
+		unsigned in_module = 0, first = 1;
+
+		for (unsigned k = 0; k < i; k++)
+			first &= strcmp(pcs[k].module, pcs[i].module) != 0;
+		if (!first)
+			continue;
+		for (unsigned k = 0; k < distinct; k++)
+			if (strcmp(pcs[k].module, pcs[i].module) == 0)
+				in_module += pcs[k].n;
+		fprintf(stderr, "  %-24s %6u (%.1f%%)\n", pcs[i].module, in_module,
+			100.0 * in_module / n);
+	}
+	for (unsigned i = 0; i < distinct && i < 12; i++)
+		fprintf(stderr, "  %s+0x%lx: %u\n", pcs[i].module, (unsigned long)pcs[i].offset,
+			pcs[i].n);
+	free(pcs);
+}
+
 /* ---- driver ---------------------------------------------------------------------- */
 
 struct storm_case {
@@ -396,6 +707,8 @@ static const struct storm_case cases[] = {
 	{ "altstack", case_altstack },
 	{ "nodefer", case_nodefer },
 	{ "longjmp", case_longjmp },
+	{ "breakpoints", case_breakpoints },
+	{ "breakpoints_longjmp", case_breakpoints_longjmp },
 };
 
 #define N_CASES (sizeof(cases) / sizeof(cases[0]))
@@ -405,13 +718,19 @@ int main(int argc, char **argv)
 	int failures = 0, first = 1, selected[N_CASES] = { 0 }, any = 0;
 
 	setvbuf(stdout, NULL, _IOLBF, 0); /* a crash still shows the cases that passed */
-	for (; first + 1 < argc && argv[first][0] == '-'; first += 2) {
-		if (strcmp(argv[first], "-n") == 0)
+	while (first < argc && argv[first][0] == '-') {
+		if (strcmp(argv[first], "-v") == 0) {
+			verbose = 1;
+			first++;
+		} else if (first + 1 < argc && strcmp(argv[first], "-n") == 0) {
 			storm_signals = atol(argv[first + 1]);
-		else if (strcmp(argv[first], "-i") == 0)
+			first += 2;
+		} else if (first + 1 < argc && strcmp(argv[first], "-i") == 0) {
 			storm_interval_us = atol(argv[first + 1]);
-		else
-			break;
+			first += 2;
+		} else {
+			break; /* usage, below */
+		}
 	}
 	for (int i = first; i < argc; i++) {
 		size_t c = 0;
@@ -420,7 +739,8 @@ int main(int argc, char **argv)
 			c++;
 		if (c == N_CASES || storm_signals <= 0 || storm_interval_us <= 0 ||
 		    storm_interval_us >= 1000000) {
-			fprintf(stderr, "usage: %s [-n SIGNALS] [-i USEC] [CASE...]; cases:", argv[0]);
+			fprintf(stderr, "usage: %s [-v] [-n SIGNALS] [-i USEC] [CASE...]; cases:",
+				argv[0]);
 			for (c = 0; c < N_CASES; c++)
 				fprintf(stderr, " %s", cases[c].name);
 			fputc('\n', stderr);
@@ -441,5 +761,7 @@ int main(int argc, char **argv)
 		}
 	}
 	printf("count storm_marker %ld\n", atomic_load(&marker_calls));
+	if (verbose)
+		print_landings();
 	return failures ? 1 : 0;
 }
