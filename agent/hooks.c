@@ -121,7 +121,7 @@ static int same_stack(const struct agent_thread *t, uintptr_t a, uintptr_t b)
 	return (a > b ? a - b : b - a) < SAME_STACK_WINDOW;
 }
 
-/* Closed below the top by a commit up to `head` (shadow_stack_close_matched). */
+/* Closed below the top by a publish up to `head` (shadow_stack_close_matched). */
 static inline int entry_is_dead(const struct shadow_entry *e, uint64_t head)
 {
 	return e->exit_head < head;
