@@ -25,7 +25,7 @@ struct shadow_entry {
 	uint32_t reserved;
 	/*
 	 * SHADOW_ALIVE, or the ring position of the EXIT that closed this entry
-	 * below the top (agent/hooks.c, shadow_stack_bring_to_top): the entry is
+	 * below the top (agent/hooks.c, shadow_stack_close_matched): the entry is
 	 * dead once that position is committed, and popped silently when it
 	 * reaches the top.
 	 */
@@ -88,7 +88,6 @@ struct agent_thread {
 	uintptr_t *unwind_slot;
 	uintptr_t stack_lo, stack_hi; /* the thread's own stack (not a sigaltstack) */
 	_Atomic uint64_t drops;      /* events not recorded because the ring was full */
-	_Atomic uint64_t overflows;  /* calls not recorded because the shadow stack was full */
 	struct event_record *records;
 
 	/* consumer side: written only by the flusher */

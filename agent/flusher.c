@@ -187,7 +187,7 @@ static void flusher_put_records(struct agent_thread *t, uint64_t from, uint64_t 
 
 static void flusher_drain_thread(struct agent_thread *t, void *ctx)
 {
-	/* pairs with the release in state_commit() (agent/hooks.c) */
+	/* pairs with the release in state_publish() (agent/hooks.c) */
 	uint64_t head = state_head(atomic_load_explicit(&t->committed, memory_order_acquire));
 	uint64_t tail = atomic_load_explicit(&t->tail, memory_order_relaxed);
 	uint64_t drops = atomic_load_explicit(&t->drops, memory_order_relaxed);

@@ -381,9 +381,7 @@ int profagent_enter_hook(const struct stub_desc *desc, uintptr_t *return_slot)
 		goto out;
 	head = state_head(s);
 	if (unlikely(depth >= AGENT_SHADOW_CAPACITY)) {
-		/* counted with the drops: the overflow count alone reached nobody */
 		atomic_fetch_add_explicit(&t->drops, 1, memory_order_relaxed);
-		atomic_fetch_add_explicit(&t->overflows, 1, memory_order_relaxed);
 		goto out;
 	}
 	if (unlikely(!ring_has_room(t, head, depth + 3))) {

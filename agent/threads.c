@@ -71,7 +71,6 @@ static void thread_state_reset(struct agent_thread *t)
 	atomic_store(&t->committed, 0);
 	atomic_store(&t->tail, 0);
 	atomic_store(&t->drops, 0);
-	atomic_store(&t->overflows, 0);
 	atomic_store(&t->state, AGENT_THREAD_LIVE);
 	t->guard_recoveries = 0;
 	t->drops_reported = 0;

@@ -40,8 +40,9 @@ static const char *const cat_names[N_CATS] SIGSTEP_UNUSED = {
 
 /*
  * What went wrong in one visit: the worker's checks, then the tracer's own.
- * Only OUT_UNRECORDED leaves the worker thread in a state worth going on
- * with; after any other the thread is retired and a fresh one continues.
+ * After any of them the thread is retired and a fresh one continues. (A
+ * handler's calls that pass through a hook are no failure: the agent counts
+ * them as dropped, and the script checks that count.)
  */
 #define OUT_PROBE 0x01      /* a probe call returned a wrong value */
 #define OUT_REGS 0x02       /* a register changed across an instrumented call */
@@ -49,15 +50,12 @@ static const char *const cat_names[N_CATS] SIGSTEP_UNUSED = {
 #define OUT_HANDLER 0x08    /* the handler ran the wrong number of times or computed wrong */
 #define OUT_FLOW 0x10       /* the probe was abandoned, or was not when it should have been */
 #define OUT_LOST 0x20       /* the probe's own calls went unrecorded: the thread stopped */
-#define OUT_UNRECORDED 0x40 /* calls made by the handler went unrecorded */
-#define OUT_CRASH 0x80      /* the worker died of a signal */
-#define OUT_DIVERGED 0x100  /* the next probe no longer ran the learned path */
-#define OUT_MOVED 0x200     /* the worker came back to its loop on a moved stack */
-#define OUT_FATAL (~OUT_UNRECORDED)
+#define OUT_CRASH 0x40      /* the worker died of a signal */
+#define OUT_DIVERGED 0x80   /* the next probe no longer ran the learned path */
+#define OUT_MOVED 0x100     /* the worker came back to its loop on a moved stack */
 static const char *const out_words[] SIGSTEP_UNUSED = {
 	"wrong return values", "registers changed", "backtrace() saw wrong callers",
 	"the handler went wrong", "wrong control flow", "the thread stopped recording its calls",
-	"the handler's calls went unrecorded (passed through, not hijacked)",
 	"the worker crashed", "the probe's path changed",
 	"the worker came back on a moved stack (a wrong return address)",
 };

@@ -607,8 +607,6 @@ static void visit_failed(struct tracer *tr, int pass, size_t v, unsigned mask, c
 		printf("visit pass %d %zu step %u rip 0x%lx %s: %s\n", pass, v + 1, vi->step,
 		       (unsigned long)st->rip, label, why);
 	}
-	if (!(mask & OUT_FATAL))
-		return;
 	ctl->stats[pass].fatal++;
 	for (i = 0; i < tr->n_fatal_printed; i++)
 		if (strcmp(tr->fatal_printed[i], st->base) == 0)
@@ -746,7 +744,7 @@ static int visit_one(struct tracer *tr, int pass, size_t v)
 	tr->stats[vi->stat].visits++;
 	if (fail)
 		visit_failed(tr, pass, v, fail, why);
-	return fail & OUT_FATAL ? VISIT_RETIRE : VISIT_OK;
+	return fail ? VISIT_RETIRE : VISIT_OK;
 }
 
 static int stat_addr_cmp(const void *a, const void *b)
