@@ -275,6 +275,16 @@ int profagent_enter_slow(int reason)
 		if (!agent_current_thread && !saved_guard)
 			profagent_thread_attach_slow(); /* leaves the guard set if it fails */
 		again = 1; /* ask the enter hook again, now that the thread has its state */
+	} else if (reason == HOOK_SLOW_MEMORY) {
+		struct agent_thread *t = agent_current_thread;
+
+		agent_thread_guard = AGENT_GUARD_AGENT;
+		if (t && t->want_agg_page)
+			threads_map_agg_page(t, t->want_agg_page - 1);
+		if (t && t->want_spare)
+			segments_refill_spare(t);
+		agent_thread_guard = saved_guard;
+		again = 1;
 	} else if (reason == HOOK_SLOW_MODULES) {
 		agent_thread_guard = AGENT_GUARD_AGENT;
 		agent_update_modules();
@@ -325,6 +335,7 @@ static int agent_prepare(const char *path, const char *token)
 		agent_close();
 		return -ECONNREFUSED;
 	}
+	segments_set_budget(cfg->buffer_size);
 	err = func_filter_parse((const char *const *)cfg->func_patterns, cfg->n_func_patterns,
 				&filter, err_text, sizeof(err_text));
 	profd__agent_config__free_unpacked(cfg, NULL);
@@ -348,8 +359,11 @@ static void forget_earlier_session(struct agent_thread *t, void *ctx)
 	(void)ctx;
 	uint64_t state = atomic_load(&t->committed);
 
-	atomic_store(&t->tail, state_head(state));
-	t->drops_reported = atomic_load(&t->drops);
+	for (uint64_t k = t->tail / SEGMENT_SPAN; k < state_head(state) / SEGMENT_SPAN; k++)
+		segments_release(t, k);
+	t->tail = state_head(state);
+	threads_clear_aggregates(t);
+	t->drops_reported = 0;
 	t->flusher_stage = FLUSHER_STAGE_NEW;
 	for (uint32_t i = 0; i < state_depth(state); i++)
 		t->shadow[i].func_id = 0; /* still returns through us, recorded no more */

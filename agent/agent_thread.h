@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Per-thread state of the agent: the single-producer event ring the thread
- * fills from the hooks, the shadow stack of hijacked return addresses, and
- * the registry the flusher walks. The owning thread writes the producer
- * fields; the flusher writes only `tail` and the registry links.
+ * fills from the hooks, the shadow stack of hijacked return addresses, the
+ * per-function aggregates, and the registry the flusher walks. The owning
+ * thread writes the producer fields; the flusher writes only its own fields,
+ * the registry links and (clearing) segment slots.
  */
 #ifndef PROFD_AGENT_THREAD_H
 #define PROFD_AGENT_THREAD_H
@@ -12,17 +13,47 @@
 #include <stdint.h>
 
 #include "proto/event_wire.h"
+#include "proto/func_aggregates.h"
 
-/* Power of two. 256 Ki records = 4 MiB (touched as used): ~8 ms of a thread calling flat out. */
-#define AGENT_RING_RECORDS (1u << 18)
-/* Deeper than Perfetto's 512-slice limit; past it calls run unrecorded. */
+/*
+ * A thread's ring is a chain of segments taken from the session's pool
+ * (agent/segments.c), returned as the flusher drains them; the budget bounds
+ * what all threads hold together. Positions (in 16-byte units, counting from
+ * the thread's first record) are laid out in spans of SEGMENT_SPAN: segment k
+ * holds positions from k * SEGMENT_SPAN on, as many as its capacity, and is
+ * found at seg_map[k % SEGMENT_SLOTS]. A thread's first segment is small
+ * (idle threads cost little); each next one is twice the last, up to a span,
+ * so a busy thread switches rarely.
+ */
+#define SEGMENT_SPAN (1u << 16)      /* units: 1 MiB, the largest segment */
+#define SEGMENT_FIRST (1u << 11)     /* units: 32 KiB */
+#define SEGMENT_SLOTS 1024
+/* Deeper than Perfetto's 512-slice limit; past it calls run untimed (counted). */
 #define AGENT_SHADOW_CAPACITY 1024
+/* Any segment holds an enter and the exits of every call open (hooks.c ring_has_room). */
+_Static_assert(AGENT_SHADOW_CAPACITY + 3 < SEGMENT_FIRST, "a segment fits the deepest stack");
+/* Per-function aggregates, in pages of AGG_PAGE_FUNCS allocated on a function's first call. */
+#define AGG_PAGE_FUNCS 64
+#define AGG_PAGES (1u << 14)
+
+/* One function's figures on one thread (proto/func_aggregates.h); the owner writes. */
+struct func_agg {
+	_Atomic uint64_t entered;
+	_Atomic uint64_t exited;
+	_Atomic uint64_t untimed;
+	_Atomic uint64_t unrecorded;
+	_Atomic uint64_t total_ticks;
+	_Atomic uint64_t self_ticks;
+	_Atomic uint64_t max_ticks;
+	uint64_t sent;               /* flusher's: entered + untimed when last sent */
+	_Atomic uint32_t hist[AGG_BUCKETS];
+};
 
 struct shadow_entry {
 	uintptr_t return_address;  /* the caller's, restored on exit */
 	uintptr_t *return_slot;    /* where it lived on the stack: stale once below sp */
 	uint32_t func_id;
-	uint32_t reserved;
+	uint32_t flags;            /* SHADOW_RECORDED, SHADOW_AGGREGATED */
 	/*
 	 * SHADOW_ALIVE, or the ring position of the EXIT that closed this entry
 	 * below the top (agent/hooks.c, shadow_stack_close_matched): the entry is
@@ -30,7 +61,14 @@ struct shadow_entry {
 	 * reaches the top.
 	 */
 	uint64_t exit_head;
+	uint64_t enter_tsc;
+	uint64_t child_ticks;      /* time of the timed calls it made, for its self time */
 };
+
+/* Its ENTER is in the ring: its EXIT must be too. */
+#define SHADOW_RECORDED 1u
+/* Its exit is in its function's figures (set first: a siglongjmp never counts it twice). */
+#define SHADOW_AGGREGATED 2u
 
 #define SHADOW_ALIVE UINT64_MAX
 /* Closed with nothing to record (func_id 0): dead at once, whatever the head (an EXIT's
@@ -76,23 +114,39 @@ struct agent_thread {
 	/* producer side: written only by the owning thread */
 	_Atomic uint64_t committed;  /* state_make(head, depth); release: pairs with the
 					acquire in flusher_drain_thread() */
+	/*
+	 * The current segment, cached from seg_map for the fast path: position p
+	 * is at ring_base + p * 16 while p < ring_end (the segment's last unit is
+	 * kept for the PAD that ends it). Only ever moved after
+	 * the head has been published into the new segment, so a cache left
+	 * behind by a siglongjmp can only fail the room check (hooks.c).
+	 */
+	uintptr_t ring_base;
+	uint64_t ring_end;           /* records may take positions below it: 0 = no segment */
 	uint32_t tid;
 	uint32_t guard_recoveries;   /* hooks abandoned by a siglongjmp (see hooks.c) */
 	/*
 	 * Set when an unwinder put the real return addresses back. Calls deeper
 	 * than the unwinder's frame (unwind_slot: the walk is in progress) run
-	 * unrecorded; the first call back at its level or above re-hijacks.
+	 * untimed; the first call back at its level or above re-hijacks.
 	 */
 	uint32_t returns_restored;
-	uint32_t reserved;
+	uint32_t want_agg_page;      /* for the slow path: the page a call needs, + 1 */
 	uintptr_t *unwind_slot;
 	uintptr_t stack_lo, stack_hi; /* the thread's own stack (not a sigaltstack) */
-	_Atomic uint64_t drops;      /* events not recorded because the ring was full */
-	struct event_record *records;
+	struct event_record *spare;  /* the next segment, from the slow path (segments.c) */
+	uint32_t spare_units;        /* its capacity */
+	uint32_t want_spare;         /* for the slow path: the ring needs its next segment */
+	uint32_t denied_gen;         /* agent_segments_generation when the pool had none for us */
+	uint32_t memory_failed;      /* an aggregates page could not be mapped: calls unattributed */
+	/* calls kept off the timeline, by enum agg_drop_reason; read by the flusher */
+	_Atomic uint64_t drop_reasons[AGG_DROP_REASONS];
+	_Atomic uint64_t unattributed; /* of those, calls no function's figures hold */
 
 	/* consumer side: written only by the flusher */
-	_Alignas(64) _Atomic uint64_t tail; /* release: pairs with the acquire in hooks_ring_has_room() */
+	_Alignas(64) uint64_t tail;  /* drained up to here */
 	uint64_t drops_reported;
+	uint64_t aggregates_sent_ns; /* when this thread's aggregates last went out */
 	int flusher_stage;           /* enum flusher_stage */
 
 	/* registry */
@@ -100,8 +154,21 @@ struct agent_thread {
 	_Atomic int state;
 	char name[EVENT_THREAD_NAME_LEN];
 
+	/* segments by position (above); the owner sets a slot, the flusher clears it */
+	struct event_record *_Atomic seg_map[SEGMENT_SLOTS];
+	uint32_t seg_units[SEGMENT_SLOTS]; /* their capacities, written before they are published */
+	struct func_agg *_Atomic agg_pages[AGG_PAGES];
 	struct shadow_entry shadow[AGENT_SHADOW_CAPACITY];
 };
+
+static inline uint64_t thread_drops(struct agent_thread *t)
+{
+	uint64_t n = 0;
+
+	for (int i = 0; i < AGG_DROP_REASONS; i++)
+		n += atomic_load_explicit(&t->drop_reasons[i], memory_order_relaxed);
+	return n;
+}
 
 /* The calling thread's state; NULL before its first instrumented call. */
 extern __thread struct agent_thread *agent_current_thread
@@ -130,6 +197,26 @@ unsigned threads_with_open_calls(void);
 void threads_for_each_stopped(void (*fn)(struct agent_thread *t, void *ctx), void *ctx);
 /* agent/hooks.c: closes every open call of t (its frames are gone). */
 void hooks_close_all(struct agent_thread *t);
+
+/* agent/segments.c: the session's pool of ring segments, bounded by its budget. */
+struct segment_pool_stats {
+	uint64_t budget_bytes, peak_bytes, in_use_bytes, resident_bytes; /* resident: about */
+};
+/* Sets the budget (rounded to whole segments, at least one). */
+void segments_set_budget(uint64_t bytes);
+/* Slow path (signals blocked): gives t a spare segment, or records the denial. */
+void segments_refill_spare(struct agent_thread *t);
+/* Flusher: segment k of t is drained and the owner has moved past it (or t is stopped). */
+void segments_release(struct agent_thread *t, uint64_t k);
+/* Thread recycle: every segment t holds goes back. */
+void segments_release_all(struct agent_thread *t);
+void segments_stats(struct segment_pool_stats *st);
+/* Moves when a segment comes back to the pool: a thread denied one may ask again. */
+extern _Atomic uint32_t agent_segments_generation;
+/* agent/threads.c, slow path: maps t's aggregates page `index`; sets memory_failed if it cannot. */
+void threads_map_agg_page(struct agent_thread *t, uint32_t index);
+/* Zeroes t's aggregates and drop counters (a new owner, or a new session). */
+void threads_clear_aggregates(struct agent_thread *t);
 /* Marks the calling thread as agent-internal: its calls are never recorded. */
 void threads_guard_forever(void);
 

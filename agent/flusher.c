@@ -16,7 +16,9 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/futex.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 #include <zstd.h>
@@ -29,6 +31,8 @@
 #include "profd.pb-c.h"
 
 #define FLUSH_INTERVAL_NS (5 * 1000 * 1000)
+/* How often a thread's aggregates go out while it runs (and always at its exit and at stop). */
+#define AGGREGATES_INTERVAL_NS (250ull * 1000 * 1000)
 #define STAGE_CAPACITY (4u << 20)
 #define ZSTD_LEVEL 1
 #define STOP_TIMEOUT_S 3
@@ -48,7 +52,7 @@ static struct flusher {
 	size_t out_cap;
 	pthread_t thread;
 	pthread_mutex_t lock;
-	pthread_cond_t wake;
+	_Atomic uint32_t pokes;  /* futex word: moves when a thread wants a drain now */
 	int running;
 	int stop_requested;
 	int failed;
@@ -56,6 +60,7 @@ static struct flusher {
 	bool let_calls_return; /* detach: calls entered before the unpatch may still return */
 	_Atomic uint64_t events;
 	_Atomic uint64_t dropped;
+	int final_cycle;         /* the last drain: every thread's aggregates go out */
 	struct event_clock_pair initial_pair;
 	int initial_pair_pending;
 	/* set once the functions are patched: no lock, the patching thread may be alone */
@@ -157,56 +162,205 @@ static void flusher_put_chunk(uint32_t kind, uint32_t tid, uint32_t count, uint6
 		memcpy(p + sizeof(h), body, body_len);
 }
 
-static void flusher_put_records(struct agent_thread *t, uint64_t from, uint64_t n, uint64_t drops)
+/*
+ * Stage room for up to `worst` bytes of a variable-length chunk: its end is
+ * set by stage_commit(). Never more than STAGE_CAPACITY / 4 at a time.
+ */
+static uint8_t *stage_open(size_t worst)
 {
-	const uint64_t mask = AGENT_RING_RECORDS - 1;
-	const uint64_t max_per_chunk = (STAGE_CAPACITY / 2) / sizeof(struct event_record);
+	if (flusher.stage_len + worst + CLOCK_PAIR_CHUNK_LEN > STAGE_CAPACITY)
+		flusher_end_frame();
+	return flusher.stage + flusher.stage_len;
+}
 
-	/* do-while: a drops-only update (empty ring) still needs its chunk */
-	do {
-		uint64_t count = n < max_per_chunk ? n : max_per_chunk;
+static void stage_commit(const uint8_t *end)
+{
+	flusher.stage_len = (size_t)(end - flusher.stage);
+}
 
-		/* an enter and its frame stay in one chunk */
-		if (count < n && event_unit_is_frame(&t->records[(from + count) & mask]))
-			count--;
-		uint64_t first = AGENT_RING_RECORDS - (from & mask);
-		uint64_t first_part = count < first ? count : first;
-		struct event_chunk_header h = { .kind = EVENT_CHUNK_RECORDS, .tid = t->tid,
-						.count = (uint32_t)count, .drops = drops };
-		uint8_t *p = flusher_reserve(sizeof(h) + count * sizeof(struct event_record));
+#define EVENTS_PER_CHUNK 8192u
 
-		memcpy(p, &h, sizeof(h));
-		p += sizeof(h);
-		memcpy(p, &t->records[from & mask], first_part * sizeof(struct event_record));
-		memcpy(p + first_part * sizeof(struct event_record), t->records,
-		       (count - first_part) * sizeof(struct event_record));
-		from += count;
-		n -= count;
-	} while (n > 0);
+/* Where the drain of one thread stands: ring position and the deltas' bases. */
+struct event_cursor {
+	struct agent_thread *t;
+	uint64_t pos, head;
+	uint64_t events;
+};
+
+static const struct event_record *unit_at(struct agent_thread *t, uint64_t pos)
+{
+	uint32_t slot = (uint32_t)((pos / SEGMENT_SPAN) % SEGMENT_SLOTS);
+	/* published by the owner before the head that covers it (the acquire in the drain) */
+	struct event_record *seg = atomic_load_explicit(&t->seg_map[slot], memory_order_relaxed);
+
+	return &seg[pos % SEGMENT_SPAN];
+}
+
+/*
+ * Encodes up to EVENTS_PER_CHUNK events from c->pos as one EVENTS chunk
+ * (proto/event_wire.h), releasing every segment it leaves behind.
+ */
+static void flusher_put_event_chunk(struct event_cursor *c, uint64_t drops)
+{
+	uint8_t *start = stage_open(sizeof(struct event_chunk_header) +
+				    (size_t)EVENTS_PER_CHUNK * EVENT_WORST);
+	uint8_t *p = start + sizeof(struct event_chunk_header);
+	struct event_chunk_header h = { .kind = EVENT_CHUNK_EVENTS, .tid = c->t->tid,
+					.drops = drops };
+	struct event_encoder enc = { 0 };
+
+	while (c->pos < c->head && enc.count < EVENTS_PER_CHUNK) {
+		const struct event_record *r = unit_at(c->t, c->pos);
+		const struct event_enter_frame *f;
+
+		if (r->kind == EVENT_PAD) { /* the owner moved to the next span: this one is done */
+			segments_release(c->t, c->pos / SEGMENT_SPAN);
+			c->pos = (c->pos / SEGMENT_SPAN + 1) * SEGMENT_SPAN;
+			continue;
+		}
+		if (r->kind != EVENT_ENTER) {
+			p = event_encode(&enc, p, r->tsc, r->func_id, r->kind, 0, 0);
+			c->pos++;
+			continue;
+		}
+		f = (const void *)unit_at(c->t, c->pos + 1); /* its frame: same segment */
+		p = event_encode(&enc, p, r->tsc, r->func_id, EVENT_ENTER, f->return_address,
+				 f->tagged_slot & ~EVENT_FRAME_TAG);
+		c->pos += 2;
+	}
+	h.count = enc.count;
+	h.len = (uint32_t)(p - start - sizeof(h));
+	memcpy(start, &h, sizeof(h));
+	stage_commit(p);
+	c->events += h.count;
+}
+
+/* Everything committed since the last drain, in chunks; an empty one still carries drops. */
+static uint64_t flusher_put_events(struct agent_thread *t, uint64_t tail, uint64_t head,
+				   uint64_t drops)
+{
+	struct event_cursor c = { .t = t, .pos = tail, .head = head };
+
+	do
+		flusher_put_event_chunk(&c, drops);
+	while (c.pos < c.head);
+	return c.events;
+}
+
+/* Worst case of one function's aggregates: the fixed figures and every bucket. */
+#define AGG_WORST ((AGG_WIRE_FIELDS + 2) * EVENT_VARINT_MAX + AGG_BUCKETS * 2 * 5)
+#define AGG_PER_CHUNK 256u
+
+static uint8_t *put_one_aggregate(uint8_t *p, uint32_t func_id, struct func_agg *a)
+{
+	uint32_t hist[AGG_BUCKETS], used = 0, prev = 0;
+
+	p = event_put_varint(p, func_id);
+	p = event_put_varint(p, atomic_load_explicit(&a->entered, memory_order_relaxed));
+	p = event_put_varint(p, atomic_load_explicit(&a->exited, memory_order_relaxed));
+	p = event_put_varint(p, atomic_load_explicit(&a->untimed, memory_order_relaxed));
+	p = event_put_varint(p, atomic_load_explicit(&a->unrecorded, memory_order_relaxed));
+	p = event_put_varint(p, atomic_load_explicit(&a->total_ticks, memory_order_relaxed));
+	p = event_put_varint(p, atomic_load_explicit(&a->self_ticks, memory_order_relaxed));
+	p = event_put_varint(p, atomic_load_explicit(&a->max_ticks, memory_order_relaxed));
+	for (uint32_t b = 0; b < AGG_BUCKETS; b++) {
+		hist[b] = atomic_load_explicit(&a->hist[b], memory_order_relaxed);
+		used += hist[b] != 0;
+	}
+	p = event_put_varint(p, used);
+	for (uint32_t b = 0; b < AGG_BUCKETS; b++) {
+		if (!hist[b])
+			continue;
+		p = event_put_varint(p, b - prev);
+		p = event_put_varint(p, hist[b]);
+		prev = b + 1;
+	}
+	return p;
+}
+
+/* What makes a function's figures worth sending again. */
+static uint64_t agg_change_key(struct func_agg *a)
+{
+	return atomic_load_explicit(&a->entered, memory_order_relaxed) +
+	       atomic_load_explicit(&a->exited, memory_order_relaxed) +
+	       atomic_load_explicit(&a->untimed, memory_order_relaxed);
+}
+
+/*
+ * The thread's aggregates that changed since they were last sent, in
+ * AGGREGATES chunks (proto/func_aggregates.h); the first chunk of a round
+ * always goes, with the thread's drop counters.
+ */
+static void flusher_put_aggregates(struct agent_thread *t, uint64_t drops)
+{
+	uint32_t page = 0, slot = 0;
+	int first = 1;
+
+	while (first || page < AGG_PAGES) {
+		uint8_t *start = stage_open(sizeof(struct event_chunk_header) +
+					    (AGG_DROP_REASONS + 1) * EVENT_VARINT_MAX +
+					    (size_t)AGG_PER_CHUNK * AGG_WORST);
+		uint8_t *p = start + sizeof(struct event_chunk_header);
+		struct event_chunk_header h = { .kind = EVENT_CHUNK_AGGREGATES, .tid = t->tid,
+						.drops = drops };
+
+		for (int i = 0; i < AGG_DROP_REASONS; i++)
+			p = event_put_varint(p, atomic_load_explicit(&t->drop_reasons[i],
+								     memory_order_relaxed));
+		p = event_put_varint(p, atomic_load_explicit(&t->unattributed, memory_order_relaxed));
+		for (; page < AGG_PAGES && h.count < AGG_PER_CHUNK; page++, slot = 0) {
+			/* pairs with the release in threads_map_agg_page() */
+			struct func_agg *funcs =
+				atomic_load_explicit(&t->agg_pages[page], memory_order_acquire);
+
+			for (; funcs && slot < AGG_PAGE_FUNCS && h.count < AGG_PER_CHUNK; slot++) {
+				struct func_agg *a = &funcs[slot];
+				uint64_t key = agg_change_key(a);
+
+				if (key == a->sent)
+					continue;
+				a->sent = key;
+				p = put_one_aggregate(p, page * AGG_PAGE_FUNCS + slot, a);
+				h.count++;
+			}
+			if (funcs && slot < AGG_PAGE_FUNCS)
+				break; /* the chunk is full: go on from this slot */
+		}
+		if (h.count || first) {
+			h.len = (uint32_t)(p - start - sizeof(h));
+			memcpy(start, &h, sizeof(h));
+			stage_commit(p);
+		}
+		first = 0;
+	}
 }
 
 static void flusher_drain_thread(struct agent_thread *t, void *ctx)
 {
 	/* pairs with the release in state_publish() (agent/hooks.c) */
 	uint64_t head = state_head(atomic_load_explicit(&t->committed, memory_order_acquire));
-	uint64_t tail = atomic_load_explicit(&t->tail, memory_order_relaxed);
-	uint64_t drops = atomic_load_explicit(&t->drops, memory_order_relaxed);
+	uint64_t tail = t->tail;
+	uint64_t drops = thread_drops(t);
 	int exited = atomic_load_explicit(&t->state, memory_order_acquire) == AGENT_THREAD_EXITED;
+	const uint64_t *now = ctx;
 
-	(void)ctx;
 	if (t->flusher_stage == FLUSHER_STAGE_NEW) {
 		flusher_put_chunk(EVENT_CHUNK_THREAD_NAME, t->tid, 0, drops, t->name, sizeof(t->name));
 		t->flusher_stage = FLUSHER_STAGE_NAMED;
+		t->aggregates_sent_ns = *now;
 	}
 	if (head != tail || drops != t->drops_reported) {
-		flusher_put_records(t, tail, head - tail, drops);
-		/* ring units: an enter counts twice (record + frame) */
-		atomic_fetch_add_explicit(&flusher.events, head - tail, memory_order_relaxed);
+		uint64_t events = flusher_put_events(t, tail, head, drops);
+
+		atomic_fetch_add_explicit(&flusher.events, events, memory_order_relaxed);
 		atomic_fetch_add_explicit(&flusher.dropped, drops - t->drops_reported,
 					  memory_order_relaxed);
 		t->drops_reported = drops;
-		/* pairs with the acquire in hooks_ring_has_room() */
-		atomic_store_explicit(&t->tail, head, memory_order_release);
+		t->tail = head;
+	}
+	if (exited || flusher.final_cycle || *now - t->aggregates_sent_ns >= AGGREGATES_INTERVAL_NS) {
+		flusher_put_aggregates(t, drops);
+		t->aggregates_sent_ns = *now;
 	}
 	if (exited && t->flusher_stage == FLUSHER_STAGE_NAMED &&
 	    state_head(atomic_load_explicit(&t->committed, memory_order_acquire)) == head) {
@@ -226,6 +380,8 @@ static int daemon_gone(void)
 
 static void flusher_cycle(void)
 {
+	uint64_t now;
+
 	if (!flusher.failed && daemon_gone())
 		flusher.failed = -ECONNRESET;
 	if (!atomic_load_explicit(&flusher.released, memory_order_acquire) || flusher.failed)
@@ -242,7 +398,8 @@ static void flusher_cycle(void)
 				  sizeof(flusher.initial_pair));
 		flusher.initial_pair_pending = 0;
 	}
-	threads_for_each(flusher_drain_thread, NULL);
+	now = mono_clock_ns();
+	threads_for_each(flusher_drain_thread, &now);
 	pthread_mutex_unlock(&flusher.table_lock);
 	/* Taken after the drain: every record above was written before it. */
 	flusher_end_frame();
@@ -255,8 +412,13 @@ static void flusher_send_goodbye(void)
 	uint8_t buf[256];
 	size_t len;
 
+	struct segment_pool_stats st;
+
+	segments_stats(&st);
 	bye.events = atomic_load(&flusher.events);
 	bye.dropped = atomic_load(&flusher.dropped);
+	bye.buffer_budget = st.budget_bytes;
+	bye.buffer_peak = st.peak_bytes;
 	bye.reason = (char *)(flusher.stop_reason ? flusher.stop_reason : "");
 	if (profd__agent_goodbye__get_packed_size(&bye) > sizeof(buf))
 		bye.reason = "";
@@ -313,30 +475,43 @@ static void flusher_let_calls_return(void)
 	}
 }
 
+/*
+ * Sleeps until the next tick, or until a thread pokes (a ring segment
+ * filled) or a stop is requested. A futex, not a condition variable: a
+ * poking thread must never wait for a lock the flusher holds.
+ */
+static void flusher_sleep_until(uint64_t deadline_ns)
+{
+	uint32_t seen = atomic_load_explicit(&flusher.pokes, memory_order_acquire);
+	uint64_t now = mono_clock_ns();
+	struct timespec ts;
+
+	if (now >= deadline_ns || flusher_stopping())
+		return;
+	ts.tv_sec = (time_t)((deadline_ns - now) / 1000000000u);
+	ts.tv_nsec = (long)((deadline_ns - now) % 1000000000u);
+	syscall(SYS_futex, &flusher.pokes, FUTEX_WAIT_PRIVATE, seen, &ts, NULL, 0);
+}
+
+void flusher_poke(void)
+{
+	atomic_fetch_add_explicit(&flusher.pokes, 1, memory_order_release);
+	syscall(SYS_futex, &flusher.pokes, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
 static void *flusher_main(void *arg)
 {
-	struct timespec next;
-
 	(void)arg;
 	threads_guard_forever();
-	clock_gettime(CLOCK_MONOTONIC, &next);
-	pthread_mutex_lock(&flusher.lock);
-	while (!flusher.stop_requested && !flusher.failed) {
-		next.tv_nsec += FLUSH_INTERVAL_NS;
-		if (next.tv_nsec >= 1000000000) {
-			next.tv_nsec -= 1000000000;
-			next.tv_sec++;
-		}
-		pthread_cond_timedwait(&flusher.wake, &flusher.lock, &next);
-		pthread_mutex_unlock(&flusher.lock);
+	while (!flusher_stopping() && !flusher.failed) {
+		flusher_sleep_until(mono_clock_ns() + FLUSH_INTERVAL_NS);
 		flusher_cycle();
-		pthread_mutex_lock(&flusher.lock);
 	}
-	pthread_mutex_unlock(&flusher.lock);
 	if (flusher.failed)
 		atomic_store(&agent_recording, 0); /* nobody listens: stop paying for events */
 	else if (flusher.let_calls_return)
 		flusher_let_calls_return();
+	flusher.final_cycle = 1;
 	flusher_cycle();
 	if (!flusher.failed)
 		flusher_send_goodbye();
@@ -366,7 +541,6 @@ static int flusher_alloc(void)
 int flusher_start(int sock, int (*send_table)(void *ctx, int sock), void (*lost)(void *ctx),
 		  void *ctx)
 {
-	pthread_condattr_t attr;
 	sigset_t all, old;
 	struct timeval send_timeout = { .tv_sec = 2 };
 	int err;
@@ -390,10 +564,6 @@ int flusher_start(int sock, int (*send_table)(void *ctx, int sock), void (*lost)
 	atomic_store(&flusher.exited, 0);
 	/* A daemon that stops reading makes sends fail instead of hanging the flusher. */
 	setsockopt(sock, SOL_SOCKET, SO_SNDTIMEO, &send_timeout, sizeof(send_timeout));
-	pthread_condattr_init(&attr);
-	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-	pthread_cond_init(&flusher.wake, &attr);
-	pthread_condattr_destroy(&attr);
 	/* The target's signals must never be delivered to our thread. */
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
@@ -424,8 +594,8 @@ int flusher_stop(const char *reason, bool let_calls_return)
 	flusher.stop_requested = 1;
 	flusher.stop_reason = reason;
 	flusher.let_calls_return = let_calls_return;
-	pthread_cond_signal(&flusher.wake);
 	pthread_mutex_unlock(&flusher.lock);
+	flusher_poke();
 	clock_gettime(CLOCK_REALTIME, &deadline);
 	deadline.tv_sec += STOP_TIMEOUT_S;
 	if (pthread_timedjoin_np(flusher.thread, NULL, &deadline) != 0)

@@ -58,6 +58,9 @@ void flusher_table_lock(void);
 /* added: functions were instrumented, the next cycle sends them first */
 void flusher_table_unlock(int added);
 
+/* Wakes the flusher for a drain now (a ring segment filled). Never blocks; a syscall. */
+void flusher_poke(void);
+
 /* True when no flusher runs or it gave up (its daemon is gone): the session is dead. */
 int flusher_lost(void);
 

@@ -3,9 +3,12 @@
  * The enter/exit hooks: the only C the trampolines reach on every call.
  * Compiled with -mgeneral-regs-only (the trampolines do not save vector
  * state), no stack protector, no calls out of this file: timestamp, append
- * to this thread's ring, push/pop the shadow stack. Never blocks, never
- * allocates, never enters the kernel; when the ring is full the event is
- * dropped and counted.
+ * to this thread's ring, push/pop the shadow stack, add the call to its
+ * function's aggregates. Never blocks, never allocates, never enters the
+ * kernel: what needs memory (a ring segment, an aggregates page) is asked of
+ * the trampoline's slow path. Every call is timed and counted, whether or
+ * not the ring has room for its events; when the budget is spent the call
+ * stays off the timeline, counted by reason and by function.
  *
  * Signals. A handler may run at any instruction of a hook, call instrumented
  * functions there, and never come back (siglongjmp). So:
@@ -66,40 +69,165 @@ static inline void state_publish(struct agent_thread *t, uint64_t next)
 	atomic_store_explicit(&t->committed, next, memory_order_release);
 }
 
-/*
- * Room for this event plus the exits of every open call, so that an exit
- * never finds the ring full: a recorded BEGIN always gets its END.
- * An enter takes two units (record + frame) and reserves its own exit.
- */
-static inline int ring_has_room(struct agent_thread *t, uint64_t head, uint32_t reserve)
+static inline struct event_record *ring_at(struct agent_thread *t, uint64_t pos)
 {
-	uint64_t tail = atomic_load_explicit(&t->tail, memory_order_acquire);
+	return (struct event_record *)(t->ring_base + pos * sizeof(struct event_record));
+}
 
-	return AGENT_RING_RECORDS - (head - tail) >= reserve;
+/*
+ * Room in the current segment for this event plus the exits of every open
+ * call, so that an exit never finds the ring full: a recorded BEGIN always
+ * gets its END. An enter takes two units (record + frame) and reserves its
+ * own exit. Only the enter hook moves to another segment.
+ */
+static inline int ring_has_room(const struct agent_thread *t, uint64_t head, uint32_t need)
+{
+	return head + need <= t->ring_end;
 }
 
 /* An enter record and its frame at head, head + 1: visible once published. */
 static inline void ring_put_enter(struct agent_thread *t, uint64_t head, uint32_t func_id,
-				  uintptr_t return_address, uintptr_t *return_slot)
+				  uint64_t tsc, uintptr_t return_address, uintptr_t *return_slot)
 {
-	struct event_record *rec = &t->records[head & (AGENT_RING_RECORDS - 1)];
-	struct event_enter_frame *frame =
-		(struct event_enter_frame *)&t->records[(head + 1) & (AGENT_RING_RECORDS - 1)];
+	struct event_record *rec = ring_at(t, head);
+	struct event_enter_frame *frame = (struct event_enter_frame *)ring_at(t, head + 1);
 
-	rec->tsc = read_tsc();
+	rec->tsc = tsc;
 	rec->func_id = func_id;
 	rec->kind = EVENT_ENTER;
 	frame->return_address = return_address;
 	frame->tagged_slot = (uintptr_t)return_slot | EVENT_FRAME_TAG;
 }
 
-static inline void ring_put(struct agent_thread *t, uint64_t head, uint32_t func_id, uint32_t kind)
+static inline void ring_put(struct agent_thread *t, uint64_t head, uint32_t func_id, uint32_t kind,
+			    uint64_t tsc)
 {
-	struct event_record *rec = &t->records[head & (AGENT_RING_RECORDS - 1)];
+	struct event_record *rec = ring_at(t, head);
 
-	rec->tsc = read_tsc();
+	rec->tsc = tsc;
 	rec->func_id = func_id;
 	rec->kind = kind;
+}
+
+/*
+ * The cached segment from the committed head: the segment its slot holds
+ * (the one the owner switched into), or none before the first.
+ */
+COLD static void ring_resync(struct agent_thread *t, uint64_t head)
+{
+	uint32_t slot = (uint32_t)((head / SEGMENT_SPAN) % SEGMENT_SLOTS);
+	struct event_record *seg = atomic_load_explicit(&t->seg_map[slot], memory_order_relaxed);
+	uint64_t start = head - head % SEGMENT_SPAN;
+
+	t->ring_base = seg ? (uintptr_t)seg - start * sizeof(struct event_record) : 0;
+	t->ring_end = seg ? start + t->seg_units[slot] - 1 : 0;
+}
+
+/*
+ * The current segment is full: ends it with a PAD and moves the head to the
+ * start of the next span, in the spare segment (one publish, then the cache
+ * follows). Returns 1 when there is room now, 0 when the call must stay off
+ * the timeline (the budget is spent, or the flusher still holds the slot),
+ * HOOK_SLOW_MEMORY to have the slow path fetch a spare segment first.
+ */
+COLD static int ring_switch(struct agent_thread *t, uint64_t *head, uint32_t depth, uint32_t need)
+{
+	struct event_record *cur;
+	uint64_t next;
+	uint32_t gen;
+
+	ring_resync(t, *head); /* a switch a siglongjmp cut short after its publish */
+	if (ring_has_room(t, *head, need))
+		return 1;
+	cur = atomic_load_explicit(&t->seg_map[(*head / SEGMENT_SPAN) % SEGMENT_SLOTS],
+				   memory_order_relaxed);
+	if (t->spare == cur)
+		t->spare = NULL; /* stale: the cut-short switch used it */
+	/* pairs with the release in segments_release(): read before the slot */
+	gen = atomic_load_explicit(&agent_segments_generation, memory_order_acquire);
+	if (!t->spare) {
+		if (t->denied_gen == gen)
+			return 0;
+		t->want_spare = 1;
+		return HOOK_SLOW_MEMORY;
+	}
+	/* none yet: the head is at a span's start (rounded up, so it never moves back) */
+	next = cur ? *head / SEGMENT_SPAN + 1 : (*head + SEGMENT_SPAN - 1) / SEGMENT_SPAN;
+	if (atomic_load_explicit(&t->seg_map[next % SEGMENT_SLOTS], memory_order_acquire)) {
+		t->denied_gen = gen; /* the flusher is a whole ring behind */
+		return 0;
+	}
+	if (cur)
+		ring_put(t, *head, 0, EVENT_PAD, 0);
+	t->seg_units[next % SEGMENT_SLOTS] = t->spare_units;
+	atomic_store_explicit(&t->seg_map[next % SEGMENT_SLOTS], t->spare, memory_order_relaxed);
+	*head = next * SEGMENT_SPAN;
+	state_publish(t, state_make(*head, depth));
+	t->spare = NULL;
+	ring_resync(t, *head);
+	return ring_has_room(t, *head, need);
+}
+
+/* ---- aggregates ----------------------------------------------------------------------- */
+
+/* Only the owner writes a figure: a relaxed load and store, no locked instruction. */
+static inline void agg_add(_Atomic uint64_t *v, uint64_t n)
+{
+	atomic_store_explicit(v, atomic_load_explicit(v, memory_order_relaxed) + n,
+			      memory_order_relaxed);
+}
+
+static inline struct func_agg *agg_get(struct agent_thread *t, uint32_t func_id)
+{
+	struct func_agg *page;
+
+	if (unlikely(func_id >= AGG_PAGE_FUNCS * AGG_PAGES))
+		return NULL;
+	page = atomic_load_explicit(&t->agg_pages[func_id / AGG_PAGE_FUNCS], memory_order_relaxed);
+	return page ? &page[func_id % AGG_PAGE_FUNCS] : NULL;
+}
+
+/* A call that runs untimed: counted for its function (when it has figures) and its reason. */
+COLD static void count_untimed(struct agent_thread *t, uint32_t func_id, int reason)
+{
+	struct func_agg *a = agg_get(t, func_id);
+
+	agg_add(&t->drop_reasons[reason], 1);
+	if (a)
+		agg_add(&a->untimed, 1);
+	else
+		agg_add(&t->unattributed, 1);
+}
+
+/*
+ * The call of entry e ended at tsc: into its function's figures (once: the
+ * mark goes first), and into its caller's child time for the caller's self
+ * time. `parent`: the entry below e, NULL at the bottom.
+ */
+static inline __attribute__((always_inline)) void agg_close(struct agent_thread *t, struct shadow_entry *e,
+			     struct shadow_entry *parent, uint64_t tsc)
+{
+	uint64_t ticks = tsc > e->enter_tsc ? tsc - e->enter_tsc : 0;
+	uint64_t self = ticks > e->child_ticks ? ticks - e->child_ticks : 0;
+	struct func_agg *a;
+
+	if (e->flags & SHADOW_AGGREGATED)
+		return;
+	e->flags |= SHADOW_AGGREGATED;
+	if (parent)
+		parent->child_ticks += ticks;
+	a = agg_get(t, e->func_id);
+	if (unlikely(!a))
+		return;
+	agg_add(&a->exited, 1);
+	agg_add(&a->total_ticks, ticks);
+	agg_add(&a->self_ticks, self);
+	if (ticks > atomic_load_explicit(&a->max_ticks, memory_order_relaxed))
+		atomic_store_explicit(&a->max_ticks, ticks, memory_order_relaxed);
+	uint32_t b = agg_bucket(ticks);
+	atomic_store_explicit(&a->hist[b],
+			      atomic_load_explicit(&a->hist[b], memory_order_relaxed) + 1,
+			      memory_order_relaxed);
 }
 
 static int on_thread_stack(const struct agent_thread *t, uintptr_t addr)
@@ -183,12 +311,13 @@ COLD static void guard_recover(struct agent_thread *t)
 }
 
 /* An enter while the guard is set: 1 to pass through, 0 when the guard was taken back. */
-COLD static int enter_while_guarded(struct agent_thread *t, uintptr_t *return_slot)
+COLD static int enter_while_guarded(struct agent_thread *t, uint32_t func_id,
+				    uintptr_t *return_slot)
 {
 	if (!guard_is_hook(agent_thread_guard) || !t)
 		return 1; /* agent code runs on this thread */
 	if (nested_in_guarded_hook(t, return_slot)) {
-		atomic_fetch_add_explicit(&t->drops, 1, memory_order_relaxed);
+		count_untimed(t, func_id, AGG_DROP_IN_HOOK);
 		return 1;
 	}
 	guard_recover(t);
@@ -200,17 +329,17 @@ COLD static int enter_while_guarded(struct agent_thread *t, uintptr_t *return_sl
 /*
  * Pops the entries on top whose frames a new call at new_slot proves gone
  * (at or below it on the same stack: longjmp, exceptions, a handler that
- * left a sigaltstack), each closed with an EXIT, and any entry closed
- * earlier below the top; one publish. Entries on another stack wait for the
- * exact match at exit.
+ * left a sigaltstack), each closed now (an EXIT when it was recorded), and
+ * any entry closed earlier below the top; one publish. Entries on another
+ * stack wait for the exact match at exit.
  */
 COLD static void shadow_stack_drop_stale(struct agent_thread *t, uintptr_t *new_slot)
 {
-	uint64_t s = state_load(t), head = state_head(s), n = 0;
+	uint64_t s = state_load(t), head = state_head(s), n = 0, tsc = read_tsc();
 	uint32_t depth = state_depth(s), k = depth;
 
 	while (k > 0) {
-		const struct shadow_entry *e = &t->shadow[k - 1];
+		struct shadow_entry *e = &t->shadow[k - 1];
 
 		if (!entry_is_dead(e, head)) {
 			if (e->return_slot > new_slot ||
@@ -220,7 +349,9 @@ COLD static void shadow_stack_drop_stale(struct agent_thread *t, uintptr_t *new_
 			    *new_slot == (uintptr_t)profagent_exit_trampoline)
 				break; /* a tail call: the hijacked caller jumped here, still live */
 			if (e->func_id)
-				ring_put(t, head + n++, e->func_id, EVENT_EXIT);
+				agg_close(t, e, k > 1 ? &t->shadow[k - 2] : NULL, tsc);
+			if (e->func_id && (e->flags & SHADOW_RECORDED))
+				ring_put(t, head + n++, e->func_id, EVENT_EXIT, tsc);
 		}
 		k--;
 	}
@@ -245,12 +376,13 @@ static int frame_is_gone(const struct agent_thread *t, const struct shadow_entry
 /*
  * The exit of the frame at `slot` when its entry is not the live top: the
  * entries above it whose frames are gone and the entry itself are closed
- * with EXITs; those still live (other stacks) stay where they are, and the
- * closed ones below them are marked with the position of their EXIT, dead
- * once it is published (no entry moves: a siglongjmp could tear a
- * compaction). One publish. Returns the real return address.
+ * (EXITs for the recorded ones); those still live (other stacks) stay where
+ * they are, and the closed ones below them are marked with the position of
+ * their EXIT, dead once it is published (no entry moves: a siglongjmp could
+ * tear a compaction). One publish. Returns the real return address.
  */
-COLD static uintptr_t shadow_stack_close_matched(struct agent_thread *t, uintptr_t *slot)
+COLD static uintptr_t shadow_stack_close_matched(struct agent_thread *t, uintptr_t *slot,
+						 uint64_t tsc)
 {
 	uint64_t s = state_load(t), head = state_head(s), n = 0;
 	uint32_t depth = state_depth(s), m = depth;
@@ -267,12 +399,14 @@ COLD static uintptr_t shadow_stack_close_matched(struct agent_thread *t, uintptr
 
 		if (entry_is_dead(e, head) || (i != m && !frame_is_gone(t, e, slot)))
 			continue;
-		if (!e->func_id) {
+		if (e->func_id)
+			agg_close(t, e, i ? &t->shadow[i - 1] : NULL, tsc);
+		if (!e->func_id || !(e->flags & SHADOW_RECORDED)) {
 			e->exit_head = SHADOW_CLOSED; /* nothing to record: closed at once */
 			continue;
 		}
 		e->exit_head = head + n;
-		ring_put(t, head + n++, e->func_id, EVENT_EXIT);
+		ring_put(t, head + n++, e->func_id, EVENT_EXIT, tsc);
 	}
 	return_address = t->shadow[m].return_address;
 	while (depth > 0 && t->shadow[depth - 1].exit_head < head + n)
@@ -328,7 +462,7 @@ COLD static int enter_slow_cases(struct agent_thread *t, const struct stub_desc 
 	if (t->returns_restored && return_slot < t->unwind_slot && !(desc->flags & STUB_FLAG_UNWINDER)) {
 		/* below an unwinder that walks (or a handler there): no hijack, or it would see it */
 		if (desc->func_id && !(desc->flags & STUB_FLAG_MODULES)) /* a timed call lost */
-			atomic_fetch_add_explicit(&t->drops, 1, memory_order_relaxed);
+			count_untimed(t, desc->func_id, AGG_DROP_UNDER_UNWINDER);
 		return 1;
 	}
 	if (t->returns_restored)
@@ -350,16 +484,31 @@ COLD static int enter_slow_cases(struct agent_thread *t, const struct stub_desc 
 
 /* ---- the hooks ----------------------------------------------------------------------- */
 
+/*
+ * The function has no figures on this thread yet: HOOK_SLOW_MEMORY to have
+ * the slow path map them, or 0 when it could not (the call runs unattributed).
+ */
+COLD static int agg_missing(struct agent_thread *t, uint32_t func_id)
+{
+	if (func_id < AGG_PAGE_FUNCS * AGG_PAGES && !t->memory_failed) {
+		t->want_agg_page = func_id / AGG_PAGE_FUNCS + 1;
+		return HOOK_SLOW_MEMORY;
+	}
+	agg_add(&t->unattributed, 1);
+	return 0;
+}
+
 /* Returns HOOK_SLOW_* when the trampoline must run its slow path (and maybe ask again). */
 int profagent_enter_hook(const struct stub_desc *desc, uintptr_t *return_slot)
 {
 	struct agent_thread *t = agent_current_thread;
 	struct shadow_entry *e;
-	uint64_t s, head;
-	uint32_t depth;
+	struct func_agg *a;
+	uint64_t s, head, tsc;
+	uint32_t depth, flags = SHADOW_RECORDED;
 	int r = 0;
 
-	if (unlikely(agent_thread_guard) && enter_while_guarded(t, return_slot))
+	if (unlikely(agent_thread_guard) && enter_while_guarded(t, desc->func_id, return_slot))
 		return 0;
 	if (unlikely(!t))
 		return atomic_load_explicit(&agent_recording, memory_order_relaxed) ?
@@ -379,26 +528,45 @@ int profagent_enter_hook(const struct stub_desc *desc, uintptr_t *return_slot)
 	}
 	if (unlikely(!atomic_load_explicit(&agent_recording, memory_order_relaxed)))
 		goto out;
-	head = state_head(s);
 	if (unlikely(depth >= AGENT_SHADOW_CAPACITY)) {
-		atomic_fetch_add_explicit(&t->drops, 1, memory_order_relaxed);
+		count_untimed(t, desc->func_id, AGG_DROP_SHADOW_FULL);
 		goto out;
 	}
+	a = agg_get(t, desc->func_id);
+	if (unlikely(!a) && (r = agg_missing(t, desc->func_id)))
+		goto out;
+	head = state_head(s);
 	if (unlikely(!ring_has_room(t, head, depth + 3))) {
-		atomic_fetch_add_explicit(&t->drops, 1, memory_order_relaxed);
-		goto out;
+		r = ring_switch(t, &head, depth, depth + 3);
+		if (r == HOOK_SLOW_MEMORY)
+			goto out;
+		flags = r ? SHADOW_RECORDED : 0;
+		r = 0;
 	}
+	tsc = read_tsc();
 	e = &t->shadow[depth];
 	e->return_address = *return_slot;
 	e->return_slot = return_slot;
 	e->func_id = desc->func_id;
+	e->flags = flags;
 	e->exit_head = SHADOW_ALIVE;
-	ring_put_enter(t, head, desc->func_id, e->return_address, return_slot);
-	state_publish(t, state_make(head + 2, depth + 1));
+	e->enter_tsc = tsc;
+	e->child_ticks = 0;
+	if (likely(a))
+		agg_add(&a->entered, 1);
+	if (likely(flags)) {
+		ring_put_enter(t, head, desc->func_id, tsc, e->return_address, return_slot);
+		head += 2;
+	} else {
+		agg_add(&t->drop_reasons[AGG_DROP_BUFFER_FULL], 1);
+		if (a)
+			agg_add(&a->unrecorded, 1);
+	}
+	state_publish(t, state_make(head, depth + 1));
 	*return_slot = (uintptr_t)profagent_exit_trampoline;
 out:
 	guard_release(AGENT_GUARD_NONE);
-	return r == HOOK_SLOW_MODULES ? HOOK_SLOW_MODULES : 0;
+	return r == HOOK_SLOW_MODULES || r == HOOK_SLOW_MEMORY ? r : 0;
 }
 
 /* stack_pointer is rsp as the instrumented function returned: its return slot is just below. */
@@ -408,8 +576,8 @@ uintptr_t profagent_exit_hook(uintptr_t stack_pointer)
 	uintptr_t *slot = (uintptr_t *)(stack_pointer - sizeof(uintptr_t));
 	uintptr_t found_guard = agent_thread_guard; /* AGENT when agent code runs below (exit) */
 	uintptr_t return_address;
-	const struct shadow_entry *e;
-	uint64_t s, head;
+	struct shadow_entry *e;
+	uint64_t s, head, tsc;
 	uint32_t depth;
 
 	/* no handler nested in a hook returns through us: a siglongjmp left the guard */
@@ -418,16 +586,20 @@ uintptr_t profagent_exit_hook(uintptr_t stack_pointer)
 		found_guard = AGENT_GUARD_NONE;
 	}
 	guard_take(slot);
+	tsc = read_tsc();
 	s = state_load(t);
 	head = state_head(s);
 	depth = state_depth(s);
 	e = &t->shadow[depth - 1];
 	if (unlikely(!depth || e->return_slot != slot)) {
-		return_address = shadow_stack_close_matched(t, slot);
+		return_address = shadow_stack_close_matched(t, slot, tsc);
 	} else {
 		return_address = e->return_address;
-		if (likely(e->func_id))
-			ring_put(t, head++, e->func_id, EVENT_EXIT);
+		if (likely(e->func_id)) {
+			agg_close(t, e, depth > 1 ? e - 1 : NULL, tsc);
+			if (likely(e->flags & SHADOW_RECORDED))
+				ring_put(t, head++, e->func_id, EVENT_EXIT, tsc);
+		}
 		state_publish(t, state_make(head, depth - 1));
 	}
 	guard_release(found_guard);
@@ -437,10 +609,16 @@ uintptr_t profagent_exit_hook(uintptr_t stack_pointer)
 /* Thread exit with frames still open (pthread_exit, cancellation): they are all gone. */
 void hooks_close_all(struct agent_thread *t)
 {
-	uint64_t s = state_load(t), head = state_head(s), n = 0;
+	uint64_t s = state_load(t), head = state_head(s), n = 0, tsc = read_tsc();
 
-	for (uint32_t i = state_depth(s); i-- > 0;)
-		if (t->shadow[i].func_id && !entry_is_dead(&t->shadow[i], head))
-			ring_put(t, head + n++, t->shadow[i].func_id, EVENT_EXIT);
+	for (uint32_t i = state_depth(s); i-- > 0;) {
+		struct shadow_entry *e = &t->shadow[i];
+
+		if (!e->func_id || entry_is_dead(e, head))
+			continue;
+		agg_close(t, e, i ? e - 1 : NULL, tsc);
+		if (e->flags & SHADOW_RECORDED)
+			ring_put(t, head + n++, e->func_id, EVENT_EXIT, tsc);
+	}
 	state_publish(t, state_make(head + n, 0));
 }

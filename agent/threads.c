@@ -24,10 +24,7 @@ static struct agent_thread *registry_head;
 static struct agent_thread *free_list;
 static pthread_key_t thread_exit_key;
 
-static size_t thread_state_size(void)
-{
-	return sizeof(struct agent_thread) + AGENT_RING_RECORDS * sizeof(struct event_record);
-}
+#define AGG_PAGE_BYTES (AGG_PAGE_FUNCS * sizeof(struct func_agg))
 
 static struct agent_thread *thread_state_alloc(void)
 {
@@ -41,12 +38,9 @@ static struct agent_thread *thread_state_alloc(void)
 	if (t)
 		return t;
 
-	t = mmap(NULL, thread_state_size(), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-		 -1, 0);
-	if (t == MAP_FAILED)
-		return NULL;
-	t->records = (struct event_record *)(t + 1);
-	return t;
+	/* the ring comes from the segment pool; untouched pages of this cost nothing */
+	t = mmap(NULL, sizeof(*t), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	return t == MAP_FAILED ? NULL : t;
 }
 
 /* Where this thread's own stack lies: stale shadow entries are only judged there. */
@@ -66,11 +60,50 @@ static void thread_stack_bounds(struct agent_thread *t)
 	pthread_attr_destroy(&attr);
 }
 
+void threads_map_agg_page(struct agent_thread *t, uint32_t index)
+{
+	struct func_agg *page;
+
+	t->want_agg_page = 0;
+	if (index >= AGG_PAGES || atomic_load_explicit(&t->agg_pages[index], memory_order_relaxed))
+		return;
+	page = mmap(NULL, AGG_PAGE_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+		    -1, 0);
+	if (page == MAP_FAILED) {
+		t->memory_failed = 1; /* its calls are counted as unattributed from now on */
+		return;
+	}
+	/* pairs with the acquire in flusher_put_aggregates() */
+	atomic_store_explicit(&t->agg_pages[index], page, memory_order_release);
+}
+
+/* A new owner (or a new session) starts from zero; the pages stay mapped. */
+void threads_clear_aggregates(struct agent_thread *t)
+{
+	for (uint32_t i = 0; i < AGG_PAGES; i++) {
+		struct func_agg *page = atomic_load_explicit(&t->agg_pages[i], memory_order_relaxed);
+
+		if (page)
+			memset(page, 0, AGG_PAGE_BYTES);
+	}
+	for (int i = 0; i < AGG_DROP_REASONS; i++)
+		atomic_store(&t->drop_reasons[i], 0);
+	atomic_store(&t->unattributed, 0);
+	t->memory_failed = 0;
+}
+
 static void thread_state_reset(struct agent_thread *t)
 {
 	atomic_store(&t->committed, 0);
-	atomic_store(&t->tail, 0);
-	atomic_store(&t->drops, 0);
+	t->tail = 0;
+	threads_clear_aggregates(t);
+	t->ring_base = 0;
+	t->ring_end = 0;
+	t->spare = NULL;
+	t->want_spare = 0;
+	t->want_agg_page = 0;
+	t->denied_gen = atomic_load(&agent_segments_generation) - 1;
+	t->aggregates_sent_ns = 0;
 	atomic_store(&t->state, AGENT_THREAD_LIVE);
 	t->guard_recoveries = 0;
 	t->drops_reported = 0;
@@ -174,7 +207,7 @@ unsigned threads_with_open_calls(void)
 static int thread_is_drained_exit(struct agent_thread *t)
 {
 	return atomic_load_explicit(&t->state, memory_order_acquire) == AGENT_THREAD_EXITED &&
-	       state_head(atomic_load(&t->committed)) == atomic_load(&t->tail) &&
+	       state_head(atomic_load(&t->committed)) == t->tail &&
 	       t->flusher_stage == FLUSHER_STAGE_EXIT_SENT;
 }
 
@@ -185,6 +218,7 @@ void threads_recycle_drained(void)
 	pthread_mutex_lock(&registry_lock);
 	for (link = &registry_head; (t = *link);) {
 		if (thread_is_drained_exit(t)) {
+			segments_release_all(t);
 			*link = t->next;
 			t->next = free_list;
 			free_list = t;

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * Agent event stream decoding (see event_decoder.h). A frame is decoded in
- * two passes: clock pairs first, so that every record of the frame is
- * converted with the pairs that bracket it, then records in stream order.
+ * two passes: clock pairs first, so that every event of the frame is
+ * converted with the pairs that bracket it, then chunks in stream order.
  */
 #include <assert.h>
 #include <errno.h>
@@ -27,6 +27,7 @@ struct event_decoder {
 	/* per segment [i-1, i]: floor(2^32 * dmono / dtsc), 0 when it does not fit */
 	uint64_t ns_per_tick_q32[CLOCK_PAIRS_KEPT];
 	size_t n_pairs;
+	struct event_clock_pair first_pair; /* the stream's first: the rate of durations */
 };
 
 struct event_decoder *event_decoder_new(void)
@@ -130,8 +131,22 @@ static int add_clock_pair(struct event_decoder *d, const struct event_clock_pair
 		if (q32 <= UINT32_MAX) /* x * q32 below 2^64 for x < 2^32 */
 			d->ns_per_tick_q32[d->n_pairs] = (uint64_t)q32;
 	}
+	if (d->n_pairs == 0)
+		d->first_pair = *p;
 	d->pairs[d->n_pairs++] = *p;
 	return 0;
+}
+
+uint64_t event_decoder_ticks_to_ns(const struct event_decoder *d, uint64_t ticks)
+{
+	const struct event_clock_pair *last = &d->pairs[d->n_pairs - 1];
+	unsigned __int128 q;
+
+	if (d->n_pairs < 2 || last->tsc == d->first_pair.tsc)
+		return 0;
+	q = (unsigned __int128)ticks * (last->mono_ns - d->first_pair.mono_ns) /
+	    (last->tsc - d->first_pair.tsc);
+	return q > UINT64_MAX ? UINT64_MAX : (uint64_t)q;
 }
 
 /*
@@ -205,8 +220,9 @@ static int next_chunk(struct chunk_cursor *c, struct event_chunk_header *h, cons
 		return -EBADMSG;
 	memcpy(h, c->p, sizeof(*h));
 	switch (h->kind) {
-	case EVENT_CHUNK_RECORDS:
-		need = (size_t)h->count * sizeof(struct event_record);
+	case EVENT_CHUNK_EVENTS:
+	case EVENT_CHUNK_AGGREGATES:
+		need = h->len;
 		break;
 	case EVENT_CHUNK_CLOCK_PAIR:
 		need = sizeof(struct event_clock_pair);
@@ -228,25 +244,7 @@ static int next_chunk(struct chunk_cursor *c, struct event_chunk_header *h, cons
 	return 1;
 }
 
-/* Every enter record is followed by its frame, and a frame follows only an enter. */
-static int records_well_formed(const struct event_chunk_header *h, const uint8_t *body)
-{
-	for (uint32_t i = 0; i < h->count; i++) {
-		const uint8_t *unit = body + (size_t)i * sizeof(struct event_record);
-		struct event_record rec;
-
-		if (event_unit_is_frame(unit))
-			return 0; /* a frame not consumed by the enter before it */
-		memcpy(&rec, unit, sizeof(rec));
-		if (rec.kind != EVENT_ENTER)
-			continue;
-		if (++i == h->count || !event_unit_is_frame(unit + sizeof(rec)))
-			return 0;
-	}
-	return 1;
-}
-
-/* The first pass: clock pairs collected, record chunks checked for shape. */
+/* The first pass: clock pairs collected, so that every event is placed by the pairs around it. */
 static int collect_pairs(struct event_decoder *d, const uint8_t *buf, size_t len)
 {
 	struct chunk_cursor c = { buf, buf + len };
@@ -258,8 +256,6 @@ static int collect_pairs(struct event_decoder *d, const uint8_t *buf, size_t len
 	while ((r = next_chunk(&c, &h, &body, &body_len)) > 0) {
 		struct event_clock_pair pair;
 
-		if (h.kind == EVENT_CHUNK_RECORDS && !records_well_formed(&h, body))
-			return -EILSEQ;
 		if (h.kind != EVENT_CHUNK_CLOCK_PAIR)
 			continue;
 		memcpy(&pair, body, sizeof(pair));
@@ -269,33 +265,109 @@ static int collect_pairs(struct event_decoder *d, const uint8_t *buf, size_t len
 	return r;
 }
 
-static void deliver_records(const struct event_decoder *d, const struct event_chunk_header *h,
-			    const uint8_t *body, const struct event_decoder_callbacks *cb,
-			    void *ctx)
+/* An EVENTS chunk (proto/event_wire.h), decoded and delivered; -EBADMSG if it does not decode. */
+static int deliver_events(const struct event_decoder *d, const struct event_chunk_header *h,
+			  const uint8_t *body, const struct event_decoder_callbacks *cb, void *ctx)
 {
+	const uint8_t *p = body, *end = body + h->len;
 	/* a drops-only chunk (count 0) is dated by the latest pair, taken after the drain */
-	uint64_t last_ts = d->pairs[d->n_pairs - 1].mono_ns;
+	uint64_t tsc = 0, ret = 0, slot = 0, last_ts = d->pairs[d->n_pairs - 1].mono_ns;
 
 	assert(d->n_pairs >= 2); /* event_decoder_feed() refuses chunks before two pairs */
+	if (h->count && !(p = event_get_varint(p, end, &tsc)))
+		return -EBADMSG;
 	for (uint32_t i = 0; i < h->count; i++) {
-		struct event_record rec;
-		struct event_enter_frame frame;
 		struct decoded_event ev = { 0 };
+		uint64_t tag, func_id, v;
 
-		memcpy(&rec, body + (size_t)i * sizeof(rec), sizeof(rec));
-		last_ts = event_decoder_convert(d, rec.tsc);
-		ev.mono_ns = last_ts;
-		ev.func_id = rec.func_id;
-		ev.kind = rec.kind;
-		if (rec.kind == EVENT_ENTER) { /* records_well_formed(): its frame is next */
-			memcpy(&frame, body + (size_t)++i * sizeof(rec), sizeof(frame));
-			ev.return_address = frame.return_address;
-			ev.return_slot = frame.tagged_slot & ~EVENT_FRAME_TAG;
+		if (!(p = event_get_varint(p, end, &tag)) || !(p = event_get_varint(p, end, &func_id)))
+			return -EBADMSG;
+		if (func_id > UINT32_MAX || tsc + (tag >> EVENT_TAG_KIND_BITS) < tsc)
+			return -EBADMSG;
+		tsc += tag >> EVENT_TAG_KIND_BITS;
+		ev.kind = (uint32_t)(tag & ((1u << EVENT_TAG_KIND_BITS) - 1));
+		ev.func_id = (uint32_t)func_id;
+		if (ev.kind == EVENT_ENTER) {
+			if (!(p = event_get_varint(p, end, &v)))
+				return -EBADMSG;
+			ret += (uint64_t)event_unzigzag(v);
+			if (!(p = event_get_varint(p, end, &v)))
+				return -EBADMSG;
+			slot += (uint64_t)event_unzigzag(v);
+			ev.return_address = ret;
+			ev.return_slot = slot;
+		} else if (ev.kind != EVENT_EXIT) {
+			return -EBADMSG;
 		}
+		ev.mono_ns = last_ts = event_decoder_convert(d, tsc);
 		cb->record(ctx, h->tid, &ev);
 	}
+	if (p != end)
+		return -EBADMSG;
 	if (cb->drops && h->drops)
 		cb->drops(ctx, h->tid, h->drops, last_ts);
+	return 0;
+}
+
+/* `n` varints into out; NULL when the body ends first. */
+static const uint8_t *get_varints(const uint8_t *p, const uint8_t *end, uint64_t *out, int n)
+{
+	for (int i = 0; i < n && p; i++)
+		p = event_get_varint(p, end, &out[i]);
+	return p;
+}
+
+static const uint8_t *get_func_agg(const struct event_decoder *d, const uint8_t *p,
+				   const uint8_t *end, struct decoded_func_agg *fa)
+{
+	uint64_t f[AGG_WIRE_FIELDS], used, index = 0, v;
+
+	p = get_varints(p, end, f, AGG_WIRE_FIELDS);
+	if (!p || f[0] == 0 || f[0] > UINT32_MAX || f[2] > f[1] || f[4] > f[1])
+		return NULL;
+	memset(fa->hist, 0, sizeof(fa->hist));
+	fa->func_id = (uint32_t)f[0];
+	fa->entered = f[1];
+	fa->exited = f[2];
+	fa->untimed = f[3];
+	fa->unrecorded = f[4];
+	fa->total_ns = event_decoder_ticks_to_ns(d, f[5]);
+	fa->self_ns = event_decoder_ticks_to_ns(d, f[6]);
+	fa->max_ns = event_decoder_ticks_to_ns(d, f[7]);
+	if (!(p = event_get_varint(p, end, &used)) || used > AGG_BUCKETS)
+		return NULL;
+	for (uint64_t b = 0; b < used; b++) {
+		if (!(p = event_get_varint(p, end, &v)) || v >= AGG_BUCKETS - index)
+			return NULL;
+		index += v;
+		if (!(p = event_get_varint(p, end, &v)) || v > UINT32_MAX)
+			return NULL;
+		fa->hist[index++] = (uint32_t)v;
+	}
+	return p;
+}
+
+/* An AGGREGATES chunk (proto/func_aggregates.h); -EBADMSG if it does not decode. */
+static int deliver_aggregates(const struct event_decoder *d, const struct event_chunk_header *h,
+			      const uint8_t *body, const struct event_decoder_callbacks *cb,
+			      void *ctx)
+{
+	const uint8_t *p = body, *end = body + h->len;
+	struct decoded_thread_drops td;
+	struct decoded_func_agg fa;
+
+	p = get_varints(p, end, td.by_reason, AGG_DROP_REASONS);
+	if (!p || !(p = event_get_varint(p, end, &td.unattributed)))
+		return -EBADMSG;
+	if (cb->thread_drops)
+		cb->thread_drops(ctx, h->tid, &td);
+	for (uint32_t i = 0; i < h->count; i++) {
+		if (!(p = get_func_agg(d, p, end, &fa)))
+			return -EBADMSG;
+		if (cb->func_agg)
+			cb->func_agg(ctx, h->tid, &fa);
+	}
+	return p == end ? 0 : -EBADMSG;
 }
 
 static int deliver_chunks(const struct event_decoder *d, const uint8_t *buf, size_t len,
@@ -313,8 +385,13 @@ static int deliver_chunks(const struct event_decoder *d, const uint8_t *buf, siz
 		struct event_clock_pair pair;
 
 		switch (h.kind) {
-		case EVENT_CHUNK_RECORDS:
-			deliver_records(d, &h, body, cb, ctx);
+		case EVENT_CHUNK_EVENTS:
+			if (deliver_events(d, &h, body, cb, ctx))
+				return -EILSEQ;
+			break;
+		case EVENT_CHUNK_AGGREGATES:
+			if (deliver_aggregates(d, &h, body, cb, ctx))
+				return -EILSEQ;
 			break;
 		case EVENT_CHUNK_CLOCK_PAIR:
 			memcpy(&pair, body, sizeof(pair));
@@ -352,10 +429,6 @@ int event_decoder_feed(struct event_decoder *d, const uint8_t *payload, size_t l
 		snprintf(err, errlen, "event stream clock pair goes backwards");
 		return -EBADMSG;
 	}
-	if (r == -EILSEQ) {
-		snprintf(err, errlen, "enter record without its frame, or a frame without its enter");
-		return -EBADMSG;
-	}
 	if (r < 0) {
 		snprintf(err, errlen, r == -EPROTO ? "unknown event chunk kind"
 						   : "truncated event chunk");
@@ -366,5 +439,10 @@ int event_decoder_feed(struct event_decoder *d, const uint8_t *payload, size_t l
 		snprintf(err, errlen, "event records before two clock pairs");
 		return -EBADMSG;
 	}
-	return deliver_chunks(d, d->buf, out_len, cb, ctx);
+	r = deliver_chunks(d, d->buf, out_len, cb, ctx);
+	if (r == -EILSEQ) {
+		snprintf(err, errlen, "an event or aggregates chunk does not decode");
+		return -EBADMSG;
+	}
+	return r;
 }

@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "proto/func_aggregates.h"
+
 struct event_decoder;
 
 /* One record as delivered: an enter carries the frame it hijacked. */
@@ -23,6 +25,20 @@ struct decoded_event {
 	uint64_t return_slot;      /* EVENT_ENTER only: where it lived on the stack */
 };
 
+/* One function's figures on one thread, cumulative (proto/func_aggregates.h). */
+struct decoded_func_agg {
+	uint32_t func_id;
+	uint64_t entered, exited, untimed, unrecorded;
+	uint64_t total_ns, self_ns, max_ns;
+	uint32_t hist[AGG_BUCKETS];      /* low 32 bits of each bucket's cumulative count */
+};
+
+/* The thread-wide part of an aggregates chunk. */
+struct decoded_thread_drops {
+	uint64_t by_reason[AGG_DROP_REASONS]; /* enum agg_drop_reason, cumulative */
+	uint64_t unattributed;
+};
+
 struct event_decoder_callbacks {
 	void (*record)(void *ctx, uint32_t tid, const struct decoded_event *ev);
 	/* every record delivered before it has mono_ns <= this (may be NULL) */
@@ -31,6 +47,9 @@ struct event_decoder_callbacks {
 	void (*thread_exit)(void *ctx, uint32_t tid); /* may be NULL, like drops */
 	/* cumulative drops of tid, reported when they change */
 	void (*drops)(void *ctx, uint32_t tid, uint64_t drops, uint64_t mono_ns);
+	/* an aggregates chunk: the thread's drop counters, then each function's figures */
+	void (*thread_drops)(void *ctx, uint32_t tid, const struct decoded_thread_drops *td);
+	void (*func_agg)(void *ctx, uint32_t tid, const struct decoded_func_agg *fa);
 };
 
 struct event_decoder *event_decoder_new(void);
@@ -39,8 +58,9 @@ void event_decoder_free(struct event_decoder *d);
 /*
  * Feeds one frame. Returns 0, or a negative errno with a one-line reason in
  * err: -EMSGSIZE (decompresses past EVENT_FRAME_DECOMPRESSED_MAX), -EBADMSG
- * (corrupt zstd data, truncated or unknown chunk, an enter record without
- * its frame or a frame without its enter, clock going backwards).
+ * (corrupt zstd data, truncated or unknown chunk, an event or aggregate that
+ * does not decode, time going backwards). Events of the frame before a
+ * malformed chunk may have been delivered.
  * After an error the stream cannot continue: drop the connection.
  */
 int event_decoder_feed(struct event_decoder *d, const uint8_t *payload, size_t len,
@@ -49,5 +69,8 @@ int event_decoder_feed(struct event_decoder *d, const uint8_t *payload, size_t l
 
 /* TSC -> CLOCK_MONOTONIC with the pairs seen so far; 0 if fewer than two. */
 uint64_t event_decoder_convert(const struct event_decoder *d, uint64_t tsc);
+
+/* A duration in TSC ticks in ns, at the rate over all pairs seen; 0 if fewer than two. */
+uint64_t event_decoder_ticks_to_ns(const struct event_decoder *d, uint64_t ticks);
 
 #endif

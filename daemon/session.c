@@ -27,6 +27,7 @@
 #include "daemon/dwarf_unwind.h"
 #include "daemon/event_decoder.h"
 #include "daemon/func_registry.h"
+#include "daemon/func_stats.h"
 #include "daemon/kernel_symbols.h"
 #include "daemon/sample_pipeline.h"
 #include "daemon/sampler.h"
@@ -46,6 +47,8 @@ enum { CALL_GRAPH_AUTO = 0, CALL_GRAPH_FP = 1, CALL_GRAPH_DWARF = 2 };
 #define STRINGIFY(x) STRINGIFY_VALUE(x)
 #define SAMPLE_HOLD_MAX_NS (2ull * 1000000000ull) /* samples wait this long for events */
 #define TID_SLOTS 4096                           /* power of two */
+#define MIN_BUFFER_SIZE (64ull << 10)
+#define MAX_BUFFER_SIZE (64ull << 30)
 
 struct thread_slot {
 	uint32_t tid;          /* 0 = empty */
@@ -71,6 +74,9 @@ struct session {
 	struct sample_pipeline *samples_out; /* NULL until sampling starts */
 	uint32_t call_graph;             /* CALL_GRAPH_* */
 	uint32_t ring_pages, stack_bytes; /* 0: the sampler's defaults */
+	uint64_t buffer_size;            /* the agent's event buffer budget; 0: its default */
+	uint64_t buffer_budget, buffer_peak; /* as the agent reported them at its goodbye */
+	struct func_stats *stats;        /* exact per-function figures */
 	struct event_decoder *decoder;
 	struct demangle_cache *demangled;
 	char *comm;
@@ -130,6 +136,7 @@ static void send_error(struct conn *c, const char *msg)
 static void session_free(struct session *s)
 {
 	func_registry_free(&s->funcs);
+	func_stats_free(s->stats);
 	event_decoder_free(s->decoder);
 	sample_pipeline_free(s->samples_out); /* empty: session_finish flushed it */
 	kernel_symbols_free(s->kernel); /* after the writer: names are keyed by address */
@@ -165,6 +172,7 @@ static struct session *session_new(struct server *srv, struct conn *c, const Pro
 		return NULL;
 	s->threads = calloc(TID_SLOTS, sizeof(*s->threads));
 	s->decoder = event_decoder_new();
+	s->stats = func_stats_new();
 	s->calls = call_stacks_new();
 	s->stubs = stub_map_new();
 	s->demangled = demangle_cache_new();
@@ -175,7 +183,7 @@ static struct session *session_new(struct server *srv, struct conn *c, const Pro
 	for (size_t i = 0; s->patterns && i < req->n_func_patterns; i++)
 		if ((s->patterns[i] = strdup(req->func_patterns[i])))
 			s->n_patterns++;
-	if (!s->threads || !s->decoder || !s->calls || !s->stubs || !s->demangled || !s->comm ||
+	if (!s->threads || !s->decoder || !s->stats || !s->calls || !s->stubs || !s->demangled || !s->comm ||
 	    !s->output_name || !s->patterns ||
 	    s->n_patterns != req->n_func_patterns ||
 	    getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd)) {
@@ -190,6 +198,7 @@ static struct session *session_new(struct server *srv, struct conn *c, const Pro
 	s->freq = req->sample_freq;
 	s->ring_pages = req->ring_pages;
 	s->stack_bytes = req->stack_bytes;
+	s->buffer_size = req->buffer_size;
 	s->call_graph = req->call_graph <= CALL_GRAPH_DWARF ? req->call_graph : CALL_GRAPH_AUTO;
 	s->out_fd = -1;
 	s->next = srv->sessions;
@@ -271,6 +280,12 @@ static void handle_run_request(struct server *srv, struct conn *c, const uint8_t
 	}
 	if (req->stack_bytes % 8 || req->stack_bytes > SAMPLER_MAX_STACK_BYTES) {
 		send_error(c, "stack bytes must be a multiple of 8 up to 65528");
+		goto out;
+	}
+	/* the target's memory, not ours: the client's to spend, within reason */
+	if (req->buffer_size && (req->buffer_size < MIN_BUFFER_SIZE ||
+				 req->buffer_size > MAX_BUFFER_SIZE)) {
+		send_error(c, "buffer size must be between 64K and 64G");
 		goto out;
 	}
 	s = session_new(srv, c, req);
@@ -542,8 +557,36 @@ static void on_drops(void *ctx, uint32_t tid, uint64_t drops, uint64_t ts)
 	perfetto_writer_counter(s->writer, s->target, "dropped events", ts, (int64_t)s->drops);
 }
 
+/* The rate of durations in the stream so far: aggregates come in TSC ticks. */
+static double session_ns_per_tick(const struct session *s)
+{
+	return (double)event_decoder_ticks_to_ns(s->decoder, 1ull << 32) / 4294967296.0;
+}
+
+static void on_func_agg(void *ctx, uint32_t tid, const struct decoded_func_agg *fa)
+{
+	struct session *s = ctx;
+	uint32_t func_id = func_registry_session_id(&s->funcs, fa->func_id);
+
+	if (!func_id) {
+		s->events_invalid++;
+		return;
+	}
+	if (func_stats_update(s->stats, tid, func_id, fa, session_ns_per_tick(s)))
+		session_error(s, "%s", "out of memory for the per-function figures");
+}
+
+static void on_thread_drops(void *ctx, uint32_t tid, const struct decoded_thread_drops *td)
+{
+	struct session *s = ctx;
+
+	func_stats_thread_drops(s->stats, tid, td);
+}
+
 static const struct event_decoder_callbacks decoder_cb = {
 	.record = on_record,
+	.func_agg = on_func_agg,
+	.thread_drops = on_thread_drops,
 	.watermark = on_watermark,
 	.thread_exit = on_thread_exit,
 	.thread_name = on_thread_name,
@@ -588,11 +631,13 @@ static void handle_agent_hello(struct server *srv, struct conn *c, const uint8_t
 	if (s->samples_out)
 		sample_pipeline_set_agent(s->samples_out, true, 0);
 	func_registry_new_agent(&s->funcs);
+	func_stats_new_agent(s->stats);
 	s->agent_said_goodbye = 0;
 	c->session = s;
 	cfg.session_id = s->id;
 	cfg.n_func_patterns = s->n_patterns;
 	cfg.func_patterns = s->patterns;
+	cfg.buffer_size = s->buffer_size;
 	if (profd__agent_config__get_packed_size(&cfg) <= sizeof(buf))
 		conn_send(c, FRAME_AGENT_CONFIG, buf, profd__agent_config__pack(&cfg, buf));
 out:
@@ -644,6 +689,19 @@ static void handle_events(struct session *s, const uint8_t *p, size_t len)
 	}
 }
 
+static void handle_goodbye(struct session *s, const uint8_t *p, size_t len)
+{
+	Profd__AgentGoodbye *bye = profd__agent_goodbye__unpack(NULL, len, p);
+
+	if (!bye)
+		return; /* its figures are for the summary only: the session goes on */
+	if (bye->buffer_budget > s->buffer_budget)
+		s->buffer_budget = bye->buffer_budget;
+	if (bye->buffer_peak > s->buffer_peak)
+		s->buffer_peak = bye->buffer_peak;
+	profd__agent_goodbye__free_unpacked(bye, NULL);
+}
+
 void session_agent_frame(struct server *srv, struct conn *c, uint32_t type,
 			 const uint8_t *payload, size_t len)
 {
@@ -665,6 +723,7 @@ void session_agent_frame(struct server *srv, struct conn *c, uint32_t type,
 		break;
 	case FRAME_AGENT_GOODBYE:
 		s->agent_said_goodbye = 1; /* nothing more will come, whenever its socket closes */
+		handle_goodbye(s, payload, len);
 		break;
 	default:
 		session_error(s, "unexpected %s frame from the agent", frame_type_name(type));
@@ -679,9 +738,23 @@ static int fill_summary(struct session *s, Profd__SessionSummary *sum,
 {
 	size_t n_skipped = 0;
 
+	struct func_stats_summary calls;
+
+	func_stats_summarize(s->stats, &calls);
 	sum->agent_connected = s->agent_seen;
 	sum->events = s->events;
 	sum->events_dropped = s->drops;
+	sum->calls_made = calls.made;
+	sum->calls_recorded = calls.recorded;
+	sum->calls_dropped = calls.dropped;
+	sum->dropped_buffer_full = calls.dropped_by_reason[AGG_DROP_BUFFER_FULL];
+	sum->dropped_shadow_full = calls.dropped_by_reason[AGG_DROP_SHADOW_FULL];
+	sum->dropped_in_hook = calls.dropped_by_reason[AGG_DROP_IN_HOOK];
+	sum->dropped_under_unwinder = calls.dropped_by_reason[AGG_DROP_UNDER_UNWINDER];
+	sum->calls_unattributed = calls.unattributed;
+	sum->calls_open = calls.open;
+	sum->buffer_budget = s->buffer_budget;
+	sum->buffer_peak = s->buffer_peak;
 	sum->samples = samples->written;
 	sum->sample_freq = s->freq;
 	sum->samples_in_calls = samples->in_calls;
@@ -746,6 +819,34 @@ static size_t top_self_samples(const struct session *s, Profd__FunctionSelfSampl
 	return n;
 }
 
+#define SUMMARY_TOP_FUNCTIONS 10
+
+static size_t fill_top_functions(struct session *s, const struct func_totals *totals, size_t n,
+				 Profd__FunctionTotals *top, Profd__FunctionTotals **ptrs)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < n && k < SUMMARY_TOP_FUNCTIONS; i++) {
+		const char *name = func_registry_name(&s->funcs, totals[i].func_id);
+
+		if (!name)
+			continue;
+		profd__function_totals__init(&top[k]);
+		top[k].name = (char *)demangle_cached(s->demangled, name);
+		top[k].calls = totals[i].calls;
+		top[k].exited = totals[i].exited;
+		top[k].total_ns = totals[i].total_ns;
+		top[k].self_ns = totals[i].self_ns;
+		top[k].max_ns = totals[i].max_ns;
+		top[k].p50_ns = totals[i].p50_ns;
+		top[k].p99_ns = totals[i].p99_ns;
+		top[k].dropped = totals[i].dropped;
+		ptrs[k] = &top[k];
+		k++;
+	}
+	return k;
+}
+
 static void send_summary(struct session *s, const struct perfetto_writer_stats *st,
 			 const struct sample_pipeline_stats *samples)
 {
@@ -754,10 +855,20 @@ static void send_summary(struct session *s, const struct perfetto_writer_stats *
 	uint8_t *buf = NULL;
 	size_t len;
 
+	Profd__FunctionTotals top[SUMMARY_TOP_FUNCTIONS], *top_ptrs[SUMMARY_TOP_FUNCTIONS];
+	struct func_totals *totals = NULL;
+	long n_totals;
+
 	if (fill_summary(s, &sum, st, samples))
 		goto out;
 	sum.n_self_samples = top_self_samples(s, self, self_ptrs);
 	sum.self_samples = self_ptrs;
+	n_totals = func_stats_totals(s->stats, 0, &totals);
+	if (n_totals > 0) {
+		sum.functions_called = (uint32_t)n_totals;
+		sum.n_top_functions = fill_top_functions(s, totals, (size_t)n_totals, top, top_ptrs);
+		sum.top_functions = top_ptrs;
+	}
 	len = profd__session_summary__get_packed_size(&sum);
 	while (len > FRAME_PAYLOAD_MAX && sum.n_skipped > 0) {
 		sum.n_skipped /= 2;
@@ -769,6 +880,7 @@ static void send_summary(struct session *s, const struct perfetto_writer_stats *
 	profd__session_summary__pack(&sum, buf);
 	conn_send(s->client, FRAME_SESSION_SUMMARY, buf, len);
 out:
+	free(totals);
 	free(buf);
 	free(sum.skipped);
 	free(sum.warnings);

@@ -80,6 +80,33 @@ static int parse_mmap_pages(const char *s, unsigned *out)
 	return 0;
 }
 
+/* SIZE with an optional K, M or G suffix (powers of 1024), as perf record -m takes it. */
+static int parse_buffer_size(const char *s, unsigned long long *out)
+{
+	char *end;
+	unsigned long long v;
+	unsigned shift = 0;
+
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (*end == 'K' || *end == 'k')
+		shift = 10;
+	else if (*end == 'M' || *end == 'm')
+		shift = 20;
+	else if (*end == 'G' || *end == 'g')
+		shift = 30;
+	if (shift)
+		end++;
+	if (errno || end == s || *end || s[0] == '-' || v > (64ull << 30) >> shift ||
+	    (v << shift) < (64ull << 10)) {
+		fprintf(stderr, "profctl: --buffer-size must be a size from 64K to 64G "
+				"(a number with K, M or G), not '%s'\n", s);
+		return -EINVAL;
+	}
+	*out = v << shift;
+	return 0;
+}
+
 int profile_options_parse(int argc, char **argv, struct profile_options *o, const char *usage,
 			  bool stop_at_operand)
 {
@@ -88,6 +115,7 @@ int profile_options_parse(int argc, char **argv, struct profile_options *o, cons
 		{ "output", required_argument, NULL, 'o' }, { "duration", required_argument, NULL, 'd' },
 		{ "verbose", no_argument, NULL, 'v' },      { "call-graph", required_argument, NULL, 'g' },
 		{ "mmap-pages", required_argument, NULL, 'm' },
+		{ "buffer-size", required_argument, NULL, 'b' },
 		{ 0 },
 	};
 	int c;
@@ -111,6 +139,10 @@ int profile_options_parse(int argc, char **argv, struct profile_options *o, cons
 			break;
 		case 'm':
 			if (parse_mmap_pages(optarg, &o->mmap_pages))
+				return -EINVAL;
+			break;
+		case 'b':
+			if (parse_buffer_size(optarg, &o->buffer_size))
 				return -EINVAL;
 			break;
 		default: fprintf(stderr, "%s", usage); return -EINVAL;
@@ -226,6 +258,7 @@ int session_client_start(struct session_client *c, const char *comm, pid_t attac
 	req.call_graph = c->opt->call_graph;
 	req.stack_bytes = c->opt->stack_bytes;
 	req.ring_pages = c->opt->mmap_pages;
+	req.buffer_size = c->opt->buffer_size;
 	n = profd__run_request__get_packed_size(&req);
 	buf = malloc(n + 1);
 	if (!buf)
@@ -288,6 +321,67 @@ static void print_self_samples(const Profd__SessionSummary *s)
 	}
 }
 
+/* A duration in the unit that keeps 3-4 digits. */
+static const char *fmt_ns(char *buf, size_t len, uint64_t ns)
+{
+	if (ns < 10000)
+		snprintf(buf, len, "%llu ns", (unsigned long long)ns);
+	else if (ns < 10000000)
+		snprintf(buf, len, "%.1f us", (double)ns / 1e3);
+	else if (ns < 10000000000ull)
+		snprintf(buf, len, "%.1f ms", (double)ns / 1e6);
+	else
+		snprintf(buf, len, "%.2f s", (double)ns / 1e9);
+	return buf;
+}
+
+/* Calls in one unit: made = recorded + dropped, and why; then the exact per-function figures. */
+static void print_calls(const Profd__SessionSummary *s)
+{
+	static const char *const reasons[] = { "buffer full", "deeper than the shadow stack",
+					       "signal handler inside a hook", "during an unwind" };
+	const uint64_t by_reason[] = { s->dropped_buffer_full, s->dropped_shadow_full,
+				       s->dropped_in_hook, s->dropped_under_unwinder };
+	char a[16], b[16], c[16], d[16], e[16], f[16];
+	const char *sep = " (";
+
+	fprintf(stderr, "profctl: calls: %llu made, %llu recorded, %llu dropped",
+		(unsigned long long)s->calls_made, (unsigned long long)s->calls_recorded,
+		(unsigned long long)s->calls_dropped);
+	for (size_t i = 0; i < sizeof(by_reason) / sizeof(by_reason[0]); i++) {
+		if (!by_reason[i])
+			continue;
+		fprintf(stderr, "%s%s: %llu", sep, reasons[i], (unsigned long long)by_reason[i]);
+		sep = ", ";
+	}
+	fprintf(stderr, "%s", sep[0] == ',' ? ")" : "");
+	if (s->calls_open)
+		fprintf(stderr, "; %llu still running at the end", (unsigned long long)s->calls_open);
+	if (s->calls_unattributed)
+		fprintf(stderr, "; %llu in no function's figures (the agent lacked memory)",
+			(unsigned long long)s->calls_unattributed);
+	fprintf(stderr, "\n");
+	if (s->buffer_budget)
+		fprintf(stderr, "profctl: event buffers: peak %.1f MiB of %.1f MiB (--buffer-size)\n",
+			(double)s->buffer_peak / (1 << 20), (double)s->buffer_budget / (1 << 20));
+	if (!s->n_top_functions)
+		return;
+	fprintf(stderr, "profctl: functions by total time (exact, every call; p50/p99 within 12 %%), "
+			"%u called:\n", s->functions_called);
+	fprintf(stderr, "profctl: %12s %10s %10s %10s %10s %10s %10s  %s\n", "calls", "total",
+		"self", "avg", "p50~", "p99~", "max", "function");
+	for (size_t i = 0; i < s->n_top_functions; i++) {
+		const Profd__FunctionTotals *t = s->top_functions[i];
+
+		fprintf(stderr, "profctl: %12llu %10s %10s %10s %10s %10s %10s  %s\n",
+			(unsigned long long)t->calls, fmt_ns(a, sizeof(a), t->total_ns),
+			fmt_ns(b, sizeof(b), t->self_ns),
+			fmt_ns(c, sizeof(c), t->exited ? t->total_ns / t->exited : 0),
+			fmt_ns(d, sizeof(d), t->p50_ns), fmt_ns(e, sizeof(e), t->p99_ns),
+			fmt_ns(f, sizeof(f), t->max_ns), t->name);
+	}
+}
+
 static void print_summary(const struct session_client *c, const Profd__SessionSummary *s)
 {
 	if (s->error && s->error[0])
@@ -305,9 +399,10 @@ static void print_summary(const struct session_client *c, const Profd__SessionSu
 			s->functions_matched, s->functions_instrumented, s->n_skipped);
 		print_skipped(s, c->opt->verbose);
 	}
-	fprintf(stderr, "profctl: events: %llu recorded, %llu dropped; samples: %llu (%llu lost)\n",
-		(unsigned long long)s->events, (unsigned long long)s->events_dropped,
-		(unsigned long long)s->samples, (unsigned long long)s->samples_lost);
+	if (s->agent_connected)
+		print_calls(s);
+	fprintf(stderr, "profctl: samples: %llu (%llu lost)\n", (unsigned long long)s->samples,
+		(unsigned long long)s->samples_lost);
 	print_self_samples(s);
 	fprintf(stderr, "profctl: trace: %s (%llu bytes); open it at https://ui.perfetto.dev\n",
 		c->output_path, (unsigned long long)s->trace_bytes);

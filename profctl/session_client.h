@@ -27,10 +27,11 @@ struct profile_options {
 	unsigned call_graph; /* 0 auto, 1 fp, 2 dwarf (proto RunRequest.call_graph) */
 	unsigned stack_bytes; /* --call-graph dwarf,BYTES; 0 = profd's default */
 	unsigned mmap_pages;  /* --mmap-pages: per-CPU ring pages; 0 = profd's default */
+	unsigned long long buffer_size; /* --buffer-size: the agent's event buffers; 0 = default */
 };
 
 /*
- * Parses --funcs/--freq/-o/--duration/-v/--call-graph/--mmap-pages. With stop_at_operand (run: what
+ * Parses --funcs/--freq/-o/--duration/-v/--call-graph/--mmap-pages/--buffer-size. With stop_at_operand (run: what
  * follows is CMD's) parsing stops at the first operand; otherwise operands
  * are moved to the end. Returns the index of the first operand, or a
  * negative errno after printing why (and usage).

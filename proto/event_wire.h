@@ -14,23 +14,26 @@
 
 /* Wire values: never renumber. */
 enum event_chunk_kind {
-	EVENT_CHUNK_RECORDS = 1,     /* body: count 16-byte units (records, enter frames) of tid */
+	EVENT_CHUNK_RECORDS = 1,     /* retired (raw ring units); never reused */
 	EVENT_CHUNK_CLOCK_PAIR = 2,  /* body: struct event_clock_pair; every record before it has tsc <= pair.tsc */
 	EVENT_CHUNK_THREAD_NAME = 3, /* body: 16 bytes, NUL-padded comm of tid */
 	EVENT_CHUNK_THREAD_EXIT = 4, /* no body: tid will send no more records */
+	EVENT_CHUNK_EVENTS = 5,      /* body: `count` events of tid, compact (below), `len` bytes */
+	EVENT_CHUNK_AGGREGATES = 6,  /* body: tid's per-function aggregates (proto/func_aggregates.h) */
 };
 
 enum event_kind {
 	EVENT_ENTER = 1,
 	EVENT_EXIT = 2,
+	EVENT_PAD = 3,       /* agent ring only: the rest of this ring segment is unused */
 };
 
 struct event_chunk_header {
 	uint32_t kind;
 	uint32_t tid;
-	uint32_t count;      /* records in the body (EVENT_CHUNK_RECORDS), else 0 */
-	uint32_t reserved;
-	uint64_t drops;      /* cumulative events this thread dropped so far */
+	uint32_t count;      /* records (RECORDS), events (EVENTS) or functions (AGGREGATES), else 0 */
+	uint32_t len;        /* body bytes of EVENTS and AGGREGATES chunks, else 0 */
+	uint64_t drops;      /* cumulative calls of this thread kept off the timeline so far */
 };
 
 /*
@@ -65,6 +68,85 @@ static inline int event_unit_is_frame(const void *unit)
 	__builtin_memcpy(&second, (const uint8_t *)unit + 8, sizeof(second));
 	return (second & EVENT_FRAME_TAG) != 0;
 }
+
+/*
+ * EVENT_CHUNK_EVENTS: the ring's records, compacted by the flusher so that
+ * the stream costs a few bytes per event before zstd. The body starts with
+ * the chunk's base TSC (varint); then per event a tag varint
+ * (tsc - previous tsc) << 2 | kind, where kind is EVENT_ENTER or EVENT_EXIT,
+ * then the function id (varint); an enter adds its frame: the return
+ * address and the return slot, each as a zigzag varint of the difference
+ * from the thread's previous enter in this chunk (0 before the first).
+ * Timestamps never go backwards within a thread.
+ */
+#define EVENT_TAG_KIND_BITS 2
+#define EVENT_VARINT_MAX 10
+
+static inline uint8_t *event_put_varint(uint8_t *p, uint64_t v)
+{
+	while (v >= 0x80) {
+		*p++ = (uint8_t)(v | 0x80);
+		v >>= 7;
+	}
+	*p++ = (uint8_t)v;
+	return p;
+}
+
+/* Reads a varint below end; NULL when it is truncated or longer than 10 bytes. */
+static inline const uint8_t *event_get_varint(const uint8_t *p, const uint8_t *end, uint64_t *v)
+{
+	uint64_t r = 0;
+
+	for (unsigned shift = 0; p < end && shift < 64; shift += 7) {
+		uint8_t b = *p++;
+
+		r |= (uint64_t)(b & 0x7f) << shift;
+		if (!(b & 0x80)) {
+			*v = r;
+			return p;
+		}
+	}
+	return NULL;
+}
+
+static inline uint64_t event_zigzag(int64_t v)
+{
+	return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
+}
+
+static inline int64_t event_unzigzag(uint64_t v)
+{
+	return (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
+}
+
+/* The deltas' bases of one EVENTS chunk being written: zero it for each chunk. */
+struct event_encoder {
+	uint64_t prev_tsc, prev_ret, prev_slot;
+	uint32_t count;
+};
+
+/* Appends one event (ret and slot: an enter's frame, ignored otherwise); p has EVENT_WORST. */
+static inline uint8_t *event_encode(struct event_encoder *e, uint8_t *p, uint64_t tsc,
+				    uint32_t func_id, uint32_t kind, uint64_t ret, uint64_t slot)
+{
+	if (e->count++ == 0) {
+		e->prev_tsc = tsc;
+		p = event_put_varint(p, tsc);
+	}
+	p = event_put_varint(p, (tsc - e->prev_tsc) << EVENT_TAG_KIND_BITS | kind);
+	p = event_put_varint(p, func_id);
+	e->prev_tsc = tsc;
+	if (kind == EVENT_ENTER) {
+		p = event_put_varint(p, event_zigzag((int64_t)(ret - e->prev_ret)));
+		p = event_put_varint(p, event_zigzag((int64_t)(slot - e->prev_slot)));
+		e->prev_ret = ret;
+		e->prev_slot = slot;
+	}
+	return p;
+}
+
+/* Worst case of one encoded event (its first: the base too). */
+#define EVENT_WORST (5 * EVENT_VARINT_MAX)
 
 /* A TSC reading and the CLOCK_MONOTONIC time taken at the same instant. */
 struct event_clock_pair {

@@ -46,6 +46,7 @@
 /* What the enter hook may ask the trampoline's slow path for. */
 #define HOOK_SLOW_THREAD 1  /* the thread's first call: set up its state, then ask again */
 #define HOOK_SLOW_MODULES 2 /* instrument modules loaded since the last look */
+#define HOOK_SLOW_MEMORY 3  /* a ring segment or an aggregates page, then ask again */
 
 struct stub_desc {
 	uint64_t relocated; /* address of the relocated prologue in the same slot */

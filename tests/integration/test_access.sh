@@ -156,7 +156,7 @@ touch "$WORK/stop"
 wait "$run_pid"
 check_eq "profctl run ends with the target's status" "$?" 0
 check "profctl run prints the summary with the stop" grep -q "stopped by profctl stop" "$WORK/run.err"
-final_drops=$(sed -n 's/^profctl: events: [0-9]* recorded, \([0-9]*\) dropped.*/\1/p' "$WORK/run.err")
+final_drops=$(sed -n 's/^profctl: calls: [0-9]* made, [0-9]* recorded, \([0-9]*\) dropped.*/\1/p' "$WORK/run.err")
 check "status's drop count (${status_drops:-none}) is the summary's so far (${final_drops:-none})" \
 	test "${status_drops:-0}" -gt 0 -a "${status_drops:-0}" -le "${final_drops:-0}"
 check "the target's output is complete" grep -q "wrong results 0" "$WORK/run.out"

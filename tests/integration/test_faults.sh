@@ -200,7 +200,7 @@ ok_traces=0
 for i in 1 2 3 4 5 6 7 8; do
 	wait "${pids[$((i - 1))]}" && ok_runs=$((ok_runs + 1))
 	"$PROFCTL" report --dump "$WORK/par$i.pftrace" >"$WORK/par$i.dump" 2>/dev/null
-	dropped=$(sed -nE 's/^profctl: events: [0-9]+ recorded, ([0-9]+) dropped.*/\1/p' \
+	dropped=$(sed -nE 's/^profctl: calls: [0-9]+ made, [0-9]+ recorded, ([0-9]+) dropped.*/\1/p' \
 		"$WORK/par$i.err")
 	recorded=$(($(grep -c '^slice' "$WORK/par$i.dump") + ${dropped:-0}))
 	calls=$(awk '$2 == "calls" {n += $3} END {print n}' "$WORK/par$i.out")

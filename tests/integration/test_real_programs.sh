@@ -40,10 +40,10 @@ profiled() {
 		>"$dir/stderr"
 }
 
-# recorded DIR: the events the run recorded (0 when the summary is missing).
+# recorded DIR: the calls the run recorded (0 when the summary is missing).
 recorded() {
 	local n
-	n=$(sed -n 's/^profctl: events: \([0-9]*\) recorded.*/\1/p' "$1/profctl.err")
+	n=$(sed -n 's/^profctl: calls: [0-9]* made, \([0-9]*\) recorded.*/\1/p' "$1/profctl.err")
 	echo "${n:-0}"
 }
 
@@ -61,7 +61,7 @@ compare() {
 	check "$what: report reads the trace" test $? -eq 0
 	check_eq "$what: trace breaks no importer rule" "$(grep -c '^problem' "$dir/dump")" 0
 	counts=$(sed -n 's/^profctl: functions: //p' "$dir/profctl.err")
-	echo "counts: $what [--funcs '$funcs']: ${counts:-no summary}; $(recorded "$dir") events"
+	echo "counts: $what [--funcs '$funcs']: ${counts:-no summary}; $(recorded "$dir") calls recorded"
 }
 
 needs_lib() { # program, library soname prefix: does the program load it at start?
@@ -105,7 +105,7 @@ if command -v zstd >/dev/null; then
 		profiled "$d" "$funcs" /dev/null zstd -d -f -o data.out data.zst
 		compare "zstd decompress" "$funcs" "$WORK/zstd-ref-d" "$d"
 		check "zstd decompress [$funcs]: the original comes back" cmp -s "$DATA" "$d/data.out"
-		[ "$funcs" = '*' ] && check "zstd [*]: events recorded" test "$(recorded "$c")" -gt 0
+		[ "$funcs" = '*' ] && check "zstd [*]: calls recorded" test "$(recorded "$c")" -gt 0
 	done
 fi
 
@@ -180,7 +180,7 @@ if command -v sqlite3 >/dev/null; then
 		i=$((i + 1))
 		profiled "$WORK/sqlite$i" "$funcs" "$SQL" sqlite3 test.db
 		compare "sqlite3" "$funcs" "$WORK/sqlite-ref" "$WORK/sqlite$i"
-		check "sqlite3 [$funcs]: events recorded" test "$(recorded "$WORK/sqlite$i")" -gt 0
+		check "sqlite3 [$funcs]: calls recorded" test "$(recorded "$WORK/sqlite$i")" -gt 0
 	done
 fi
 

@@ -18,7 +18,7 @@ check "summary: 2 functions instrumented" grep -q "2 matched, 2 instrumented, 0 
 "$PROFCTL" report --dump "$WORK/demo.pftrace" >"$WORK/dump.txt"
 check "report reads the trace" test -s "$WORK/dump.txt"
 check_eq "trace breaks no importer rule" "$(grep -c '^problem' "$WORK/dump.txt")" 0
-check_eq "no events dropped" "$(grep -c 'events: [0-9]* recorded, 0 dropped' "$WORK/prof.err")" 1
+check_eq "no calls dropped" "$(grep -c 'calls: [0-9]* made, [0-9]* recorded, 0 dropped' "$WORK/prof.err")" 1
 
 pid=$(awk '$1 == "process" {print $2; exit}' "$WORK/dump.txt")
 # The worker thread is the one whose depth-0 slice is `worker`.

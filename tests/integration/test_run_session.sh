@@ -15,7 +15,7 @@ check "exec'd target's output is unchanged" cmp -s "$WORK/plain.out" "$WORK/exec
 "$PROFCTL" report --dump "$WORK/exec.pftrace" >"$WORK/exec.dump"
 total=$(awk '$2 == "fib" && $3 == "calls" {n += $4} END {print n}' "$WORK/plain.out")
 # a call the agent could not record (ring full) is counted as dropped, never lost
-dropped=$(sed -nE 's/^profctl: events: [0-9]+ recorded, ([0-9]+) dropped.*/\1/p' "$WORK/exec.err")
+dropped=$(sed -nE 's/^profctl: calls: [0-9]+ made, [0-9]+ recorded, ([0-9]+) dropped.*/\1/p' "$WORK/exec.err")
 check_eq "slices of the exec'd image + dropped calls = the program's calls" \
 	"$(( $(awk '$1 == "slice" && $4 == "fib"' "$WORK/exec.dump" | wc -l) + ${dropped:-0} ))" "$total"
 check_eq "the exec'd trace breaks no rule" "$(grep -c '^problem' "$WORK/exec.dump")" 0

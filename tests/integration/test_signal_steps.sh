@@ -68,7 +68,7 @@ for name in $(awk '$1 == "count" {print $2}' "$WORK/prof.out"); do
 done
 grep -E '^handler calls passed through' "$WORK/prof.out"
 check_eq "profctl's dropped = the calls that passed through" \
-	"$(sed -nE 's/^profctl: events: [0-9]+ recorded, ([0-9]+) dropped.*/\1/p' "$WORK/prof.err")" \
+	"$(sed -nE 's/^profctl: calls: [0-9]+ made, [0-9]+ recorded, ([0-9]+) dropped.*/\1/p' "$WORK/prof.err")" \
 	"$(awk '$1 == "unrecorded" {u += $3} END {print u + 0}' "$WORK/prof.out")"
 check_eq "no ss_ slice left open" \
 	"$(awk '$1 == "slice" && $4 ~ /^ss_/ && $6 == -1' "$WORK/ss.dump" | wc -l)" 0

@@ -1,0 +1,191 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The session's pool of ring segments (agent/agent_thread.h): every thread's
+ * ring grows by taking segments from here, in its slow path with signals
+ * blocked, and the flusher gives them back as it drains them. Segments come
+ * in power-of-two sizes from SEGMENT_FIRST to SEGMENT_SPAN units. The budget
+ * bounds what all threads hold together; past it calls are kept off the
+ * timeline (counted), never waited for. Free segments beyond a few are
+ * handed back to the kernel (MADV_DONTNEED), so memory grows only while a
+ * burst needs it. Never reached from the hooks' fast path.
+ */
+#define PR_FMT "profagent: "
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <sys/mman.h>
+
+#include "agent/agent_thread.h"
+#include "agent/flusher.h"
+
+#define UNIT_BYTES sizeof(struct event_record)
+#define DEFAULT_BUDGET_BYTES (64ull << 20)
+#define N_CLASSES 6 /* SEGMENT_FIRST << 5 == SEGMENT_SPAN */
+/* Free bytes kept resident for the next burst; the rest go back to the kernel. */
+#define RESIDENT_SPARE_UNITS (4u * SEGMENT_SPAN)
+
+_Static_assert(SEGMENT_FIRST << (N_CLASSES - 1) == SEGMENT_SPAN, "size classes");
+
+struct free_segment {
+	struct free_segment *next;
+	uint32_t resident; /* its pages may be dirty */
+};
+
+/* Global: the hooks read it when a thread has no segment (hooks.c ring_switch). */
+_Atomic uint32_t agent_segments_generation = 1;
+
+/* One pool per process (the agent is a per-process singleton); all under lock. */
+static struct segment_pool {
+	pthread_mutex_t lock;
+	struct free_segment *free_lists[N_CLASSES];
+	uint64_t budget, in_use, peak, resident_free; /* units */
+} pool = { .lock = PTHREAD_MUTEX_INITIALIZER, .budget = DEFAULT_BUDGET_BYTES / UNIT_BYTES };
+
+static unsigned size_class(uint32_t units)
+{
+	unsigned c = 0;
+
+	while (c + 1 < N_CLASSES && (SEGMENT_FIRST << c) < units)
+		c++;
+	return c;
+}
+
+void segments_set_budget(uint64_t bytes)
+{
+	uint64_t units = (bytes ? bytes : DEFAULT_BUDGET_BYTES) / UNIT_BYTES;
+
+	pthread_mutex_lock(&pool.lock);
+	pool.budget = units > SEGMENT_FIRST ? units : SEGMENT_FIRST;
+	pool.peak = pool.in_use;
+	pthread_mutex_unlock(&pool.lock);
+	atomic_fetch_add(&agent_segments_generation, 1); /* denied threads may try again */
+}
+
+/* A segment of `units` (a class size), or NULL past the budget or out of memory. */
+static struct event_record *pool_take_locked(uint32_t units)
+{
+	struct free_segment **list = &pool.free_lists[size_class(units)], *f = *list;
+	void *seg;
+
+	if (pool.in_use + units > pool.budget)
+		return NULL;
+	if (f) {
+		*list = f->next;
+		pool.resident_free -= f->resident;
+		seg = f;
+	} else {
+		seg = mmap(NULL, (size_t)units * UNIT_BYTES, PROT_READ | PROT_WRITE,
+			   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (seg == MAP_FAILED)
+			return NULL;
+	}
+	pool.in_use += units;
+	if (pool.in_use > pool.peak)
+		pool.peak = pool.in_use;
+	return seg;
+}
+
+static void pool_give_locked(struct event_record *seg, uint32_t units)
+{
+	struct free_segment *f = (struct free_segment *)seg;
+	uint32_t keep = pool.resident_free + units <= RESIDENT_SPARE_UNITS ? units : 0;
+
+	if (!keep) /* its pages go back; the header written below faults one in */
+		madvise(seg, (size_t)units * UNIT_BYTES, MADV_DONTNEED);
+	f->resident = keep;
+	pool.resident_free += keep;
+	f->next = pool.free_lists[size_class(units)];
+	pool.free_lists[size_class(units)] = f;
+	pool.in_use -= units;
+}
+
+/* The slot the owner's head is in holds the current segment: a spare equal to it is stale. */
+static int spare_is_current(struct agent_thread *t)
+{
+	uint64_t head = state_head(atomic_load_explicit(&t->committed, memory_order_relaxed));
+
+	return t->spare && t->spare == atomic_load_explicit(
+		&t->seg_map[(head / SEGMENT_SPAN) % SEGMENT_SLOTS], memory_order_relaxed);
+}
+
+/* Twice the current segment (a thread that fills one wants a bigger one), within the budget. */
+static uint32_t next_size(struct agent_thread *t)
+{
+	uint64_t head = state_head(atomic_load_explicit(&t->committed, memory_order_relaxed));
+	uint32_t slot = (uint32_t)((head / SEGMENT_SPAN) % SEGMENT_SLOTS);
+	uint32_t units = atomic_load_explicit(&t->seg_map[slot], memory_order_relaxed) ?
+				 t->seg_units[slot] * 2 :
+				 SEGMENT_FIRST;
+	uint64_t left = pool.budget > pool.in_use ? pool.budget - pool.in_use : 0;
+
+	if (units > SEGMENT_SPAN)
+		units = SEGMENT_SPAN;
+	/* never more than an eighth of what is left: other threads need room too */
+	while (units > SEGMENT_FIRST && units > left / 8)
+		units /= 2;
+	return units;
+}
+
+void segments_refill_spare(struct agent_thread *t)
+{
+	/* before taking: a release after it moves the generation, so the thread retries */
+	uint32_t gen = atomic_load(&agent_segments_generation);
+
+	if (spare_is_current(t)) /* a switch left by siglongjmp after its publish */
+		t->spare = NULL;
+	t->want_spare = 0;
+	if (t->spare)
+		return;
+	pthread_mutex_lock(&pool.lock);
+	t->spare_units = next_size(t);
+	t->spare = pool_take_locked(t->spare_units);
+	pthread_mutex_unlock(&pool.lock);
+	if (!t->spare)
+		t->denied_gen = gen;
+	flusher_poke(); /* a segment filled: drain it now rather than at the next tick */
+}
+
+void segments_release(struct agent_thread *t, uint64_t k)
+{
+	uint32_t slot = (uint32_t)(k % SEGMENT_SLOTS);
+	uint32_t units = t->seg_units[slot]; /* read before the slot is handed back */
+	struct event_record *seg =
+		atomic_exchange_explicit(&t->seg_map[slot], NULL, memory_order_release);
+
+	if (!seg)
+		return;
+	pthread_mutex_lock(&pool.lock);
+	pool_give_locked(seg, units);
+	pthread_mutex_unlock(&pool.lock);
+	/* pairs with the acquire in hooks.c ring_switch(): denied threads retry */
+	atomic_fetch_add_explicit(&agent_segments_generation, 1, memory_order_release);
+}
+
+void segments_release_all(struct agent_thread *t)
+{
+	pthread_mutex_lock(&pool.lock);
+	for (uint32_t i = 0; i < SEGMENT_SLOTS; i++) {
+		struct event_record *seg = atomic_exchange(&t->seg_map[i], NULL);
+
+		if (seg && seg != t->spare)
+			pool_give_locked(seg, t->seg_units[i]);
+	}
+	if (t->spare)
+		pool_give_locked(t->spare, t->spare_units);
+	t->spare = NULL;
+	pthread_mutex_unlock(&pool.lock);
+	t->ring_base = 0;
+	t->ring_end = 0;
+	atomic_fetch_add(&agent_segments_generation, 1);
+}
+
+void segments_stats(struct segment_pool_stats *st)
+{
+	pthread_mutex_lock(&pool.lock);
+	st->budget_bytes = pool.budget * UNIT_BYTES;
+	st->peak_bytes = pool.peak * UNIT_BYTES;
+	st->in_use_bytes = pool.in_use * UNIT_BYTES;
+	st->resident_bytes = (pool.in_use + pool.resident_free) * UNIT_BYTES;
+	pthread_mutex_unlock(&pool.lock);
+}

@@ -1,0 +1,302 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Per-function exact figures of a session (see func_stats.h): one entry per
+ * (thread, function) in an open-addressing table. The agent sends cumulative
+ * figures, so an entry keeps the latest; its histogram buckets arrive as
+ * 32-bit counters that wrap, so it adds up their differences.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon/func_stats.h"
+
+struct stat_entry {
+	uint32_t tid, func_id; /* func_id 0: empty */
+	uint64_t base_entered, base_exited, base_untimed, base_unrecorded; /* earlier agents' */
+	uint64_t base_total, base_self, base_max;
+	struct decoded_func_agg last;  /* the current agent's latest (ns already) */
+	uint32_t last_raw[AGG_BUCKETS];
+	uint64_t hist[AGG_BUCKETS];
+	double ns_per_tick;
+};
+
+struct thread_drops {
+	uint32_t tid;
+	struct decoded_thread_drops base, last;
+};
+
+struct func_stats {
+	struct stat_entry *entries;
+	size_t cap, n;  /* cap: a power of two */
+	struct thread_drops *threads;
+	size_t n_threads, cap_threads;
+};
+
+struct func_stats *func_stats_new(void)
+{
+	return calloc(1, sizeof(struct func_stats));
+}
+
+void func_stats_free(struct func_stats *fs)
+{
+	if (!fs)
+		return;
+	free(fs->entries);
+	free(fs->threads);
+	free(fs);
+}
+
+static size_t slot_of(uint32_t tid, uint32_t func_id, size_t cap)
+{
+	uint64_t h = ((uint64_t)tid << 32 | func_id) * 0x9e3779b97f4a7c15ull;
+
+	return (size_t)(h >> 32) & (cap - 1);
+}
+
+static int grow(struct func_stats *fs)
+{
+	size_t ncap = fs->cap ? fs->cap * 2 : 256;
+	struct stat_entry *n = calloc(ncap, sizeof(*n));
+
+	if (!n)
+		return -ENOMEM;
+	for (size_t i = 0; i < fs->cap; i++) {
+		struct stat_entry *e = &fs->entries[i];
+		size_t k;
+
+		if (!e->func_id)
+			continue;
+		for (k = slot_of(e->tid, e->func_id, ncap); n[k].func_id; k = (k + 1) & (ncap - 1))
+			;
+		n[k] = *e;
+	}
+	free(fs->entries);
+	fs->entries = n;
+	fs->cap = ncap;
+	return 0;
+}
+
+static struct stat_entry *entry_get(struct func_stats *fs, uint32_t tid, uint32_t func_id)
+{
+	size_t k;
+
+	if ((fs->n + 1) * 2 > fs->cap && grow(fs))
+		return NULL;
+	for (k = slot_of(tid, func_id, fs->cap); fs->entries[k].func_id;
+	     k = (k + 1) & (fs->cap - 1))
+		if (fs->entries[k].tid == tid && fs->entries[k].func_id == func_id)
+			return &fs->entries[k];
+	fs->entries[k].tid = tid;
+	fs->entries[k].func_id = func_id;
+	fs->n++;
+	return &fs->entries[k];
+}
+
+int func_stats_update(struct func_stats *fs, uint32_t tid, uint32_t func_id,
+		      const struct decoded_func_agg *fa, double ns_per_tick)
+{
+	struct stat_entry *e = entry_get(fs, tid, func_id);
+
+	if (!e)
+		return -ENOMEM;
+	for (int b = 0; b < AGG_BUCKETS; b++) {
+		e->hist[b] += (uint32_t)(fa->hist[b] - e->last_raw[b]); /* modulo 2^32 */
+		e->last_raw[b] = fa->hist[b];
+	}
+	e->last = *fa;
+	e->last.func_id = func_id;
+	if (ns_per_tick > 0)
+		e->ns_per_tick = ns_per_tick;
+	return 0;
+}
+
+void func_stats_new_agent(struct func_stats *fs)
+{
+	for (size_t i = 0; i < fs->cap; i++) {
+		struct stat_entry *e = &fs->entries[i];
+
+		if (!e->func_id)
+			continue;
+		e->base_entered += e->last.entered;
+		e->base_exited += e->last.exited;
+		e->base_untimed += e->last.untimed;
+		e->base_unrecorded += e->last.unrecorded;
+		e->base_total += e->last.total_ns;
+		e->base_self += e->last.self_ns;
+		if (e->last.max_ns > e->base_max)
+			e->base_max = e->last.max_ns;
+		memset(&e->last, 0, sizeof(e->last));
+		memset(e->last_raw, 0, sizeof(e->last_raw));
+	}
+	for (size_t i = 0; i < fs->n_threads; i++) {
+		struct thread_drops *t = &fs->threads[i];
+
+		for (int r = 0; r < AGG_DROP_REASONS; r++)
+			t->base.by_reason[r] += t->last.by_reason[r];
+		t->base.unattributed += t->last.unattributed;
+		memset(&t->last, 0, sizeof(t->last));
+	}
+}
+
+void func_stats_thread_drops(struct func_stats *fs, uint32_t tid,
+			     const struct decoded_thread_drops *td)
+{
+	size_t i;
+
+	for (i = 0; i < fs->n_threads && fs->threads[i].tid != tid; i++)
+		;
+	if (i == fs->n_threads) {
+		if (fs->n_threads == fs->cap_threads) {
+			size_t ncap = fs->cap_threads ? fs->cap_threads * 2 : 16;
+			struct thread_drops *n = realloc(fs->threads, ncap * sizeof(*n));
+
+			if (!n)
+				return;
+			fs->threads = n;
+			fs->cap_threads = ncap;
+		}
+		fs->threads[fs->n_threads++] = (struct thread_drops){ .tid = tid };
+	}
+	fs->threads[i].last = *td;
+}
+
+/* The duration below which `fraction` of the calls fall: the middle of its bucket, in ns. */
+static uint64_t percentile_ns(const uint64_t *hist, uint64_t n, double fraction, double ns_per_tick)
+{
+	uint64_t rank = (uint64_t)(fraction * (double)n), seen = 0;
+
+	if (!n)
+		return 0;
+	if (rank >= n)
+		rank = n - 1;
+	for (uint32_t b = 0; b < AGG_BUCKETS; b++) {
+		seen += hist[b];
+		if (seen > rank) {
+			uint64_t lo = agg_bucket_low(b), hi = agg_bucket_low(b + 1);
+
+			return (uint64_t)((double)(lo + (hi > lo + 1 ? (hi - lo) / 2 : 0)) * ns_per_tick);
+		}
+	}
+	return 0;
+}
+
+struct totals_acc {
+	struct func_totals t;
+	uint64_t hist[AGG_BUCKETS];
+	double ns_per_tick;
+};
+
+static void acc_add(struct totals_acc *a, const struct stat_entry *e)
+{
+	uint64_t entered = e->base_entered + e->last.entered;
+	uint64_t exited = e->base_exited + e->last.exited;
+	uint64_t untimed = e->base_untimed + e->last.untimed;
+
+	a->t.calls += entered + untimed;
+	a->t.exited += exited;
+	a->t.open += entered - exited;
+	a->t.dropped += untimed + e->base_unrecorded + e->last.unrecorded;
+	a->t.total_ns += e->base_total + e->last.total_ns;
+	a->t.self_ns += e->base_self + e->last.self_ns;
+	if (e->last.max_ns > a->t.max_ns)
+		a->t.max_ns = e->last.max_ns;
+	if (e->base_max > a->t.max_ns)
+		a->t.max_ns = e->base_max;
+	for (int b = 0; b < AGG_BUCKETS; b++)
+		a->hist[b] += e->hist[b];
+	if (e->ns_per_tick > 0)
+		a->ns_per_tick = e->ns_per_tick;
+}
+
+static int by_total_desc(const void *x, const void *y)
+{
+	const struct func_totals *a = x, *b = y;
+
+	if (a->total_ns != b->total_ns)
+		return a->total_ns < b->total_ns ? 1 : -1;
+	return a->func_id != b->func_id ? (a->func_id < b->func_id ? -1 : 1) :
+					  (a->tid < b->tid ? -1 : a->tid > b->tid);
+}
+
+/* acc index + 1 of each function id (ids are dense), for the totals over threads. */
+static long *index_by_func(const struct func_stats *fs)
+{
+	uint32_t max_id = 0;
+
+	for (size_t i = 0; i < fs->cap; i++)
+		if (fs->entries[i].func_id > max_id)
+			max_id = fs->entries[i].func_id;
+	return calloc((size_t)max_id + 1, sizeof(long));
+}
+
+long func_stats_totals(const struct func_stats *fs, int per_thread, struct func_totals **out)
+{
+	struct totals_acc *acc = calloc(fs->n ? fs->n : 1, sizeof(*acc));
+	long *index = per_thread ? NULL : index_by_func(fs);
+	struct func_totals *res = NULL;
+	long n = 0;
+
+	if (!acc || (!per_thread && !index))
+		goto fail;
+	for (size_t i = 0; i < fs->cap; i++) {
+		const struct stat_entry *e = &fs->entries[i];
+		long k;
+
+		if (!e->func_id)
+			continue;
+		k = per_thread ? 0 : index[e->func_id];
+		if (!k) {
+			k = ++n;
+			acc[k - 1].t.func_id = e->func_id;
+			acc[k - 1].t.tid = per_thread ? e->tid : 0;
+			if (!per_thread)
+				index[e->func_id] = k;
+		}
+		acc_add(&acc[k - 1], e);
+	}
+	res = malloc((size_t)(n ? n : 1) * sizeof(*res));
+	if (!res)
+		goto fail;
+	for (long i = 0; i < n; i++) {
+		struct totals_acc *a = &acc[i];
+
+		a->t.p50_ns = percentile_ns(a->hist, a->t.exited, 0.50, a->ns_per_tick);
+		a->t.p90_ns = percentile_ns(a->hist, a->t.exited, 0.90, a->ns_per_tick);
+		a->t.p99_ns = percentile_ns(a->hist, a->t.exited, 0.99, a->ns_per_tick);
+		res[i] = a->t;
+	}
+	free(acc);
+	free(index);
+	qsort(res, (size_t)n, sizeof(*res), by_total_desc);
+	*out = res;
+	return n;
+fail:
+	free(acc);
+	free(index);
+	return -ENOMEM;
+}
+
+void func_stats_summarize(const struct func_stats *fs, struct func_stats_summary *sum)
+{
+	memset(sum, 0, sizeof(*sum));
+	for (size_t i = 0; i < fs->cap; i++) {
+		const struct stat_entry *e = &fs->entries[i];
+
+		if (!e->func_id)
+			continue;
+		sum->made += e->base_entered + e->last.entered + e->base_untimed + e->last.untimed;
+		sum->open += e->base_entered + e->last.entered - e->base_exited - e->last.exited;
+	}
+	for (size_t i = 0; i < fs->n_threads; i++) {
+		const struct thread_drops *t = &fs->threads[i];
+
+		for (int r = 0; r < AGG_DROP_REASONS; r++) {
+			sum->dropped_by_reason[r] += t->base.by_reason[r] + t->last.by_reason[r];
+			sum->dropped += t->base.by_reason[r] + t->last.by_reason[r];
+		}
+		sum->unattributed += t->base.unattributed + t->last.unattributed;
+	}
+	sum->made += sum->unattributed;
+	sum->recorded = sum->made - sum->dropped;
+}

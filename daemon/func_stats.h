@@ -1,0 +1,57 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A session's exact per-function figures: the agents' cumulative aggregates
+ * (proto/func_aggregates.h) per thread and function, kept as they arrive
+ * and added up on demand, with duration percentiles read from the merged
+ * histograms. Counts every call the hooks saw, on the timeline or not.
+ */
+#ifndef PROFD_FUNC_STATS_H
+#define PROFD_FUNC_STATS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "daemon/event_decoder.h"
+
+struct func_stats;
+
+/* One function's figures, on one thread (tid != 0) or over all of them (tid 0). */
+struct func_totals {
+	uint32_t func_id;  /* session id (daemon/func_registry.h) */
+	uint32_t tid;
+	uint64_t calls;    /* made: timed from their enter, or untimed */
+	uint64_t exited;   /* timed calls that returned: total, self and the durations are theirs */
+	uint64_t open;     /* timed calls that had not returned when last reported */
+	uint64_t dropped;  /* calls not on the timeline (untimed or unrecorded) */
+	uint64_t total_ns, self_ns, max_ns;
+	/* duration percentiles, estimates within 12 % (bucket middles); 0 without calls */
+	uint64_t p50_ns, p90_ns, p99_ns;
+};
+
+/* Calls of the whole session, in one unit. */
+struct func_stats_summary {
+	uint64_t made, recorded, dropped, open;
+	uint64_t dropped_by_reason[AGG_DROP_REASONS];
+	uint64_t unattributed; /* in `made` but in no function's figures */
+};
+
+struct func_stats *func_stats_new(void);
+void func_stats_free(struct func_stats *fs);
+
+/* An agent's aggregates chunk, func_id already mapped to the session's id. 0 or -ENOMEM. */
+int func_stats_update(struct func_stats *fs, uint32_t tid, uint32_t func_id,
+		      const struct decoded_func_agg *fa, double ns_per_tick);
+void func_stats_thread_drops(struct func_stats *fs, uint32_t tid,
+			     const struct decoded_thread_drops *td);
+/* A new agent (exec) counts from zero: what the last one reported stays, its raw counters go. */
+void func_stats_new_agent(struct func_stats *fs);
+
+/*
+ * Every function over all threads (per_thread 0) or every (thread, function)
+ * pair (per_thread 1), sorted by total time, most first. Returns the count
+ * and sets *out (malloc'd; free it), or -ENOMEM.
+ */
+long func_stats_totals(const struct func_stats *fs, int per_thread, struct func_totals **out);
+void func_stats_summarize(const struct func_stats *fs, struct func_stats_summary *sum);
+
+#endif

@@ -1,0 +1,82 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Exact per-function aggregates: what the agent's hooks count for every
+ * call, recorded on the timeline or not, and the wire form of
+ * EVENT_CHUNK_AGGREGATES (proto/event_wire.h) that carries them to the
+ * daemon. The duration histogram's bucket math lives here so that the agent
+ * (which fills buckets) and the daemon (which reads percentiles out of them)
+ * can never disagree.
+ */
+#ifndef PROFD_FUNC_AGGREGATES_H
+#define PROFD_FUNC_AGGREGATES_H
+
+#include <stdint.h>
+
+/*
+ * Log-linear buckets of a duration in TSC ticks: exact below 4, then four
+ * per power of two (each at most 25 % wider than its lower bound, so a
+ * percentile read at a bucket's middle is within 12 % of the truth). 176
+ * buckets reach 2^44 ticks (hours at any TSC rate); longer calls share the
+ * last one (the maximum is kept exactly beside them).
+ */
+#define AGG_SUB_BITS 2
+#define AGG_BUCKETS 176
+
+static inline uint32_t agg_bucket(uint64_t ticks)
+{
+	uint32_t octave, index;
+
+	if (ticks < (1u << AGG_SUB_BITS))
+		return (uint32_t)ticks;
+	octave = 63u - (uint32_t)__builtin_clzll(ticks);
+	index = ((octave - AGG_SUB_BITS + 1) << AGG_SUB_BITS) |
+		(uint32_t)((ticks >> (octave - AGG_SUB_BITS)) & ((1u << AGG_SUB_BITS) - 1));
+	return index < AGG_BUCKETS ? index : AGG_BUCKETS - 1;
+}
+
+/* The smallest duration in bucket `index` (index <= AGG_BUCKETS: the end of the last). */
+static inline uint64_t agg_bucket_low(uint32_t index)
+{
+	uint32_t octave, sub;
+
+	if (index < (1u << AGG_SUB_BITS))
+		return index;
+	octave = (index >> AGG_SUB_BITS) + AGG_SUB_BITS - 1;
+	sub = index & ((1u << AGG_SUB_BITS) - 1);
+	return ((uint64_t)((1u << AGG_SUB_BITS) | sub)) << (octave - AGG_SUB_BITS);
+}
+
+/*
+ * Why a call is missing from the timeline. Every call is counted in its
+ * function's aggregates whatever the reason; these say why its slice is not
+ * in the trace.
+ */
+enum agg_drop_reason {
+	AGG_DROP_BUFFER_FULL = 0,    /* timed, but the session's buffer budget was spent */
+	AGG_DROP_SHADOW_FULL = 1,    /* nested deeper than the shadow stack: not timed */
+	AGG_DROP_IN_HOOK = 2,        /* a signal handler's call while a hook ran: not timed */
+	AGG_DROP_UNDER_UNWINDER = 3, /* made while an unwinder walked the stack: not timed */
+	AGG_DROP_REASONS
+};
+
+/*
+ * EVENT_CHUNK_AGGREGATES body, all varints: AGG_DROP_REASONS counters of the
+ * thread's calls missing from the timeline (by reason), the count of its
+ * calls that are in no function's figures (`unattributed`: the agent had no
+ * memory for them; rare, but counted so that no total is short), then
+ * `count` functions, each:
+ *   func_id, entered, exited, untimed, unrecorded, total, self, max,
+ *   buckets used, then per used bucket: index - previous index - 1 (the
+ *   first: index), count.
+ * Every figure is cumulative since the thread's first call: `entered` calls
+ * were timed from their enter (exited of them returned, the rest are open),
+ * `untimed` calls ran without being timed, `unrecorded` of the entered ones
+ * are not on the timeline; total and self are ticks of the exited calls
+ * (self: less the instrumented calls made inside them), max their longest.
+ * Bucket counts are the low 32 bits of each bucket's cumulative count: the
+ * agent sends each thread's figures far more often than 2^32 calls of one
+ * function can happen, so the daemon adds up the differences modulo 2^32.
+ */
+#define AGG_WIRE_FIELDS 8
+
+#endif
