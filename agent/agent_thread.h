@@ -36,24 +36,30 @@ _Static_assert(AGENT_SHADOW_CAPACITY + 3 < SEGMENT_FIRST, "a segment fits the de
 #define AGG_PAGE_FUNCS 64
 #define AGG_PAGES (1u << 14)
 
-/* One function's figures on one thread (proto/func_aggregates.h); the owner writes. */
+/*
+ * One function's figures on one thread (proto/func_aggregates.h). Only the
+ * owner writes them, with plain stores (atomics kept GCC from keeping them in
+ * registers: 2-3 ns per call); the flusher reads them with relaxed atomic
+ * loads, as the kernel's READ_ONCE does: aligned words never tear on the
+ * architectures we build for, and a figure a moment old is sent again later.
+ */
 struct func_agg {
-	_Atomic uint64_t entered;
-	_Atomic uint64_t exited;
-	_Atomic uint64_t untimed;
-	_Atomic uint64_t unrecorded;
-	_Atomic uint64_t total_ticks;
-	_Atomic uint64_t self_ticks;
-	_Atomic uint64_t max_ticks;
-	uint64_t sent;               /* flusher's: entered + untimed when last sent */
-	_Atomic uint32_t hist[AGG_BUCKETS];
+	uint64_t open;               /* flusher's: calls open on the shadow stack, counted per send */
+	uint64_t exited;
+	uint64_t untimed;
+	uint64_t unrecorded;
+	uint64_t total_ticks;
+	uint64_t self_ticks;
+	uint64_t max_ticks;
+	uint64_t sent;               /* flusher's: the change key when last sent */
+	uint32_t hist[AGG_BUCKETS];
 };
 
 struct shadow_entry {
 	uintptr_t return_address;  /* the caller's, restored on exit */
 	uintptr_t *return_slot;    /* where it lived on the stack: stale once below sp */
 	uint32_t func_id;
-	uint32_t flags;            /* SHADOW_RECORDED, SHADOW_AGGREGATED */
+	uint32_t flags;            /* SHADOW_RECORDED */
 	/*
 	 * SHADOW_ALIVE, or the ring position of the EXIT that closed this entry
 	 * below the top (agent/hooks.c, shadow_stack_close_matched): the entry is
@@ -63,12 +69,16 @@ struct shadow_entry {
 	uint64_t exit_head;
 	uint64_t enter_tsc;
 	uint64_t child_ticks;      /* time of the timed calls it made, for its self time */
+	/*
+	 * Its function's figures on this thread; NULL once its exit is in them
+	 * (cleared first: a siglongjmp never counts it twice), or when it has none.
+	 */
+	struct func_agg *agg;
+	uint64_t reserved;         /* 64 bytes: an index is a shift */
 };
 
 /* Its ENTER is in the ring: its EXIT must be too. */
 #define SHADOW_RECORDED 1u
-/* Its exit is in its function's figures (set first: a siglongjmp never counts it twice). */
-#define SHADOW_AGGREGATED 2u
 
 #define SHADOW_ALIVE UINT64_MAX
 /* Closed with nothing to record (func_id 0): dead at once, whatever the head (an EXIT's
@@ -211,6 +221,8 @@ void segments_release(struct agent_thread *t, uint64_t k);
 /* Thread recycle: every segment t holds goes back. */
 void segments_release_all(struct agent_thread *t);
 void segments_stats(struct segment_pool_stats *st);
+/* Flusher, now and then: free segments unused for a while go back to the kernel. */
+void segments_trim(uint64_t now_ns);
 /* Moves when a segment comes back to the pool: a thread denied one may ask again. */
 extern _Atomic uint32_t agent_segments_generation;
 /* agent/threads.c, slow path: maps t's aggregates page `index`; sets memory_failed if it cannot. */

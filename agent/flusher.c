@@ -33,6 +33,7 @@
 #define FLUSH_INTERVAL_NS (5 * 1000 * 1000)
 /* How often a thread's aggregates go out while it runs (and always at its exit and at stop). */
 #define AGGREGATES_INTERVAL_NS (250ull * 1000 * 1000)
+#define TRIM_INTERVAL_NS (250ull * 1000 * 1000)
 #define STAGE_CAPACITY (4u << 20)
 #define ZSTD_LEVEL 1
 #define STOP_TIMEOUT_S 3
@@ -61,6 +62,7 @@ static struct flusher {
 	_Atomic uint64_t events;
 	_Atomic uint64_t dropped;
 	int final_cycle;         /* the last drain: every thread's aggregates go out */
+	uint64_t trimmed_ns;     /* when unused ring segments were last handed back */
 	struct event_clock_pair initial_pair;
 	int initial_pair_pending;
 	/* set once the functions are patched: no lock, the patching thread may be alone */
@@ -255,16 +257,18 @@ static uint8_t *put_one_aggregate(uint8_t *p, uint32_t func_id, struct func_agg 
 {
 	uint32_t hist[AGG_BUCKETS], used = 0, prev = 0;
 
+	uint64_t exited = __atomic_load_n(&a->exited, __ATOMIC_RELAXED);
+
 	p = event_put_varint(p, func_id);
-	p = event_put_varint(p, atomic_load_explicit(&a->entered, memory_order_relaxed));
-	p = event_put_varint(p, atomic_load_explicit(&a->exited, memory_order_relaxed));
-	p = event_put_varint(p, atomic_load_explicit(&a->untimed, memory_order_relaxed));
-	p = event_put_varint(p, atomic_load_explicit(&a->unrecorded, memory_order_relaxed));
-	p = event_put_varint(p, atomic_load_explicit(&a->total_ticks, memory_order_relaxed));
-	p = event_put_varint(p, atomic_load_explicit(&a->self_ticks, memory_order_relaxed));
-	p = event_put_varint(p, atomic_load_explicit(&a->max_ticks, memory_order_relaxed));
+	p = event_put_varint(p, exited + a->open); /* entered */
+	p = event_put_varint(p, exited);
+	p = event_put_varint(p, __atomic_load_n(&a->untimed, __ATOMIC_RELAXED));
+	p = event_put_varint(p, __atomic_load_n(&a->unrecorded, __ATOMIC_RELAXED));
+	p = event_put_varint(p, __atomic_load_n(&a->total_ticks, __ATOMIC_RELAXED));
+	p = event_put_varint(p, __atomic_load_n(&a->self_ticks, __ATOMIC_RELAXED));
+	p = event_put_varint(p, __atomic_load_n(&a->max_ticks, __ATOMIC_RELAXED));
 	for (uint32_t b = 0; b < AGG_BUCKETS; b++) {
-		hist[b] = atomic_load_explicit(&a->hist[b], memory_order_relaxed);
+		hist[b] = __atomic_load_n(&a->hist[b], __ATOMIC_RELAXED);
 		used += hist[b] != 0;
 	}
 	p = event_put_varint(p, used);
@@ -281,9 +285,8 @@ static uint8_t *put_one_aggregate(uint8_t *p, uint32_t func_id, struct func_agg 
 /* What makes a function's figures worth sending again. */
 static uint64_t agg_change_key(struct func_agg *a)
 {
-	return atomic_load_explicit(&a->entered, memory_order_relaxed) +
-	       atomic_load_explicit(&a->exited, memory_order_relaxed) +
-	       atomic_load_explicit(&a->untimed, memory_order_relaxed);
+	return a->open + __atomic_load_n(&a->exited, __ATOMIC_RELAXED) +
+	       __atomic_load_n(&a->untimed, __ATOMIC_RELAXED);
 }
 
 /*
@@ -291,11 +294,44 @@ static uint64_t agg_change_key(struct func_agg *a)
  * AGGREGATES chunks (proto/func_aggregates.h); the first chunk of a round
  * always goes, with the thread's drop counters.
  */
+/*
+ * t's open calls, counted into their functions' `open` for one send and
+ * uncounted after it, exactly those. The owner pushes and pops meanwhile: an
+ * entry read a moment stale points to one of t's pages all the same (they
+ * live as long as t), and the next send corrects a call counted open as it
+ * returned.
+ */
+static struct func_agg *open_counted[AGENT_SHADOW_CAPACITY]; /* flusher thread only */
+static uint32_t n_open_counted;
+
+static void count_open_calls(struct agent_thread *t)
+{
+	uint32_t depth = state_depth(atomic_load_explicit(&t->committed, memory_order_acquire));
+
+	n_open_counted = 0;
+	for (uint32_t i = 0; i < depth && i < AGENT_SHADOW_CAPACITY; i++) {
+		struct func_agg *a = __atomic_load_n(&t->shadow[i].agg, __ATOMIC_RELAXED);
+
+		if (a) {
+			a->open++;
+			open_counted[n_open_counted++] = a;
+		}
+	}
+}
+
+static void uncount_open_calls(void)
+{
+	for (uint32_t i = 0; i < n_open_counted; i++)
+		open_counted[i]->open--;
+	n_open_counted = 0;
+}
+
 static void flusher_put_aggregates(struct agent_thread *t, uint64_t drops)
 {
 	uint32_t page = 0, slot = 0;
 	int first = 1;
 
+	count_open_calls(t);
 	while (first || page < AGG_PAGES) {
 		uint8_t *start = stage_open(sizeof(struct event_chunk_header) +
 					    (AGG_DROP_REASONS + 1) * EVENT_VARINT_MAX +
@@ -333,6 +369,7 @@ static void flusher_put_aggregates(struct agent_thread *t, uint64_t drops)
 		}
 		first = 0;
 	}
+	uncount_open_calls();
 }
 
 static void flusher_drain_thread(struct agent_thread *t, void *ctx)
@@ -404,6 +441,10 @@ static void flusher_cycle(void)
 	/* Taken after the drain: every record above was written before it. */
 	flusher_end_frame();
 	threads_recycle_drained();
+	if (now - flusher.trimmed_ns >= TRIM_INTERVAL_NS) {
+		segments_trim(now);
+		flusher.trimmed_ns = now;
+	}
 }
 
 static void flusher_send_goodbye(void)

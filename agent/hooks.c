@@ -170,8 +170,14 @@ COLD static int ring_switch(struct agent_thread *t, uint64_t *head, uint32_t dep
 
 /* ---- aggregates ----------------------------------------------------------------------- */
 
-/* Only the owner writes a figure: a relaxed load and store, no locked instruction. */
-static inline void agg_add(_Atomic uint64_t *v, uint64_t n)
+/* Only the owner writes a figure: a plain add, no locked instruction (see struct func_agg). */
+static inline void agg_add(uint64_t *v, uint64_t n)
+{
+	*v += n;
+}
+
+/* A thread-wide drop counter the flusher reads while the owner writes it. */
+static inline void count_add(_Atomic uint64_t *v, uint64_t n)
 {
 	atomic_store_explicit(v, atomic_load_explicit(v, memory_order_relaxed) + n,
 			      memory_order_relaxed);
@@ -192,11 +198,11 @@ COLD static void count_untimed(struct agent_thread *t, uint32_t func_id, int rea
 {
 	struct func_agg *a = agg_get(t, func_id);
 
-	agg_add(&t->drop_reasons[reason], 1);
+	count_add(&t->drop_reasons[reason], 1);
 	if (a)
 		agg_add(&a->untimed, 1);
 	else
-		agg_add(&t->unattributed, 1);
+		count_add(&t->unattributed, 1);
 }
 
 /*
@@ -209,25 +215,20 @@ static inline __attribute__((always_inline)) void agg_close(struct agent_thread 
 {
 	uint64_t ticks = tsc > e->enter_tsc ? tsc - e->enter_tsc : 0;
 	uint64_t self = ticks > e->child_ticks ? ticks - e->child_ticks : 0;
-	struct func_agg *a;
+	struct func_agg *a = e->agg;
 
-	if (e->flags & SHADOW_AGGREGATED)
-		return;
-	e->flags |= SHADOW_AGGREGATED;
+	(void)t;
+	if (unlikely(!a))
+		return; /* counted already, or no figures to count it in */
+	e->agg = NULL;
 	if (parent)
 		parent->child_ticks += ticks;
-	a = agg_get(t, e->func_id);
-	if (unlikely(!a))
-		return;
-	agg_add(&a->exited, 1);
-	agg_add(&a->total_ticks, ticks);
-	agg_add(&a->self_ticks, self);
-	if (ticks > atomic_load_explicit(&a->max_ticks, memory_order_relaxed))
-		atomic_store_explicit(&a->max_ticks, ticks, memory_order_relaxed);
-	uint32_t b = agg_bucket(ticks);
-	atomic_store_explicit(&a->hist[b],
-			      atomic_load_explicit(&a->hist[b], memory_order_relaxed) + 1,
-			      memory_order_relaxed);
+	a->exited++;
+	a->total_ticks += ticks;
+	a->self_ticks += self;
+	if (ticks > a->max_ticks)
+		a->max_ticks = ticks;
+	a->hist[agg_bucket(ticks)]++;
 }
 
 static int on_thread_stack(const struct agent_thread *t, uintptr_t addr)
@@ -494,7 +495,7 @@ COLD static int agg_missing(struct agent_thread *t, uint32_t func_id)
 		t->want_agg_page = func_id / AGG_PAGE_FUNCS + 1;
 		return HOOK_SLOW_MEMORY;
 	}
-	agg_add(&t->unattributed, 1);
+	count_add(&t->unattributed, 1);
 	return 0;
 }
 
@@ -552,15 +553,14 @@ int profagent_enter_hook(const struct stub_desc *desc, uintptr_t *return_slot)
 	e->exit_head = SHADOW_ALIVE;
 	e->enter_tsc = tsc;
 	e->child_ticks = 0;
-	if (likely(a))
-		agg_add(&a->entered, 1);
+	e->agg = a; /* counted as open by the flusher until its exit */
 	if (likely(flags)) {
 		ring_put_enter(t, head, desc->func_id, tsc, e->return_address, return_slot);
 		head += 2;
 	} else {
-		agg_add(&t->drop_reasons[AGG_DROP_BUFFER_FULL], 1);
+		count_add(&t->drop_reasons[AGG_DROP_BUFFER_FULL], 1);
 		if (a)
-			agg_add(&a->unrecorded, 1);
+			a->unrecorded++;
 	}
 	state_publish(t, state_make(head, depth + 1));
 	*return_slot = (uintptr_t)profagent_exit_trampoline;

@@ -19,7 +19,7 @@ rc=0
 "$ROOT/$BUILD/profctl" run --freq 0 --funcs "$FUNCS" -o "$tmp/overhead.pftrace" -- \
 	"$ROOT/$BUILD/bench/overhead" "$CALLS" >"$tmp/overhead.out" 2>"$tmp/overhead.err" || rc=$?
 grep -v "^instrumented calls:" "$tmp/overhead.out" || true
-grep -E "^profctl: (functions|events):" "$tmp/overhead.err" || true
+grep -E "^profctl: (functions|calls):" "$tmp/overhead.err" || true
 fail=0
 if [ "$rc" -ne 0 ]; then
 	echo "FAIL: overhead exited with status $rc" >&2

@@ -120,6 +120,22 @@ int perfetto_writer_samples_lost(struct perfetto_writer *w, uint64_t ts, uint32_
  */
 void perfetto_writer_set_sample_freq(struct perfetto_writer *w, uint32_t freq_hz);
 
+/*
+ * One function's exact figures (every call, recorded on the timeline or not),
+ * for the track PERFETTO_FUNC_TOTALS_TRACK of its process: one instant event
+ * named after the function at `ts`, with the figures as its arguments (the UI
+ * shows them when the event is selected; trace processor puts them in args).
+ * tid 0: over all threads; else that thread's.
+ */
+#define PERFETTO_FUNC_TOTALS_TRACK "profd: function totals (exact, every call)"
+struct perfetto_func_totals {
+	const char *name;
+	uint32_t tid;
+	uint64_t calls, exited, dropped, total_ns, self_ns, max_ns, p50_ns, p90_ns, p99_ns;
+};
+int perfetto_writer_func_totals(struct perfetto_writer *w, pid_t pid, uint64_t ts,
+				const struct perfetto_func_totals *t);
+
 struct perfetto_writer_stats {
 	uint64_t bytes;          /* written to fd so far (after the last flush) */
 	uint64_t packets;        /* produced, including those dropped after a write error */
