@@ -189,7 +189,9 @@ int call_stacks_exit(struct call_stacks *cs, uint32_t tid, uint32_t func_id,
 	if (i-- == 0)
 		return -ENOENT;
 	*out = t->frames[i];
-	memmove(&t->frames[i], &t->frames[i + 1], (t->depth - i - 1) * sizeof(t->frames[0]));
+	if (i + 1 < t->depth) /* not the top: nearly never, and memmove is a call */
+		memmove(&t->frames[i], &t->frames[i + 1],
+			(t->depth - i - 1) * sizeof(t->frames[0]));
 	t->depth--;
 	t->last_exited = *out;
 	t->has_last_exited = true;

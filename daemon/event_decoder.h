@@ -40,6 +40,8 @@ struct decoded_thread_drops {
 };
 
 struct event_decoder_callbacks {
+	/* one thread's events in stream order, n at a time (set this or record) */
+	void (*events)(void *ctx, uint32_t tid, const struct decoded_event *ev, size_t n);
 	void (*record)(void *ctx, uint32_t tid, const struct decoded_event *ev);
 	/* every record delivered before it has mono_ns <= this (may be NULL) */
 	void (*watermark)(void *ctx, uint64_t mono_ns);

@@ -3,7 +3,8 @@
  * `profctl report`: reads a trace back (viewer-export/trace_reader.c) and
  * prints per-function call counts and times, threads, the hottest sampled
  * functions and any rule the trace breaks. `--dump` prints one line per
- * thread, slice, sample and counter value for scripts and tests.
+ * thread, slice, sample, function total and counter value for scripts and tests
+ * (`total TID NAME CALLS RETURNED OFF_TIMELINE TOTAL_NS SELF_NS P50 P99 MAX`).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -113,6 +114,65 @@ static void count_self_samples(const struct trace_model *m, struct name_table *t
 	free(idx);
 }
 
+static int totals_by_total_desc(const void *a, const void *b)
+{
+	const struct trace_func_total *x = *(const struct trace_func_total *const *)a;
+	const struct trace_func_total *y = *(const struct trace_func_total *const *)b;
+
+	return x->total_ns < y->total_ns ? 1 : x->total_ns > y->total_ns ? -1 : 0;
+}
+
+static void print_ns(uint64_t ns)
+{
+	if (ns < 10000)
+		printf(" %8" PRIu64 "ns", ns);
+	else if (ns < 10000000)
+		printf(" %8.1fus", (double)ns / 1e3);
+	else if (ns < 10000000000ull)
+		printf(" %8.1fms", (double)ns / 1e6);
+	else
+		printf(" %8.2fs ", (double)ns / 1e9);
+}
+
+/*
+ * The exact figures profd wrote (every call, on the timeline or not), over
+ * all threads; the sampled self time beside them. 0 when the trace has none.
+ */
+static int report_exact_functions(const struct trace_model *m, struct name_table *samples)
+{
+	const struct trace_func_total **rows = calloc(m->n_func_totals + 1, sizeof(*rows));
+	size_t n = 0;
+
+	if (!rows)
+		return 0;
+	for (size_t i = 0; i < m->n_func_totals; i++)
+		if (m->func_totals[i].tid == 0)
+			rows[n++] = &m->func_totals[i];
+	qsort(rows, n, sizeof(*rows), totals_by_total_desc);
+	printf("\ninstrumented functions (%zu called; exact, every call; p50/p99 estimated within "
+	       "12 %%; self samples: CPU samples taken while it was the innermost call):\n"
+	       "%12s %10s %10s %10s %10s %10s %10s %12s %12s  %s\n", n, "calls", "total", "self",
+	       "avg", "p50~", "p99~", "max", "off timeline", "self samples", "name");
+	for (size_t i = 0; i < n; i++) {
+		const struct name_stat *st = NULL;
+
+		for (size_t k = 0; k < samples->n; k++)
+			if (rows[i]->name && strcmp(samples->items[k].name, rows[i]->name) == 0)
+				st = &samples->items[k];
+		printf("%12" PRIu64, rows[i]->calls);
+		print_ns(rows[i]->total_ns);
+		print_ns(rows[i]->self_ns);
+		print_ns(rows[i]->avg_ns);
+		print_ns(rows[i]->p50_ns);
+		print_ns(rows[i]->p99_ns);
+		print_ns(rows[i]->max_ns);
+		printf(" %12" PRIu64 " %12" PRIu64 "  %s\n", rows[i]->not_on_timeline,
+		       st ? st->self_samples : 0, rows[i]->name ? rows[i]->name : "?");
+	}
+	free(rows);
+	return n > 0;
+}
+
 static void report_functions(const struct trace_model *m)
 {
 	struct name_table t = { 0 };
@@ -127,6 +187,10 @@ static void report_functions(const struct trace_model *m)
 			st->total_ns += m->slices[i].dur;
 	}
 	count_self_samples(m, &t);
+	if (report_exact_functions(m, &t)) {
+		free(t.items);
+		return;
+	}
 	qsort(t.items, t.n, sizeof(*t.items), by_total_desc);
 	printf("\ninstrumented functions (%zu; self samples: CPU samples taken while it was the "
 	       "innermost instrumented call):\n%12s %14s %12s %12s  %s\n",
@@ -204,6 +268,14 @@ static void report_dump(const struct trace_model *m)
 		for (size_t k = 0; k < s->n_frames; k++)
 			printf("%s%s", k ? ";" : "", s->frames[k]);
 		printf("\n");
+	}
+	for (size_t i = 0; i < m->n_func_totals; i++) {
+		const struct trace_func_total *t = &m->func_totals[i];
+
+		printf("total %u %s %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64
+		       " %" PRIu64 " %" PRIu64 " %" PRIu64 "\n", t->tid, t->name ? t->name : "?",
+		       t->calls, t->returned, t->not_on_timeline, t->total_ns, t->self_ns,
+		       t->p50_ns, t->p99_ns, t->max_ns);
 	}
 	for (size_t i = 0; i < m->n_counter_values; i++)
 		printf("counter %s %" PRIu64 " %.0f\n", m->counter_values[i].track_name,

@@ -428,6 +428,7 @@ void trace_model_free(struct trace_model *m)
 	free(m->slices);
 	free(m->samples);
 	free(m->counter_values);
+	free(m->func_totals);
 	free(m->process_names);
 	free(m->process_pids);
 	trd_priv_free(m->priv);

@@ -10,11 +10,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "perfetto_trace_subset.pb-c.h"
+#include "viewer-export/perfetto_writer.h"
 #include "viewer-export/trace_reader_internal.h"
 
 typedef Perfetto__Protos__TracePacket trd_packet;
@@ -437,6 +439,60 @@ static int64_t trd_self_samples_arg(const Perfetto__Protos__TrackEvent *te)
 	return -1;
 }
 
+static bool trd_is_totals_track(const struct trd *r, uint64_t uuid)
+{
+	for (size_t i = 0; i < r->n_totals_uuids; i++)
+		if (r->totals_uuids[i] == uuid)
+			return true;
+	return false;
+}
+
+/* An event of profd's totals track: its arguments are one function's figures. */
+static void trd_func_total(struct trd *r, struct trd_seq *s, const trd_packet *p, uint64_t uuid)
+{
+	const Perfetto__Protos__TrackEvent *te = p->track_event;
+	const struct trd_track *t = pw_table_find(&r->tracks, &uuid);
+	const struct trd_track *parent =
+		t && t->parent_uuid ? pw_table_find(&r->tracks, &t->parent_uuid) : NULL;
+	struct trace_func_total *ft;
+	static const struct {
+		const char *name;
+		size_t offset;
+	} fields[] = {
+		{ "calls", offsetof(struct trace_func_total, calls) },
+		{ "returned", offsetof(struct trace_func_total, returned) },
+		{ "not_on_timeline", offsetof(struct trace_func_total, not_on_timeline) },
+		{ "total_ns", offsetof(struct trace_func_total, total_ns) },
+		{ "self_ns", offsetof(struct trace_func_total, self_ns) },
+		{ "avg_ns", offsetof(struct trace_func_total, avg_ns) },
+		{ "p50_ns_estimate", offsetof(struct trace_func_total, p50_ns) },
+		{ "p90_ns_estimate", offsetof(struct trace_func_total, p90_ns) },
+		{ "p99_ns_estimate", offsetof(struct trace_func_total, p99_ns) },
+		{ "max_ns", offsetof(struct trace_func_total, max_ns) },
+	};
+
+	if (!trd_reserve(r, (void **)&r->m->func_totals, &r->cap_func_totals, r->m->n_func_totals,
+			 sizeof(*ft)))
+		return;
+	ft = &r->m->func_totals[r->m->n_func_totals++];
+	memset(ft, 0, sizeof(*ft));
+	ft->pid = parent ? parent->pid : 0;
+	ft->name = (char *)trd_event_name(r, s, te);
+	for (size_t i = 0; i < te->n_debug_annotations; i++) {
+		const Perfetto__Protos__DebugAnnotation *a = te->debug_annotations[i];
+
+		if (a->name_field_case != PERFETTO__PROTOS__DEBUG_ANNOTATION__NAME_FIELD_NAME ||
+		    a->value_case != PERFETTO__PROTOS__DEBUG_ANNOTATION__VALUE_UINT_VALUE)
+			continue;
+		if (strcmp(a->name, "tid") == 0)
+			ft->tid = (uint32_t)a->uint_value;
+		for (size_t k = 0; k < sizeof(fields) / sizeof(fields[0]); k++)
+			if (strcmp(a->name, fields[k].name) == 0)
+				memcpy((uint8_t *)ft + fields[k].offset, &a->uint_value,
+				       sizeof(uint64_t));
+	}
+}
+
 static void trd_track_event(struct trd *r, struct trd_seq *s, const trd_packet *p)
 {
 	const Perfetto__Protos__TrackEvent *te = p->track_event;
@@ -455,6 +511,10 @@ static void trd_track_event(struct trd *r, struct trd_seq *s, const trd_packet *
 		return;
 	}
 	uuid = te->has_track_uuid ? te->track_uuid : s->track_uuid;
+	if (r->n_totals_uuids && trd_is_totals_track(r, uuid)) {
+		trd_func_total(r, s, p, uuid);
+		return;
+	}
 	if (type == TRD_COUNTER) {
 		trd_counter_value(r, p, uuid);
 		return;
@@ -609,6 +669,9 @@ static void trd_track_descriptor(struct trd *r, const Perfetto__Protos__TrackDes
 	}
 	if (d->static_or_dynamic_name_case && d->name)
 		t->name = trd_str(r, d->name, strlen(d->name));
+	if (t->name && strcmp(t->name, PERFETTO_FUNC_TOTALS_TRACK) == 0 && is_new &&
+	    r->n_totals_uuids < sizeof(r->totals_uuids) / sizeof(r->totals_uuids[0]))
+		r->totals_uuids[r->n_totals_uuids++] = d->uuid;
 	if (!t->usable)
 		return;
 	if (t->kind == TRD_TRACK_THREAD)

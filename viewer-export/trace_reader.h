@@ -44,6 +44,19 @@ struct trace_counter_value {
 	double value;
 };
 
+/*
+ * profd's exact per-function figures (every call, on the timeline or not):
+ * the events of its PERFETTO_FUNC_TOTALS_TRACK, not slices.
+ */
+struct trace_func_total {
+	int32_t pid;
+	uint32_t tid;        /* 0: over all threads */
+	char *name;
+	uint64_t calls, returned, not_on_timeline, total_ns, self_ns, avg_ns;
+	uint64_t p50_ns, p90_ns, p99_ns; /* estimates (within 12 %) */
+	uint64_t max_ns;
+};
+
 struct trace_model_priv;
 
 struct trace_model {
@@ -53,6 +66,8 @@ struct trace_model {
 	struct trace_slice *slices;     /* sorted by (ts, file order) */
 	struct trace_sample *samples;
 	struct trace_counter_value *counter_values;
+	struct trace_func_total *func_totals; /* file order */
+	size_t n_func_totals;
 	char **problems;                /* human-readable, one per violation */
 	char **process_names;           /* parallel to process_pids */
 	int32_t *process_pids;

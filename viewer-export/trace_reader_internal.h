@@ -83,7 +83,9 @@ struct trd {
 	size_t n_samples, cap_samples;
 	struct trd_counter *counters;
 	size_t n_counters, cap_counters;
-	size_t cap_threads, cap_processes, cap_slices;
+	size_t cap_threads, cap_processes, cap_slices, cap_func_totals;
+	uint64_t totals_uuids[8];  /* tracks named PERFETTO_FUNC_TOTALS_TRACK */
+	size_t n_totals_uuids;
 };
 
 /* trace_model.c */
