@@ -264,6 +264,10 @@ long func_stats_totals(const struct func_stats *fs, int per_thread, struct func_
 		a->t.p50_ns = percentile_ns(a->hist, a->t.exited, 0.50, a->ns_per_tick);
 		a->t.p90_ns = percentile_ns(a->hist, a->t.exited, 0.90, a->ns_per_tick);
 		a->t.p99_ns = percentile_ns(a->hist, a->t.exited, 0.99, a->ns_per_tick);
+		/* a bucket's middle can lie past the longest call in it: never above the max */
+		a->t.p50_ns = a->t.p50_ns < a->t.max_ns ? a->t.p50_ns : a->t.max_ns;
+		a->t.p90_ns = a->t.p90_ns < a->t.max_ns ? a->t.p90_ns : a->t.max_ns;
+		a->t.p99_ns = a->t.p99_ns < a->t.max_ns ? a->t.p99_ns : a->t.max_ns;
 		res[i] = a->t;
 	}
 	free(acc);

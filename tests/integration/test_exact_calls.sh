@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# Every call accounted for (issue 11): a burst of a million calls from a fresh
+# thread fits the default buffers and loses nothing; a tiny --buffer-size
+# drops calls from the timeline yet every function's call count stays exact
+# against the program's own counters; the python json round trip loses
+# nothing and its slices equal the exact totals; bad sizes are refused.
+source "$(dirname "$0")/common.bash"
+TARGET="$ROOT/$BUILD/tests/targets/burst_target"
+FUNCS='burst_outer,burst_leaf,burst_rare'
+
+# summary_field FILE WHICH: made, recorded or dropped from "profctl: calls: ..."
+summary_field() {
+	sed -nE 's/^profctl: calls: ([0-9]+) made, ([0-9]+) recorded, ([0-9]+) dropped.*/\1 \2 \3/p' \
+		"$1" | awk -v w="$2" '{ print (w == "made" ? $1 : w == "recorded" ? $2 : $3) }'
+}
+
+# dump_counts TRACE: "NAME SLICES TOTAL_CALLS OFF_TIMELINE" per function (all threads)
+dump_counts() {
+	"$PROFCTL" report --dump "$1" | awk '
+		$1 == "slice" { slices[$4]++ }
+		$1 == "total" && $2 == 0 { calls[$3] = $4; off[$3] = $6 }
+		END { for (f in calls) print f, slices[f] + 0, calls[f], off[f] }' | sort
+}
+
+# ---- a burst of 1 M calls (3.25 M in all) from a fresh thread, default buffers
+"$PROFCTL" run --funcs "$FUNCS" --freq 0 -o "$WORK/burst.pftrace" -- "$TARGET" 1000000 \
+	>"$WORK/burst.out" 2>"$WORK/burst.err"
+check_eq "burst: the target ran" "$?" 0
+total=$(sed -n 's/^total //p' "$WORK/burst.out")
+check_eq "burst: calls made = the program's calls" "$(summary_field "$WORK/burst.err" made)" \
+	"$total"
+check_eq "burst: nothing dropped at default settings" \
+	"$(summary_field "$WORK/burst.err" dropped)" 0
+dump_counts "$WORK/burst.pftrace" >"$WORK/burst.counts"
+for f in burst_outer burst_leaf burst_rare; do
+	want=$(sed -n "s/^count $f //p" "$WORK/burst.out")
+	check_eq "burst: $f slices = its calls" "$(awk -v f=$f '$1 == f { print $2 }' \
+		"$WORK/burst.counts")" "$want"
+	check_eq "burst: $f exact total = its calls" "$(awk -v f=$f '$1 == f { print $3 }' \
+		"$WORK/burst.counts")" "$want"
+done
+
+# ---- forced overflow: 64 KiB of buffers for 3.25 M calls
+"$PROFCTL" run --funcs "$FUNCS" --freq 0 --buffer-size 64K -o "$WORK/tiny.pftrace" -- \
+	"$TARGET" 1000000 >"$WORK/tiny.out" 2>"$WORK/tiny.err"
+check_eq "tiny buffers: the target's run is unchanged" "$(cat "$WORK/tiny.out")" \
+	"$(cat "$WORK/burst.out")"
+dropped=$(summary_field "$WORK/tiny.err" dropped)
+check "tiny buffers: calls were dropped (${dropped:-none})" test "${dropped:-0}" -gt 0
+check_eq "tiny buffers: calls made = the program's calls" \
+	"$(summary_field "$WORK/tiny.err" made)" "$total"
+check "tiny buffers: the drops are said to be the buffer's" \
+	grep -qE "^profctl: calls: .* dropped \(buffer full: $dropped\)" "$WORK/tiny.err"
+dump_counts "$WORK/tiny.pftrace" >"$WORK/tiny.counts"
+off_sum=0
+for f in burst_outer burst_leaf burst_rare; do
+	want=$(sed -n "s/^count $f //p" "$WORK/tiny.out")
+	read -r slices calls off < <(awk -v f=$f '$1 == f { print $2, $3, $4 }' "$WORK/tiny.counts")
+	check_eq "tiny buffers: $f exact calls = the program's" "$calls" "$want"
+	check_eq "tiny buffers: $f slices + off-timeline calls = its calls" \
+		"$((${slices:-0} + ${off:-0}))" "$want"
+	off_sum=$((off_sum + ${off:-0}))
+done
+check_eq "tiny buffers: the functions' off-timeline calls add up to the summary's" \
+	"$off_sum" "$dropped"
+check "tiny buffers: the trace reads back without problems" \
+	test "$("$PROFCTL" report --dump "$WORK/tiny.pftrace" | grep -c '^problem')" -eq 0
+
+# ---- bad sizes: one line, non-zero exit, nothing run
+for bad in 1K abc 5X -1M 100G; do
+	"$PROFCTL" run --funcs "$FUNCS" --buffer-size "$bad" -o "$WORK/bad.pftrace" -- \
+		"$TARGET" 10 >"$WORK/bad.out" 2>"$WORK/bad.err"
+	rc=$?
+	check "--buffer-size $bad is refused (exit $rc)" test "$rc" -ne 0
+	check_eq "--buffer-size $bad: one line naming the option" \
+		"$(grep -c -- '--buffer-size' "$WORK/bad.err")" 1
+	check "--buffer-size $bad: the program did not run" test ! -s "$WORK/bad.out"
+done
+
+# ---- the python json round trip: nothing dropped, slices = exact totals
+PY=/usr/bin/python3
+if [ -x "$PY" ]; then
+	"$PROFCTL" run --funcs 'PyObject_*,PyDict_*,PyList_*' --freq 999 -o "$WORK/py.pftrace" -- \
+		"$PY" -c 'import json
+d = [{"a": i, "b": [i, str(i)], "c": {"x": i}} for i in range(200000)]
+print(len(json.loads(json.dumps(d))))' >"$WORK/py.out" 2>"$WORK/py.err"
+	check_eq "python json: the program's output" "$(cat "$WORK/py.out")" 200000
+	check_eq "python json: nothing dropped at default settings" \
+		"$(summary_field "$WORK/py.err" dropped)" 0
+	dump_counts "$WORK/py.pftrace" >"$WORK/py.counts"
+	check "python json: functions were called" test -s "$WORK/py.counts"
+	check_eq "python json: every function's slices = its exact calls" \
+		"$(awk '$2 != $3 { print }' "$WORK/py.counts")" ""
+	check_eq "python json: the summary's calls = the functions' sum" \
+		"$(awk '{ n += $3 } END { print n }' "$WORK/py.counts")" \
+		"$(summary_field "$WORK/py.err" made)"
+else
+	skip "python json: no $PY"
+fi
+finish
