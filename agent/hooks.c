@@ -132,7 +132,7 @@ COLD static void ring_resync(struct agent_thread *t, uint64_t head)
  */
 COLD static int ring_switch(struct agent_thread *t, uint64_t *head, uint32_t depth, uint32_t need)
 {
-	struct event_record *cur;
+	struct event_record *cur, *in_slot;
 	uint64_t next;
 	uint32_t gen;
 
@@ -153,7 +153,8 @@ COLD static int ring_switch(struct agent_thread *t, uint64_t *head, uint32_t dep
 	}
 	/* none yet: the head is at a span's start (rounded up, so it never moves back) */
 	next = cur ? *head / SEGMENT_SPAN + 1 : (*head + SEGMENT_SPAN - 1) / SEGMENT_SPAN;
-	if (atomic_load_explicit(&t->seg_map[next % SEGMENT_SLOTS], memory_order_acquire)) {
+	in_slot = atomic_load_explicit(&t->seg_map[next % SEGMENT_SLOTS], memory_order_acquire);
+	if (in_slot && in_slot != t->spare) { /* the spare: a switch cut short before its publish */
 		t->denied_gen = gen; /* the flusher is a whole ring behind */
 		return 0;
 	}
