@@ -217,6 +217,7 @@ static inline __attribute__((always_inline)) void agg_close(struct agent_thread 
 	uint64_t ticks = tsc > e->enter_tsc ? tsc - e->enter_tsc : 0;
 	uint64_t self = ticks > e->child_ticks ? ticks - e->child_ticks : 0;
 	struct func_agg *a = e->agg;
+	uint64_t max;
 
 	(void)t;
 	if (unlikely(!a))
@@ -227,8 +228,10 @@ static inline __attribute__((always_inline)) void agg_close(struct agent_thread 
 	a->exited++;
 	a->total_ticks += ticks;
 	a->self_ticks += self;
-	if (ticks > a->max_ticks)
-		a->max_ticks = ticks;
+	/* no branch on a duration: the path stays the same whatever the timing */
+	max = a->max_ticks;
+	__asm__("" : "+r"(max)); /* keep it a conditional move, not a conditional store */
+	a->max_ticks = ticks > max ? ticks : max;
 	a->hist[agg_bucket(ticks)]++;
 }
 

@@ -13,37 +13,34 @@
 #include <stdint.h>
 
 /*
- * Log-linear buckets of a duration in TSC ticks: exact below 4, then four
- * per power of two (each at most 25 % wider than its lower bound, so a
- * percentile read at a bucket's middle is within 12 % of the truth). 176
- * buckets reach 2^44 ticks (hours at any TSC rate); longer calls share the
- * last one (the maximum is kept exactly beside them).
+ * Log-linear buckets of a duration in TSC ticks: of ticks + 4, four per
+ * power of two, so that the first four hold 0-3 exactly and each later one
+ * is at most 25 % wider than its lower bound (a percentile read at a
+ * bucket's middle is within 12 % of the truth). 176 buckets reach 2^46 ticks
+ * (hours at any TSC rate); longer calls share the last one (the maximum is
+ * kept exactly beside them). No branch: the hooks' path must not depend on
+ * how long a call took (tests/targets/sigstep_tracer.c replays it exactly).
  */
 #define AGG_SUB_BITS 2
 #define AGG_BUCKETS 176
 
 static inline uint32_t agg_bucket(uint64_t ticks)
 {
-	uint32_t octave, index;
+	uint64_t x = ticks + (1u << AGG_SUB_BITS);
+	uint32_t octave = 63u - (uint32_t)__builtin_clzll(x);
+	uint32_t index = ((octave - AGG_SUB_BITS) << AGG_SUB_BITS) |
+			 (uint32_t)((x >> (octave - AGG_SUB_BITS)) & ((1u << AGG_SUB_BITS) - 1));
 
-	if (ticks < (1u << AGG_SUB_BITS))
-		return (uint32_t)ticks;
-	octave = 63u - (uint32_t)__builtin_clzll(ticks);
-	index = ((octave - AGG_SUB_BITS + 1) << AGG_SUB_BITS) |
-		(uint32_t)((ticks >> (octave - AGG_SUB_BITS)) & ((1u << AGG_SUB_BITS) - 1));
 	return index < AGG_BUCKETS ? index : AGG_BUCKETS - 1;
 }
 
 /* The smallest duration in bucket `index` (index <= AGG_BUCKETS: the end of the last). */
 static inline uint64_t agg_bucket_low(uint32_t index)
 {
-	uint32_t octave, sub;
+	uint32_t octave = (index >> AGG_SUB_BITS) + AGG_SUB_BITS;
+	uint64_t sub = index & ((1u << AGG_SUB_BITS) - 1);
 
-	if (index < (1u << AGG_SUB_BITS))
-		return index;
-	octave = (index >> AGG_SUB_BITS) + AGG_SUB_BITS - 1;
-	sub = index & ((1u << AGG_SUB_BITS) - 1);
-	return ((uint64_t)((1u << AGG_SUB_BITS) | sub)) << (octave - AGG_SUB_BITS);
+	return (((1u << AGG_SUB_BITS) | sub) << (octave - AGG_SUB_BITS)) - (1u << AGG_SUB_BITS);
 }
 
 /*

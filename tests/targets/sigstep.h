@@ -97,6 +97,7 @@ struct sigstep_ctl {
 
 	/* tracer -> target's summary */
 	unsigned respawns;
+	unsigned visits_repeated; /* the probe took another path: made again (sigstep_tracer.c) */
 	struct pass_stats stats[N_PASSES + 1];
 	int stopped;        /* the tracer gave up before the end */
 	int windows;        /* failing address ranges reported */

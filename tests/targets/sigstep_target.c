@@ -671,8 +671,9 @@ static void print_summary(void)
 		       first->planned, first->cats[CAT_ENTER], first->cats[CAT_EXIT],
 		       first->cats[CAT_TRAMP], first->cats[CAT_STUB], first->cats[CAT_OTHER],
 		       complete);
-	printf("signals delivered: %u; worker threads retired after a broken visit: %u\n", visited,
-	       ctl->respawns);
+	printf("signals delivered: %u; worker threads retired after a broken visit: %u; visits "
+	       "made again after the probe took another path: %u\n", visited, ctl->respawns,
+	       ctl->visits_repeated);
 	printf("sigstep: %.1f s learning (%lu single steps), %.1f s visiting (%lu ptrace stops)\n",
 	       ctl->learn_s, ctl->singlesteps, ctl->visit_s, ctl->stops);
 	for (int i = 0; i < SS_COUNT; i++) {
