@@ -27,6 +27,8 @@ struct thread_calls {
 struct call_stacks {
 	struct thread_calls *slots; /* power-of-two sized, at most half full */
 	size_t n_slots, n_used;
+	/* the last thread found: events come in runs of one thread (reset when slots move) */
+	struct thread_calls *last;
 };
 
 static size_t slot_index(const struct call_stacks *cs, uint32_t tid)
@@ -34,11 +36,13 @@ static size_t slot_index(const struct call_stacks *cs, uint32_t tid)
 	return (tid * 2654435761u) & (cs->n_slots - 1);
 }
 
-static struct thread_calls *find_thread(const struct call_stacks *cs, uint32_t tid)
+static struct thread_calls *find_thread(struct call_stacks *cs, uint32_t tid)
 {
+	if (cs->last && cs->last->tid == tid)
+		return cs->last;
 	for (size_t i = slot_index(cs, tid);; i = (i + 1) & (cs->n_slots - 1)) {
 		if (cs->slots[i].tid == tid)
-			return &cs->slots[i];
+			return cs->last = &cs->slots[i];
 		if (cs->slots[i].tid == 0)
 			return NULL;
 	}
@@ -67,6 +71,7 @@ static int grow_table(struct call_stacks *cs)
 	}
 	cs->n_slots = old_n * 2;
 	cs->n_used = 0;
+	cs->last = NULL;
 	for (size_t i = 0; i < old_n; i++)
 		if (old[i].tid)
 			*insert_slot(cs, old[i].tid) = old[i];
@@ -117,6 +122,7 @@ void call_stacks_clear(struct call_stacks *cs)
 	}
 	memset(cs->slots, 0, cs->n_slots * sizeof(cs->slots[0]));
 	cs->n_used = 0;
+	cs->last = NULL;
 }
 
 /* Slots are 8-aligned and neighbours differ in low bits. */
@@ -226,6 +232,7 @@ void call_stacks_thread_gone(struct call_stacks *cs, uint32_t tid)
 	hole = (size_t)(t - cs->slots);
 	memset(t, 0, sizeof(*t));
 	cs->n_used--;
+	cs->last = NULL; /* entries move below */
 	for (i = (hole + 1) & (cs->n_slots - 1); cs->slots[i].tid; i = (i + 1) & (cs->n_slots - 1)) {
 		size_t home = slot_index(cs, cs->slots[i].tid);
 		/* the entry may move to the hole if its home is not in (hole, i] cyclically */

@@ -29,6 +29,12 @@ struct pw_thread_key {
 	int32_t pid, tid;
 };
 
+/*
+ * A thread's slices go on its own sequence (perfetto-format.md §6.1): its
+ * track from TrackEventDefaults, delta timestamps in the incremental clock
+ * PW_CLOCK_INCREMENTAL, event names interned per sequence. 9-11 bytes per
+ * BEGIN or END instead of 18-20, and fewer to encode.
+ */
 struct pw_thread {
 	struct pw_thread_key key;
 	uint64_t uuid;
@@ -36,6 +42,11 @@ struct pw_thread {
 	uint32_t depth;   /* BEGINs written and not yet ended */
 	uint32_t clamped; /* BEGINs dropped above PERFETTO_MAX_SLICE_DEPTH, not yet ended */
 	bool described;
+	bool seq_started; /* its sequence was cleared and its clock snapshotted */
+	uint32_t seq;     /* trusted_packet_sequence_id */
+	uint64_t seq_ts;  /* the sequence's clock: the last timestamp written on it */
+	uint8_t *defined; /* bit per event-name iid defined on its sequence */
+	size_t defined_bytes;
 };
 
 struct pw_func {
@@ -44,8 +55,8 @@ struct pw_func {
 	char *name;
 };
 
-/* A slice packet: 0A len 40 ts 50 seq 5A len {48 type [50 iid] 58 uuid}. */
-#define PW_SLICE_MAX (2 + 1 + 10 + 2 + 2 + 2 + 11 + 11)
+/* A slice packet: 0A len 40 delta 50 seq 5A len {48 type [50 iid]}. */
+#define PW_SLICE_MAX (2 + 1 + 10 + 1 + 5 + 2 + 2 + 11)
 _Static_assert(PW_SLICE_MAX - 2 < 128, "slice packets use a one-byte length");
 
 /* ---- output ------------------------------------------------------------- */
@@ -351,6 +362,7 @@ static struct pw_thread *pw_thread_get(struct perfetto_writer *w, pid_t pid, pid
 	if (t && is_new) {
 		pw_proc_use(w, pid); /* different table: t stays valid */
 		t->uuid = w->next_uuid++;
+		t->seq = w->next_thread_seq++;
 	}
 	return t;
 }
@@ -430,66 +442,137 @@ static void pw_cache_func_iid(struct perfetto_writer *w, uint32_t func_id, uint3
  * Resolves func_id to an event-name iid. *def is NULL when the name is
  * already defined on sequence 1, else the name to define in this packet.
  */
-static int pw_func_iid(struct perfetto_writer *w, uint32_t func_id, uint64_t *iid,
-		       const char **def, char *tmp, size_t tmp_size)
+/* The event-name iid of func_id (assigned on first use, shared by equal names), or <0. */
+static int64_t pw_func_iid(struct perfetto_writer *w, uint32_t func_id)
 {
 	struct pw_func *f;
 	const char *name;
+	char tmp[32];
 	int64_t idx;
 	bool is_new;
 
-	if (func_id < w->n_func_iid_cache && w->func_iid_cache[func_id]) {
-		*def = NULL;
-		*iid = w->func_iid_cache[func_id];
-		return 0;
-	}
+	if (func_id < w->n_func_iid_cache && w->func_iid_cache[func_id])
+		return w->func_iid_cache[func_id];
 	f = pw_table_get(&w->funcs, &func_id, &is_new);
 	if (!f)
 		return -ENOMEM;
-	*def = NULL;
-	if (f->name_iid) {
-		*iid = f->name_iid;
-		pw_cache_func_iid(w, func_id, f->name_iid);
-		return 0;
+	if (!f->name_iid) {
+		name = f->name;
+		if (!name) {
+			snprintf(tmp, sizeof(tmp), "func_%" PRIu32, func_id);
+			name = tmp;
+		}
+		idx = pw_strtab_intern(&w->event_names, name, strlen(name), &is_new);
+		if (idx < 0)
+			return idx;
+		f->name_iid = (uint32_t)idx + 1;
 	}
-	name = f->name;
-	if (!name) {
-		snprintf(tmp, tmp_size, "func_%" PRIu32, func_id);
-		name = tmp;
-	}
-	idx = pw_strtab_intern(&w->event_names, name, strlen(name), &is_new);
-	if (idx < 0)
-		return (int)idx;
-	*iid = (uint64_t)idx + 1;
-	if (w->event_names.ents[idx].aux) { /* defined (for another func_id) */
-		f->name_iid = (uint32_t)*iid;
-		pw_cache_func_iid(w, func_id, f->name_iid);
-	} else
-		*def = (const char *)pw_strtab_data(&w->event_names, (uint32_t)idx);
+	pw_cache_func_iid(w, func_id, f->name_iid);
+	return f->name_iid;
+}
+
+/* ---- a thread's sequence ---------------------------------------------------- */
+
+/*
+ * Its first packets, before its first event: CLEARED with the defaults (its
+ * track, the incremental clock), then a snapshot that starts that clock at ts
+ * in CLOCK_MONOTONIC (perfetto-format.md §3.4.4).
+ */
+static int pw_thread_seq_start(struct perfetto_writer *w, struct pw_thread *t, uint64_t ts)
+{
+	size_t mark, d, ted, cs, c;
+
+	if (!w->snapshot_written)
+		perfetto_writer_clock_snapshot(w);
+	mark = pw_packet_open(w);
+	pwb_uint(&w->pkt, PW_F_SEQ_ID, t->seq);
+	pwb_uint(&w->pkt, PW_F_SEQ_FLAGS, PW_SEQ_INCREMENTAL_STATE_CLEARED);
+	d = pwb_open(&w->pkt, PW_F_DEFAULTS);
+	pwb_uint(&w->pkt, PW_F_CLOCK_ID, PW_CLOCK_INCREMENTAL);
+	ted = pwb_open(&w->pkt, 11); /* track_event_defaults */
+	pwb_uint(&w->pkt, 11, t->uuid); /* track_uuid */
+	pwb_close(&w->pkt, ted);
+	pwb_close(&w->pkt, d);
+	if (pw_packet_end(w, mark) < 0)
+		return -ENOMEM;
+	mark = pw_packet_open(w);
+	pwb_uint(&w->pkt, PW_F_SEQ_ID, t->seq);
+	cs = pwb_open(&w->pkt, PW_F_CLOCK_SNAPSHOT);
+	pw_clock(&w->pkt, PW_CLOCK_MONOTONIC, ts);
+	c = pwb_open(&w->pkt, 1); /* clocks */
+	pwb_uint(&w->pkt, 1, PW_CLOCK_INCREMENTAL);
+	pwb_uint(&w->pkt, 2, ts);
+	pwb_uint(&w->pkt, 3, 1); /* is_incremental */
+	pwb_close(&w->pkt, c);
+	pwb_close(&w->pkt, cs);
+	if (pw_packet_end(w, mark) < 0)
+		return -ENOMEM;
+	t->seq_ts = ts;
+	t->seq_started = true;
 	return 0;
 }
 
-/* The hot path: a BEGIN/END whose name (if any) is already defined. */
-static void pw_emit_slice(struct perfetto_writer *w, uint64_t ts, uint64_t uuid, unsigned type,
-			  uint64_t name_iid)
+/* ts as the delta the thread's sequence needs (never negative: the clock only goes on). */
+static uint64_t pw_thread_delta(struct pw_thread *t, uint64_t ts)
 {
-	unsigned ev = 2 + 1 + pwb_varint_size(uuid);
-	unsigned len;
+	uint64_t delta = ts > t->seq_ts ? ts - t->seq_ts : 0;
+
+	t->seq_ts += delta;
+	return delta;
+}
+
+/* A packet on t's sequence, timestamped ts (as a delta); returns the mark for pw_packet_end. */
+static size_t pw_thread_packet_begin(struct perfetto_writer *w, struct pw_thread *t, uint64_t ts)
+{
+	size_t mark = pw_packet_open(w);
+
+	pwb_uint(&w->pkt, PW_F_TIMESTAMP, pw_thread_delta(t, ts));
+	pwb_uint(&w->pkt, PW_F_SEQ_ID, t->seq);
+	return mark;
+}
+
+static bool pw_thread_defined(const struct pw_thread *t, uint64_t iid)
+{
+	return iid / 8 < t->defined_bytes && (t->defined[iid / 8] >> (iid % 8) & 1);
+}
+
+static int pw_thread_define(struct pw_thread *t, uint64_t iid)
+{
+	if (iid / 8 >= t->defined_bytes) {
+		size_t n = iid / 8 * 2 + 16;
+		uint8_t *grown = realloc(t->defined, n);
+
+		if (!grown)
+			return -ENOMEM;
+		memset(grown + t->defined_bytes, 0, n - t->defined_bytes);
+		t->defined = grown;
+		t->defined_bytes = n;
+	}
+	t->defined[iid / 8] |= (uint8_t)(1u << (iid % 8));
+	return 0;
+}
+
+/* The hot path: a BEGIN/END on t's sequence whose name (if any) is defined there. */
+static void pw_emit_slice(struct perfetto_writer *w, struct pw_thread *t, uint64_t ts,
+			  unsigned type, uint64_t name_iid)
+{
+	uint64_t delta = pw_thread_delta(t, ts);
+	unsigned ev = 2, len;
 	uint8_t *p;
 
 	if (name_iid)
 		ev += 1 + pwb_varint_size(name_iid);
-	len = 1 + pwb_varint_size(ts) + 2 + 2 + ev;
+	len = 1 + pwb_varint_size(delta) + 1 + pwb_varint_size(t->seq) + 2 + ev;
 	if (PW_BUF_SIZE - w->buf_len < len + 2)
 		perfetto_writer_flush(w);
 	p = w->buf + w->buf_len;
 	*p++ = 0x0a; /* Trace.packet */
 	*p++ = (uint8_t)len;
-	*p++ = 0x40; /* timestamp */
-	p = pwb_put_varint(p, ts);
+	*p++ = 0x40; /* timestamp: the delta (clock PW_CLOCK_INCREMENTAL from the defaults) */
+	p = pwb_put_varint(p, delta);
 	*p++ = 0x50; /* trusted_packet_sequence_id */
-	*p++ = PW_SEQ_TRACK;
-	*p++ = 0x5a; /* track_event */
+	p = pwb_put_varint(p, t->seq);
+	*p++ = 0x5a; /* track_event; its track from the defaults */
 	*p++ = (uint8_t)ev;
 	*p++ = 0x48; /* type */
 	*p++ = (uint8_t)type;
@@ -497,41 +580,37 @@ static void pw_emit_slice(struct perfetto_writer *w, uint64_t ts, uint64_t uuid,
 		*p++ = 0x50; /* name_iid */
 		p = pwb_put_varint(p, name_iid);
 	}
-	*p++ = 0x58; /* track_uuid */
-	p = pwb_put_varint(p, uuid);
 	w->st.packets++;
 	if (!w->write_error) /* else counted, not kept */
 		w->buf_len = (size_t)(p - w->buf);
 }
 
-/* Cold: a BEGIN that also defines its event name (first use on sequence 1). */
-static int pw_emit_begin_defining(struct perfetto_writer *w, uint64_t ts, uint64_t uuid,
-				  uint64_t iid, const char *name)
+/* Cold: a BEGIN that also defines its event name (its first use on t's sequence). */
+static int pw_emit_begin_defining(struct perfetto_writer *w, struct pw_thread *t, uint64_t ts,
+				  uint64_t iid)
 {
-	size_t mark = pw_packet_begin(w, PW_SEQ_TRACK, ts, true), ev, in, en;
+	size_t mark = pw_thread_packet_begin(w, t, ts), ev, in, en;
 
 	ev = pwb_open(&w->pkt, PW_F_TRACK_EVENT);
 	pwb_uint(&w->pkt, 9, PW_TYPE_SLICE_BEGIN);
 	pwb_uint(&w->pkt, 10, iid);
-	pwb_uint(&w->pkt, 11, uuid);
 	pwb_close(&w->pkt, ev);
 	in = pwb_open(&w->pkt, PW_F_INTERNED_DATA);
 	en = pwb_open(&w->pkt, 2); /* event_names */
 	pwb_uint(&w->pkt, 1, iid);
-	pwb_str(&w->pkt, 2, name);
+	pwb_str(&w->pkt, 2, (const char *)pw_strtab_data(&w->event_names, (uint32_t)iid - 1));
 	pwb_close(&w->pkt, en);
 	pwb_close(&w->pkt, in);
-	return pw_packet_end(w, mark);
+	if (pw_packet_end(w, mark) < 0)
+		return -ENOMEM;
+	return pw_thread_define(t, iid);
 }
 
 int perfetto_writer_slice_begin(struct perfetto_writer *w, pid_t pid, pid_t tid, uint64_t ts,
 				uint32_t func_id)
 {
 	struct pw_thread *t = pw_thread_use(w, pid, tid);
-	const char *def;
-	char tmp[32];
-	uint64_t iid;
-	int ret;
+	int64_t iid;
 
 	if (!t)
 		return -ENOMEM;
@@ -540,31 +619,27 @@ int perfetto_writer_slice_begin(struct perfetto_writer *w, pid_t pid, pid_t tid,
 		w->st.slices_clamped++;
 		return 0;
 	}
-	ret = pw_func_iid(w, func_id, &iid, &def, tmp, sizeof(tmp));
-	if (ret < 0)
-		return ret;
-	if (!def) {
-		pw_emit_slice(w, ts, t->uuid, PW_TYPE_SLICE_BEGIN, iid);
-	} else {
-		ret = pw_emit_begin_defining(w, ts, t->uuid, iid, def);
-		if (ret < 0)
-			return ret;
-		w->event_names.ents[iid - 1].aux = 1; /* defined from now on */
-		pw_func_iid(w, func_id, &iid, &def, tmp, sizeof(tmp)); /* caches it */
-	}
+	iid = pw_func_iid(w, func_id);
+	if (iid < 0)
+		return (int)iid;
+	if (!t->seq_started && pw_thread_seq_start(w, t, ts) < 0)
+		return -ENOMEM;
+	if (pw_thread_defined(t, (uint64_t)iid))
+		pw_emit_slice(w, t, ts, PW_TYPE_SLICE_BEGIN, (uint64_t)iid);
+	else if (pw_emit_begin_defining(w, t, ts, (uint64_t)iid) < 0)
+		return -ENOMEM;
 	t->depth++;
 	return 0;
 }
 
 /* An END carrying one unsigned debug annotation: trace processor adds it to the slice's args. */
-static int pw_emit_end_with_arg(struct perfetto_writer *w, uint64_t ts, uint64_t uuid,
+static int pw_emit_end_with_arg(struct perfetto_writer *w, struct pw_thread *t, uint64_t ts,
 				const char *arg_name, uint64_t value)
 {
-	size_t mark = pw_packet_begin(w, PW_SEQ_TRACK, ts, true), ev, da;
+	size_t mark = pw_thread_packet_begin(w, t, ts), ev, da;
 
 	ev = pwb_open(&w->pkt, PW_F_TRACK_EVENT);
 	pwb_uint(&w->pkt, 9, PW_TYPE_SLICE_END);
-	pwb_uint(&w->pkt, 11, uuid);
 	da = pwb_open(&w->pkt, 4); /* debug_annotations */
 	pwb_str(&w->pkt, 10, arg_name);
 	pwb_uint(&w->pkt, 3, value); /* uint_value */
@@ -595,7 +670,7 @@ int perfetto_writer_slice_end(struct perfetto_writer *w, pid_t pid, pid_t tid, u
 	if (!t)
 		return -ENOMEM;
 	if (pw_slice_end_due(w, t))
-		pw_emit_slice(w, ts, t->uuid, PW_TYPE_SLICE_END, 0);
+		pw_emit_slice(w, t, ts, PW_TYPE_SLICE_END, 0);
 	return 0;
 }
 
@@ -608,7 +683,7 @@ int perfetto_writer_slice_end_arg(struct perfetto_writer *w, pid_t pid, pid_t ti
 		return -ENOMEM;
 	if (!pw_slice_end_due(w, t))
 		return 0;
-	return pw_emit_end_with_arg(w, ts, t->uuid, arg_name, value);
+	return pw_emit_end_with_arg(w, t, ts, arg_name, value);
 }
 
 /* ---- function totals ------------------------------------------------------- */
@@ -760,6 +835,7 @@ struct perfetto_writer *perfetto_writer_new(int fd)
 		goto err_free_writer;
 	w->fd = fd;
 	w->next_uuid = 1;
+	w->next_thread_seq = PW_NSEQ;
 	pw_table_init(&w->procs, sizeof(struct pw_proc), sizeof(int32_t));
 	pw_table_init(&w->threads, sizeof(struct pw_thread), sizeof(struct pw_thread_key));
 	pw_table_init(&w->funcs, sizeof(struct pw_func), sizeof(uint32_t));
@@ -802,6 +878,7 @@ int perfetto_writer_free(struct perfetto_writer *w)
 	ret = w->write_error ? -w->write_error : 0;
 	pw_free_names(&w->procs, offsetof(struct pw_proc, name));
 	pw_free_names(&w->threads, offsetof(struct pw_thread, name));
+	pw_free_names(&w->threads, offsetof(struct pw_thread, defined));
 	pw_free_names(&w->funcs, offsetof(struct pw_func, name));
 	pw_strtab_free(&w->counters);
 	pw_strtab_free(&w->event_names);

@@ -12,8 +12,13 @@
 
 #define PW_BUF_SIZE (64 * 1024)
 
-/* Sequence 1: clock snapshots, descriptors, track events. Sequence 2: perf samples. */
+/*
+ * Sequence 1: clock snapshots, descriptors, counters, totals. Sequence 2: perf
+ * samples. From PW_NSEQ on: one per thread, its slices (perfetto_writer.c).
+ */
 enum { PW_SEQ_TRACK = 1, PW_SEQ_PERF = 2, PW_NSEQ = 3 };
+/* A sequence-scoped clock (ids 64-127): each thread sequence's delta timestamps. */
+#define PW_CLOCK_INCREMENTAL 64
 
 /* Perfetto enum values (perfetto-format.md §3) used by both files. */
 enum {
@@ -76,6 +81,7 @@ struct perfetto_writer {
 	struct perfetto_writer_stats st;
 	bool snapshot_written;
 	bool seq_started[PW_NSEQ];
+	uint32_t next_thread_seq;  /* the next thread's sequence id */
 	uint32_t starting_seq; /* sequence the packet being built clears, 0 = none */
 	uint64_t next_uuid;
 	struct pw_table procs;     /* struct pw_proc */

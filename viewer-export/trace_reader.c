@@ -53,6 +53,11 @@ struct trd_seq {
 	bool has_clock, has_track_uuid;
 	uint32_t clock_id;
 	uint64_t track_uuid;
+	/* its sequence-scoped incremental clock (§3.4.4), from a snapshot on it */
+	bool incr_valid;
+	uint32_t incr_clock;
+	uint64_t incr_value;    /* the clock now: deltas accumulate here */
+	uint64_t incr_to_trace; /* trace clock - incremental clock, at the snapshot */
 	struct pw_table names, functions, paths, build_ids, frames, mappings, stacks;
 	uint64_t *pool;
 	size_t pool_n, pool_cap;
@@ -83,6 +88,7 @@ static void trd_seq_clear(struct trd_seq *s)
 	pw_table_clear(&s->stacks);
 	s->pool_n = 0;
 	s->has_clock = s->has_track_uuid = false;
+	s->incr_valid = false;
 }
 
 static void trd_seq_free(struct trd_seq *s)
@@ -680,6 +686,65 @@ static void trd_track_descriptor(struct trd *r, const Perfetto__Protos__TrackDes
 		trd_process_track(r, t, d->process);
 }
 
+#define TRD_SEQ_CLOCK_FIRST 64
+#define TRD_SEQ_CLOCK_LAST 127
+
+/*
+ * A snapshot on a sequence that starts one of its scoped incremental clocks:
+ * later timestamps in that clock are deltas from it, placed through the
+ * snapshot's first global clock (the trace's, for profd: CLOCK_MONOTONIC).
+ */
+static void trd_seq_clock_snapshot(struct trd *r, struct trd_seq *s,
+				   const Perfetto__Protos__ClockSnapshot *cs)
+{
+	const Perfetto__Protos__ClockSnapshot__Clock *scoped = NULL, *global = NULL;
+
+	for (size_t i = 0; i < cs->n_clocks; i++) {
+		const Perfetto__Protos__ClockSnapshot__Clock *c = cs->clocks[i];
+
+		if (c->clock_id >= TRD_SEQ_CLOCK_FIRST && c->clock_id <= TRD_SEQ_CLOCK_LAST)
+			scoped = scoped ? scoped : c;
+		else
+			global = global ? global : c;
+	}
+	if (!scoped)
+		return;
+	if (!scoped->is_incremental || !global) {
+		trd_problem(r, "sequence %" PRIu32 " snapshots clock %" PRIu32 " without a global "
+			    "clock beside it, or not incremental (not supported)", s->id,
+			    scoped->clock_id);
+		return;
+	}
+	s->incr_valid = true;
+	s->incr_clock = scoped->clock_id;
+	s->incr_value = scoped->timestamp;
+	s->incr_to_trace = global->timestamp - scoped->timestamp;
+}
+
+/*
+ * A packet's timestamp in its sequence's incremental clock becomes absolute
+ * (in place: every later reader of the packet sees trace time). 0, or -1
+ * when it cannot be placed (the packet is dropped, as the importer does).
+ */
+static int trd_place_timestamp(struct trd *r, struct trd_seq *s, trd_packet *p)
+{
+	uint32_t clock = p->has_timestamp_clock_id ? p->timestamp_clock_id :
+			 s && s->has_clock ? s->clock_id : TRD_CLOCK_BOOTTIME;
+
+	if (clock < TRD_SEQ_CLOCK_FIRST || clock > TRD_SEQ_CLOCK_LAST)
+		return 0;
+	if (!s || !s->incr_valid || s->incr_clock != clock) {
+		trd_problem(r, "timestamp in sequence-scoped clock %" PRIu32 " with no snapshot of "
+			    "it on its sequence (clock_sync_failure, dropped)", clock);
+		return -1;
+	}
+	s->incr_value += p->timestamp;
+	p->timestamp = s->incr_value + s->incr_to_trace;
+	p->has_timestamp_clock_id = true;
+	p->timestamp_clock_id = s->incr_clock;
+	return 0;
+}
+
 static void trd_clock_snapshot(struct trd *r, const Perfetto__Protos__ClockSnapshot *cs)
 {
 	size_t i;
@@ -768,6 +833,8 @@ static void trd_tokenize(struct trd *r, const trd_packet *p)
 	}
 	if (p->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_CLOCK_SNAPSHOT) {
 		trd_clock_snapshot(r, p->clock_snapshot);
+		if (s)
+			trd_seq_clock_snapshot(r, s, p->clock_snapshot);
 		return; /* the importer stops here for snapshots */
 	}
 	if (s && (flags & 2) && !s->valid) {
@@ -775,6 +842,8 @@ static void trd_tokenize(struct trd *r, const trd_packet *p)
 			    "valid (packet_skipped_seq_needs_incremental_state_invalid)", s->id);
 		return;
 	}
+	if (p->has_timestamp && trd_place_timestamp(r, s, (trd_packet *)p) < 0)
+		return;
 	if (p->has_timestamp)
 		trd_note_clock(r, p, s);
 	if (p->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_TRACK_DESCRIPTOR)
