@@ -125,7 +125,9 @@ for i in $(seq "$SESSIONS"); do
 	recorded=
 	dropped=
 	read -r recorded dropped < <(sed -nE \
-		's/^profctl: events: ([0-9]+) recorded, ([0-9]+) dropped.*/\1 \2/p' "$err") || true
+		's/^profctl: calls: [0-9]+ made, ([0-9]+) recorded, ([0-9]+) dropped.*/\1 \2/p' \
+		"$err") || true
+	recorded=${recorded:+$((2 * recorded))} # events: an enter and an exit per recorded call
 	bytes=$(stat -c %s "$tmp/load$i.pftrace" 2>/dev/null || echo 0)
 	ok=1
 	if [ "${rcs[$((i - 1))]}" -ne 0 ]; then
@@ -152,14 +154,11 @@ for i in $(seq "$SESSIONS"); do
 		total_recorded=$((total_recorded + recorded))
 		total_dropped=$((total_dropped + dropped))
 		total_bytes=$((total_bytes + bytes))
-		# Every call makes an enter and an exit event. The agent drops whole
-		# calls: when the ring is full at the enter, it counts one drop and does
-		# not hijack the return, so that call never produces its exit
-		# (agent/hooks.c reserves room for the exit of every recorded enter).
-		# "dropped" therefore counts calls and "recorded" counts events, and
-		# recorded + 2 x dropped must be exactly 2 x calls. Anything else means
-		# events or drop counts were lost (or invented) between the hooks and
-		# the trace, or recording stopped mid-run.
+		# Every call is counted: recorded (an enter and an exit event in the
+		# trace) or dropped from the timeline (counted once, by the agent's
+		# aggregates). So recorded events + 2 x dropped calls must be exactly
+		# 2 x the program's calls. Anything else means events or counts were
+		# lost (or invented) between the hooks and the trace.
 		if [ $((recorded + 2 * dropped)) -ne $((2 * calls)) ]; then
 			echo "FAIL: session $i: $recorded events recorded + 2 x $dropped calls dropped" \
 				"!= 2 x $calls calls (off by $((recorded + 2 * dropped - 2 * calls)))" >&2

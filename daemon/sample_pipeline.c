@@ -13,6 +13,7 @@
 #include "daemon/demangle.h"
 #include "daemon/dwarf_unwind.h"
 #include "daemon/kernel_symbols.h"
+#include "daemon/overhead.h"
 #include "daemon/sample_pipeline.h"
 #include "daemon/sampler.h"
 #include "daemon/stub_map.h"
@@ -21,6 +22,8 @@
 
 #define HELD_BUCKETS 1024            /* power of two */
 #define HELD_BYTES_MAX (64u << 20)   /* ~7,000 samples with 8 KiB stacks */
+#define AGENT_TIDS_MAX 16            /* the agent's threads remembered (one flusher per agent) */
+#define OVERHEAD_FRAMES 2            /* the marks above an overhead sample's stack */
 
 struct held_sample {
 	struct held_sample *next;
@@ -37,6 +40,8 @@ struct sample_pipeline {
 	size_t n_held, held_bytes;
 	uint64_t *self_by_func;
 	size_t n_self_by_func;
+	uint32_t agent_tids[AGENT_TIDS_MAX]; /* threads named as the agent's, oldest first */
+	size_t n_agent_tids;
 	struct sample_pipeline_stats stats;
 };
 
@@ -248,11 +253,53 @@ static size_t append_kernel_frames(struct sample_pipeline *p, const struct sampl
 	return n;
 }
 
-static void write_sample(struct sample_pipeline *p, const struct sampler_sample *smp,
-			 const uint64_t *pcs, size_t n_pcs)
+/* One of the frames that mark a sample as profiling overhead (perfetto_writer.h). */
+static struct perfetto_frame overhead_mark(const char *name, uint64_t rel_pc)
 {
-	struct perfetto_frame frames[2 * SAMPLER_MAX_CALLCHAIN];
-	size_t n = 0;
+	return (struct perfetto_frame){ .function = name, .rel_pc = rel_pc,
+					.mapping_path = PERFETTO_OVERHEAD_MAPPING,
+					.map_end = OVERHEAD_KINDS };
+}
+
+static bool is_agent_thread(const struct sample_pipeline *p, uint32_t tid)
+{
+	for (size_t i = 0; i < p->n_agent_tids; i++)
+		if (p->agent_tids[i] == tid)
+			return true;
+	return false;
+}
+
+/*
+ * Whose code the leaf is: the pc sampled, before unwinding moved it out of a
+ * stub or the exit trampoline's first instruction to the function's place
+ * (to find its callers). A stub is the agent's code but for the prologue
+ * instructions copied into it, the function's own work.
+ */
+static enum overhead_frame leaf_owner(struct sample_pipeline *p, const struct sampler_sample *smp,
+				      const struct symbol_info *leaf)
+{
+	uint64_t sampled = smp->n_callchain ? smp->callchain[0] : smp->regs[PERF_REG_X86_IP];
+
+	if ((p->cfg.stubs && stub_map_is_agent_code(p->cfg.stubs, sampled)) ||
+	    (p->exit_trampoline && sampled == p->exit_trampoline))
+		return OVERHEAD_FRAME_HOOK;
+	return overhead_frame_of(leaf->mapping_path, leaf->function);
+}
+
+/*
+ * Writes the sample: its stack under the overhead marks when it is the
+ * profiler's cost. Returns whose cost it is (OVERHEAD_NONE when nothing was
+ * written either).
+ */
+static enum overhead_kind write_sample(struct sample_pipeline *p,
+				       const struct sampler_sample *smp, const uint64_t *pcs,
+				       size_t n_pcs)
+{
+	struct perfetto_frame all[OVERHEAD_FRAMES + 2 * SAMPLER_MAX_CALLCHAIN];
+	struct perfetto_frame *frames = all + OVERHEAD_FRAMES;
+	enum overhead_frame owners[SAMPLER_MAX_CALLCHAIN]; /* root first, trampolines too */
+	enum overhead_kind kind;
+	size_t n = 0, n_owners = 0;
 
 	/* perf gives leaf first; Perfetto wants the root first */
 	for (size_t k = n_pcs; k-- > 0 && n < SAMPLER_MAX_CALLCHAIN;) {
@@ -264,22 +311,35 @@ static void write_sample(struct sample_pipeline *p, const struct sampler_sample 
 			continue; /* the exit trampoline's placeholder slot */
 		/* a return address points after its call: look up the call itself */
 		symbolizer_lookup(p->cfg.symbols, is_leaf ? pc : pc - 1, &info);
+		if (is_leaf)
+			owners[n_owners++] = leaf_owner(p, smp, &info);
+		else if (pc != p->exit_trampoline) /* else a return address not put back */
+			owners[n_owners++] = overhead_frame_of(info.mapping_path, info.function);
 		if (is_trampoline_frame(p, pc, &info)) {
 			p->stats.returns_unrepaired += pc == p->exit_trampoline;
 			continue; /* our code standing in for a return address: never a frame */
 		}
 		frames[n++] = frame_of(p, &info, is_leaf ? info.rel_pc : info.rel_pc + 1);
 	}
-	n = append_kernel_frames(p, smp, frames, n, sizeof(frames) / sizeof(frames[0]));
+	n = append_kernel_frames(p, smp, frames, n, sizeof(all) / sizeof(all[0]) - OVERHEAD_FRAMES);
 	if (n == 0) {
 		p->stats.empty++;
 		perfetto_writer_sample_skipped(p->cfg.writer, smp->time, smp->cpu, (pid_t)smp->pid,
 					       (pid_t)smp->tid);
-		return;
+		return OVERHEAD_NONE;
+	}
+	kind = overhead_classify(is_agent_thread(p, smp->tid), owners, n_owners);
+	if (kind != OVERHEAD_NONE) {
+		all[0] = overhead_mark(PERFETTO_OVERHEAD_ROOT, 0);
+		all[1] = overhead_mark(overhead_kind_name(kind), kind);
+		frames = all;
+		n += OVERHEAD_FRAMES;
 	}
 	perfetto_writer_sample(p->cfg.writer, smp->time, smp->cpu, (pid_t)smp->pid,
 			       (pid_t)smp->tid, frames, n);
 	p->stats.written++;
+	p->stats.by_kind[kind]++;
+	return kind;
 }
 
 static void charge_self_time(struct sample_pipeline *p, struct call_frame *open, size_t depth)
@@ -311,9 +371,9 @@ static void resolve(struct sample_pipeline *p, const struct sampler_sample *smp)
 	struct call_frame *open = p->cfg.calls ? call_stacks_open(p->cfg.calls, smp->tid, &depth)
 					       : NULL;
 
-	charge_self_time(p, open, depth);
 	n_pcs = unwind_sample(p, smp, pcs, open, depth);
-	write_sample(p, smp, pcs, n_pcs);
+	if (write_sample(p, smp, pcs, n_pcs) == OVERHEAD_NONE) /* overhead is no call's self time */
+		charge_self_time(p, open, depth);
 }
 
 /* ---- holding samples until the events reach them ---------------------------------------- */
@@ -460,6 +520,24 @@ void sample_pipeline_free(struct sample_pipeline *p)
 void sample_pipeline_get_stats(const struct sample_pipeline *p, struct sample_pipeline_stats *out)
 {
 	*out = p->stats;
+}
+
+void sample_pipeline_thread_named(struct sample_pipeline *p, uint32_t tid, const char *name)
+{
+	bool agent = overhead_thread_is_agent(name);
+	size_t i = 0;
+
+	while (i < p->n_agent_tids && p->agent_tids[i] != tid)
+		i++;
+	if (agent == (i < p->n_agent_tids))
+		return;
+	if (!agent || p->n_agent_tids == AGENT_TIDS_MAX) { /* renamed, or the oldest goes */
+		i = agent ? 0 : i;
+		memmove(&p->agent_tids[i], &p->agent_tids[i + 1],
+			(--p->n_agent_tids - i) * sizeof(p->agent_tids[0]));
+	}
+	if (agent)
+		p->agent_tids[p->n_agent_tids++] = tid;
 }
 
 uint64_t sample_pipeline_written(const struct sample_pipeline *p)

@@ -5,8 +5,9 @@
  * instrumented calls are known exactly (daemon/call_stacks.h); then the
  * return addresses our trampolines hijacked are put back into its stack
  * copy, it is unwound (DWARF, else the kernel's frame-pointer chain),
- * symbolized without any trampoline frame, charged to the innermost open call
- * as self time, and written. Held samples are bounded in bytes.
+ * symbolized without any trampoline frame, told apart as profiling overhead
+ * or charged to the innermost open call as self time, and written. Held
+ * samples are bounded in bytes.
  */
 #ifndef PROFD_SAMPLE_PIPELINE_H
 #define PROFD_SAMPLE_PIPELINE_H
@@ -15,6 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+
+#include "daemon/overhead.h"
 
 struct call_stacks;
 struct demangle_cache;
@@ -84,9 +87,22 @@ struct sample_pipeline_stats {
 	uint64_t returns_unrepaired; /* hijacked return addresses left (the walk stopped there) */
 	uint64_t held_peak;         /* most samples held at once */
 	uint64_t released_early;    /* written before the agent's events reached them (memory bound) */
+	/*
+	 * Written samples by whose cost they are: [OVERHEAD_NONE] the program's,
+	 * the others profiling overhead (daemon/overhead.h), marked so in the
+	 * trace and charged to no call's self time. They add up to written.
+	 */
+	uint64_t by_kind[OVERHEAD_KINDS];
 };
 
 void sample_pipeline_get_stats(const struct sample_pipeline *p, struct sample_pipeline_stats *out);
+
+/*
+ * Thread tid is now named name (perf COMM): the agent's own threads'
+ * samples are profiling overhead (daemon/overhead.h), also those taken
+ * before the name came and still held.
+ */
+void sample_pipeline_thread_named(struct sample_pipeline *p, uint32_t tid, const char *name);
 
 /* Samples written so far. */
 uint64_t sample_pipeline_written(const struct sample_pipeline *p);

@@ -348,6 +348,8 @@ static void on_comm(void *ctx, uint32_t pid, uint32_t tid, const char *comm, uin
 	if (pid == tid)
 		perfetto_writer_process(s->writer, (pid_t)pid, comm);
 	perfetto_writer_thread(s->writer, (pid_t)pid, (pid_t)tid, comm);
+	if (s->samples_out) /* the agent's thread: its samples are profiling overhead */
+		sample_pipeline_thread_named(s->samples_out, tid, comm);
 }
 
 static void on_lost(void *ctx, uint32_t cpu, uint64_t lost, uint64_t time)
@@ -800,6 +802,17 @@ static int fill_summary(struct session *s, Profd__SessionSummary *sum,
 	return 0;
 }
 
+/* Samples that are the profiler's own cost, by part (see daemon/overhead.h). */
+static void fill_summary_overhead(Profd__SessionSummary *sum,
+				  const struct sample_pipeline_stats *samples)
+{
+	sum->overhead_samples_hooks = samples->by_kind[OVERHEAD_HOOKS];
+	sum->overhead_samples_flusher = samples->by_kind[OVERHEAD_FLUSHER];
+	sum->overhead_samples_agent = samples->by_kind[OVERHEAD_AGENT];
+	sum->overhead_samples = sum->overhead_samples_hooks + sum->overhead_samples_flusher +
+				sum->overhead_samples_agent;
+}
+
 #define SUMMARY_SELF_FUNCTIONS 10
 
 /* The functions with the most self samples, most first (entries allocated in *list). */
@@ -870,6 +883,7 @@ static void send_summary(struct session *s, const struct perfetto_writer_stats *
 
 	if (fill_summary(s, &sum, st, samples))
 		goto out;
+	fill_summary_overhead(&sum, samples);
 	sum.n_self_samples = top_self_samples(s, self, self_ptrs);
 	sum.self_samples = self_ptrs;
 	n_totals = func_stats_totals(s->stats, 0, &totals);

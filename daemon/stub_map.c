@@ -150,3 +150,17 @@ bool stub_map_function_at(struct stub_map *m, uint64_t pc, uint64_t *func_addr)
 		*func_addr = e->func_addr;
 	return e != NULL;
 }
+
+bool stub_map_is_agent_code(struct stub_map *m, uint64_t pc)
+{
+	uint64_t slot = pc & ~(uint64_t)(STUB_SLOT_SIZE - 1), off = pc - slot;
+	const struct stub_entry *e;
+
+	if (m->n == 0)
+		return false;
+	e = find_slot(m, slot);
+	if (e)
+		return off < STUB_RELOCATED_OFFSET ||
+		       off - STUB_RELOCATED_OFFSET >= e->same_offsets;
+	return off < 16 && find_slot(m, slot + STUB_SLOT_SIZE); /* the region thunk */
+}

@@ -45,4 +45,12 @@ bool stub_map_relocate_sample(struct stub_map *m, uint64_t *regs, const uint8_t 
  */
 bool stub_map_function_at(struct stub_map *m, uint64_t pc, uint64_t *func_addr);
 
+/*
+ * Whether pc is the agent's code in a stub: the call to the region thunk,
+ * the thunk, a widened branch or the jump back; not the prologue
+ * instructions copied at their original offsets, which are the function's
+ * own work (those stub_map_relocate_sample moves to the same offset).
+ */
+bool stub_map_is_agent_code(struct stub_map *m, uint64_t pc);
+
 #endif

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
  * `profctl report`: reads a trace back (viewer-export/trace_reader.c) and
- * prints per-function call counts and times, threads, the hottest sampled
- * functions and any rule the trace breaks. `--dump` prints one line per
- * thread, slice, sample, function total and counter value for scripts and tests
+ * prints per-function call counts and times, threads, the profiler's own
+ * cost (profiling overhead), the hottest sampled functions of the program
+ * and any rule the trace breaks. `--dump` prints one line per thread, slice,
+ * sample, function total and counter value for scripts and tests
  * (`total TID NAME CALLS RETURNED OFF_TIMELINE TOTAL_NS SELF_NS P50 P99 MAX`).
  */
 #include <errno.h>
@@ -13,6 +14,7 @@
 #include <string.h>
 
 #include "profctl/profctl.h"
+#include "viewer-export/perfetto_writer.h"
 #include "viewer-export/trace_reader.h"
 
 struct name_stat {
@@ -108,6 +110,8 @@ static void count_self_samples(const struct trace_model *m, struct name_table *t
 		int64_t c = innermost_slice(m, idx, m->n_slices, m->samples[i].tid, m->samples[i].ts);
 		struct name_stat *st;
 
+		if (trace_sample_overhead(&m->samples[i]))
+			continue; /* the profiler's cost: no call's self time (as profd counts) */
 		if (c >= 0 && (st = name_table_get(t, m->slices[c].name ? m->slices[c].name : "?")))
 			st->self_samples++;
 	}
@@ -193,7 +197,7 @@ static void report_functions(const struct trace_model *m)
 	}
 	qsort(t.items, t.n, sizeof(*t.items), by_total_desc);
 	printf("\ninstrumented functions (%zu; self samples: CPU samples taken while it was the "
-	       "innermost instrumented call):\n%12s %14s %12s %12s  %s\n",
+	       "innermost instrumented call, profiling overhead apart):\n%12s %14s %12s %12s  %s\n",
 	       t.n, "calls", "total ms", "avg us", "self samples", "name");
 	for (size_t i = 0; i < t.n; i++)
 		printf("%12" PRIu64 " %14.3f %12.3f %12" PRIu64 "  %s\n", t.items[i].count,
@@ -202,16 +206,36 @@ static void report_functions(const struct trace_model *m)
 	free(t.items);
 }
 
-static void report_samples(const struct trace_model *m)
+/* Samples that are the profiler's own cost, as the summary of profctl run prints them. */
+static size_t report_overhead(const struct trace_model *m)
 {
+	struct profctl_overhead o = { .of_samples = m->n_samples, .freq_hz = m->sample_freq };
+
+	for (size_t i = 0; i < m->n_samples; i++) {
+		const char *kind = trace_sample_overhead(&m->samples[i]);
+
+		if (!kind)
+			continue;
+		o.samples++;
+		o.hooks += strcmp(kind, PERFETTO_OVERHEAD_HOOKS) == 0;
+		o.flusher += strcmp(kind, PERFETTO_OVERHEAD_FLUSHER) == 0;
+		o.agent += strcmp(kind, PERFETTO_OVERHEAD_AGENT) == 0;
+	}
+	profctl_print_overhead(stdout, "\n", &o);
+	return o.samples;
+}
+
+/* By leaf frame, over the program's own samples (profiling overhead apart). */
+static void report_samples(const struct trace_model *m, size_t overhead)
+{
+	size_t program = m->n_samples - overhead, shown;
 	struct name_table t = { 0 };
-	size_t shown;
 
 	for (size_t i = 0; i < m->n_samples; i++) {
 		const struct trace_sample *s = &m->samples[i];
 		struct name_stat *st;
 
-		if (s->n_frames == 0)
+		if (s->n_frames == 0 || trace_sample_overhead(s))
 			continue;
 		st = name_table_get(&t, s->frames[s->n_frames - 1]);
 		if (st)
@@ -219,16 +243,19 @@ static void report_samples(const struct trace_model *m)
 	}
 	qsort(t.items, t.n, sizeof(*t.items), by_count_desc);
 	shown = t.n < 15 ? t.n : 15;
-	printf("\nhottest sampled functions (%zu samples, %" PRIu64 " lost, %" PRIu64
-	       " not unwound):\n", m->n_samples, m->samples_lost, m->samples_skipped);
+	printf("\nhottest sampled functions (the program's own: %zu of %zu samples, %" PRIu64
+	       " lost, %" PRIu64 " not unwound):\n", program, m->n_samples, m->samples_lost,
+	       m->samples_skipped);
 	for (size_t i = 0; i < shown; i++)
 		printf("%8" PRIu64 " %5.1f%%  %s\n", t.items[i].count,
-		       100.0 * (double)t.items[i].count / (double)m->n_samples, t.items[i].name);
+		       100.0 * (double)t.items[i].count / (double)program, t.items[i].name);
 	free(t.items);
 }
 
 static void report_human(const char *path, const struct trace_model *m)
 {
+	size_t overhead;
+
 	printf("%s: %zu packets, %zu threads, %zu slices, %zu samples\n", path, m->n_packets,
 	       m->n_threads, m->n_slices, m->n_samples);
 	printf("\nthreads:\n");
@@ -236,7 +263,8 @@ static void report_human(const char *path, const struct trace_model *m)
 		printf("  %d/%d %s\n", m->threads[i].pid, m->threads[i].tid,
 		       m->threads[i].name ? m->threads[i].name : "");
 	report_functions(m);
-	report_samples(m);
+	overhead = report_overhead(m);
+	report_samples(m, overhead);
 	if (m->n_problems) {
 		printf("\nproblems (%zu):\n", m->n_problems);
 		for (size_t i = 0; i < m->n_problems && i < 20; i++)

@@ -6,6 +6,8 @@
 #define PROFD_PROFCTL_H
 
 #include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 int cmd_run(int argc, char **argv);
@@ -38,5 +40,19 @@ void daemon_link_close(struct daemon_link *link);
 
 /* Directory of the running profctl binary (to find profd and the agent). */
 int profctl_self_dir(char *buf, size_t len);
+
+/* Samples that were the profiler's own cost (profiling overhead), by part. */
+struct profctl_overhead {
+	uint64_t samples, of_samples; /* overhead, all samples */
+	uint64_t freq_hz;             /* 0: no time estimate */
+	uint64_t hooks, flusher, agent;
+};
+
+/*
+ * One line, the same in run's summary and in report: "PREFIXprofiling
+ * overhead: 1234 samples (12.3 % of 10034) ~ 1.23 s: hooks 800, flusher 400,
+ * agent 34" (the time is samples / frequency, an estimate).
+ */
+void profctl_print_overhead(FILE *out, const char *prefix, const struct profctl_overhead *o);
 
 #endif

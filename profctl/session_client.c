@@ -300,14 +300,42 @@ static void print_skipped(const Profd__SessionSummary *s, bool verbose)
 			s->n_skipped - shown);
 }
 
+void profctl_print_overhead(FILE *out, const char *prefix, const struct profctl_overhead *o)
+{
+	double secs = o->freq_hz ? (double)o->samples / (double)o->freq_hz : 0;
+
+	fprintf(out, "%sprofiling overhead: %llu samples (%.1f %% of %llu)", prefix,
+		(unsigned long long)o->samples,
+		o->of_samples ? 100.0 * (double)o->samples / (double)o->of_samples : 0.0,
+		(unsigned long long)o->of_samples);
+	if (o->freq_hz && secs >= 1)
+		fprintf(out, " ~ %.2f s", secs);
+	else if (o->freq_hz)
+		fprintf(out, " ~ %.1f ms", 1000 * secs);
+	fprintf(out, ": hooks %llu, flusher %llu, agent %llu\n", (unsigned long long)o->hooks,
+		(unsigned long long)o->flusher, (unsigned long long)o->agent);
+}
+
+/* The profiler's own cost, apart from the program's; only where an agent ran (else none). */
+static void print_overhead(const Profd__SessionSummary *s)
+{
+	if (s->samples == 0 || (!s->agent_connected && s->overhead_samples == 0))
+		return;
+	profctl_print_overhead(stderr, "profctl: ", &(struct profctl_overhead){
+		.samples = s->overhead_samples, .of_samples = s->samples,
+		.freq_hz = s->sample_freq, .hooks = s->overhead_samples_hooks,
+		.flusher = s->overhead_samples_flusher, .agent = s->overhead_samples_agent });
+}
+
 /* Sampled self time of the instrumented functions: where the CPU went inside them. */
 static void print_self_samples(const Profd__SessionSummary *s)
 {
 	if (s->n_self_samples == 0)
 		return;
 	fprintf(stderr, "profctl: self time (samples while innermost instrumented call, "
-			"%llu of %llu samples):\n",
-		(unsigned long long)s->samples_in_calls, (unsigned long long)s->samples);
+			"%llu of the program's %llu samples, profiling overhead apart):\n",
+		(unsigned long long)s->samples_in_calls,
+		(unsigned long long)(s->samples - s->overhead_samples));
 	for (size_t i = 0; i < s->n_self_samples; i++) {
 		const Profd__FunctionSelfSamples *f = s->self_samples[i];
 
@@ -403,6 +431,7 @@ static void print_summary(const struct session_client *c, const Profd__SessionSu
 		print_calls(s);
 	fprintf(stderr, "profctl: samples: %llu (%llu lost)\n", (unsigned long long)s->samples,
 		(unsigned long long)s->samples_lost);
+	print_overhead(s);
 	print_self_samples(s);
 	fprintf(stderr, "profctl: trace: %s (%llu bytes); open it at https://ui.perfetto.dev\n",
 		c->output_path, (unsigned long long)s->trace_bytes);

@@ -102,6 +102,19 @@ int perfetto_writer_sample(struct perfetto_writer *w, uint64_t ts, uint32_t cpu,
 			   pid_t tid, const struct perfetto_frame *frames, size_t n_frames);
 
 /*
+ * Samples that are the profiler's own cost (profiling overhead) keep their
+ * stacks under two outermost frames of mapping PERFETTO_OVERHEAD_MAPPING:
+ * PERFETTO_OVERHEAD_ROOT, then the part of the profiler (one of the
+ * PERFETTO_OVERHEAD_* names below). Flame graphs show the overhead as one
+ * tree beside the program's; readers tell the samples apart by frame 0.
+ */
+#define PERFETTO_OVERHEAD_MAPPING "[profd]"
+#define PERFETTO_OVERHEAD_ROOT "[profiling-overhead]"
+#define PERFETTO_OVERHEAD_HOOKS "hooks"     /* stubs, trampolines, enter/exit hooks */
+#define PERFETTO_OVERHEAD_FLUSHER "flusher" /* the agent's flusher thread */
+#define PERFETTO_OVERHEAD_AGENT "agent"     /* its start-up, slow paths, the rest */
+
+/*
  * A sample that could not be unwound into any frame: a PerfSample with
  * sample_skipped_reason PROFILER_SKIP_UNWIND_STAGE (counted by trace
  * processor as perf_samples_skipped), so the loss is visible.

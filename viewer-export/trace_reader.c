@@ -807,6 +807,10 @@ static void trd_sequence_state(struct trd *r, struct trd_seq *s, const trd_packe
 		s->clock_id = d->timestamp_clock_id;
 		s->has_track_uuid = ted && ted->has_track_uuid;
 		s->track_uuid = s->has_track_uuid ? ted->track_uuid : 0;
+		if (d->perf_sample_defaults && d->perf_sample_defaults->timebase &&
+		    d->perf_sample_defaults->timebase->interval_case ==
+			    PERFETTO__PROTOS__PERF_EVENTS__TIMEBASE__INTERVAL_FREQUENCY)
+			r->m->sample_freq = d->perf_sample_defaults->timebase->frequency;
 	}
 	if (p->interned_data && s->valid)
 		trd_intern(r, s, p->interned_data);
@@ -968,6 +972,14 @@ static void trd_cleanup(struct trd *r)
 	free(r->events);
 	free(r->samples);
 	free(r->counters);
+}
+
+const char *trace_sample_overhead(const struct trace_sample *s)
+{
+	if (s->n_frames < 2 || strcmp(s->frames[0], PERFETTO_OVERHEAD_ROOT) != 0 ||
+	    !s->frame_mappings[0] || strcmp(s->frame_mappings[0], PERFETTO_OVERHEAD_MAPPING) != 0)
+		return NULL;
+	return s->frames[1];
 }
 
 int trace_model_load_buffer(const uint8_t *buf, size_t len, struct trace_model **out)

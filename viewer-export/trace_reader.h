@@ -74,6 +74,7 @@ struct trace_model {
 	size_t n_processes;
 	uint64_t samples_lost;          /* sum of kernel_records_lost */
 	uint64_t samples_skipped;       /* PerfSamples with a sample_skipped_reason */
+	uint64_t sample_freq;           /* Hz of the perf timebase (PerfSampleDefaults), 0: none */
 	int has_clock_snapshot;
 	size_t first_clock_snapshot;    /* packet index (file order) of the first one, if any */
 	/*
@@ -95,5 +96,13 @@ struct trace_model {
 int trace_model_load(const char *path, struct trace_model **out);
 int trace_model_load_buffer(const uint8_t *buf, size_t len, struct trace_model **out);
 void trace_model_free(struct trace_model *m);
+
+/*
+ * NULL for the program's own samples; for profiling overhead (the marks
+ * viewer-export/perfetto_writer.h describes) the part of the profiler it
+ * cost: PERFETTO_OVERHEAD_HOOKS, _FLUSHER, _AGENT (or a name a later profd
+ * wrote). The marks stay the sample's first two frames.
+ */
+const char *trace_sample_overhead(const struct trace_sample *s);
 
 #endif

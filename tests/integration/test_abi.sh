@@ -44,7 +44,7 @@ run_profiled() { # label, glob
 	rc=$?
 	# for the lead: what was patched, what was recorded
 	echo "$label: $(grep -m1 '^profctl: functions:' "$out.err")"
-	echo "$label: $(grep -m1 '^profctl: events:' "$out.err")"
+	echo "$label: $(grep -m1 '^profctl: calls:' "$out.err")"
 	check_eq "$label: exit status" "$rc" "$plain_rc"
 	check "$label: stdout identical to the plain run" cmp -s "$WORK/plain.out" "$out.out"
 	check_eq "$label: no FAIL line" "$(grep -c 'FAIL' "$out.out")" 0

@@ -51,6 +51,9 @@ maps_once=$(grep -c libprofagent "/proc/$pid/maps")
 # Ctrl-C once each session is attached (-v says so), as a user would
 ok_cycles=0
 for i in $(seq "$CYCLES"); do
+	# emptied here, not by the child's redirection: the loop below must not see the
+	# last cycle's "attached" and interrupt a profctl that cannot take SIGINT yet
+	: >"$WORK/cycle.err"
 	"$PROFCTL" attach "$pid" -v --funcs 'at_*' --freq 0 -o "$WORK/cycle.pftrace" \
 		2>"$WORK/cycle.err" &
 	apid=$!

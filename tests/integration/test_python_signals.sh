@@ -50,7 +50,7 @@ for i in $(seq "$PY_RUNS"); do
 		grep -m3 'Error\|FAIL' "$d/out"
 	fi
 	echo "run $i: $(grep -m1 '^profctl: functions:' "$d/err");" \
-		"$(grep -m1 '^profctl: events:' "$d/err")"
+		"$(grep -m1 '^profctl: calls:' "$d/err")"
 	timeout 120 "$PROFCTL" report --dump "$d/trace.pftrace" >"$d/dump" 2>"$d/dump.err"
 	check "run $i: report reads the trace" test $? -eq 0
 	check_eq "run $i: trace breaks no importer rule" "$(grep -c '^problem' "$d/dump")" 0

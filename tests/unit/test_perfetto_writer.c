@@ -458,6 +458,50 @@ out:
 	close(fd);
 }
 
+/* An overhead mark as profd writes it (daemon/sample_pipeline.c): its own mapping and pc. */
+static struct perfetto_frame overhead_mark(const char *name, uint64_t rel_pc)
+{
+	return (struct perfetto_frame){ .function = name, .rel_pc = rel_pc,
+					.mapping_path = PERFETTO_OVERHEAD_MAPPING, .map_end = 4 };
+}
+
+/* Overhead samples read back as such, with their kind; the sampling frequency too. */
+static void test_overhead_marks_read_back(void)
+{
+	int fd = new_fd();
+	struct perfetto_writer *w = perfetto_writer_new(fd);
+	struct perfetto_frame marked[5] = { overhead_mark(PERFETTO_OVERHEAD_ROOT, 0),
+					    overhead_mark(PERFETTO_OVERHEAD_HOOKS, 1),
+					    demo_frames[0], demo_frames[1], demo_frames[2] };
+	struct perfetto_frame impostor[2] = { demo_frames[0], demo_frames[1] };
+	struct trace_model *m;
+
+	impostor[0].function = PERFETTO_OVERHEAD_ROOT; /* the name, in the program's mapping */
+	perfetto_writer_set_sample_freq(w, 4999);
+	CHECK_EQ_INT(perfetto_writer_sample(w, T0 + 1000, 0, PID, PID, marked, 5), 0);
+	marked[1] = overhead_mark(PERFETTO_OVERHEAD_FLUSHER, 2);
+	CHECK_EQ_INT(perfetto_writer_sample(w, T0 + 2000, 0, PID, PID + 1, marked, 4), 0);
+	CHECK_EQ_INT(perfetto_writer_sample(w, T0 + 3000, 0, PID, PID, demo_frames, 3), 0);
+	CHECK_EQ_INT(perfetto_writer_sample(w, T0 + 4000, 0, PID, PID, impostor, 2), 0);
+	CHECK_EQ_INT(perfetto_writer_sample(w, T0 + 5000, 0, PID, PID, marked, 1), 0);
+	CHECK_EQ_INT(perfetto_writer_free(w), 0);
+	m = load_fd(fd);
+	check_no_problems(m);
+	CHECK_EQ_U64(m->sample_freq, 4999);
+	CHECK_EQ_INT(m->n_samples, 5);
+	if (m->n_samples == 5) {
+		CHECK_EQ_STR(trace_sample_overhead(&m->samples[0]), PERFETTO_OVERHEAD_HOOKS);
+		CHECK_EQ_INT(m->samples[0].n_frames, 5);
+		CHECK_EQ_STR(m->samples[0].frames[4], "libc.so.6+0x1e00");
+		CHECK_EQ_STR(trace_sample_overhead(&m->samples[1]), PERFETTO_OVERHEAD_FLUSHER);
+		CHECK(trace_sample_overhead(&m->samples[2]) == NULL);
+		CHECK(trace_sample_overhead(&m->samples[3]) == NULL);
+		CHECK(trace_sample_overhead(&m->samples[4]) == NULL); /* the root alone: no kind */
+	}
+	trace_model_free(m);
+	close(fd);
+}
+
 static uint64_t flushed_bytes(struct perfetto_writer *w)
 {
 	struct perfetto_writer_stats st;
@@ -1110,6 +1154,7 @@ int main(void)
 	RUN_TEST(test_function_names);
 	RUN_TEST(test_counters);
 	RUN_TEST(test_samples_root_first);
+	RUN_TEST(test_overhead_marks_read_back);
 	RUN_TEST(test_sample_interning_reused);
 	RUN_TEST(test_many_distinct_callstacks);
 	RUN_TEST(test_samples_lost_summed);

@@ -97,6 +97,26 @@ static void test_other_code_untouched_and_clear(void)
 	stub_map_free(m);
 }
 
+/* The agent's code in stubs is profiling overhead; copied prologue bytes are the function's. */
+static void test_agent_code_in_stubs(void)
+{
+	struct stub_map *m = two_stubs();
+
+	CHECK(stub_map_is_agent_code(m, SLOT1)); /* call region_thunk */
+	CHECK(stub_map_is_agent_code(m, SLOT2 + STUB_RELOCATED_OFFSET - 1));
+	CHECK(!stub_map_is_agent_code(m, SLOT1 + STUB_RELOCATED_OFFSET)); /* kept bytes */
+	CHECK(!stub_map_is_agent_code(m, SLOT1 + STUB_RELOCATED_OFFSET + 7));
+	CHECK(stub_map_is_agent_code(m, SLOT1 + STUB_RELOCATED_OFFSET + 8)); /* the jump back */
+	CHECK(stub_map_is_agent_code(m, SLOT2 + STUB_RELOCATED_OFFSET + 4));
+	CHECK(stub_map_is_agent_code(m, REGION)); /* the region thunk */
+	CHECK(stub_map_is_agent_code(m, REGION + 6));
+	CHECK(!stub_map_is_agent_code(m, FUNC1));
+	CHECK(!stub_map_is_agent_code(m, SLOT2 + STUB_SLOT_SIZE));
+	stub_map_clear(m);
+	CHECK(!stub_map_is_agent_code(m, SLOT1));
+	stub_map_free(m);
+}
+
 int main(void)
 {
 	RUN_TEST(test_refuses_unaligned);
@@ -104,5 +124,6 @@ int main(void)
 	RUN_TEST(test_prologue_maps_at_same_offset);
 	RUN_TEST(test_thunk_pops_the_stub_return);
 	RUN_TEST(test_other_code_untouched_and_clear);
+	RUN_TEST(test_agent_code_in_stubs);
 	return unit_summary();
 }
