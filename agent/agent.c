@@ -359,9 +359,10 @@ static void forget_earlier_session(struct agent_thread *t, void *ctx)
 	(void)ctx;
 	uint64_t state = atomic_load(&t->committed);
 
-	for (uint64_t k = t->tail / SEGMENT_SPAN; k < state_head(state) / SEGMENT_SPAN; k++)
+	for (uint64_t k = atomic_load(&t->tail) / SEGMENT_SPAN; k < state_head(state) / SEGMENT_SPAN;
+	     k++)
 		segments_release(t, k);
-	t->tail = state_head(state);
+	atomic_store(&t->tail, state_head(state));
 	threads_clear_aggregates(t);
 	t->drops_reported = 0;
 	t->flusher_stage = FLUSHER_STAGE_NEW;

@@ -126,8 +126,7 @@ struct agent_thread {
 					acquire in flusher_drain_thread() */
 	/*
 	 * The current segment, cached from seg_map for the fast path: position p
-	 * is at ring_base + p * 16 while p < ring_end (the segment's last unit is
-	 * kept for the PAD that ends it). Only ever moved after
+	 * is at ring_base + p * 16 while p < ring_end. Only ever moved after
 	 * the head has been published into the new segment, so a cache left
 	 * behind by a siglongjmp can only fail the room check (hooks.c).
 	 */
@@ -154,7 +153,8 @@ struct agent_thread {
 	_Atomic uint64_t unattributed; /* of those, calls no function's figures hold */
 
 	/* consumer side: written only by the flusher */
-	_Alignas(64) uint64_t tail;  /* drained up to here */
+	/* drained up to here; release: pairs with the acquire in hooks.c ring_switch() */
+	_Alignas(64) _Atomic uint64_t tail;
 	uint64_t drops_reported;
 	uint64_t aggregates_sent_ns; /* when this thread's aggregates last went out */
 	int flusher_stage;           /* enum flusher_stage */
@@ -167,6 +167,13 @@ struct agent_thread {
 	/* segments by position (above); the owner sets a slot, the flusher clears it */
 	struct event_record *_Atomic seg_map[SEGMENT_SLOTS];
 	uint32_t seg_units[SEGMENT_SLOTS]; /* their capacities, written before they are published */
+	/*
+	 * Where each span's records end, + 1 (0: the owner writes on in it), set
+	 * by the owner before it publishes a head in the next span; the flusher
+	 * reads nothing past it. No marker in the segment itself: the owner may
+	 * take the same segment again for the next span once it is read.
+	 */
+	_Atomic uint64_t span_end[SEGMENT_SLOTS];
 	struct func_agg *_Atomic agg_pages[AGG_PAGES];
 	struct shadow_entry shadow[AGENT_SHADOW_CAPACITY];
 };

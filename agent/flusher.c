@@ -212,23 +212,32 @@ static void flusher_put_event_chunk(struct event_cursor *c, uint64_t drops)
 	struct event_encoder enc = { 0 };
 
 	while (c->pos < c->head && enc.count < EVENTS_PER_CHUNK) {
-		const struct event_record *r = unit_at(c->t, c->pos);
-		const struct event_enter_frame *f;
+		uint64_t span = c->pos / SEGMENT_SPAN, limit = c->head;
+		/* set before the head that left the span was published (the drain's acquire) */
+		uint64_t end = atomic_load_explicit(&c->t->span_end[span % SEGMENT_SLOTS],
+						    memory_order_relaxed);
 
-		if (r->kind == EVENT_PAD) { /* the owner moved to the next span: this one is done */
-			segments_release(c->t, c->pos / SEGMENT_SPAN);
-			c->pos = (c->pos / SEGMENT_SPAN + 1) * SEGMENT_SPAN;
+		if (end && c->pos >= end - 1) { /* the owner moved to the next span */
+			segments_release(c->t, span);
+			c->pos = (span + 1) * SEGMENT_SPAN;
 			continue;
 		}
-		if (r->kind != EVENT_ENTER) {
-			p = event_encode(&enc, p, r->tsc, r->func_id, r->kind, 0, 0);
-			c->pos++;
-			continue;
+		if (end && end - 1 < limit)
+			limit = end - 1;
+		while (c->pos < limit && enc.count < EVENTS_PER_CHUNK) {
+			const struct event_record *r = unit_at(c->t, c->pos);
+			const struct event_enter_frame *f;
+
+			if (r->kind != EVENT_ENTER) {
+				p = event_encode(&enc, p, r->tsc, r->func_id, r->kind, 0, 0);
+				c->pos++;
+				continue;
+			}
+			f = (const void *)unit_at(c->t, c->pos + 1); /* its frame: same segment */
+			p = event_encode(&enc, p, r->tsc, r->func_id, EVENT_ENTER, f->return_address,
+					 f->tagged_slot & ~EVENT_FRAME_TAG);
+			c->pos += 2;
 		}
-		f = (const void *)unit_at(c->t, c->pos + 1); /* its frame: same segment */
-		p = event_encode(&enc, p, r->tsc, r->func_id, EVENT_ENTER, f->return_address,
-				 f->tagged_slot & ~EVENT_FRAME_TAG);
-		c->pos += 2;
 	}
 	h.count = enc.count;
 	h.len = (uint32_t)(p - start - sizeof(h));
@@ -376,7 +385,7 @@ static void flusher_drain_thread(struct agent_thread *t, void *ctx)
 {
 	/* pairs with the release in state_publish() (agent/hooks.c) */
 	uint64_t head = state_head(atomic_load_explicit(&t->committed, memory_order_acquire));
-	uint64_t tail = t->tail;
+	uint64_t tail = atomic_load_explicit(&t->tail, memory_order_relaxed);
 	uint64_t drops = thread_drops(t);
 	int exited = atomic_load_explicit(&t->state, memory_order_acquire) == AGENT_THREAD_EXITED;
 	const uint64_t *now = ctx;
@@ -393,7 +402,8 @@ static void flusher_drain_thread(struct agent_thread *t, void *ctx)
 		atomic_fetch_add_explicit(&flusher.dropped, drops - t->drops_reported,
 					  memory_order_relaxed);
 		t->drops_reported = drops;
-		t->tail = head;
+		/* the records up to head are read: pairs with the acquire in ring_switch() */
+		atomic_store_explicit(&t->tail, head, memory_order_release);
 	}
 	if (exited || flusher.final_cycle || *now - t->aggregates_sent_ns >= AGGREGATES_INTERVAL_NS) {
 		flusher_put_aggregates(t, drops);

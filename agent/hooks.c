@@ -124,7 +124,37 @@ COLD static void ring_resync(struct agent_thread *t, uint64_t head)
 }
 
 /*
- * The current segment is full: ends it with a PAD and moves the head to the
+ * Ends the current span (if any) where the head is and moves the head to
+ * the start of the next span, in seg (units long): one publish, which makes
+ * the span's end and the next slot visible too. 0 when the next span's slot
+ * is still the flusher's.
+ */
+COLD static int ring_switch_to(struct agent_thread *t, uint64_t *head, uint32_t depth,
+			       uint32_t need, struct event_record *seg, uint32_t units)
+{
+	struct event_record *cur = atomic_load_explicit(
+		&t->seg_map[(*head / SEGMENT_SPAN) % SEGMENT_SLOTS], memory_order_relaxed);
+	/* none yet: the head is at a span's start (rounded up, so it never moves back) */
+	uint64_t next = cur ? *head / SEGMENT_SPAN + 1 : (*head + SEGMENT_SPAN - 1) / SEGMENT_SPAN;
+	struct event_record *in_slot =
+		atomic_load_explicit(&t->seg_map[next % SEGMENT_SLOTS], memory_order_acquire);
+
+	if (in_slot && in_slot != seg) /* seg there: a switch cut short before its publish */
+		return 0;
+	if (cur)
+		atomic_store_explicit(&t->span_end[(*head / SEGMENT_SPAN) % SEGMENT_SLOTS], *head + 1,
+				      memory_order_relaxed);
+	atomic_store_explicit(&t->span_end[next % SEGMENT_SLOTS], 0, memory_order_relaxed);
+	t->seg_units[next % SEGMENT_SLOTS] = units;
+	atomic_store_explicit(&t->seg_map[next % SEGMENT_SLOTS], seg, memory_order_relaxed);
+	*head = next * SEGMENT_SPAN;
+	state_publish(t, state_make(*head, depth));
+	ring_resync(t, *head);
+	return ring_has_room(t, *head, need);
+}
+
+/*
+ * The current segment is full: ends its span and moves the head to the
  * start of the next span, in the spare segment (one publish, then the cache
  * follows). Returns 1 when there is room now, 0 when the call must stay off
  * the timeline (the budget is spent, or the flusher still holds the slot),
@@ -132,8 +162,7 @@ COLD static void ring_resync(struct agent_thread *t, uint64_t head)
  */
 COLD static int ring_switch(struct agent_thread *t, uint64_t *head, uint32_t depth, uint32_t need)
 {
-	struct event_record *cur, *in_slot;
-	uint64_t next;
+	struct event_record *cur;
 	uint32_t gen;
 
 	ring_resync(t, *head); /* a switch a siglongjmp cut short after its publish */
@@ -145,25 +174,26 @@ COLD static int ring_switch(struct agent_thread *t, uint64_t *head, uint32_t dep
 		t->spare = NULL; /* stale: the cut-short switch used it */
 	/* pairs with the release in segments_release(): read before the slot */
 	gen = atomic_load_explicit(&agent_segments_generation, memory_order_acquire);
-	if (!t->spare) {
-		if (t->denied_gen == gen)
-			return 0;
+	if (!t->spare && t->denied_gen != gen) {
 		t->want_spare = 1;
 		return HOOK_SLOW_MEMORY;
 	}
-	/* none yet: the head is at a span's start (rounded up, so it never moves back) */
-	next = cur ? *head / SEGMENT_SPAN + 1 : (*head + SEGMENT_SPAN - 1) / SEGMENT_SPAN;
-	in_slot = atomic_load_explicit(&t->seg_map[next % SEGMENT_SLOTS], memory_order_acquire);
-	if (in_slot && in_slot != t->spare) { /* the spare: a switch cut short before its publish */
+	/*
+	 * No other segment within the budget: the current one again, once the
+	 * flusher has read it all (pairs with the release in
+	 * flusher_drain_thread()); it stays in the next span's slot when the
+	 * flusher releases this one (segments_release). The span's end is not
+	 * in the segment: the records overwrite it.
+	 */
+	if (!t->spare && cur && atomic_load_explicit(&t->tail, memory_order_acquire) == *head)
+		return ring_switch_to(t, head, depth, need, cur,
+				      t->seg_units[(*head / SEGMENT_SPAN) % SEGMENT_SLOTS]);
+	if (!t->spare)
+		return 0;
+	if (!ring_switch_to(t, head, depth, need, t->spare, t->spare_units)) {
 		t->denied_gen = gen; /* the flusher is a whole ring behind */
 		return 0;
 	}
-	if (cur)
-		ring_put(t, *head, 0, EVENT_PAD, 0);
-	t->seg_units[next % SEGMENT_SLOTS] = t->spare_units;
-	atomic_store_explicit(&t->seg_map[next % SEGMENT_SLOTS], t->spare, memory_order_relaxed);
-	*head = next * SEGMENT_SPAN;
-	state_publish(t, state_make(*head, depth));
 	t->spare = NULL;
 	ring_resync(t, *head);
 	return ring_has_room(t, *head, need);

@@ -162,6 +162,10 @@ void segments_release(struct agent_thread *t, uint64_t k)
 
 	if (!seg)
 		return;
+	/* the owner took it again for the next span (hooks.c ring_switch): it stays its */
+	if (seg == atomic_load_explicit(&t->seg_map[(slot + 1) % SEGMENT_SLOTS],
+					memory_order_relaxed))
+		return;
 	pthread_mutex_lock(&pool.lock);
 	pool_give_locked(seg, units);
 	pthread_mutex_unlock(&pool.lock);
@@ -171,13 +175,17 @@ void segments_release(struct agent_thread *t, uint64_t k)
 
 void segments_release_all(struct agent_thread *t)
 {
-	pthread_mutex_lock(&pool.lock);
-	for (uint32_t i = 0; i < SEGMENT_SLOTS; i++) {
-		struct event_record *seg = atomic_exchange(&t->seg_map[i], NULL);
+	struct event_record *segs[SEGMENT_SLOTS];
 
-		if (seg && seg != t->spare)
-			pool_give_locked(seg, t->seg_units[i]);
+	for (uint32_t i = 0; i < SEGMENT_SLOTS; i++) {
+		segs[i] = atomic_exchange(&t->seg_map[i], NULL);
+		atomic_store(&t->span_end[i], 0);
 	}
+	pthread_mutex_lock(&pool.lock);
+	for (uint32_t i = 0; i < SEGMENT_SLOTS; i++)
+		/* one taken again for the next span is in that slot too: given back once */
+		if (segs[i] && segs[i] != t->spare && segs[i] != segs[(i + 1) % SEGMENT_SLOTS])
+			pool_give_locked(segs[i], t->seg_units[i]);
 	if (t->spare)
 		pool_give_locked(t->spare, t->spare_units);
 	t->spare = NULL;

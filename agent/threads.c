@@ -95,7 +95,7 @@ void threads_clear_aggregates(struct agent_thread *t)
 static void thread_state_reset(struct agent_thread *t)
 {
 	atomic_store(&t->committed, 0);
-	t->tail = 0;
+	atomic_store(&t->tail, 0);
 	threads_clear_aggregates(t);
 	t->ring_base = 0;
 	t->ring_end = 0;
@@ -207,7 +207,7 @@ unsigned threads_with_open_calls(void)
 static int thread_is_drained_exit(struct agent_thread *t)
 {
 	return atomic_load_explicit(&t->state, memory_order_acquire) == AGENT_THREAD_EXITED &&
-	       state_head(atomic_load(&t->committed)) == t->tail &&
+	       state_head(atomic_load(&t->committed)) == atomic_load(&t->tail) &&
 	       t->flusher_stage == FLUSHER_STAGE_EXIT_SENT;
 }
 

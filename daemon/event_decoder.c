@@ -403,8 +403,15 @@ static const uint8_t *get_func_agg(const struct event_decoder *d, const uint8_t 
 	uint64_t f[AGG_WIRE_FIELDS], used, index = 0, v;
 
 	p = get_varints(p, end, f, AGG_WIRE_FIELDS);
-	if (!p || f[0] == 0 || f[0] > UINT32_MAX || f[2] > f[1] || f[4] > f[1])
+	if (!p || f[0] == 0 || f[0] > UINT32_MAX || f[2] > f[1])
 		return NULL;
+	/*
+	 * The agent reads a running thread's figures one after the other: calls
+	 * entered (and dropped) after it counted the open ones can make
+	 * `unrecorded` pass `entered` for a moment. Not malformed: clamped.
+	 */
+	if (f[4] > f[1])
+		f[4] = f[1];
 	memset(fa->hist, 0, sizeof(fa->hist));
 	fa->func_id = (uint32_t)f[0];
 	fa->entered = f[1];

@@ -302,5 +302,6 @@ void func_stats_summarize(const struct func_stats *fs, struct func_stats_summary
 		sum->unattributed += t->base.unattributed + t->last.unattributed;
 	}
 	sum->made += sum->unattributed;
-	sum->recorded = sum->made - sum->dropped;
+	/* a running thread's counters are read a moment apart: never below 0 */
+	sum->recorded = sum->made > sum->dropped ? sum->made - sum->dropped : 0;
 }

@@ -25,7 +25,6 @@ enum event_chunk_kind {
 enum event_kind {
 	EVENT_ENTER = 1,
 	EVENT_EXIT = 2,
-	EVENT_PAD = 3,       /* agent ring only: the rest of this ring segment is unused */
 };
 
 struct event_chunk_header {
@@ -133,6 +132,8 @@ static inline uint8_t *event_encode(struct event_encoder *e, uint8_t *p, uint64_
 		e->prev_tsc = tsc;
 		p = event_put_varint(p, tsc);
 	}
+	if (tsc < e->prev_tsc) /* a TSC a few ticks behind after a migration: the thread's order holds */
+		tsc = e->prev_tsc;
 	p = event_put_varint(p, (tsc - e->prev_tsc) << EVENT_TAG_KIND_BITS | kind);
 	p = event_put_varint(p, func_id);
 	e->prev_tsc = tsc;
