@@ -291,11 +291,17 @@ static uint8_t *put_one_aggregate(uint8_t *p, uint32_t func_id, struct func_agg 
 	return p;
 }
 
-/* What makes a function's figures worth sending again. */
+/*
+ * What makes a function's figures worth sending again: it grows with every
+ * call that enters, returns or runs untimed. A call that was open at the last
+ * send and has returned since moves one from open to exited, so exited
+ * weighs twice (open + exited alone would stay the same, and that call's
+ * time would never be sent).
+ */
 static uint64_t agg_change_key(struct func_agg *a)
 {
-	return a->open + __atomic_load_n(&a->exited, __ATOMIC_RELAXED) +
-	       __atomic_load_n(&a->untimed, __ATOMIC_RELAXED);
+	return a->open + 2 * (__atomic_load_n(&a->exited, __ATOMIC_RELAXED) +
+			      __atomic_load_n(&a->untimed, __ATOMIC_RELAXED));
 }
 
 /*

@@ -142,10 +142,13 @@ static int add_clock_pair(struct event_decoder *d, const struct event_clock_pair
 
 uint64_t event_decoder_ticks_to_ns(const struct event_decoder *d, uint64_t ticks)
 {
-	const struct event_clock_pair *last = &d->pairs[d->n_pairs - 1];
+	const struct event_clock_pair *last;
 	unsigned __int128 q;
 
-	if (d->n_pairs < 2 || last->tsc == d->first_pair.tsc)
+	if (d->n_pairs < 2)
+		return 0; /* before the check, pairs[n_pairs - 1] would be pairs[-1] */
+	last = &d->pairs[d->n_pairs - 1];
+	if (last->tsc == d->first_pair.tsc)
 		return 0;
 	q = (unsigned __int128)ticks * (last->mono_ns - d->first_pair.mono_ns) /
 	    (last->tsc - d->first_pair.tsc);

@@ -16,6 +16,7 @@
 
 #include "daemon/event_decoder.h"
 #include "proto/event_wire.h"
+#include "proto/func_aggregates.h"
 #include "proto/frame.h"
 #include "profd.pb-c.h"
 #include "viewer-export/perfetto_writer.h"
@@ -61,10 +62,11 @@ static void seed_write(const char *dir, const char *name)
 
 /* ---- event decoder: {mode byte, then frames of 2-byte length + bytes} ------------------ */
 
-static void chunk(uint32_t kind, uint32_t tid, uint32_t count, uint64_t drops, const void *b,
-		  size_t n)
+static void chunk(uint32_t kind, uint32_t tid, uint32_t count, uint32_t len, uint64_t drops,
+		  const void *b, size_t n)
 {
-	struct event_chunk_header h = { .kind = kind, .tid = tid, .count = count, .drops = drops };
+	struct event_chunk_header h = { .kind = kind, .tid = tid, .count = count, .len = len,
+					.drops = drops };
 
 	put(&h, sizeof(h));
 	if (n)
@@ -75,49 +77,95 @@ static void pair(uint64_t tsc, uint64_t mono)
 {
 	struct event_clock_pair p = { tsc, mono };
 
-	chunk(EVENT_CHUNK_CLOCK_PAIR, 0, 0, 0, &p, sizeof(p));
+	chunk(EVENT_CHUNK_CLOCK_PAIR, 0, 0, 0, 0, &p, sizeof(p));
 }
 
-/* One 16-byte unit of a records chunk: a record, or the frame after an enter. */
-union event_unit {
-	struct event_record rec;
-	struct event_enter_frame frame;
-};
+/* n_calls calls of functions 1..n_calls, each nested in the one before: enters then exits. */
+static void events(uint32_t tid, uint64_t tsc, uint32_t n_calls, uint64_t drops)
+{
+	uint8_t body[8 * 2 * EVENT_WORST], *p = body;
+	struct event_encoder enc = { 0 };
+
+	for (uint32_t i = 0; i < n_calls; i++)
+		p = event_encode(&enc, p, tsc + 100 * i, 1 + i, EVENT_ENTER,
+				 0x555555555139 + 16 * i, 0x7fffffffe000 - 32 * i);
+	for (uint32_t i = n_calls; i-- > 0;)
+		p = event_encode(&enc, p, tsc + 100 * (2 * n_calls - i), 1 + i, EVENT_EXIT, 0, 0);
+	chunk(EVENT_CHUNK_EVENTS, tid, enc.count, (uint32_t)(p - body), drops, body,
+	      (size_t)(p - body));
+}
 
 /*
- * n_calls calls of functions 1..n_calls, each nested in the one before, as
- * the agent writes them: each enter then its frame, then the exits innermost
- * first. with_frames = 0 leaves the frames out (the format before frames).
+ * The same calls as the retired RECORDS chunk wrote them (16-byte ring units:
+ * each enter then its frame, then the exits), which the decoder must refuse.
  */
-static void records(uint32_t tid, uint64_t tsc, uint32_t n_calls, uint64_t drops, int with_frames)
+static void retired_records(uint32_t tid, uint64_t tsc, uint32_t n_calls)
 {
-	union event_unit u[3 * 8];
+	struct event_record u[3 * 8];
 	uint32_t n = 0;
 
 	for (uint32_t i = 0; i < n_calls; i++) {
-		u[n++].rec = (struct event_record){ tsc + 100 * i, 1 + i, EVENT_ENTER };
-		if (with_frames)
-			u[n++].frame = (struct event_enter_frame){
-				.return_address = 0x555555555139 + 16 * i,
-				.tagged_slot = (0x7fffffffe000 - 32 * i) | EVENT_FRAME_TAG,
-			};
+		struct event_enter_frame f = { 0x555555555139 + 16 * i,
+					       (0x7fffffffe000 - 32 * i) | EVENT_FRAME_TAG };
+
+		u[n++] = (struct event_record){ tsc + 100 * i, 1 + i, EVENT_ENTER };
+		memcpy(&u[n++], &f, sizeof(f));
 	}
 	for (uint32_t i = n_calls; i-- > 0;)
-		u[n++].rec = (struct event_record){ tsc + 100 * (2 * n_calls - i), 1 + i, EVENT_EXIT };
-	chunk(EVENT_CHUNK_RECORDS, tid, n, drops, u, n * sizeof(u[0]));
+		u[n++] = (struct event_record){ tsc + 100 * (2 * n_calls - i), 1 + i, EVENT_EXIT };
+	chunk(EVENT_CHUNK_RECORDS, tid, n, 0, 0, u, n * sizeof(u[0]));
+}
+
+/*
+ * The thread's aggregates after frame f (proto/func_aggregates.h): its drop
+ * counters, then functions 1..3, each with a few sparse buckets, as the
+ * flusher writes them.
+ */
+static void aggregates(uint32_t tid, int f)
+{
+	uint8_t body[1024], *p = body;
+	uint32_t n_funcs = 3;
+
+	for (int r = 0; r < AGG_DROP_REASONS; r++)
+		p = event_put_varint(p, r == AGG_DROP_BUFFER_FULL ? (uint64_t)f : 0);
+	p = event_put_varint(p, 0); /* unattributed */
+	for (uint32_t fn = 1; fn <= n_funcs; fn++) {
+		uint64_t calls = (uint64_t)(f + 1) * fn;
+		const uint64_t fixed[AGG_WIRE_FIELDS] = {
+			fn, calls, calls, 0, (uint64_t)f, 250 * calls, 200 * calls, 100 + 20 * fn
+		};
+		uint32_t buckets[2] = { agg_bucket(90), agg_bucket(100 + 20 * fn) };
+
+		for (int i = 0; i < AGG_WIRE_FIELDS; i++)
+			p = event_put_varint(p, fixed[i]);
+		p = event_put_varint(p, 2);              /* buckets used */
+		p = event_put_varint(p, buckets[0]);     /* the first: its index */
+		p = event_put_varint(p, calls - 1);
+		p = event_put_varint(p, buckets[1] - buckets[0] - 1);
+		p = event_put_varint(p, 1);
+	}
+	chunk(EVENT_CHUNK_AGGREGATES, tid, n_funcs, (uint32_t)(p - body), 0, body,
+	      (size_t)(p - body));
 }
 
 /* Frame f of a small session: the agent's chunk order (flusher_cycle). */
-static void session_frame(int f, int with_frames)
+static void session_frame(int f, int retired)
 {
+	uint64_t tsc = 1000000 + 3000 * f + 10;
+	uint32_t n_calls = f == 2 ? 0 : 3 - f;
+
 	raw_len = 0;
 	if (f == 0) {
 		pair(1000000, 5000000);
-		chunk(EVENT_CHUNK_THREAD_NAME, 42, 0, 0, "demo-main-thread", 16);
+		chunk(EVENT_CHUNK_THREAD_NAME, 42, 0, 0, 0, "demo-main-thread", 16);
 	}
-	records(42, 1000000 + 3000 * f + 10, f == 2 ? 0 : 3 - f, f == 2 ? 3 : 0, with_frames);
+	if (retired)
+		retired_records(42, tsc, n_calls);
+	else
+		events(42, tsc, n_calls, f == 2 ? 3 : 0);
+	aggregates(42, f);
 	if (f == 2)
-		chunk(EVENT_CHUNK_THREAD_EXIT, 42, 0, 3, NULL, 0);
+		chunk(EVENT_CHUNK_THREAD_EXIT, 42, 0, 0, 3, NULL, 0);
 	pair(1000000 + 3000 * (f + 1), 5000000 + 1000 * (f + 1));
 }
 
@@ -158,25 +206,41 @@ static void count_name(void *ctx, uint32_t tid, const char *name)
 	++*(size_t *)ctx;
 }
 
+static void count_thread_drops(void *ctx, uint32_t tid, const struct decoded_thread_drops *td)
+{
+	(void)tid, (void)td;
+	++*(size_t *)ctx;
+}
+
+static void count_func_agg(void *ctx, uint32_t tid, const struct decoded_func_agg *fa)
+{
+	(void)tid, (void)fa;
+	++*(size_t *)ctx;
+}
+
 static const struct event_decoder_callbacks count_cb = {
 	.record = count_record,
 	.thread_name = count_name,
+	.thread_drops = count_thread_drops,
+	.func_agg = count_func_agg,
 };
 
 /*
  * The session in the target's two modes (zstd frames as sent, or chunks the
- * target compresses), plus the same session in the format before enter frames,
- * which the decoder must refuse. Returns the events the decoder delivered.
+ * target compresses), plus the same session with the retired RECORDS chunks,
+ * which the decoder must refuse. Returns the events, thread names and
+ * aggregates the decoder delivered.
  */
 static size_t event_seeds(const char *dir)
 {
-	static const char *const names[] = { "session-zstd", "session-raw", "no-frames-zstd" };
+	static const char *const names[] = { "session-zstd", "session-raw",
+					     "retired-records-zstd" };
 	size_t delivered = 0;
 
 	for (int mode = 0; mode < 3; mode++) {
 		ZSTD_CCtx *c = ZSTD_createCCtx();
 		struct event_decoder *d = event_decoder_new();
-		int with_frames = mode < 2, refused = 0;
+		int retired = mode == 2, refused = 0;
 
 		if (!c || !d)
 			die("out of memory");
@@ -188,7 +252,7 @@ static size_t event_seeds(const char *dir)
 			char err[160] = "";
 			int ret;
 
-			session_frame(f, with_frames);
+			session_frame(f, retired);
 			n = compress_frame(c, packed, sizeof(packed));
 			if (mode == 1)
 				seed_frame(raw, raw_len);
@@ -197,16 +261,16 @@ static size_t event_seeds(const char *dir)
 			if (refused)
 				continue;
 			ret = event_decoder_feed(d, packed, n, &count_cb, &delivered, err, sizeof(err));
-			if (ret && with_frames) {
+			if (ret && !retired) {
 				fprintf(stderr, "seed_gen: %s frame %d: %s\n", names[mode], f, err);
 				exit(1);
 			}
-			if (ret == 0 && !with_frames && delivered > before)
-				die("the decoder took enter records without their frames");
+			if (ret && retired && delivered > before)
+				die("the decoder delivered part of a frame with a RECORDS chunk");
 			refused = ret != 0;
 		}
-		if (!with_frames && !refused)
-			die("the decoder took a stream without enter frames");
+		if (retired && !refused)
+			die("the decoder took a RECORDS chunk");
 		seed_write(dir, names[mode]);
 		event_decoder_free(d);
 		ZSTD_freeCCtx(c);
@@ -277,6 +341,7 @@ static void client_seeds(const char *dir)
 	run.call_graph = 2;
 	run.stack_bytes = 8192;
 	run.ring_pages = 64;
+	run.buffer_size = 16u << 20;
 	forked.pid = 4242;
 	exited.wait_status = 0x100;
 	msg_frame(FRAME_RUN_REQUEST, &run.base);
@@ -349,6 +414,8 @@ static void agent_seeds(const char *dir)
 	bye.events = 12;
 	bye.dropped = 3;
 	bye.reason = "target exiting";
+	bye.buffer_budget = 64u << 20;
+	bye.buffer_peak = 3u << 20;
 	/* an agent, a module loaded later (dlopen), then a new agent after an exec */
 	msg_frame(FRAME_AGENT_HELLO, &hello.base);
 	table_frame(1, 3);
@@ -385,6 +452,7 @@ static void daemon_seeds(const char *dir)
 	Profd__StatusReply status = PROFD__STATUS_REPLY__INIT;
 	Profd__StopReply stop = PROFD__STOP_REPLY__INIT;
 	Profd__AgentConfig cfg = PROFD__AGENT_CONFIG__INIT;
+	Profd__FunctionTotals top = PROFD__FUNCTION_TOTALS__INIT, *top_ptr = &top;
 
 	started.session_id = 1;
 	started.agent_token = "00112233445566778899aabbccddeeff";
@@ -411,6 +479,26 @@ static void daemon_seeds(const char *dir)
 	sum.sample_freq = 99;
 	sum.samples_in_calls = 30;
 	sum.returns_repaired = 5;
+	sum.calls_made = 9;
+	sum.calls_recorded = 6;
+	sum.calls_dropped = 3;
+	sum.dropped_buffer_full = 2;
+	sum.dropped_in_hook = 1;
+	sum.calls_open = 1;
+	sum.buffer_budget = 64u << 20;
+	sum.buffer_peak = 3u << 20;
+	top.name = "compute";
+	top.calls = 6;
+	top.exited = 5;
+	top.total_ns = 12000;
+	top.self_ns = 9000;
+	top.max_ns = 4000;
+	top.p50_ns = 2000;
+	top.p99_ns = 3900;
+	top.dropped = 1;
+	sum.n_top_functions = 1;
+	sum.top_functions = &top_ptr;
+	sum.functions_called = 2;
 	error.message = "malformed run request";
 	for (int i = 0; i < 2; i++) {
 		profd__session_status__init(&st[i]);
@@ -431,6 +519,7 @@ static void daemon_seeds(const char *dir)
 	cfg.session_id = 1;
 	cfg.n_func_patterns = 2;
 	cfg.func_patterns = patterns;
+	cfg.buffer_size = 16u << 20;
 
 	msg_frame(FRAME_SESSION_STARTED, &started.base);
 	msg_frame(FRAME_SAMPLING_READY, &ready.base);
@@ -489,6 +578,6 @@ int main(int argc, char **argv)
 	agent_seeds(argv[3]);
 	daemon_seeds(argv[3]);
 	trace_seed(argv[4]);
-	printf("event seeds: %zu events decoded\n", events);
+	printf("event seeds: %zu events, names and aggregates decoded\n", events);
 	return 0;
 }

@@ -66,6 +66,15 @@ check_eq "tiny buffers: the functions' off-timeline calls add up to the summary'
 check "tiny buffers: the trace reads back without problems" \
 	test "$("$PROFCTL" report --dump "$WORK/tiny.pftrace" | grep -c '^problem')" -eq 0
 
+# ---- a call still running at an aggregates send (every 250 ms), returning after it
+"$PROFCTL" run --funcs long_call --freq 0 -o "$WORK/long.pftrace" -- \
+	"$ROOT/$BUILD/tests/targets/long_call" >"$WORK/long.out" 2>"$WORK/long.err"
+check_eq "long call: the target ran" "$(cat "$WORK/long.out")" "long_call 7"
+check_eq "long call: nothing left running at the end" \
+	"$(grep -c 'still running at the end' "$WORK/long.err")" 0
+check "long call: its 600 ms are in the exact totals ($(grep 'long_call$' "$WORK/long.err"))" \
+	grep -qE '^profctl: +1 +6[0-9][0-9]\.[0-9] ms .*long_call$' "$WORK/long.err"
+
 # ---- bad sizes: one line, non-zero exit, nothing run
 for bad in 1K abc 5X -1M 100G; do
 	"$PROFCTL" run --funcs "$FUNCS" --buffer-size "$bad" -o "$WORK/bad.pftrace" -- \

@@ -2,8 +2,12 @@
 /*
  * Unit tests for daemon/event_decoder.c. Streams are built the way
  * agent/flusher.c builds them (one ZSTD_CCtx at level 1, ZSTD_e_flush per
- * frame); expected times are computed here, independently, with __int128.
- * Hostile streams must fail with a reason and deliver nothing of the bad frame.
+ * frame, events through the shared event_encode()); aggregates bodies are
+ * written here from the layout proto/func_aggregates.h documents; expected
+ * times are computed here, independently, with __int128. A hostile frame
+ * must fail with a reason: one whose chunks do not frame delivers nothing; a
+ * body that does not decode stops delivery there (what came before it in the
+ * frame may have been delivered, as event_decoder.h allows).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -11,6 +15,7 @@
 
 #include "daemon/event_decoder.h"
 #include "proto/event_wire.h"
+#include "proto/func_aggregates.h"
 #include "tests/unit/unit.h"
 
 /* ---- stream builder: the agent's side ------------------------------------------ */
@@ -49,14 +54,24 @@ static void builder_put(struct builder *b, const void *p, size_t len)
 	b->raw_len += len;
 }
 
-static void put_chunk(struct builder *b, uint32_t kind, uint32_t tid, uint32_t count,
-		      uint64_t drops, const void *body, size_t body_len)
+static void put_chunk_len(struct builder *b, uint32_t kind, uint32_t tid, uint32_t count,
+			  uint32_t len, uint64_t drops, const void *body, size_t body_len)
 {
-	struct event_chunk_header h = { .kind = kind, .tid = tid, .count = count, .drops = drops };
+	struct event_chunk_header h = { .kind = kind, .tid = tid, .count = count, .len = len,
+					.drops = drops };
 
 	builder_put(b, &h, sizeof(h));
 	if (body_len)
 		builder_put(b, body, body_len);
+}
+
+/* A chunk whose header gives its body's length where its kind has one. */
+static void put_chunk(struct builder *b, uint32_t kind, uint32_t tid, uint32_t count,
+		      uint64_t drops, const void *body, size_t body_len)
+{
+	int sized = kind == EVENT_CHUNK_EVENTS || kind == EVENT_CHUNK_AGGREGATES;
+
+	put_chunk_len(b, kind, tid, count, sized ? (uint32_t)body_len : 0, drops, body, body_len);
 }
 
 static void put_pair(struct builder *b, uint64_t tsc, uint64_t mono)
@@ -66,38 +81,124 @@ static void put_pair(struct builder *b, uint64_t tsc, uint64_t mono)
 	put_chunk(b, EVENT_CHUNK_CLOCK_PAIR, 0, 0, 0, &p, sizeof(p));
 }
 
-/* The frame the tests give an enter of func: a return address and slot derived from it. */
-static uint64_t test_return_address(uint32_t func) { return 0x400000u + func; }
-static uint64_t test_return_slot(uint32_t func) { return 0x7ffc00000000ull + 8ull * func; }
-
 /*
- * The agent's ring units for recs: each enter followed by its frame. Returns
- * the units written to out (room for 2 * n).
+ * The frame the tests give an enter of func: a return address and slot
+ * derived from it, not monotonic in func, so that the encoder's deltas from
+ * one enter to the next go both ways.
  */
-static uint32_t encode_units(const struct event_record *recs, uint32_t n, struct event_record *out)
+static uint64_t test_return_address(uint32_t func)
 {
-	uint32_t units = 0;
-
-	for (uint32_t i = 0; i < n; i++) {
-		out[units++] = recs[i];
-		if (recs[i].kind == EVENT_ENTER) {
-			struct event_enter_frame f = {
-				.return_address = test_return_address(recs[i].func_id),
-				.tagged_slot = test_return_slot(recs[i].func_id) | EVENT_FRAME_TAG,
-			};
-
-			memcpy(&out[units++], &f, sizeof(f));
-		}
-	}
-	return units;
+	return 0x555555554000ull + (func * 0x9e3779b1ull) % 0x100000u;
 }
 
-static void put_record(struct builder *b, uint32_t tid, uint64_t tsc, uint32_t func, uint32_t kind)
+static uint64_t test_return_slot(uint32_t func)
 {
-	struct event_record r = { .tsc = tsc, .func_id = func, .kind = kind }, units[2];
-	uint32_t n = encode_units(&r, 1, units);
+	return 0x7ffc00000000ull - 8ull * (func % 509);
+}
 
-	put_chunk(b, EVENT_CHUNK_RECORDS, tid, n, 0, units, n * sizeof(units[0]));
+/* recs as one EVENTS body, through the agent's encoder; out has n * EVENT_WORST. */
+static size_t encode_events(const struct event_record *recs, uint32_t n, uint8_t *out)
+{
+	struct event_encoder enc = { 0 };
+	uint8_t *p = out;
+
+	for (uint32_t i = 0; i < n; i++)
+		p = event_encode(&enc, p, recs[i].tsc, recs[i].func_id, recs[i].kind,
+				 test_return_address(recs[i].func_id),
+				 test_return_slot(recs[i].func_id));
+	return (size_t)(p - out);
+}
+
+/* One EVENTS chunk of recs (none: the agent's drops-only chunk). */
+static void put_events(struct builder *b, uint32_t tid, uint64_t drops,
+		       const struct event_record *recs, uint32_t n)
+{
+	uint8_t *body = malloc((size_t)n * EVENT_WORST + 1);
+	size_t len = encode_events(recs, n, body);
+
+	put_chunk(b, EVENT_CHUNK_EVENTS, tid, n, drops, body, len);
+	free(body);
+}
+
+static void put_event(struct builder *b, uint32_t tid, uint64_t tsc, uint32_t func, uint32_t kind)
+{
+	struct event_record r = { .tsc = tsc, .func_id = func, .kind = kind };
+
+	put_events(b, tid, 0, &r, 1);
+}
+
+/* A chunk whose body is the varints v[0..n), for bodies no encoder writes. */
+static void put_varint_chunk(struct builder *b, uint32_t kind, uint32_t count, const uint64_t *v,
+			     size_t n)
+{
+	uint8_t *body = malloc(n * EVENT_VARINT_MAX + 1), *p = body;
+
+	for (size_t i = 0; i < n; i++)
+		p = event_put_varint(p, v[i]);
+	put_chunk(b, kind, 5, count, 0, body, (size_t)(p - body));
+	free(body);
+}
+
+/* ---- aggregates, written from the layout proto/func_aggregates.h documents ------- */
+
+/* One function's figures as the agent keeps them, in ticks. */
+struct test_agg {
+	uint64_t func_id, entered, exited, untimed, unrecorded, total, self, max;
+	uint32_t hist[AGG_BUCKETS];
+};
+
+struct test_thread_drops {
+	uint64_t by_reason[AGG_DROP_REASONS], unattributed;
+};
+
+/* Room for an aggregates body of n functions. */
+#define AGG_BODY_MAX(n)                                                                  \
+	((AGG_DROP_REASONS + 1 + (size_t)(n) * (AGG_WIRE_FIELDS + 1 + 2 * AGG_BUCKETS)) * \
+	 EVENT_VARINT_MAX)
+
+static uint8_t *encode_agg(uint8_t *p, const struct test_agg *a)
+{
+	const uint64_t fixed[AGG_WIRE_FIELDS] = { a->func_id, a->entered, a->exited,
+						  a->untimed, a->unrecorded, a->total,
+						  a->self, a->max };
+	uint32_t used = 0, next = 0;
+
+	for (int i = 0; i < AGG_WIRE_FIELDS; i++)
+		p = event_put_varint(p, fixed[i]);
+	for (uint32_t i = 0; i < AGG_BUCKETS; i++)
+		used += a->hist[i] != 0;
+	p = event_put_varint(p, used);
+	for (uint32_t i = 0; i < AGG_BUCKETS; i++) {
+		if (!a->hist[i])
+			continue;
+		p = event_put_varint(p, i - next); /* index - previous index - 1 */
+		p = event_put_varint(p, a->hist[i]);
+		next = i + 1;
+	}
+	return p;
+}
+
+static size_t encode_aggregates(uint8_t *out, const struct test_thread_drops *td,
+				const struct test_agg *aggs, uint32_t n)
+{
+	uint8_t *p = out;
+
+	for (int i = 0; i < AGG_DROP_REASONS; i++)
+		p = event_put_varint(p, td->by_reason[i]);
+	p = event_put_varint(p, td->unattributed);
+	for (uint32_t i = 0; i < n; i++)
+		p = encode_agg(p, &aggs[i]);
+	return (size_t)(p - out);
+}
+
+static void put_aggregates(struct builder *b, uint32_t tid, const struct test_thread_drops *td,
+			   const struct test_agg *aggs, uint32_t n)
+{
+	uint8_t *body = malloc(AGG_BODY_MAX(n));
+	size_t len = encode_aggregates(body, td, aggs, n);
+
+	put_chunk(b, EVENT_CHUNK_AGGREGATES, tid, n, 0, body, len);
+	free(body);
 }
 
 /* Compresses the pending chunks as one frame, exactly like flusher_send_stage(). */
@@ -125,6 +226,14 @@ struct delivered_record {
 	uint64_t mono, return_address, return_slot;
 };
 
+struct delivered_agg {
+	uint32_t tid;
+	struct decoded_func_agg fa;
+};
+
+/* A thread name chunk put after a bad one: the decoder must never get that far. */
+#define SENTINEL_TID 77
+
 struct recorder {
 	struct delivered_record *recs;
 	size_t n_recs, cap;
@@ -135,7 +244,20 @@ struct recorder {
 	size_t recs_at_watermark;  /* records delivered before the last watermark */
 	uint32_t exit_tid, drops_tid;
 	uint64_t last_drops, last_drops_mono;
+	int sentinel_seen;
+	struct delivered_agg *aggs;
+	size_t n_aggs, cap_aggs;
+	struct decoded_thread_drops thread_drops[4];
+	uint32_t thread_drops_tids[4];
+	size_t aggs_at_thread_drops[4]; /* functions delivered before each */
+	size_t n_thread_drops;
 };
+
+static void recorder_free(struct recorder *r)
+{
+	free(r->recs);
+	free(r->aggs);
+}
 
 static void on_record(void *ctx, uint32_t tid, const struct decoded_event *ev)
 {
@@ -153,6 +275,8 @@ static void on_thread_name(void *ctx, uint32_t tid, const char *name)
 {
 	struct recorder *r = ctx;
 
+	if (tid == SENTINEL_TID)
+		r->sentinel_seen = 1;
 	if (r->n_names < 4) {
 		snprintf(r->names[r->n_names], sizeof(r->names[0]), "%s", name);
 		r->name_tids[r->n_names] = tid;
@@ -187,17 +311,43 @@ static void on_watermark(void *ctx, uint64_t mono)
 	r->recs_at_watermark = r->n_recs;
 }
 
+static void on_thread_drops(void *ctx, uint32_t tid, const struct decoded_thread_drops *td)
+{
+	struct recorder *r = ctx;
+
+	if (r->n_thread_drops < 4) {
+		r->thread_drops[r->n_thread_drops] = *td;
+		r->thread_drops_tids[r->n_thread_drops] = tid;
+		r->aggs_at_thread_drops[r->n_thread_drops] = r->n_aggs;
+	}
+	r->n_thread_drops++;
+}
+
+static void on_func_agg(void *ctx, uint32_t tid, const struct decoded_func_agg *fa)
+{
+	struct recorder *r = ctx;
+
+	if (r->n_aggs == r->cap_aggs) {
+		r->cap_aggs = r->cap_aggs ? r->cap_aggs * 2 : 16;
+		r->aggs = realloc(r->aggs, r->cap_aggs * sizeof(*r->aggs));
+	}
+	r->aggs[r->n_aggs].tid = tid;
+	r->aggs[r->n_aggs++].fa = *fa;
+}
+
 static const struct event_decoder_callbacks record_cb = {
 	.record = on_record,
 	.watermark = on_watermark,
 	.thread_name = on_thread_name,
 	.thread_exit = on_thread_exit,
 	.drops = on_drops,
+	.thread_drops = on_thread_drops,
+	.func_agg = on_func_agg,
 };
 
 static size_t delivered_total(const struct recorder *r)
 {
-	return r->n_recs + r->n_names + r->n_exits + r->n_drops;
+	return r->n_recs + r->n_names + r->n_exits + r->n_drops + r->n_thread_drops + r->n_aggs;
 }
 
 static char last_err[256];
@@ -245,17 +395,63 @@ static uint64_t test_rand(uint64_t *state)
 #define BASE_TSC 1000000000000ull  /* about 5 minutes of uptime at 3.3 GHz */
 #define BASE_MONO 300000000000ull
 
-/* ---- round trip ------------------------------------------------------------------ */
+/* ---- the events' wire form ----------------------------------------------------- */
 
-static void put_records(struct builder *b, uint32_t tid, uint64_t drops,
-			const struct event_record *recs, uint32_t n)
+/*
+ * The bytes event_encode() writes are the ones proto/event_wire.h documents
+ * (base tsc, tag = delta << 2 | kind, function, an enter's zigzag frame
+ * deltas), and they decode to what was encoded, backwards deltas included.
+ */
+static void test_events_wire_layout(void)
 {
-	struct event_record *units = malloc((2 * (size_t)n + 1) * sizeof(*units));
-	uint32_t n_units = encode_units(recs, n, units);
+	static const uint8_t want[] = {
+		0xe8, 0x07, /* base tsc 1000 */
+		0x01, 0x05, /* tag 0 << 2 | ENTER, function 5 */
+		0xa0, 0x01, /* return address +0x50: zigzag 0xa0 */
+		0x80, 0x04, /* return slot +0x100: zigzag 0x200 */
+		0x0e, 0x05, /* tag 3 << 2 | EXIT, function 5 */
+		0x81, 0x01, /* tag 32 << 2 | ENTER */
+		0x87, 0x01, /* function 135 */
+		0x1f,       /* return address -0x10: zigzag 0x1f */
+		0x0f,       /* return slot -8: zigzag 0x0f */
+	};
+	const struct pair p0 = { 0, 0 }, p1 = { 4000, 2000 };
+	struct event_decoder *d = event_decoder_new();
+	struct event_encoder enc = { 0 };
+	uint8_t body[3 * EVENT_WORST], *p = body;
+	struct recorder r = { 0 };
+	struct builder b;
 
-	put_chunk(b, EVENT_CHUNK_RECORDS, tid, n_units, drops, units, (size_t)n_units * sizeof(*units));
-	free(units);
+	p = event_encode(&enc, p, 1000, 5, EVENT_ENTER, 0x50, 0x100);
+	p = event_encode(&enc, p, 1003, 5, EVENT_EXIT, 0x1234, 0x5678); /* an exit has no frame */
+	p = event_encode(&enc, p, 1035, 135, EVENT_ENTER, 0x40, 0xf8);
+	CHECK_EQ_INT(enc.count, 3);
+	CHECK_EQ_INT(p - body, sizeof(want));
+	CHECK_MEM_EQ(body, want, sizeof(want));
+	builder_init(&b, 0);
+	put_pair(&b, p0.tsc, p0.mono);
+	put_pair(&b, p1.tsc, p1.mono);
+	put_chunk(&b, EVENT_CHUNK_EVENTS, 3, 3, 0, body, (size_t)(p - body));
+	CHECK_EQ_INT(feed_frame(d, &b, &r), 0);
+	CHECK_EQ_INT(r.n_recs, 3);
+	if (r.n_recs == 3) {
+		CHECK_EQ_U64(r.recs[0].mono, 500);
+		CHECK_EQ_U64(r.recs[0].return_address, 0x50);
+		CHECK_EQ_U64(r.recs[0].return_slot, 0x100);
+		CHECK_EQ_INT(r.recs[1].kind, EVENT_EXIT);
+		CHECK_EQ_U64(r.recs[1].mono, 501);
+		CHECK_EQ_U64(r.recs[1].return_address, 0);
+		CHECK_EQ_INT(r.recs[2].func, 135);
+		CHECK_EQ_U64(r.recs[2].mono, 517);
+		CHECK_EQ_U64(r.recs[2].return_address, 0x40);
+		CHECK_EQ_U64(r.recs[2].return_slot, 0xf8);
+	}
+	builder_fini(&b);
+	event_decoder_free(d);
+	recorder_free(&r);
 }
+
+/* ---- round trip ------------------------------------------------------------------ */
 
 /* Compares what was delivered with recs[0..n) of tid, all converted on the line a-b. */
 static void check_records(const struct recorder *r, size_t first, uint32_t tid,
@@ -304,8 +500,8 @@ static void test_round_trip(void)
 	put_pair(&bld, p0.tsc, p0.mono);
 	put_chunk(&bld, EVENT_CHUNK_THREAD_NAME, 101, 0, 0, "abcdefghijklmnop", 16);
 	put_chunk(&bld, EVENT_CHUNK_THREAD_NAME, 202, 0, 0, "worker\0\0\0\0\0\0\0\0\0\0", 16);
-	put_records(&bld, 101, 0, a, 600);
-	put_records(&bld, 202, 0, b, 400);
+	put_events(&bld, 101, 0, a, 600);
+	put_events(&bld, 202, 0, b, 400);
 	put_chunk(&bld, EVENT_CHUNK_THREAD_EXIT, 202, 0, 0, NULL, 0);
 	put_pair(&bld, p1.tsc, p1.mono);
 	CHECK_EQ_INT(feed_frame(d, &bld, &r), 0);
@@ -323,7 +519,7 @@ static void test_round_trip(void)
 	CHECK_EQ_INT(r.n_drops, 0);
 	builder_fini(&bld);
 	event_decoder_free(d);
-	free(r.recs);
+	recorder_free(&r);
 }
 
 /* ---- several frames, segment choice, extrapolation --------------------------------- */
@@ -359,7 +555,7 @@ static void build_segment_frame(struct builder *b, int frame)
 	if (frame == 0)
 		put_pair(b, seg_pairs[0].tsc, seg_pairs[0].mono);
 	for (size_t i = seg_first[frame]; i < seg_first[frame + 1]; i++)
-		put_record(b, 7, seg_records[i].tsc, (uint32_t)i + 1, EVENT_ENTER);
+		put_event(b, 7, seg_records[i].tsc, (uint32_t)i + 1, EVENT_ENTER);
 	if (frame < 3)
 		put_pair(b, seg_pairs[frame + 1].tsc, seg_pairs[frame + 1].mono);
 }
@@ -390,7 +586,177 @@ static void test_frames_share_stream_and_segments(void)
 	builder_fini(&b);
 	event_decoder_free(d);
 	event_decoder_free(fresh);
-	free(r.recs);
+	recorder_free(&r);
+}
+
+/* ---- one chunk across clock segments, delivered in batches ----------------------- */
+
+/*
+ * Pairs whose segments take every conversion path: a gentle one, a steep one
+ * (dm >= 2^32, more than a ns a tick), a long one with dm >= 2^32 too but
+ * less than a ns a tick (dt > 2^32: events deep in it are 2^32 ticks past its
+ * start, and x * dm passes 2^64 from x = 2^31), and a gentle last one that
+ * events overrun by up to 2^40 ticks (x * the Q32 rate passes 2^64).
+ */
+#define PATH_PAIRS 5
+#define PATH_MONO3 (BASE_MONO + 1000000 + (5ull << 32) + (1ull << 33) + 12345)
+static const struct pair path_pairs[PATH_PAIRS] = {
+	{ BASE_TSC, BASE_MONO },
+	{ BASE_TSC + 3000000, BASE_MONO + 1000000 },
+	{ BASE_TSC + 5000000, BASE_MONO + 1000000 + (5ull << 32) },
+	{ BASE_TSC + (6ull << 32), PATH_MONO3 },
+	{ BASE_TSC + (6ull << 32) + 3000000, PATH_MONO3 + 1000000 },
+};
+
+/* The segment event_decoder_convert() puts tsc in: the edge ones extend. */
+static int path_segment(uint64_t tsc)
+{
+	int s = 0;
+
+	while (s < PATH_PAIRS - 2 && tsc >= path_pairs[s + 1].tsc)
+		s++;
+	return s;
+}
+
+/* Non-decreasing tscs through every segment, its bounds and past both ends; returns n. */
+static uint32_t fill_path_events(struct event_record *recs, uint32_t max)
+{
+	const uint64_t p0 = path_pairs[0].tsc, p1 = path_pairs[1].tsc, p2 = path_pairs[2].tsc;
+	const uint64_t p3 = path_pairs[3].tsc, p4 = path_pairs[4].tsc;
+	const uint64_t marks[] = { p0 - 5000, p0 - 1, p0, p1 - 1, p1, p1 + 7, p2 - 1, p2, p2 + 1,
+				   p2 + (1ull << 31) + 77, p2 + (1ull << 32) + 5, p3 - 1, p3,
+				   p3 + 10, p4 - 1, p4, p4 + (1ull << 31) + 9,
+				   p4 + (1ull << 32) + 3, p4 + (1ull << 40) };
+	uint32_t n = 0;
+
+	/*
+	 * One exit in three: an exit lands where an enter was in the batch
+	 * before, so that nothing of an enter's frame stays with it.
+	 */
+	for (size_t m = 0; m < sizeof(marks) / sizeof(marks[0]) && n < max; m++) {
+		recs[n++] = (struct event_record){ .tsc = marks[m], .func_id = 1 + n % 50,
+						   .kind = n % 3 ? EVENT_ENTER : EVENT_EXIT };
+		/* a run in the gentle segment, past a batch: the batches end mid-segment */
+		for (uint32_t i = 0; m == 2 && i < 1500 && n < max; i++)
+			recs[n++] = (struct event_record){ .tsc = p0 + 1 + 1999 * i,
+							   .func_id = 1 + n % 50,
+							   .kind = n % 3 ? EVENT_ENTER : EVENT_EXIT };
+	}
+	return n;
+}
+
+/* Every event of one chunk through the decoder's conversion fast path = the reference. */
+static void test_events_across_segments_in_one_chunk(void)
+{
+	struct event_record recs[1600];
+	uint32_t n = fill_path_events(recs, 1600);
+	struct event_decoder *d = event_decoder_new();
+	struct recorder r = { 0 };
+	struct builder b;
+
+	builder_init(&b, 0);
+	for (int i = 0; i < PATH_PAIRS; i++)
+		put_pair(&b, path_pairs[i].tsc, path_pairs[i].mono);
+	put_events(&b, 5, 0, recs, n);
+	CHECK_EQ_INT(feed_frame(d, &b, &r), 0);
+	CHECK_EQ_INT(r.n_recs, n);
+	for (uint32_t i = 0; i < n && i < r.n_recs; i++) {
+		int seg = path_segment(recs[i].tsc), before = unit_check_failures;
+
+		CHECK_EQ_U64(r.recs[i].mono, event_decoder_convert(d, recs[i].tsc));
+		CHECK_EQ_U64(r.recs[i].mono,
+			     expect_on_line(path_pairs[seg], path_pairs[seg + 1], recs[i].tsc));
+		if (recs[i].kind == EVENT_ENTER) {
+			CHECK_EQ_U64(r.recs[i].return_address, test_return_address(recs[i].func_id));
+			CHECK_EQ_U64(r.recs[i].return_slot, test_return_slot(recs[i].func_id));
+		} else {
+			CHECK_EQ_U64(r.recs[i].return_address | r.recs[i].return_slot, 0);
+		}
+		if (unit_check_failures != before) {
+			fprintf(stderr, "  event %u, tsc base + %" PRId64 "\n", i,
+				(int64_t)(recs[i].tsc - BASE_TSC));
+			break;
+		}
+	}
+	builder_fini(&b);
+	event_decoder_free(d);
+	recorder_free(&r);
+}
+
+struct batches {
+	struct delivered_record *recs;
+	size_t n, calls, empty;
+};
+
+static void on_events(void *ctx, uint32_t tid, const struct decoded_event *ev, size_t n)
+{
+	struct batches *bt = ctx;
+
+	bt->calls++;
+	bt->empty += n == 0;
+	bt->recs = realloc(bt->recs, (bt->n + n) * sizeof(*bt->recs));
+	for (size_t i = 0; i < n; i++)
+		bt->recs[bt->n++] = (struct delivered_record){ tid, ev[i].func_id, ev[i].kind,
+								ev[i].mono_ns, ev[i].return_address,
+								ev[i].return_slot };
+}
+
+static size_t record_calls_beside_events;
+
+static void count_record_beside_events(void *ctx, uint32_t tid, const struct decoded_event *ev)
+{
+	(void)ctx, (void)tid, (void)ev;
+	record_calls_beside_events++;
+}
+
+static int same_record(const struct delivered_record *x, const struct delivered_record *y)
+{
+	return x->tid == y->tid && x->func == y->func && x->kind == y->kind && x->mono == y->mono &&
+	       x->return_address == y->return_address && x->return_slot == y->return_slot;
+}
+
+/*
+ * With an `events` callback, the same events in the same order, a thread's
+ * at a time, in batches (no empty one); `record` is then never called.
+ */
+static void test_events_in_batches(void)
+{
+	const struct event_decoder_callbacks cb = { .events = on_events,
+						    .record = count_record_beside_events };
+	struct event_record a[3000], c[3];
+	struct event_decoder *d1 = event_decoder_new(), *d2 = event_decoder_new();
+	struct batches bt = { 0 };
+	struct recorder r = { 0 };
+	struct builder b;
+
+	fill_records(a, 3000, BASE_TSC + 10, 3, 1);
+	fill_records(c, 3, BASE_TSC + 20, 5, 7);
+	builder_init(&b, 0);
+	put_pair(&b, BASE_TSC, BASE_MONO);
+	put_events(&b, 11, 0, a, 3000);
+	put_events(&b, 12, 0, c, 3);
+	put_pair(&b, BASE_TSC + 10000, BASE_MONO + 7777);
+	builder_flush(&b);
+	CHECK_EQ_INT(event_decoder_feed(d1, b.out, b.out_len, &record_cb, &r, last_err,
+					sizeof(last_err)), 0);
+	CHECK_EQ_INT(event_decoder_feed(d2, b.out, b.out_len, &cb, &bt, last_err,
+					sizeof(last_err)), 0);
+	CHECK_EQ_INT(r.n_recs, 3003);
+	CHECK_EQ_INT(bt.n, 3003);
+	CHECK_EQ_INT(record_calls_beside_events, 0);
+	CHECK(bt.calls >= 2);
+	CHECK_EQ_INT(bt.empty, 0);
+	for (size_t i = 0; i < bt.n && i < r.n_recs; i++)
+		if (!same_record(&bt.recs[i], &r.recs[i])) {
+			fprintf(stderr, "  event %zu differs\n", i);
+			unit_check_failures++;
+			break;
+		}
+	builder_fini(&b);
+	event_decoder_free(d1);
+	event_decoder_free(d2);
+	recorder_free(&r);
+	free(bt.recs);
 }
 
 /* ---- monotonic ------------------------------------------------------------------- */
@@ -494,8 +860,8 @@ static void test_drops_cumulative(void)
 	builder_init(&b, 0);
 	fill_records(recs, 2, BASE_TSC + 300, 300, 1);
 	put_pair(&b, p0.tsc, p0.mono);
-	put_records(&b, 9, 0, recs, 2); /* no drops yet: no call */
-	put_records(&b, 9, 5, recs, 2);
+	put_events(&b, 9, 0, recs, 2); /* no drops yet: no call */
+	put_events(&b, 9, 5, recs, 2);
 	put_pair(&b, p1.tsc, p1.mono);
 	CHECK_EQ_INT(feed_frame(d, &b, &r), 0);
 	CHECK_EQ_INT(r.n_drops, 1);
@@ -503,7 +869,7 @@ static void test_drops_cumulative(void)
 	CHECK_EQ_U64(r.last_drops, 5);
 	CHECK_EQ_U64(r.last_drops_mono, expect_on_line(p0, p1, recs[1].tsc));
 	/* the agent's drops-only chunk: no record, dated by the frame's closing pair */
-	put_records(&b, 9, 12, NULL, 0);
+	put_events(&b, 9, 12, NULL, 0);
 	put_pair(&b, p2.tsc, p2.mono);
 	CHECK_EQ_INT(feed_frame(d, &b, &r), 0);
 	CHECK_EQ_INT(r.n_drops, 2);
@@ -512,7 +878,7 @@ static void test_drops_cumulative(void)
 	CHECK_EQ_INT(r.n_recs, 4);
 	builder_fini(&b);
 	event_decoder_free(d);
-	free(r.recs);
+	recorder_free(&r);
 }
 
 /* The thread-exit chunk carries the thread's final drop total: it counts too. */
@@ -527,7 +893,7 @@ static void test_drops_on_thread_exit(void)
 	builder_init(&b, 0);
 	fill_records(recs, 2, BASE_TSC + 300, 300, 1);
 	put_pair(&b, p0.tsc, p0.mono);
-	put_records(&b, 9, 4, recs, 2);
+	put_events(&b, 9, 4, recs, 2);
 	put_chunk(&b, EVENT_CHUNK_THREAD_EXIT, 9, 0, 7, NULL, 0);
 	put_pair(&b, p1.tsc, p1.mono);
 	CHECK_EQ_INT(feed_frame(d, &b, &r), 0);
@@ -536,12 +902,12 @@ static void test_drops_on_thread_exit(void)
 	CHECK_EQ_INT(r.n_exits, 1);
 	builder_fini(&b);
 	event_decoder_free(d);
-	free(r.recs);
+	recorder_free(&r);
 }
 
 /* ---- hostile streams --------------------------------------------------------------- */
 
-/* A valid start of frame (name, pairs, records), so a bad chunk after it must also hide these. */
+/* A valid start of frame (name, pairs, events), so a bad chunk after it must also hide these. */
 static void put_valid_prefix(struct builder *b)
 {
 	struct event_record recs[10];
@@ -549,13 +915,16 @@ static void put_valid_prefix(struct builder *b)
 	fill_records(recs, 10, BASE_TSC + 10, 10, 1);
 	put_pair(b, BASE_TSC, BASE_MONO);
 	put_chunk(b, EVENT_CHUNK_THREAD_NAME, 5, 0, 0, "main\0\0\0\0\0\0\0\0\0\0\0\0", 16);
-	put_records(b, 5, 3, recs, 10);
+	put_events(b, 5, 3, recs, 10);
 	put_chunk(b, EVENT_CHUNK_THREAD_EXIT, 6, 0, 0, NULL, 0);
 	put_pair(b, BASE_TSC + 1000, BASE_MONO + 500);
 }
 
-/* Feeds the frame in b; expects -EBADMSG, a reason containing `why`, nothing delivered. */
-static void expect_bad_frame(struct event_decoder *d, struct builder *b, const char *why)
+/*
+ * Feeds the frame in b, whose chunks do not frame (found before anything is
+ * delivered): expects -EBADMSG, a reason containing `why`, nothing delivered.
+ */
+static void expect_refused_frame(struct event_decoder *d, struct builder *b, const char *why)
 {
 	struct recorder r = { 0 };
 
@@ -564,7 +933,52 @@ static void expect_bad_frame(struct event_decoder *d, struct builder *b, const c
 		fprintf(stderr, "  reason \"%s\" lacks \"%s\"\n", last_err, why);
 	CHECK(strstr(last_err, why) != NULL);
 	CHECK_EQ_INT(delivered_total(&r), 0);
-	free(r.recs);
+	recorder_free(&r);
+}
+
+/*
+ * Feeds the frame in b, whose last chunk's body does not decode, with a
+ * thread name after it: -EBADMSG with the reason, and nothing after the bad
+ * chunk delivered (what came before it may have been: event_decoder.h).
+ */
+static void expect_bad_chunk(struct event_decoder *d, struct builder *b, const char *what)
+{
+	struct recorder r = { 0 };
+	int before = unit_check_failures;
+
+	put_chunk(b, EVENT_CHUNK_THREAD_NAME, SENTINEL_TID, 0, 0, "after-bad-chunk", 16);
+	CHECK_EQ_INT(feed_frame(d, b, &r), -EBADMSG);
+	CHECK(strstr(last_err, "does not decode") != NULL);
+	CHECK(!r.sentinel_seen);
+	if (unit_check_failures != before)
+		fprintf(stderr, "  case: %s (reason \"%s\")\n", what, last_err);
+	recorder_free(&r);
+}
+
+/* A fresh decoder fed a valid prefix, then one chunk with `body`: it must not decode. */
+static void check_bad_body(uint32_t kind, uint32_t count, const uint8_t *body, size_t len,
+			   const char *what)
+{
+	struct event_decoder *d = event_decoder_new();
+	struct builder b;
+
+	builder_init(&b, 0);
+	put_valid_prefix(&b);
+	put_chunk(&b, kind, 5, count, 0, body, len);
+	expect_bad_chunk(d, &b, what);
+	builder_fini(&b);
+	event_decoder_free(d);
+}
+
+static void check_bad_varints(uint32_t kind, uint32_t count, const uint64_t *v, size_t n,
+			      const char *what)
+{
+	uint8_t *body = malloc(n * EVENT_VARINT_MAX + 1), *p = body;
+
+	for (size_t i = 0; i < n; i++)
+		p = event_put_varint(p, v[i]);
+	check_bad_body(kind, count, body, (size_t)(p - body), what);
+	free(body);
 }
 
 static void test_hostile_records_before_two_pairs(void)
@@ -573,16 +987,16 @@ static void test_hostile_records_before_two_pairs(void)
 	struct builder b;
 
 	builder_init(&b, 0);
-	put_record(&b, 5, BASE_TSC, 1, EVENT_ENTER);
-	expect_bad_frame(d, &b, "before two clock pairs");
+	put_event(&b, 5, BASE_TSC, 1, EVENT_ENTER);
+	expect_refused_frame(d, &b, "before two clock pairs");
 	event_decoder_free(d);
 	builder_fini(&b);
 
 	d = event_decoder_new();
 	builder_init(&b, 0);
 	put_pair(&b, BASE_TSC, BASE_MONO);
-	put_record(&b, 5, BASE_TSC + 1, 1, EVENT_ENTER);
-	expect_bad_frame(d, &b, "before two clock pairs");
+	put_event(&b, 5, BASE_TSC + 1, 1, EVENT_ENTER);
+	expect_refused_frame(d, &b, "before two clock pairs");
 	event_decoder_free(d);
 	builder_fini(&b);
 }
@@ -597,12 +1011,12 @@ static void check_pair_rejected(uint64_t tsc, uint64_t mono)
 	builder_init(&b, 0);
 	put_valid_prefix(&b);
 	CHECK_EQ_INT(feed_frame(d, &b, &r), 0);
-	put_record(&b, 5, BASE_TSC + 900, 1, EVENT_ENTER);
+	put_event(&b, 5, BASE_TSC + 900, 1, EVENT_ENTER);
 	put_pair(&b, tsc, mono);
-	expect_bad_frame(d, &b, "backwards");
+	expect_refused_frame(d, &b, "backwards");
 	builder_fini(&b);
 	event_decoder_free(d);
-	free(r.recs);
+	recorder_free(&r);
 }
 
 static void test_hostile_clock_pair_backwards(void)
@@ -614,7 +1028,7 @@ static void test_hostile_clock_pair_backwards(void)
 
 static void test_hostile_unknown_chunk_kind(void)
 {
-	static const uint32_t kinds[] = { 0, 5, 0x80000001u, UINT32_MAX };
+	static const uint32_t kinds[] = { 0, 7, 0x80000001u, UINT32_MAX };
 
 	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
 		struct event_decoder *d = event_decoder_new();
@@ -623,41 +1037,142 @@ static void test_hostile_unknown_chunk_kind(void)
 		builder_init(&b, 0);
 		put_valid_prefix(&b);
 		put_chunk(&b, kinds[i], 5, 0, 0, NULL, 0);
-		expect_bad_frame(d, &b, "unknown event chunk kind");
+		expect_refused_frame(d, &b, "unknown event chunk kind");
 		builder_fini(&b);
 		event_decoder_free(d);
 	}
 }
 
-/* An enter without its frame, or a frame on its own, cannot be delivered. */
-static void test_hostile_unpaired_enter_frame(void)
+/* The retired RECORDS chunk (raw ring units: an enter, its frame, an exit) is refused whole. */
+static void test_hostile_records_chunk_retired(void)
 {
-	struct event_record enter = { .tsc = BASE_TSC + 1, .func_id = 1, .kind = EVENT_ENTER };
-	struct event_record exit_rec = { .tsc = BASE_TSC + 2, .func_id = 1, .kind = EVENT_EXIT };
-	struct event_enter_frame frame = { 0x401000, 0x7ffc1000 | EVENT_FRAME_TAG };
-	struct event_record units[3];
-	const struct { size_t n; const void *u[3]; } cases[] = {
-		{ 1, { &enter } },                    /* enter last in its chunk */
-		{ 2, { &enter, &exit_rec } },         /* enter followed by a record */
-		{ 1, { &frame } },                    /* frame alone */
-		{ 2, { &exit_rec, &frame } },         /* frame after an exit */
-		{ 3, { &enter, &frame, &frame } },    /* one frame too many */
+	struct event_record units[3] = {
+		{ .tsc = BASE_TSC + 100, .func_id = 1, .kind = EVENT_ENTER },
+		{ 0 },
+		{ .tsc = BASE_TSC + 200, .func_id = 1, .kind = EVENT_EXIT },
 	};
+	struct event_enter_frame frame = { 0x401000, 0x7ffc1000 | EVENT_FRAME_TAG };
+	struct event_decoder *d = event_decoder_new();
+	struct builder b;
 
-	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
-		struct event_decoder *d = event_decoder_new();
-		struct builder b;
+	memcpy(&units[1], &frame, sizeof(frame));
+	builder_init(&b, 0);
+	put_valid_prefix(&b);
+	put_chunk(&b, EVENT_CHUNK_RECORDS, 5, 3, 0, units, sizeof(units));
+	expect_refused_frame(d, &b, "unknown event chunk kind");
+	builder_fini(&b);
+	event_decoder_free(d);
+}
 
-		for (size_t i = 0; i < cases[c].n; i++)
-			memcpy(&units[i], cases[c].u[i], sizeof(units[i]));
-		builder_init(&b, 0);
-		put_valid_prefix(&b);
-		put_chunk(&b, EVENT_CHUNK_RECORDS, 5, (uint32_t)cases[c].n, 0, units,
-			  cases[c].n * sizeof(units[0]));
-		expect_bad_frame(d, &b, "without its");
-		builder_fini(&b);
-		event_decoder_free(d);
+/* Every proper prefix of a valid body ends inside a varint, or before `count` events. */
+static void test_hostile_events_truncated_varint(void)
+{
+	static const struct event_record recs[2] = {
+		{ .tsc = BASE_TSC + 100, .func_id = 300, .kind = EVENT_ENTER },
+		{ .tsc = BASE_TSC + 100000, .func_id = 300, .kind = EVENT_EXIT },
+	};
+	uint8_t body[2 * EVENT_WORST], too_long[EVENT_VARINT_MAX + 3];
+	size_t len = encode_events(recs, 2, body);
+
+	for (size_t cut = 0; cut < len; cut++)
+		check_bad_body(EVENT_CHUNK_EVENTS, 2, body, cut, "truncated events body");
+	/* an 11-byte varint for the base: longer than any 64-bit value */
+	memset(too_long, 0x80, EVENT_VARINT_MAX + 1);
+	too_long[EVENT_VARINT_MAX + 1] = 0x01;
+	too_long[EVENT_VARINT_MAX + 2] = EVENT_EXIT;
+	check_bad_body(EVENT_CHUNK_EVENTS, 1, too_long, sizeof(too_long), "11-byte varint");
+}
+
+/* A tag whose kind is neither ENTER nor EXIT (0, or the ring's PAD), after a valid enter. */
+static void test_hostile_events_bad_kind(void)
+{
+	static const uint32_t kinds[] = { 0, EVENT_PAD };
+
+	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+		struct event_encoder enc = { 0 };
+		uint8_t body[2 * EVENT_WORST], *p = body;
+
+		p = event_encode(&enc, p, BASE_TSC + 100, 1, EVENT_ENTER, 0x401000, 0x7ffc1000);
+		p = event_encode(&enc, p, BASE_TSC + 200, 1, kinds[i], 0, 0);
+		check_bad_body(EVENT_CHUNK_EVENTS, 2, body, (size_t)(p - body), "bad kind");
 	}
+}
+
+/* A fresh decoder fed a valid prefix, then one chunk of the varints v, which must decode. */
+static struct event_decoder *feed_good_varints(uint32_t kind, uint32_t count, const uint64_t *v,
+					       size_t n, struct recorder *r)
+{
+	struct event_decoder *d = event_decoder_new();
+	struct builder b;
+
+	builder_init(&b, 0);
+	put_valid_prefix(&b);
+	put_varint_chunk(&b, kind, count, v, n);
+	CHECK_EQ_INT(feed_frame(d, &b, r), 0);
+	builder_fini(&b);
+	return d;
+}
+
+/* Function ids are 32-bit: UINT32_MAX decodes, one more does not. */
+static void test_hostile_events_func_id_too_big(void)
+{
+	const uint64_t ok[] = { BASE_TSC + 100, EVENT_EXIT, UINT32_MAX };
+	const uint64_t bad[] = { BASE_TSC + 100, EVENT_EXIT, (uint64_t)UINT32_MAX + 1 };
+	struct recorder r = { 0 };
+
+	event_decoder_free(feed_good_varints(EVENT_CHUNK_EVENTS, 1, ok, 3, &r));
+	CHECK_EQ_INT(r.n_recs, 11);
+	if (r.n_recs == 11)
+		CHECK_EQ_U64(r.recs[10].func, UINT32_MAX);
+	recorder_free(&r);
+	check_bad_varints(EVENT_CHUNK_EVENTS, 1, bad, 3, "func id past 32 bits");
+}
+
+/* A tsc delta that carries the timestamp past 2^64 - 1; one that lands on it decodes. */
+static void test_hostile_events_tsc_overflow(void)
+{
+	const uint64_t tag_exit = EVENT_EXIT, base = UINT64_MAX - 5;
+	const uint64_t ok[] = { base, tag_exit, 1, (5 << EVENT_TAG_KIND_BITS) | tag_exit, 1 };
+	const uint64_t bad[] = { base, tag_exit, 1, (6 << EVENT_TAG_KIND_BITS) | tag_exit, 1 };
+	const uint64_t huge[] = { base, (UINT64_MAX << EVENT_TAG_KIND_BITS) | tag_exit, 1 };
+	struct recorder r = { 0 };
+	struct event_decoder *d = feed_good_varints(EVENT_CHUNK_EVENTS, 2, ok, 5, &r);
+
+	CHECK_EQ_INT(r.n_recs, 12);
+	if (r.n_recs == 12)
+		CHECK_EQ_U64(r.recs[11].mono, event_decoder_convert(d, UINT64_MAX));
+	event_decoder_free(d);
+	recorder_free(&r);
+	check_bad_varints(EVENT_CHUNK_EVENTS, 2, bad, 5, "tsc past 2^64 - 1");
+	check_bad_varints(EVENT_CHUNK_EVENTS, 1, huge, 3, "the largest delta");
+}
+
+/* `count` larger than the events the body holds. */
+static void test_hostile_events_count_past_body(void)
+{
+	struct event_record recs[3];
+	uint8_t body[3 * EVENT_WORST];
+	size_t len;
+
+	fill_records(recs, 3, BASE_TSC + 100, 10, 1);
+	len = encode_events(recs, 3, body);
+	check_bad_body(EVENT_CHUNK_EVENTS, 4, body, len, "count 4 of 3 events");
+	check_bad_body(EVENT_CHUNK_EVENTS, UINT32_MAX, body, len, "count UINT32_MAX of 3 events");
+}
+
+/* Bytes left in the body after `count` events. */
+static void test_hostile_events_trailing_bytes(void)
+{
+	struct event_record recs[3];
+	uint8_t body[3 * EVENT_WORST + 1];
+	size_t len;
+
+	fill_records(recs, 3, BASE_TSC + 100, 10, 1);
+	len = encode_events(recs, 3, body);
+	check_bad_body(EVENT_CHUNK_EVENTS, 2, body, len, "count 2 of 3 events");
+	check_bad_body(EVENT_CHUNK_EVENTS, 0, body, len, "count 0 of 3 events");
+	body[len] = 0;
+	check_bad_body(EVENT_CHUNK_EVENTS, 3, body, len + 1, "a byte after the events");
 }
 
 /* Each clock pair is a watermark, delivered after the records that precede it. */
@@ -672,7 +1187,7 @@ static void test_watermark_follows_records(void)
 	builder_init(&b, 0);
 	fill_records(recs, 4, BASE_TSC + 300, 300, 1);
 	put_pair(&b, p0.tsc, p0.mono);
-	put_records(&b, 9, 0, recs, 4);
+	put_events(&b, 9, 0, recs, 4);
 	put_pair(&b, p1.tsc, p1.mono);
 	CHECK_EQ_INT(feed_frame(d, &b, &r), 0);
 	CHECK_EQ_INT(r.n_watermarks, 2);
@@ -682,7 +1197,7 @@ static void test_watermark_follows_records(void)
 		CHECK(r.recs[i].mono <= r.last_watermark);
 	builder_fini(&b);
 	event_decoder_free(d);
-	free(r.recs);
+	recorder_free(&r);
 }
 
 static void test_hostile_truncated_chunk_header(void)
@@ -696,33 +1211,34 @@ static void test_hostile_truncated_chunk_header(void)
 		builder_init(&b, 0);
 		put_valid_prefix(&b);
 		builder_put(&b, partial, n);
-		expect_bad_frame(d, &b, "truncated event chunk");
+		expect_refused_frame(d, &b, "truncated event chunk");
 		builder_fini(&b);
 		event_decoder_free(d);
 	}
 }
 
-static void check_body_overrun(uint32_t kind, uint32_t count, size_t body_len)
+/* A chunk whose body (`len`, or the kind's fixed size) runs past the end of the frame. */
+static void check_body_overrun(uint32_t kind, uint32_t len, size_t body_len)
 {
 	struct event_decoder *d = event_decoder_new();
-	uint8_t body[16 * 10] = { 0 };
+	uint8_t body[64] = { 0 };
 	struct builder b;
 
 	builder_init(&b, 0);
 	put_valid_prefix(&b);
-	put_chunk(&b, kind, 5, count, 0, body, body_len);
-	expect_bad_frame(d, &b, "truncated event chunk");
+	put_chunk_len(&b, kind, 5, 1, len, 0, body, body_len);
+	expect_refused_frame(d, &b, "truncated event chunk");
 	builder_fini(&b);
 	event_decoder_free(d);
 }
 
 static void test_hostile_chunk_body_overruns_frame(void)
 {
-	check_body_overrun(EVENT_CHUNK_RECORDS, 11, 10 * 16);
-	check_body_overrun(EVENT_CHUNK_RECORDS, 100, 10 * 16);
-	check_body_overrun(EVENT_CHUNK_RECORDS, UINT32_MAX, 16);
-	check_body_overrun(EVENT_CHUNK_RECORDS, UINT32_MAX, 0);
-	check_body_overrun(EVENT_CHUNK_RECORDS, 1, 15);
+	check_body_overrun(EVENT_CHUNK_EVENTS, 11, 10);
+	check_body_overrun(EVENT_CHUNK_EVENTS, 64, 0);
+	check_body_overrun(EVENT_CHUNK_EVENTS, UINT32_MAX, 64);
+	check_body_overrun(EVENT_CHUNK_AGGREGATES, 11, 10);
+	check_body_overrun(EVENT_CHUNK_AGGREGATES, UINT32_MAX, 0);
 	check_body_overrun(EVENT_CHUNK_CLOCK_PAIR, 0, 15);
 	check_body_overrun(EVENT_CHUNK_THREAD_NAME, 0, 15);
 }
@@ -747,7 +1263,7 @@ static void test_hostile_not_zstd(void)
 	CHECK_EQ_INT(r.n_recs, 10);
 	builder_fini(&b);
 	event_decoder_free(d);
-	free(r.recs);
+	recorder_free(&r);
 }
 
 /* ---- size bounds ------------------------------------------------------------------- */
@@ -771,25 +1287,33 @@ static void test_hostile_zip_bomb(void)
 	free(zeros);
 }
 
-/* A well-formed frame of exactly `size` bytes: two pairs, one records chunk, maybe an exit. */
+/*
+ * A well-formed frame of exactly `size` bytes: two pairs, one EVENTS chunk of
+ * exits at the same tsc (the base then 2 bytes an event, one of 3 bytes for an
+ * odd length). Returns the events.
+ */
 static size_t put_frame_of_size(struct builder *b, size_t size)
 {
 	const size_t hdr = sizeof(struct event_chunk_header);
-	const size_t fixed = 2 * (hdr + sizeof(struct event_clock_pair)) + hdr;
-	/* a 24-byte exit chunk takes up a remainder of 8 */
-	size_t exits = (size - fixed) % 16 == 8;
-	size_t count = (size - fixed - exits * hdr) / sizeof(struct event_record);
-	struct event_record *recs = calloc(count, sizeof(*recs));
+	const size_t body_len = size - 2 * (hdr + sizeof(struct event_clock_pair)) - hdr;
+	uint8_t *body = malloc(body_len + EVENT_WORST), *p = body;
+	struct event_encoder enc = { 0 };
+	size_t count = 1;
 
-	CHECK_EQ_INT((size - fixed - exits * hdr) % sizeof(struct event_record), 0);
 	put_pair(b, 0, 0);
 	put_pair(b, 1000, 1000);
-	for (size_t i = 0; i < count; i++)
-		recs[i] = (struct event_record){ .tsc = 500, .func_id = 1, .kind = EVENT_EXIT };
-	put_records(b, 1, 0, recs, (uint32_t)count);
-	if (exits)
-		put_chunk(b, EVENT_CHUNK_THREAD_EXIT, 1, 0, 0, NULL, 0);
-	free(recs);
+	p = event_encode(&enc, p, 500, 1, EVENT_EXIT, 0, 0); /* base 500: 2 bytes, then 2 */
+	if ((body_len - (size_t)(p - body)) % 2) {
+		p = event_encode(&enc, p, 500, 200, EVENT_EXIT, 0, 0); /* func 200: 2 bytes */
+		count++;
+	}
+	while ((size_t)(p - body) < body_len) {
+		p = event_encode(&enc, p, 500, 1, EVENT_EXIT, 0, 0);
+		count++;
+	}
+	CHECK_EQ_INT(p - body, body_len);
+	put_chunk(b, EVENT_CHUNK_EVENTS, 1, (uint32_t)count, 0, body, body_len);
+	free(body);
 	return count;
 }
 
@@ -804,13 +1328,13 @@ static void ignore_tid(void *ctx, uint32_t tid)
 	(void)ctx, (void)tid;
 }
 
-/* The bound is inclusive: EVENT_FRAME_DECOMPRESSED_MAX bytes decode, one record more does not. */
+/* The bound is inclusive: EVENT_FRAME_DECOMPRESSED_MAX bytes decode, one byte more does not. */
 static void test_frame_at_size_bound(void)
 {
 	const struct event_decoder_callbacks cb = { .record = count_record,
 						    .thread_exit = ignore_tid };
 	static const size_t sizes[2] = { EVENT_FRAME_DECOMPRESSED_MAX,
-					 EVENT_FRAME_DECOMPRESSED_MAX + 16 };
+					 EVENT_FRAME_DECOMPRESSED_MAX + 1 };
 
 	for (int i = 0; i < 2; i++) {
 		struct event_decoder *d = event_decoder_new();
@@ -831,21 +1355,31 @@ static void test_frame_at_size_bound(void)
 	}
 }
 
-/* One valid frame of the shape of b's content, after a window-log-sized repeat. */
+#define LONG_DISTANCE_EVENTS (1u << 16)
+
+/*
+ * One valid frame whose events repeat a block of LONG_DISTANCE_EVENTS four
+ * times (the same tsc deltas, functions and frames), so that zstd matches
+ * across the window; time still only goes forward.
+ */
 static void put_long_distance_frame(struct builder *b)
 {
-	const uint32_t n = (1u << 20) / sizeof(struct event_record);
+	const uint32_t n = LONG_DISTANCE_EVENTS;
 	struct event_record *recs = malloc((size_t)n * 4 * sizeof(*recs));
-	uint64_t seed = 42;
+	uint64_t seed = 42, tsc = BASE_TSC + 1000;
 
-	for (uint32_t i = 0; i < n; i++)
-		recs[i] = (struct event_record){ .tsc = BASE_TSC + test_rand(&seed) % 1000,
+	for (uint32_t i = 0; i < n; i++) /* tsc: the delta for now */
+		recs[i] = (struct event_record){ .tsc = test_rand(&seed) % 1000,
 						 .func_id = (uint32_t)test_rand(&seed),
 						 .kind = EVENT_ENTER };
 	for (int copy = 1; copy < 4; copy++)
 		memcpy(recs + (size_t)copy * n, recs, (size_t)n * sizeof(*recs));
+	for (uint32_t i = 0; i < 4 * n; i++) {
+		tsc += recs[i].tsc;
+		recs[i].tsc = tsc;
+	}
 	put_valid_prefix(b);
-	put_records(b, 5, 0, recs, n * 4);
+	put_events(b, 5, 0, recs, n * 4);
 	free(recs);
 }
 
@@ -869,11 +1403,11 @@ static void test_hostile_window_too_large(void)
 			CHECK_EQ_INT(delivered_total(&r), 0);
 		} else {
 			CHECK_EQ_INT(ret, 0);
-			CHECK_EQ_INT(r.n_recs, 10 + (4u << 20) / 16);
+			CHECK_EQ_INT(r.n_recs, 10 + 4 * LONG_DISTANCE_EVENTS);
 		}
 		builder_fini(&b);
 		event_decoder_free(d);
-		free(r.recs);
+		recorder_free(&r);
 	}
 }
 
@@ -892,13 +1426,14 @@ static void test_empty_frames(void)
 	CHECK_EQ_INT(feed_frame(d, &b, &r), 0);
 	CHECK_EQ_INT(feed_frame(d, &b, &r), 0); /* nothing pending in the compressor */
 	CHECK_EQ_INT(feed_bytes(d, nothing, 0, &r), 0);
-	put_record(&b, 5, BASE_TSC + 2000, 1, EVENT_EXIT);
+	put_event(&b, 5, BASE_TSC + 2000, 1, EVENT_EXIT);
 	CHECK_EQ_INT(feed_frame(d, &b, &r), 0);
 	CHECK_EQ_INT(r.n_recs, 11);
-	CHECK_EQ_U64(r.recs[10].mono, BASE_MONO + 1000);
+	if (r.n_recs == 11)
+		CHECK_EQ_U64(r.recs[10].mono, BASE_MONO + 1000);
 	builder_fini(&b);
 	event_decoder_free(d);
-	free(r.recs);
+	recorder_free(&r);
 }
 
 /* ---- random fuzz ------------------------------------------------------------------- */
@@ -908,7 +1443,7 @@ static void test_empty_frames(void)
 static void fuzz_record(void *ctx, uint32_t tid, const struct decoded_event *ev)
 {
 	(void)tid;
-	CHECK(ev->return_slot < EVENT_FRAME_TAG);
+	CHECK(ev->kind == EVENT_ENTER || ev->kind == EVENT_EXIT);
 	++*(size_t *)ctx;
 }
 
@@ -926,11 +1461,27 @@ static void fuzz_drops(void *ctx, uint32_t tid, uint64_t drops, uint64_t mono)
 	CHECK(drops != 0);
 }
 
+static void fuzz_thread_drops(void *ctx, uint32_t tid, const struct decoded_thread_drops *td)
+{
+	(void)tid, (void)td;
+	++*(size_t *)ctx;
+}
+
+static void fuzz_func_agg(void *ctx, uint32_t tid, const struct decoded_func_agg *fa)
+{
+	(void)tid;
+	++*(size_t *)ctx;
+	CHECK(fa->func_id != 0);
+	CHECK(fa->exited <= fa->entered && fa->unrecorded <= fa->entered);
+}
+
 static const struct event_decoder_callbacks fuzz_cb = {
 	.record = fuzz_record,
 	.thread_name = fuzz_name,
 	.thread_exit = ignore_tid,
 	.drops = fuzz_drops,
+	.thread_drops = fuzz_thread_drops,
+	.func_agg = fuzz_func_agg,
 };
 
 /* Feeds hostile bytes: 0, or a negative errno with a reason. */
@@ -944,6 +1495,9 @@ static int fuzz_feed(struct event_decoder *d, const uint8_t *p, size_t len)
 	CHECK(ret <= 0);
 	if (ret < 0)
 		CHECK(last_err[0] != '\0');
+	/* only a body that does not decode comes after deliveries */
+	if (ret < 0 && !strstr(last_err, "does not decode"))
+		CHECK_EQ_INT(calls, 0);
 	return ret;
 }
 
@@ -953,20 +1507,42 @@ static void fill_random(uint8_t *p, size_t len, uint64_t *seed)
 		p[i] = (uint8_t)test_rand(seed);
 }
 
-/* Random chunks, some well-formed, compressed properly so the chunk parser sees them. */
+/*
+ * Random chunks of every kind and one past them, compressed properly so the
+ * chunk parser sees them; bodies are random bytes, or valid events and
+ * aggregates with a byte changed.
+ */
 static void put_random_chunks(struct builder *b, uint64_t *seed)
 {
-	uint8_t body[64];
+	uint8_t body[AGG_BODY_MAX(1)];
 	int n = 1 + (int)(test_rand(seed) % 6);
 
 	for (int i = 0; i < n; i++) {
-		uint32_t kind = (uint32_t)(test_rand(seed) % 6);
+		uint32_t kind = (uint32_t)(test_rand(seed) % 8);
 		uint32_t count = test_rand(seed) % 8 == 0 ? (uint32_t)test_rand(seed)
 							  : (uint32_t)(test_rand(seed) % 4);
+		size_t len = test_rand(seed) % 65;
 
 		fill_random(body, sizeof(body), seed);
+		if (kind == EVENT_CHUNK_EVENTS && test_rand(seed) % 2) {
+			struct event_record recs[3];
+
+			fill_records(recs, 3, BASE_TSC + test_rand(seed) % 2000, 7, 1);
+			len = encode_events(recs, 3, body);
+			count = 3;
+		} else if (kind == EVENT_CHUNK_AGGREGATES && test_rand(seed) % 2) {
+			struct test_thread_drops td = { { 1, 2, 3, 4 }, 5 };
+			struct test_agg a = { .func_id = 1 + test_rand(seed) % 9, .entered = 9,
+					      .exited = 8, .total = 1000, .self = 10, .max = 900 };
+
+			a.hist[test_rand(seed) % AGG_BUCKETS] = 8;
+			len = encode_aggregates(body, &td, &a, 1);
+			count = 1;
+		}
+		if (len && test_rand(seed) % 2)
+			body[test_rand(seed) % len] = (uint8_t)test_rand(seed);
 		put_chunk(b, kind, (uint32_t)test_rand(seed) % 4, count,
-			  test_rand(seed) % 2 ? 0 : test_rand(seed), body, test_rand(seed) % 65);
+			  test_rand(seed) % 2 ? 0 : test_rand(seed), body, len);
 	}
 }
 
@@ -986,6 +1562,8 @@ static void test_fuzz_random_bytes(void)
 			memcpy(buf, magic, 4);
 		if (it % 3 == 2) {
 			builder_init(&b, 0);
+			if (it % 2) /* past the two pairs, so that bodies get decoded */
+				put_valid_prefix(&b);
 			put_random_chunks(&b, &seed);
 			builder_flush(&b);
 			fuzz_feed(d, b.out, b.out_len);
@@ -1023,18 +1601,29 @@ static void fuzz_flip_one(uint8_t *frames[3], const size_t lens[3], uint64_t *se
 
 static void test_fuzz_bit_flips(void)
 {
+	const struct test_thread_drops td = { { 0, 1, 0, 0 }, 0 };
+	static struct test_agg aggs[2] = {
+		{ .func_id = 1, .entered = 20, .exited = 20, .total = 5000, .self = 4000,
+		  .max = 30 },
+		{ .func_id = 2, .entered = 20, .exited = 19, .unrecorded = 1, .total = 900,
+		  .self = 900, .max = 70 },
+	};
 	struct event_record recs[40];
 	uint8_t *frames[3];
 	size_t lens[3];
 	uint64_t seed = 0xb17f11b5;
 	struct builder b;
 
+	aggs[0].hist[agg_bucket(25)] = 20;
+	aggs[1].hist[agg_bucket(45)] = 18;
+	aggs[1].hist[agg_bucket(70)] = 1;
 	builder_init(&b, 0);
-	fill_records(recs, 40, BASE_TSC + 1100, 25, 1);
 	for (int f = 0; f < 3; f++) {
+		fill_records(recs, 40, BASE_TSC + 1100 + 3000 * f, 25, 1);
 		if (f == 0)
 			put_valid_prefix(&b);
-		put_records(&b, 5, (uint64_t)f, recs, 40);
+		put_events(&b, 5, (uint64_t)f, recs, 40);
+		put_aggregates(&b, 5, &td, aggs, 2);
 		put_pair(&b, BASE_TSC + 3000 * (f + 1), BASE_MONO + 1000 * (f + 1));
 		builder_flush(&b);
 		frames[f] = malloc(b.out_len);
@@ -1048,10 +1637,251 @@ static void test_fuzz_bit_flips(void)
 	builder_fini(&b);
 }
 
+/* ---- aggregates -------------------------------------------------------------------- */
+
+/* floor(ticks * dm / dt) over the stream's first and last pairs, saturated. */
+static uint64_t expect_ticks_to_ns(struct pair first, struct pair last, uint64_t ticks)
+{
+	unsigned __int128 q = (unsigned __int128)ticks * (last.mono - first.mono) /
+			      (last.tsc - first.tsc);
+
+	return q > UINT64_MAX ? UINT64_MAX : (uint64_t)q;
+}
+
+/* Compares a delivered function with what was sent, durations converted at first..last. */
+static void check_agg(const struct delivered_agg *got, uint32_t tid, const struct test_agg *want,
+		      const struct event_decoder *d, struct pair first, struct pair last)
+{
+	int before = unit_check_failures;
+
+	CHECK_EQ_INT(got->tid, tid);
+	CHECK_EQ_U64(got->fa.func_id, want->func_id);
+	CHECK_EQ_U64(got->fa.entered, want->entered);
+	CHECK_EQ_U64(got->fa.exited, want->exited);
+	CHECK_EQ_U64(got->fa.untimed, want->untimed);
+	CHECK_EQ_U64(got->fa.unrecorded, want->unrecorded);
+	CHECK_EQ_U64(got->fa.total_ns, event_decoder_ticks_to_ns(d, want->total));
+	CHECK_EQ_U64(got->fa.self_ns, event_decoder_ticks_to_ns(d, want->self));
+	CHECK_EQ_U64(got->fa.max_ns, event_decoder_ticks_to_ns(d, want->max));
+	CHECK_EQ_U64(got->fa.total_ns, expect_ticks_to_ns(first, last, want->total));
+	CHECK_EQ_U64(got->fa.self_ns, expect_ticks_to_ns(first, last, want->self));
+	CHECK_EQ_U64(got->fa.max_ns, expect_ticks_to_ns(first, last, want->max));
+	for (int i = 0; i < AGG_BUCKETS; i++)
+		if (got->fa.hist[i] != want->hist[i]) {
+			fprintf(stderr, "  bucket %d: %u != %u\n", i, got->fa.hist[i],
+				want->hist[i]);
+			unit_check_failures++;
+		}
+	if (unit_check_failures != before)
+		fprintf(stderr, "  at function %" PRIu64 "\n", want->func_id);
+}
+
+/*
+ * Thread drops, then functions with sparse histograms (bucket 0, the last
+ * bucket, gaps, 32-bit counts), none and every field at its limits; a
+ * drops-only chunk of another thread. Durations come in ticks and go out in
+ * ns at the rate over the stream's pairs, the pair after the chunk included.
+ */
+static void test_aggregates_round_trip(void)
+{
+	/* three pairs, each segment at its own slope: only first..last gives the rate */
+	const struct pair p0 = { BASE_TSC, BASE_MONO };
+	const struct pair p1 = { BASE_TSC + 3000000, BASE_MONO + 1000000 };
+	const struct pair p2 = { BASE_TSC + 9000000, BASE_MONO + 5000000 };
+	const struct test_thread_drops td = { { 1, 2, UINT64_MAX, 4 }, 5 }, none = { { 0 }, 0 };
+	static struct test_agg aggs[4] = {
+		{ .func_id = 1, .entered = 10, .exited = 7, .untimed = 2, .unrecorded = 3,
+		  .total = 123456789, .self = 100000000, .max = 99999999 },
+		{ .func_id = 42, .untimed = 5 }, /* never timed: no bucket */
+		{ .func_id = UINT32_MAX, .entered = 1ull << 40, .exited = 1ull << 40,
+		  .total = UINT64_MAX / 2, .self = UINT64_MAX / 3, .max = 1ull << 44 },
+		{ .func_id = 7, .entered = UINT64_MAX, .exited = UINT64_MAX,
+		  .unrecorded = UINT64_MAX, .total = UINT64_MAX, .self = 1, .max = 0 },
+	};
+	struct event_decoder *d = event_decoder_new();
+	struct recorder r = { 0 };
+	struct builder b;
+
+	aggs[0].hist[0] = 1;
+	aggs[0].hist[3] = 2;
+	aggs[0].hist[4] = 4;
+	aggs[2].hist[57] = UINT32_MAX;
+	aggs[2].hist[174] = 1;
+	aggs[2].hist[AGG_BUCKETS - 1] = 0x80000000u;
+	for (int i = 0; i < AGG_BUCKETS; i++) /* every bucket used */
+		aggs[3].hist[i] = (uint32_t)i + 1;
+	builder_init(&b, 0);
+	put_pair(&b, p0.tsc, p0.mono);
+	put_pair(&b, p1.tsc, p1.mono);
+	put_aggregates(&b, 8, &td, aggs, 4);
+	put_aggregates(&b, 9, &none, NULL, 0);
+	put_pair(&b, p2.tsc, p2.mono);
+	CHECK_EQ_INT(feed_frame(d, &b, &r), 0);
+	CHECK_EQ_STR(last_err, "");
+	CHECK_EQ_INT(r.n_thread_drops, 2);
+	CHECK_EQ_INT(r.n_aggs, 4);
+	CHECK_EQ_INT(r.n_recs + r.n_drops, 0);
+	if (r.n_thread_drops != 2 || r.n_aggs != 4)
+		goto out;
+	CHECK_EQ_INT(r.thread_drops_tids[0], 8);
+	CHECK_EQ_INT(r.aggs_at_thread_drops[0], 0); /* the thread's drops come first */
+	for (int i = 0; i < AGG_DROP_REASONS; i++)
+		CHECK_EQ_U64(r.thread_drops[0].by_reason[i], td.by_reason[i]);
+	CHECK_EQ_U64(r.thread_drops[0].unattributed, 5);
+	CHECK_EQ_INT(r.thread_drops_tids[1], 9);
+	CHECK_EQ_INT(r.aggs_at_thread_drops[1], 4);
+	for (int i = 0; i < AGG_DROP_REASONS; i++)
+		CHECK_EQ_U64(r.thread_drops[1].by_reason[i], 0);
+	CHECK_EQ_U64(r.thread_drops[1].unattributed, 0);
+	for (int i = 0; i < 4; i++)
+		check_agg(&r.aggs[i], 8, &aggs[i], d, p0, p2);
+	/* the rate is that of p0..p2: neither segment's own */
+	CHECK_EQ_U64(event_decoder_ticks_to_ns(d, 9000000), 5000000);
+out:
+	builder_fini(&b);
+	event_decoder_free(d);
+	recorder_free(&r);
+}
+
+/* Durations at the stream's overall rate, saturated; nothing before two pairs. */
+static void test_aggregates_ticks_to_ns(void)
+{
+	const struct pair a = { BASE_TSC, BASE_MONO }, b = { BASE_TSC + 3000, BASE_MONO + 7000 };
+	struct event_decoder *d = event_decoder_new();
+	struct recorder r = { 0 };
+	struct builder bld;
+	static const uint64_t ticks[] = { 0, 1, 2, 3, 2999, 3000, 1ull << 32, 1ull << 62,
+					  UINT64_MAX / 7 * 3, UINT64_MAX / 7 * 3 + 1, UINT64_MAX };
+
+	CHECK_EQ_U64(event_decoder_ticks_to_ns(d, 1000), 0); /* no pair yet */
+	builder_init(&bld, 0);
+	put_pair(&bld, a.tsc, a.mono);
+	put_pair(&bld, b.tsc, b.mono);
+	CHECK_EQ_INT(feed_frame(d, &bld, &r), 0);
+	for (size_t i = 0; i < sizeof(ticks) / sizeof(ticks[0]); i++)
+		CHECK_EQ_U64(event_decoder_ticks_to_ns(d, ticks[i]),
+			     expect_ticks_to_ns(a, b, ticks[i]));
+	CHECK_EQ_U64(event_decoder_ticks_to_ns(d, UINT64_MAX), UINT64_MAX); /* 7/3 ns a tick */
+	builder_fini(&bld);
+	event_decoder_free(d);
+	recorder_free(&r);
+}
+
+/* An aggregates chunk needs the rate: refused before two pairs, like events. */
+static void test_hostile_aggregates_before_two_pairs(void)
+{
+	const struct test_thread_drops none = { { 0 }, 0 };
+	struct event_decoder *d = event_decoder_new();
+	struct builder b;
+
+	builder_init(&b, 0);
+	put_pair(&b, BASE_TSC, BASE_MONO);
+	put_aggregates(&b, 5, &none, NULL, 0);
+	expect_refused_frame(d, &b, "before two clock pairs");
+	builder_fini(&b);
+	event_decoder_free(d);
+}
+
+#define DROPS0 0, 0, 0, 0, 0               /* the thread's drop counters, unattributed */
+#define FUNC1 1, 10, 7, 0, 3, 1000, 900, 400 /* func_id .. max: AGG_WIRE_FIELDS */
+
+struct varint_case {
+	const char *what;
+	uint32_t count;
+	size_t n;
+	uint64_t v[20];
+};
+
+static void test_hostile_aggregates(void)
+{
+	static const struct varint_case cases[] = {
+		{ "bucket index past the last", 1, 16, { DROPS0, FUNC1, 1, AGG_BUCKETS, 1 } },
+		{ "second bucket past the last", 1, 18,
+		  { DROPS0, FUNC1, 2, AGG_BUCKETS - 1, 1, 0, 1 } },
+		{ "more buckets used than there are", 1, 14, { DROPS0, FUNC1, AGG_BUCKETS + 1 } },
+		{ "exited > entered", 1, 14, { DROPS0, 1, 7, 8, 0, 0, 1000, 900, 400, 0 } },
+		{ "unrecorded > entered", 1, 14, { DROPS0, 1, 7, 7, 0, 8, 1000, 900, 400, 0 } },
+		{ "func id 0", 1, 14, { DROPS0, 0, 10, 7, 0, 3, 1000, 900, 400, 0 } },
+		{ "func id past 32 bits", 1, 14,
+		  { DROPS0, 1ull << 32, 10, 7, 0, 3, 1000, 900, 400, 0 } },
+		{ "bucket count past 32 bits", 1, 16, { DROPS0, FUNC1, 1, 3, 1ull << 32 } },
+		{ "count 2 of one function", 2, 14, { DROPS0, FUNC1, 0 } },
+		{ "a byte after the functions", 1, 15, { DROPS0, FUNC1, 0, 0 } },
+		{ "count 0 before a function", 0, 14, { DROPS0, FUNC1, 0 } },
+		{ "drop counters cut short", 0, 4, { 0, 0, 0, 0 } },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		check_bad_varints(EVENT_CHUNK_AGGREGATES, cases[i].count, cases[i].v, cases[i].n,
+				  cases[i].what);
+}
+
+/* Every proper prefix of a valid two-function body is cut inside a varint or a function. */
+static void test_hostile_aggregates_truncated(void)
+{
+	const struct test_thread_drops td = { { 1, 300, 0, 4 }, 70000 };
+	static struct test_agg aggs[2] = {
+		{ .func_id = 3, .entered = 500, .exited = 499, .total = 1u << 20, .self = 1000,
+		  .max = 70000 },
+		{ .func_id = 200, .untimed = 1 },
+	};
+	uint8_t body[AGG_BODY_MAX(2)];
+	size_t len;
+
+	aggs[0].hist[5] = 300;
+	aggs[0].hist[60] = 199;
+	len = encode_aggregates(body, &td, aggs, 2);
+	for (size_t cut = 0; cut < len; cut++)
+		check_bad_body(EVENT_CHUNK_AGGREGATES, 2, body, cut, "truncated aggregates");
+}
+
+/* The limits that still decode: the last bucket, every bucket, exited = unrecorded = entered. */
+static void test_aggregates_at_limits(void)
+{
+	uint64_t v[AGG_DROP_REASONS + 1 + AGG_WIRE_FIELDS + 1 + 2 * AGG_BUCKETS] = { 0 };
+	static const uint64_t fixed[AGG_WIRE_FIELDS] = { 9, 7, 7, 0, 7, 1000, 900, 400 };
+	const size_t head = AGG_DROP_REASONS + 1 + AGG_WIRE_FIELDS;
+	struct event_decoder *d = event_decoder_new();
+	struct recorder r = { 0 };
+	struct builder b;
+
+	memcpy(v + AGG_DROP_REASONS + 1, fixed, sizeof(fixed));
+	builder_init(&b, 0);
+	put_valid_prefix(&b);
+	/* one bucket, the last, reached by its skip alone */
+	v[head] = 1;
+	v[head + 1] = AGG_BUCKETS - 1;
+	v[head + 2] = 3;
+	put_varint_chunk(&b, EVENT_CHUNK_AGGREGATES, 1, v, head + 3);
+	/* every bucket: skips of 0 */
+	v[head] = AGG_BUCKETS;
+	for (int i = 0; i < AGG_BUCKETS; i++) {
+		v[head + 1 + 2 * i] = 0;
+		v[head + 2 + 2 * i] = (uint64_t)i + 100;
+	}
+	put_varint_chunk(&b, EVENT_CHUNK_AGGREGATES, 1, v, head + 1 + 2 * AGG_BUCKETS);
+	CHECK_EQ_INT(feed_frame(d, &b, &r), 0);
+	CHECK_EQ_INT(r.n_aggs, 2);
+	if (r.n_aggs == 2) {
+		CHECK_EQ_U64(r.aggs[0].fa.unrecorded, 7);
+		CHECK_EQ_INT(r.aggs[0].fa.hist[AGG_BUCKETS - 1], 3);
+		CHECK_EQ_INT(r.aggs[0].fa.hist[AGG_BUCKETS - 2], 0);
+		CHECK_EQ_INT(r.aggs[0].fa.hist[0], 0);
+		for (int i = 0; i < AGG_BUCKETS; i++)
+			CHECK_EQ_INT(r.aggs[1].fa.hist[i], i + 100);
+	}
+	builder_fini(&b);
+	event_decoder_free(d);
+	recorder_free(&r);
+}
+
 int main(void)
 {
+	RUN_TEST(test_events_wire_layout);
 	RUN_TEST(test_round_trip);
 	RUN_TEST(test_frames_share_stream_and_segments);
+	RUN_TEST(test_events_across_segments_in_one_chunk);
+	RUN_TEST(test_events_in_batches);
 	RUN_TEST(test_monotonic_across_segments);
 	RUN_TEST(test_monotonic_extreme_pairs);
 	RUN_TEST(test_drops_cumulative);
@@ -1059,7 +1889,13 @@ int main(void)
 	RUN_TEST(test_hostile_records_before_two_pairs);
 	RUN_TEST(test_hostile_clock_pair_backwards);
 	RUN_TEST(test_hostile_unknown_chunk_kind);
-	RUN_TEST(test_hostile_unpaired_enter_frame);
+	RUN_TEST(test_hostile_records_chunk_retired);
+	RUN_TEST(test_hostile_events_truncated_varint);
+	RUN_TEST(test_hostile_events_bad_kind);
+	RUN_TEST(test_hostile_events_func_id_too_big);
+	RUN_TEST(test_hostile_events_tsc_overflow);
+	RUN_TEST(test_hostile_events_count_past_body);
+	RUN_TEST(test_hostile_events_trailing_bytes);
 	RUN_TEST(test_watermark_follows_records);
 	RUN_TEST(test_hostile_truncated_chunk_header);
 	RUN_TEST(test_hostile_chunk_body_overruns_frame);
@@ -1068,6 +1904,12 @@ int main(void)
 	RUN_TEST(test_frame_at_size_bound);
 	RUN_TEST(test_hostile_window_too_large);
 	RUN_TEST(test_empty_frames);
+	RUN_TEST(test_aggregates_round_trip);
+	RUN_TEST(test_aggregates_ticks_to_ns);
+	RUN_TEST(test_aggregates_at_limits);
+	RUN_TEST(test_hostile_aggregates_before_two_pairs);
+	RUN_TEST(test_hostile_aggregates);
+	RUN_TEST(test_hostile_aggregates_truncated);
 	RUN_TEST(test_fuzz_random_bytes);
 	RUN_TEST(test_fuzz_bit_flips);
 	return unit_summary();

@@ -3,7 +3,8 @@
  * Patching and trampolines end to end inside this process: a function is
  * copied into executable memory, given a stub (near, with a 5-byte jump, or
  * far, with a 14-byte absolute jump), patched, called, and must return the
- * same result while the hooks record exactly one enter and one exit.
+ * same result while the hooks record exactly one enter and one exit, and count
+ * the call in its function's figures.
  */
 #include <stdatomic.h>
 #include <stdint.h>
@@ -109,6 +110,22 @@ static void test_far_stub_absolute_jump(void)
 	CHECK_EQ_INT(code[1], 0x25);
 }
 
+/* Unit `pos` of t's ring, in the segment its span maps to (as agent/flusher.c reads it). */
+static const struct event_record *ring_unit(struct agent_thread *t, uint64_t pos)
+{
+	struct event_record *seg = atomic_load(&t->seg_map[(pos / SEGMENT_SPAN) % SEGMENT_SLOTS]);
+
+	return seg ? &seg[pos % SEGMENT_SPAN] : NULL;
+}
+
+/* func_id's figures on t; NULL before its first call. */
+static struct func_agg *thread_agg(struct agent_thread *t, uint32_t func_id)
+{
+	struct func_agg *page = atomic_load(&t->agg_pages[func_id / AGG_PAGE_FUNCS]);
+
+	return page ? &page[func_id % AGG_PAGE_FUNCS] : NULL;
+}
+
 static void test_hooks_record_enter_and_exit(void)
 {
 	uint8_t *code = map_function();
@@ -124,23 +141,61 @@ static void test_hooks_record_enter_and_exit(void)
 	t = agent_current_thread;
 	CHECK(t != NULL);
 	if (t) {
+		const struct event_record *enter = ring_unit(t, 0), *exit_rec = ring_unit(t, 2);
 		struct event_enter_frame frame;
 
-		CHECK_EQ_INT(state_head(atomic_load(&t->committed)), 3); /* enter, its frame, exit */
-		CHECK_EQ_INT(t->records[0].func_id, 7);
-		CHECK_EQ_INT(t->records[0].kind, EVENT_ENTER);
-		CHECK(event_unit_is_frame(&t->records[1]));
-		memcpy(&frame, &t->records[1], sizeof(frame));
+		/* enter, its frame, exit */
+		CHECK_EQ_INT(state_head(atomic_load(&t->committed)), 3);
+		CHECK(enter != NULL && exit_rec != NULL);
+		if (!enter || !exit_rec)
+			goto out;
+		CHECK_EQ_INT(enter->func_id, 7);
+		CHECK_EQ_INT(enter->kind, EVENT_ENTER);
+		CHECK(event_unit_is_frame(ring_unit(t, 1)));
+		memcpy(&frame, ring_unit(t, 1), sizeof(frame));
 		/* the caller's return address, from a slot on this thread's stack */
 		CHECK((frame.tagged_slot & ~EVENT_FRAME_TAG) >= t->stack_lo &&
 		      (frame.tagged_slot & ~EVENT_FRAME_TAG) < t->stack_hi);
 		CHECK(frame.return_address != 0 &&
 		      frame.return_address != (uintptr_t)profagent_exit_trampoline);
-		CHECK_EQ_INT(t->records[2].kind, EVENT_EXIT);
-		CHECK(t->records[2].tsc >= t->records[0].tsc);
+		CHECK_EQ_INT(exit_rec->kind, EVENT_EXIT);
+		CHECK(exit_rec->tsc >= enter->tsc);
 		CHECK_EQ_INT(state_depth(atomic_load(&t->committed)), 0);
 	}
+out:
 	proc_maps_free(&maps);
+}
+
+/*
+ * The same call in its function's figures, timed from the same TSC readings
+ * as its events (entered is exited + open, which only the flusher counts).
+ */
+static void test_hooks_count_the_call(void)
+{
+	struct agent_thread *t = agent_current_thread; /* the call of the test above */
+	const struct event_record *enter, *exit_rec;
+	struct func_agg *a;
+	uint64_t ticks;
+
+	CHECK(t != NULL);
+	if (!t)
+		return;
+	a = thread_agg(t, 7);
+	enter = ring_unit(t, 0);
+	exit_rec = ring_unit(t, 2);
+	CHECK(a != NULL && enter != NULL && exit_rec != NULL);
+	if (!a || !enter || !exit_rec)
+		return;
+	ticks = exit_rec->tsc - enter->tsc;
+	/* the owner's plain fields: this thread is their owner */
+	CHECK_EQ_U64(a->exited, 1);
+	CHECK_EQ_U64(a->untimed, 0);
+	CHECK_EQ_U64(a->unrecorded, 0);
+	CHECK_EQ_U64(a->total_ticks, ticks);
+	CHECK_EQ_U64(a->self_ticks, ticks); /* it calls nothing instrumented */
+	CHECK_EQ_U64(a->max_ticks, ticks);
+	CHECK_EQ_INT(a->hist[agg_bucket(ticks)], 1);
+	CHECK_EQ_U64(thread_drops(t), 0);
 }
 
 int main(void)
@@ -148,5 +203,6 @@ int main(void)
 	RUN_TEST(test_near_stub_rel32_jump);
 	RUN_TEST(test_far_stub_absolute_jump);
 	RUN_TEST(test_hooks_record_enter_and_exit);
+	RUN_TEST(test_hooks_count_the_call);
 	return unit_summary();
 }
