@@ -9,6 +9,8 @@ CALLS=${2:-20000}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+# shellcheck source=bench/bench_common.bash
+. "$ROOT/bench/bench_common.bash"
 
 # The functions profd patches; everything else in bench/overhead.c stays plain.
 FUNCS='bench_instrumented,bench_instrumented_args'
@@ -36,8 +38,7 @@ if ! grep -qE "^profctl: functions: .* $NFUNCS instrumented" "$tmp/overhead.err"
 fi
 # A dropped call records nothing (its enter is counted once in "dropped", its exit never runs).
 expected=$(sed -nE 's/^instrumented calls: .*should record ([0-9]+) events.*/\1/p' "$tmp/overhead.out")
-read -r recorded dropped < <(sed -nE \
-	's/^profctl: events: ([0-9]+) recorded, ([0-9]+) dropped.*/\1 \2/p' "$tmp/overhead.err") || true
+read -r recorded dropped < <(summary_counts "$tmp/overhead.err") || true
 if [ -n "$expected" ] && [ -n "${recorded:-}" ]; then
 	if [ "$dropped" -ne 0 ]; then
 		echo "WARNING: $dropped calls dropped (rings full): the instrumented rows mix" \
