@@ -259,7 +259,8 @@ summary_row() { # THREADS WHAT FIGURES NOTE
 
 # Doubles the rate while no call is dropped, then bisects. Appends a line to the summary.
 search() { # THREADS START_EVENTS_PER_S
-	local threads=$1 events=$2 lo=0 hi=0 lo_figures='' hi_pct=- runs=0 note note_fast=''
+	local threads=$1 events=$2 lo=0 hi=0 lo_figures='' hi_dropped=0 hi_pct=- runs=0 note
+	local note_fast=''
 	while [ "$runs" -lt "$MAX_RUNS" ]; do
 		run_session "$threads" $((events / (2 * threads))) "$SEARCH_SECS"
 		runs=$((runs + 1))
@@ -270,7 +271,7 @@ search() { # THREADS START_EVENTS_PER_S
 			note_fast="$note_fast (a busy machine?)"
 			break
 		else
-			hi=$events hi_pct=$run_drop_pct
+			hi=$events hi_dropped=$run_dropped hi_pct=$run_drop_pct
 		fi
 		if [ "$hi" -eq 0 ]; then
 			events=$((2 * events))
@@ -285,12 +286,12 @@ search() { # THREADS START_EVENTS_PER_S
 	sustained=$lo
 	if [ "$lo" -eq 0 ]; then
 		summary_row "$threads" sustained "- - - - -" \
-			"dropped at every rate tried, down to $(mega "$hi") asked ($hi_pct%); $runs runs"
+			"dropped at every rate tried, down to $(mega "$hi"): $hi_dropped calls ($hi_pct%); $runs runs"
 		return
 	fi
 	note="asked $(mega "$lo")"
 	if [ "$hi" -gt 0 ]; then
-		note="$note; $(mega "$hi") dropped $hi_pct%"
+		note="$note; $(mega "$hi"): $hi_dropped calls dropped ($hi_pct%)"
 	else
 		note="$note; $note_fast"
 	fi

@@ -72,3 +72,8 @@ fi
 # load.sh fails when a session failed or the events do not add up to the calls.
 echo
 "$ROOT/bench/load.sh" 5 "$BUILD"
+
+# --quick: about 15 s; bench/README.md has the full run's figures.
+# pipeline.sh fails when a session failed or the events do not add up to the calls.
+echo
+"$ROOT/bench/pipeline.sh" --quick "$BUILD"
