@@ -9,7 +9,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=build
 QUICK=0
 usage() {
-	echo "usage: $0 [--quick] [BUILD_DIR]   (default: about 2 minutes; --quick: about 30 s)" >&2
+	echo "usage: $0 [--quick] [BUILD_DIR]   (default: about 1 minute; --quick: about 15 s)" >&2
 	exit 2
 }
 for arg; do
@@ -119,7 +119,7 @@ watch_flusher() { # TGID TID
 		nap "$POLL_S"
 	done
 	t=$EPOCHREALTIME
-	echo "$ns $reads $(((${t/./} - ${t_ok/./}) * 1000))"
+	echo "$ns $reads $(((${t/[.,]/} - ${t_ok/[.,]/}) * 1000))"
 }
 
 # Figures of the last run_session, for the search and the summary.
@@ -214,7 +214,7 @@ run_session() {
 		exit 1
 	fi
 
-	local calls_m ev_m pct fl_ev tail_ev fl_cpu pr_ev pr_cpu tgt pacing
+	local calls_m ev_m pct fl_ev tail_ev fl_cpu pr_ev pr_cpu tgt made pacing
 	read -r calls_m ev_m pct fl_ev tail_ev fl_cpu pr_ev pr_cpu tgt made < <(awk \
 		-v th="$threads" -v rate="$rate" -v c="$calls" -v w="$wall" -v r="$recorded" \
 		-v d="$dropped" -v f="$flusher_ns" -v tail="$tail_ns" -v p="$((p1 - p0))" \
@@ -284,9 +284,12 @@ search() { # THREADS START_EVENTS_PER_S
 		fi
 	done
 	sustained=$lo
-	if [ "$lo" -eq 0 ]; then
-		summary_row "$threads" sustained "- - - - -" \
-			"dropped at every rate tried, down to $(mega "$hi"): $hi_dropped calls ($hi_pct%); $runs runs"
+	if [ "$lo" -eq 0 ] && [ "$hi" -eq 0 ]; then
+		summary_row "$threads" sustained "- - - - -" "$note_fast; $runs runs"
+		return
+	elif [ "$lo" -eq 0 ]; then
+		note="dropped at every rate tried, down to $(mega "$hi"): $hi_dropped calls ($hi_pct%)"
+		summary_row "$threads" sustained "- - - - -" "$note; $runs runs"
 		return
 	fi
 	note="asked $(mega "$lo")"
