@@ -14,6 +14,8 @@ SESSIONS=2
 THREADS=4
 FUNCS='load_*' # load_outer and load_inner, nothing else in bench/load_target.c
 NFUNCS=2
+# shellcheck source=bench/bench_common.bash
+. "$ROOT/bench/bench_common.bash"
 
 case "$SECS" in
 '' | *[!0-9]* | 0)
@@ -49,15 +51,7 @@ echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 # A shared daemon, not the private one profctl would start per session: both
 # sessions must go to the same process for its CPU and memory to be measured.
-"$ROOT/$BUILD/profd" --foreground --socket "$tmp/profd.sock" 2>"$tmp/profd.log" &
-profd_pid=$!
-for _ in $(seq 100); do [ -S "$tmp/profd.sock" ] && break; sleep 0.05; done
-if [ ! -S "$tmp/profd.sock" ]; then
-	echo "FAIL: profd did not start listening on $tmp/profd.sock" >&2
-	cat "$tmp/profd.log" >&2
-	exit 1
-fi
-export PROFD_SOCKET="$tmp/profd.sock"
+profd_start "$tmp"
 
 # One line a second: seconds since start, VmRSS, VmHWM (KiB).
 (
@@ -124,10 +118,7 @@ for i in $(seq "$SESSIONS"); do
 	calls=$(sed -nE 's/^calls: .* total ([0-9]+)$/\1/p' "$tmp/t$i.out")
 	recorded=
 	dropped=
-	read -r recorded dropped < <(sed -nE \
-		's/^profctl: calls: [0-9]+ made, ([0-9]+) recorded, ([0-9]+) dropped.*/\1 \2/p' \
-		"$err") || true
-	recorded=${recorded:+$((2 * recorded))} # events: an enter and an exit per recorded call
+	read -r recorded dropped < <(summary_counts "$err") || true
 	bytes=$(stat -c %s "$tmp/load$i.pftrace" 2>/dev/null || echo 0)
 	ok=1
 	if [ "${rcs[$((i - 1))]}" -ne 0 ]; then

@@ -8,7 +8,13 @@
  * Only the worker threads call load_*: main never does, and no other
  * function of this file has a name that the glob matches.
  *
- * Usage: load_target [THREADS] [SECONDS]   (defaults 4 and 30)
+ * With --rate, each thread makes CALLS_PER_S calls per second instead of as
+ * many as it can (bench/pipeline.sh searches the highest rate that profd
+ * records without dropping): it makes 1 ms worth of calls, then sleeps until
+ * they are due. Sleeping, not spinning, leaves the CPU to the agent's flusher
+ * and to profd, whose cost is what that search measures.
+ *
+ * Usage: load_target [THREADS] [SECONDS] [--rate CALLS_PER_S]   (defaults 4, 30, flat out)
  */
 #include <errno.h>
 #include <pthread.h>
@@ -16,11 +22,18 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #define MAX_THREADS 64
 /* Calls of load_outer between two reads of the stop flag. */
 #define BATCH 256
+/* load_outer + 2 x load_inner */
+#define CALLS_PER_ITERATION 3
+/* Paced: the calls of this long are made at once, then the thread sleeps until they are due. */
+#define PACE_TICK_NS 1000000.0
+/* Paced, and this far behind (preempted): the debt is forgotten, not made up in one burst. */
+#define PACE_MAX_LAG_NS 10000000.0
 
 /* Per-thread counters, one cache line each: the threads share nothing on the hot path. */
 struct load_counts {
@@ -31,6 +44,7 @@ struct load_counts {
 
 static struct load_counts counts[MAX_THREADS];
 static _Atomic int stop;
+static long rate; /* calls per second per thread; 0: flat out */
 static pthread_barrier_t start_barrier;
 
 /* noipa: no inlining, cloning or folding, so each call really goes through the patched entry. */
@@ -46,25 +60,56 @@ __attribute__((noipa)) long load_outer(struct load_counts *c, long x)
 	return load_inner(c, x) + load_inner(c, x + 1);
 }
 
+static double now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+/* --rate: iteration k is due at start + k x CALLS_PER_ITERATION / rate seconds. */
+static long worker_paced(struct load_counts *c)
+{
+	double ns_per_iteration = 1e9 * CALLS_PER_ITERATION / (double)rate;
+	long chunk = (long)(PACE_TICK_NS / ns_per_iteration);
+	double due = now_ns(), now;
+	struct timespec ts;
+	long sum = 0;
+
+	if (chunk < 1)
+		chunk = 1;
+	while (!atomic_load_explicit(&stop, memory_order_relaxed)) {
+		for (long i = 0; i < chunk; i++)
+			sum += load_outer(c, i);
+		due += (double)chunk * ns_per_iteration;
+		now = now_ns();
+		if (now - due > PACE_MAX_LAG_NS)
+			due = now;
+		if (due <= now)
+			continue;
+		ts.tv_sec = (time_t)(due / 1e9);
+		ts.tv_nsec = (long)(due - (double)ts.tv_sec * 1e9);
+		while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+			;
+	}
+	return sum;
+}
+
 static void *worker_run(void *arg)
 {
 	struct load_counts *c = arg;
 	long sum = 0;
 
 	pthread_barrier_wait(&start_barrier);
-	while (!atomic_load_explicit(&stop, memory_order_relaxed))
-		for (int i = 0; i < BATCH; i++)
-			sum += load_outer(c, i);
+	if (rate)
+		sum = worker_paced(c);
+	else
+		while (!atomic_load_explicit(&stop, memory_order_relaxed))
+			for (int i = 0; i < BATCH; i++)
+				sum += load_outer(c, i);
 	c->sum = sum;
 	return NULL;
-}
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 static int parse_arg(const char *s, long lo, long hi, long *out)
@@ -76,6 +121,29 @@ static int parse_arg(const char *s, long lo, long hi, long *out)
 	return errno || end == s || *end || *out < lo || *out > hi ? -EINVAL : 0;
 }
 
+static int parse_args(int argc, char **argv, long *nthreads, long *seconds)
+{
+	int positional = 0;
+
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--rate") == 0) {
+			if (++i == argc || parse_arg(argv[i], 1, 1000000000000L, &rate))
+				return -EINVAL;
+		} else if (positional == 0) {
+			if (parse_arg(argv[i], 1, MAX_THREADS, nthreads))
+				return -EINVAL;
+			positional++;
+		} else if (positional == 1) {
+			if (parse_arg(argv[i], 1, 3600, seconds))
+				return -EINVAL;
+			positional++;
+		} else {
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	long nthreads = 4, seconds = 30;
@@ -85,9 +153,9 @@ int main(int argc, char **argv)
 	double t0, t1;
 	int err;
 
-	if ((argc > 1 && parse_arg(argv[1], 1, MAX_THREADS, &nthreads)) ||
-	    (argc > 2 && parse_arg(argv[2], 1, 3600, &seconds)) || argc > 3) {
-		fprintf(stderr, "usage: %s [THREADS 1-%d] [SECONDS 1-3600]\n", argv[0], MAX_THREADS);
+	if (parse_args(argc, argv, &nthreads, &seconds)) {
+		fprintf(stderr, "usage: %s [THREADS 1-%d] [SECONDS 1-3600] [--rate CALLS_PER_S]\n",
+			argv[0], MAX_THREADS);
 		return 2;
 	}
 	pthread_barrier_init(&start_barrier, NULL, (unsigned)nthreads + 1);
@@ -99,14 +167,14 @@ int main(int argc, char **argv)
 		}
 	}
 	pthread_barrier_wait(&start_barrier);
-	t0 = now_s();
+	t0 = now_ns();
 	run = (struct timespec){ .tv_sec = seconds };
 	while (nanosleep(&run, &run) && errno == EINTR)
 		;
 	atomic_store_explicit(&stop, 1, memory_order_relaxed);
 	for (long i = 0; i < nthreads; i++)
 		pthread_join(threads[i], NULL);
-	t1 = now_s();
+	t1 = now_ns();
 
 	for (long i = 0; i < nthreads; i++) {
 		/* load_outer calls load_inner exactly twice: anything else is a miscount */
@@ -121,7 +189,9 @@ int main(int argc, char **argv)
 		outer += counts[i].outer;
 		inner += counts[i].inner;
 	}
-	printf("ran %.3f s in %ld threads\n", t1 - t0, nthreads);
+	printf("ran %.3f s in %ld threads\n", (t1 - t0) / 1e9, nthreads);
+	if (rate)
+		printf("paced: %ld calls/s per thread\n", rate);
 	printf("calls: load_outer %llu load_inner %llu total %llu\n", (unsigned long long)outer,
 	       (unsigned long long)inner, (unsigned long long)(outer + inner));
 	return 0;

@@ -9,6 +9,8 @@ CALLS=${2:-20000}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+# shellcheck source=bench/bench_common.bash
+. "$ROOT/bench/bench_common.bash"
 
 # The functions profd patches; everything else in bench/overhead.c stays plain.
 FUNCS='bench_instrumented,bench_instrumented_args'
@@ -36,10 +38,7 @@ if ! grep -qE "^profctl: functions: .* $NFUNCS instrumented" "$tmp/overhead.err"
 fi
 # Every call is timed; a dropped one is only missing from the timeline (its enter and exit events).
 expected=$(sed -nE 's/^instrumented calls: .*should record ([0-9]+) events.*/\1/p' "$tmp/overhead.out")
-read -r recorded dropped < <(sed -nE \
-	's/^profctl: calls: [0-9]+ made, ([0-9]+) recorded, ([0-9]+) dropped.*/\1 \2/p' \
-	"$tmp/overhead.err") || true
-recorded=${recorded:+$((recorded * 2))} # events: an enter and an exit per call
+read -r recorded dropped < <(summary_counts "$tmp/overhead.err") || true
 if [ -n "$expected" ] && [ -n "${recorded:-}" ]; then
 	if [ "$dropped" -ne 0 ]; then
 		echo "WARNING: $dropped calls dropped (rings full): the instrumented rows mix" \
@@ -73,3 +72,8 @@ fi
 # load.sh fails when a session failed or the events do not add up to the calls.
 echo
 "$ROOT/bench/load.sh" 5 "$BUILD"
+
+# --quick: about 15 s; bench/README.md has the full run's figures.
+# pipeline.sh fails when a session failed or the events do not add up to the calls.
+echo
+"$ROOT/bench/pipeline.sh" --quick "$BUILD"

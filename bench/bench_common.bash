@@ -1,0 +1,28 @@
+# shellcheck shell=bash
+# Sourced by the bench/*.sh scripts: what more than one of them needs. Uses ROOT
+# and BUILD (set by the caller); never exits except where it says so.
+
+# A profd of the bench's own, not the one profctl would start per session, so
+# that every session goes to one process whose CPU time can be read. Starts
+# `profd --foreground` on DIR/profd.sock (log: DIR/profd.log), sets profd_pid
+# and exports PROFD_SOCKET. Exits 1 if profd does not listen within 5 s.
+profd_start() { # DIR
+	"$ROOT/$BUILD/profd" --foreground --socket "$1/profd.sock" 2>"$1/profd.log" &
+	# shellcheck disable=SC2034 # the caller reads it
+	profd_pid=$!
+	for _ in $(seq 100); do [ -S "$1/profd.sock" ] && break; sleep 0.05; done
+	if [ ! -S "$1/profd.sock" ]; then
+		echo "FAIL: profd did not start listening on $1/profd.sock" >&2
+		cat "$1/profd.log" >&2
+		exit 1
+	fi
+	export PROFD_SOCKET="$1/profd.sock"
+}
+
+# The counts of profctl's summary line
+#   profctl: calls: M made, R recorded, D dropped (...)
+# as "RECORDED_EVENTS DROPPED_CALLS" (2 events per recorded call), nothing if absent.
+summary_counts() { # PROFCTL_STDERR_FILE
+	sed -nE 's/^profctl: calls: [0-9]+ made, ([0-9]+) recorded, ([0-9]+) dropped.*/\1 \2/p' \
+		"$1" | awk '{ print 2 * $1, $2; exit }'
+}
