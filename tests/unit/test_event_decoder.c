@@ -1800,7 +1800,6 @@ static void test_hostile_aggregates(void)
 		  { DROPS0, FUNC1, 2, AGG_BUCKETS - 1, 1, 0, 1 } },
 		{ "more buckets used than there are", 1, 14, { DROPS0, FUNC1, AGG_BUCKETS + 1 } },
 		{ "exited > entered", 1, 14, { DROPS0, 1, 7, 8, 0, 0, 1000, 900, 400, 0 } },
-		{ "unrecorded > entered", 1, 14, { DROPS0, 1, 7, 7, 0, 8, 1000, 900, 400, 0 } },
 		{ "func id 0", 1, 14, { DROPS0, 0, 10, 7, 0, 3, 1000, 900, 400, 0 } },
 		{ "func id past 32 bits", 1, 14,
 		  { DROPS0, 1ull << 32, 10, 7, 0, 3, 1000, 900, 400, 0 } },
@@ -1835,7 +1834,11 @@ static void test_hostile_aggregates_truncated(void)
 		check_bad_body(EVENT_CHUNK_AGGREGATES, 2, body, cut, "truncated aggregates");
 }
 
-/* The limits that still decode: the last bucket, every bucket, exited = unrecorded = entered. */
+/*
+ * The limits that still decode: the last bucket, every bucket, exited =
+ * unrecorded = entered, and unrecorded past entered (a running thread's
+ * figures read one after the other: clamped to entered since 0ef0aeb).
+ */
 static void test_aggregates_at_limits(void)
 {
 	uint64_t v[AGG_DROP_REASONS + 1 + AGG_WIRE_FIELDS + 1 + 2 * AGG_BUCKETS] = { 0 };
@@ -1860,9 +1863,15 @@ static void test_aggregates_at_limits(void)
 		v[head + 2 + 2 * i] = (uint64_t)i + 100;
 	}
 	put_varint_chunk(&b, EVENT_CHUNK_AGGREGATES, 1, v, head + 1 + 2 * AGG_BUCKETS);
+	/* unrecorded 9 of 7 entered, no bucket */
+	v[AGG_DROP_REASONS + 1 + 4] = 9;
+	v[head] = 0;
+	put_varint_chunk(&b, EVENT_CHUNK_AGGREGATES, 1, v, head + 1);
 	CHECK_EQ_INT(feed_frame(d, &b, &r), 0);
-	CHECK_EQ_INT(r.n_aggs, 2);
-	if (r.n_aggs == 2) {
+	CHECK_EQ_INT(r.n_aggs, 3);
+	if (r.n_aggs == 3) {
+		CHECK_EQ_U64(r.aggs[2].fa.entered, 7);
+		CHECK_EQ_U64(r.aggs[2].fa.unrecorded, 7);
 		CHECK_EQ_U64(r.aggs[0].fa.unrecorded, 7);
 		CHECK_EQ_INT(r.aggs[0].fa.hist[AGG_BUCKETS - 1], 3);
 		CHECK_EQ_INT(r.aggs[0].fa.hist[AGG_BUCKETS - 2], 0);
