@@ -352,7 +352,8 @@ COLD static int enter_while_guarded(struct agent_thread *t, uint32_t func_id,
 	if (!guard_is_hook(agent_thread_guard) || !t)
 		return 1; /* agent code runs on this thread */
 	if (nested_in_guarded_hook(t, return_slot)) {
-		count_untimed(t, func_id, AGG_DROP_IN_HOOK);
+		if (func_id) /* not a stub patched only for its flags (backtrace, the loader's hook) */
+			count_untimed(t, func_id, AGG_DROP_IN_HOOK);
 		return 1;
 	}
 	guard_recover(t);

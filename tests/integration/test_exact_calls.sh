@@ -86,6 +86,15 @@ for bad in 1K abc 5X -1M 100G; do
 	check "--buffer-size $bad: the program did not run" test ! -s "$WORK/bad.out"
 done
 
+# ---- a SIGPROF handler calling backtrace() (patched for its flag only) inside hooks
+SB="$ROOT/$BUILD/tests/targets/sigprof_backtrace"
+"$PROFCTL" run --funcs 'sb_*' --freq 0 -o "$WORK/sb.pftrace" -- "$SB" >"$WORK/sb.out" \
+	2>"$WORK/sb.err"
+check_eq "sigprof backtrace: the program ran, its handler too" "$?" 0
+check_eq "sigprof backtrace: no session error" "$(grep -c '^profctl: error' "$WORK/sb.err")" 0
+check_eq "sigprof backtrace: calls made = sb_work's calls" "$(summary_field "$WORK/sb.err" made)" \
+	"$(sed -n 's/^calls //p' "$WORK/sb.out")"
+
 # ---- the python json round trip: nothing dropped, slices = exact totals
 PY=/usr/bin/python3
 if [ -x "$PY" ]; then

@@ -255,7 +255,9 @@ static void end_has_no_name_cb(const packet_t *p, void *ctx)
 	(*ends)++;
 	CHECK_EQ_INT(p->track_event->name_field_case,
 		     PERFETTO__PROTOS__TRACK_EVENT__NAME_FIELD__NOT_SET);
-	CHECK(p->has_timestamp && p->track_event->has_track_uuid);
+	/* its track from the thread sequence's TrackEventDefaults, its time a delta */
+	CHECK(p->has_timestamp && !p->track_event->has_track_uuid);
+	CHECK(p->trusted_packet_sequence_id >= 3);
 }
 
 static void test_end_closes_innermost(void)
