@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: MIT
 /*
- * Flusher thread: every few milliseconds drains all thread rings into a
- * staging buffer of event chunks, compresses it (zstd, one stream per
- * connection, flushed per frame) and sends it. If the daemon stops reading,
- * sends fail after a timeout, recording stops, and target threads only ever
- * see full rings (drops counted), never a blocked call. When the daemon is
- * gone the flusher has the agent unpatch, closes the socket and exits.
+ * Flusher thread: every few milliseconds (and when a thread fills a ring
+ * segment) drains all thread rings into a staging buffer of compact event
+ * chunks and sends it, as is (FRAME_EVENTS_RAW; or compressed, see
+ * EVENTS_COMPRESSED). If the daemon stops reading, sends fail after a
+ * timeout, recording stops, and target threads only ever see full buffers
+ * (drops counted), never a blocked call. When the daemon is gone the flusher
+ * has the agent unpatch, closes the socket and exits.
  */
 #define PR_FMT "profagent: "
 
@@ -36,6 +37,14 @@
 #define TRIM_INTERVAL_NS (250ull * 1000 * 1000)
 #define STAGE_CAPACITY (4u << 20)
 #define ZSTD_LEVEL 1
+/*
+ * The events go to a daemon on the same machine, already delta-encoded (4-5
+ * bytes each): zstd took 62 % of the flusher's CPU on the python json round
+ * trip (10.3 ns per event, 5.4 without) and about 15 % of profd's, to save
+ * socket copies that cost far less. 1: one zstd stream per connection,
+ * flushed per frame (FRAME_EVENTS), which profd still reads.
+ */
+#define EVENTS_COMPRESSED 0
 #define STOP_TIMEOUT_S 3
 /* A run commits right after the flusher starts; an attach may stop between the two. */
 #define RELEASE_WAIT_NS (2000ull * 1000 * 1000)
@@ -109,6 +118,11 @@ static int flusher_send_stage(void)
 
 	if (flusher.stage_len == 0 || flusher.failed)
 		goto done;
+	if (!EVENTS_COMPRESSED) {
+		if (frame_send(flusher.sock, FRAME_EVENTS_RAW, flusher.stage, flusher.stage_len, -1) < 0)
+			flusher.failed = -EPIPE;
+		goto done;
+	}
 	do {
 		remaining = ZSTD_compressStream2(flusher.cctx, &out, &in, ZSTD_e_flush);
 		if (ZSTD_isError(remaining)) {

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The agent's flusher thread: drains every thread's ring, frames the records
- * as event chunks (proto/event_wire.h), compresses them with one zstd stream
- * per connection and writes FRAME_EVENTS frames to the daemon. It is the only
- * agent thread that talks to the socket after setup; target threads never wait for it.
+ * The agent's flusher thread: drains every thread's ring, encodes the records
+ * as compact event chunks (proto/event_wire.h) with each thread's aggregates,
+ * and writes them to the daemon (FRAME_EVENTS_RAW). It is the only agent
+ * thread that talks to the socket after setup; target threads never wait for it.
  */
 #ifndef PROFD_FLUSHER_H
 #define PROFD_FLUSHER_H

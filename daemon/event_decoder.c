@@ -505,16 +505,13 @@ static int deliver_chunks(struct event_decoder *d, const uint8_t *buf, size_t le
 	return r;
 }
 
-int event_decoder_feed(struct event_decoder *d, const uint8_t *payload, size_t len,
-		       const struct event_decoder_callbacks *cb, void *ctx, char *err,
-		       size_t errlen)
+/* Both kinds of frame, once their chunks are in buf. */
+static int decode_chunks(struct event_decoder *d, const uint8_t *buf, size_t len,
+			 const struct event_decoder_callbacks *cb, void *ctx, char *err,
+			 size_t errlen)
 {
-	size_t out_len = 0;
-	int r = decompress_frame(d, payload, len, &out_len, err, errlen);
+	int r = collect_pairs(d, buf, len);
 
-	if (r)
-		return r;
-	r = collect_pairs(d, d->buf, out_len);
 	if (r == -ERANGE) {
 		snprintf(err, errlen, "event stream clock pair goes backwards");
 		return -EBADMSG;
@@ -524,15 +521,39 @@ int event_decoder_feed(struct event_decoder *d, const uint8_t *payload, size_t l
 						   : "truncated event chunk");
 		return -EBADMSG;
 	}
-	if (d->n_pairs < 2 && out_len > 0) {
+	if (d->n_pairs < 2 && len > 0) {
 		/* Records cannot be placed in time yet; the agent always sends two pairs first. */
 		snprintf(err, errlen, "event records before two clock pairs");
 		return -EBADMSG;
 	}
-	r = deliver_chunks(d, d->buf, out_len, cb, ctx);
+	r = deliver_chunks(d, buf, len, cb, ctx);
 	if (r == -EILSEQ) {
 		snprintf(err, errlen, "an event or aggregates chunk does not decode");
 		return -EBADMSG;
 	}
 	return r;
+}
+
+int event_decoder_feed(struct event_decoder *d, const uint8_t *payload, size_t len,
+		       const struct event_decoder_callbacks *cb, void *ctx, char *err,
+		       size_t errlen)
+{
+	size_t out_len = 0;
+	int r = decompress_frame(d, payload, len, &out_len, err, errlen);
+
+	if (r)
+		return r;
+	return decode_chunks(d, d->buf, out_len, cb, ctx, err, errlen);
+}
+
+int event_decoder_feed_raw(struct event_decoder *d, const uint8_t *payload, size_t len,
+			   const struct event_decoder_callbacks *cb, void *ctx, char *err,
+			   size_t errlen)
+{
+	if (len > EVENT_FRAME_DECOMPRESSED_MAX) {
+		snprintf(err, errlen, "event frame of %zu bytes, past %u", len,
+			 EVENT_FRAME_DECOMPRESSED_MAX);
+		return -EMSGSIZE;
+	}
+	return decode_chunks(d, payload, len, cb, ctx, err, errlen);
 }

@@ -69,6 +69,14 @@ int event_decoder_feed(struct event_decoder *d, const uint8_t *payload, size_t l
 		       const struct event_decoder_callbacks *cb, void *ctx, char *err,
 		       size_t errlen);
 
+/*
+ * Feeds one FRAME_EVENTS_RAW payload: the same chunks, not compressed (the
+ * agent's choice; both kinds may follow each other). Same returns.
+ */
+int event_decoder_feed_raw(struct event_decoder *d, const uint8_t *payload, size_t len,
+			   const struct event_decoder_callbacks *cb, void *ctx, char *err,
+			   size_t errlen);
+
 /* TSC -> CLOCK_MONOTONIC with the pairs seen so far; 0 if fewer than two. */
 uint64_t event_decoder_convert(const struct event_decoder *d, uint64_t tsc);
 

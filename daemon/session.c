@@ -682,9 +682,10 @@ static void handle_function_table(struct session *s, const uint8_t *p, size_t le
 		sample_pipeline_set_agent(s->samples_out, true, t->exit_trampoline);
 }
 
-static void handle_events(struct session *s, const uint8_t *p, size_t len)
+static void handle_events(struct session *s, const uint8_t *p, size_t len, bool raw)
 {
 	char err[160];
+	int r;
 
 	if (!s->funcs.agent_has_table) {
 		session_error(s, "%s", "events before the function table");
@@ -694,7 +695,9 @@ static void handle_events(struct session *s, const uint8_t *p, size_t len)
 	/* every sample up to now in hand, so none arrives after the events that pass it */
 	if (s->sampler)
 		session_read_samples(s);
-	if (event_decoder_feed(s->decoder, p, len, &decoder_cb, s, err, sizeof(err))) {
+	r = raw ? event_decoder_feed_raw(s->decoder, p, len, &decoder_cb, s, err, sizeof(err)) :
+		  event_decoder_feed(s->decoder, p, len, &decoder_cb, s, err, sizeof(err));
+	if (r) {
 		session_error(s, "agent stream: %s", err);
 		conn_close_later(s->agent);
 	}
@@ -730,7 +733,8 @@ void session_agent_frame(struct server *srv, struct conn *c, uint32_t type,
 		handle_function_table(s, payload, len);
 		break;
 	case FRAME_EVENTS:
-		handle_events(s, payload, len);
+	case FRAME_EVENTS_RAW:
+		handle_events(s, payload, len, type == FRAME_EVENTS_RAW);
 		break;
 	case FRAME_AGENT_GOODBYE:
 		s->agent_said_goodbye = 1; /* nothing more will come, whenever its socket closes */

@@ -70,6 +70,7 @@ static const char *const frame_type_names[FRAME_TYPE_MAX] = {
 	[FRAME_FUNCTION_TABLE] = "function-table",
 	[FRAME_EVENTS] = "events",
 	[FRAME_AGENT_GOODBYE] = "agent-goodbye",
+	[FRAME_EVENTS_RAW] = "events-raw",
 };
 
 bool frame_type_known(uint32_t type)

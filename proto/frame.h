@@ -32,7 +32,8 @@ enum frame_type {
 	FRAME_FUNCTION_TABLE = 18,
 	FRAME_EVENTS = 19, /* zstd stream chunk, flushed: see proto/event_wire.h */
 	FRAME_AGENT_GOODBYE = 20,
-	FRAME_TYPE_MAX = 21,
+	FRAME_EVENTS_RAW = 21, /* the same chunks, not compressed: see proto/event_wire.h */
+	FRAME_TYPE_MAX = 22,
 };
 
 #define FRAME_HEADER_SIZE 8u
