@@ -144,7 +144,8 @@ static void test_type_names(void)
 		known += frame_type_known(t);
 		CHECK(frame_type_known(t) == (strcmp(frame_type_name(t), "unknown") != 0));
 	}
-	CHECK_EQ_INT(known, 18); /* 1..13 and 16..20 */
+	CHECK_EQ_STR(frame_type_name(FRAME_EVENTS_RAW), "events-raw");
+	CHECK_EQ_INT(known, 19); /* 1..13 and 16..21 */
 }
 
 /* ---- reader ---------------------------------------------------------------- */
