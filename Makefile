@@ -31,7 +31,7 @@ CFLAGS ?=
 ALL_CFLAGS := $(CFLAGS_BASE) $(CFLAGS)
 
 LIBS_COMMON := -lprotobuf-c -lzstd
-LIBS_AGENT  := -lzstd -lprotobuf-c -lZydis -lpthread -ldl
+LIBS_AGENT  := -lprotobuf-c -lZydis -lpthread -ldl
 LIBS_DAEMON := -lelf -ldw -lzstd -lprotobuf-c -lsystemd -lpthread -lstdc++
 LIBS_TEST   := -lelf -ldw -lzstd -lprotobuf-c -lZydis -lsystemd -lpthread -ldl -lstdc++
 

@@ -22,7 +22,6 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
-#include <zstd.h>
 
 #include "agent/agent_thread.h"
 #include "agent/flusher.h"
@@ -36,15 +35,13 @@
 #define AGGREGATES_INTERVAL_NS (250ull * 1000 * 1000)
 #define TRIM_INTERVAL_NS (250ull * 1000 * 1000)
 #define STAGE_CAPACITY (4u << 20)
-#define ZSTD_LEVEL 1
 /*
  * The events go to a daemon on the same machine, already delta-encoded (4-5
- * bytes each): zstd took 62 % of the flusher's CPU on the python json round
- * trip (10.3 ns per event, 5.4 without) and about 15 % of profd's, to save
- * socket copies that cost far less. 1: one zstd stream per connection,
- * flushed per frame (FRAME_EVENTS), which profd still reads.
+ * bytes each), as they are: zstd took 62 % of the flusher's CPU on the python
+ * json round trip (10.3 ns per event, 5.4 without) and about 15 % of profd's,
+ * to save socket copies that cost far less. (profd still reads the zstd
+ * stream, FRAME_EVENTS, that earlier agents sent.)
  */
-#define EVENTS_COMPRESSED 0
 #define STOP_TIMEOUT_S 3
 /* A run commits right after the flusher starts; an attach may stop between the two. */
 #define RELEASE_WAIT_NS (2000ull * 1000 * 1000)
@@ -55,11 +52,8 @@
 /* One flusher per process: the agent is a per-process singleton. */
 static struct flusher {
 	int sock;
-	ZSTD_CCtx *cctx;
 	uint8_t *stage;
 	size_t stage_len;
-	uint8_t *out;
-	size_t out_cap;
 	pthread_t thread;
 	pthread_mutex_t lock;
 	_Atomic uint32_t pokes;  /* futex word: moves when a thread wants a drain now */
@@ -112,27 +106,9 @@ void flusher_read_clock_pair(struct event_clock_pair *pair)
 
 static int flusher_send_stage(void)
 {
-	ZSTD_inBuffer in = { flusher.stage, flusher.stage_len, 0 };
-	ZSTD_outBuffer out = { flusher.out, flusher.out_cap, 0 };
-	size_t remaining;
-
-	if (flusher.stage_len == 0 || flusher.failed)
-		goto done;
-	if (!EVENTS_COMPRESSED) {
-		if (frame_send(flusher.sock, FRAME_EVENTS_RAW, flusher.stage, flusher.stage_len, -1) < 0)
-			flusher.failed = -EPIPE;
-		goto done;
-	}
-	do {
-		remaining = ZSTD_compressStream2(flusher.cctx, &out, &in, ZSTD_e_flush);
-		if (ZSTD_isError(remaining)) {
-			flusher.failed = -EIO;
-			goto done;
-		}
-	} while (remaining != 0 && out.pos < out.size);
-	if (remaining != 0 || frame_send(flusher.sock, FRAME_EVENTS, out.dst, out.pos, -1) < 0)
+	if (flusher.stage_len && !flusher.failed &&
+	    frame_send(flusher.sock, FRAME_EVENTS_RAW, flusher.stage, flusher.stage_len, -1) < 0)
 		flusher.failed = -EPIPE;
-done:
 	flusher.stage_len = 0;
 	return flusher.failed;
 }
@@ -594,19 +570,9 @@ static void *flusher_main(void *arg)
 
 static int flusher_alloc(void)
 {
-	if (!flusher.cctx)
-		flusher.cctx = ZSTD_createCCtx();
 	if (!flusher.stage)
 		flusher.stage = malloc(STAGE_CAPACITY);
-	flusher.out_cap = ZSTD_compressBound(STAGE_CAPACITY) + 1024;
-	if (!flusher.out)
-		flusher.out = malloc(flusher.out_cap);
-	if (!flusher.cctx || !flusher.stage || !flusher.out)
-		return -ENOMEM;
-	/* a new connection is a new zstd stream */
-	ZSTD_CCtx_reset(flusher.cctx, ZSTD_reset_session_only);
-	ZSTD_CCtx_setParameter(flusher.cctx, ZSTD_c_compressionLevel, ZSTD_LEVEL);
-	return 0;
+	return flusher.stage ? 0 : -ENOMEM;
 }
 
 int flusher_start(int sock, int (*send_table)(void *ctx, int sock), void (*lost)(void *ctx),
