@@ -237,19 +237,19 @@ COLD static void count_untimed(struct agent_thread *t, uint32_t func_id, int rea
 }
 
 /*
- * The call of entry e ended at tsc: into its function's figures (once: the
- * mark goes first), and into its caller's child time for the caller's self
- * time. `parent`: the entry below e, NULL at the bottom.
+ * The call of entry e ended at tsc: into its function's figures (once: its
+ * figures pointer is cleared first), and into its caller's child time for the
+ * caller's self time. `parent`: the entry below e, NULL at the bottom.
  */
-static inline __attribute__((always_inline)) void agg_close(struct agent_thread *t, struct shadow_entry *e,
-			     struct shadow_entry *parent, uint64_t tsc)
+static inline __attribute__((always_inline)) void agg_close(struct shadow_entry *e,
+							     struct shadow_entry *parent,
+							     uint64_t tsc)
 {
 	uint64_t ticks = tsc > e->enter_tsc ? tsc - e->enter_tsc : 0;
 	uint64_t self = ticks > e->child_ticks ? ticks - e->child_ticks : 0;
 	struct func_agg *a = e->agg;
 	uint64_t max;
 
-	(void)t;
 	if (unlikely(!a))
 		return; /* counted already, or no figures to count it in */
 	e->agg = NULL;
@@ -385,7 +385,7 @@ COLD static void shadow_stack_drop_stale(struct agent_thread *t, uintptr_t *new_
 			    *new_slot == (uintptr_t)profagent_exit_trampoline)
 				break; /* a tail call: the hijacked caller jumped here, still live */
 			if (e->func_id)
-				agg_close(t, e, k > 1 ? &t->shadow[k - 2] : NULL, tsc);
+				agg_close(e, k > 1 ? &t->shadow[k - 2] : NULL, tsc);
 			if (e->func_id && (e->flags & SHADOW_RECORDED))
 				ring_put(t, head + n++, e->func_id, EVENT_EXIT, tsc);
 		}
@@ -436,7 +436,7 @@ COLD static uintptr_t shadow_stack_close_matched(struct agent_thread *t, uintptr
 		if (entry_is_dead(e, head) || (i != m && !frame_is_gone(t, e, slot)))
 			continue;
 		if (e->func_id)
-			agg_close(t, e, i ? &t->shadow[i - 1] : NULL, tsc);
+			agg_close(e, i ? &t->shadow[i - 1] : NULL, tsc);
 		if (!e->func_id || !(e->flags & SHADOW_RECORDED)) {
 			e->exit_head = SHADOW_CLOSED; /* nothing to record: closed at once */
 			continue;
@@ -631,7 +631,7 @@ uintptr_t profagent_exit_hook(uintptr_t stack_pointer)
 	} else {
 		return_address = e->return_address;
 		if (likely(e->func_id)) {
-			agg_close(t, e, depth > 1 ? e - 1 : NULL, tsc);
+			agg_close(e, depth > 1 ? e - 1 : NULL, tsc);
 			if (likely(e->flags & SHADOW_RECORDED))
 				ring_put(t, head++, e->func_id, EVENT_EXIT, tsc);
 		}
@@ -651,7 +651,7 @@ void hooks_close_all(struct agent_thread *t)
 
 		if (!e->func_id || entry_is_dead(e, head))
 			continue;
-		agg_close(t, e, i ? e - 1 : NULL, tsc);
+		agg_close(e, i ? e - 1 : NULL, tsc);
 		if (e->flags & SHADOW_RECORDED)
 			ring_put(t, head + n++, e->func_id, EVENT_EXIT, tsc);
 	}
