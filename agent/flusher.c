@@ -131,14 +131,23 @@ static void flusher_end_frame(void)
 	flusher_send_stage();
 }
 
-/* Room for len bytes, always leaving room for the frame's closing clock pair. */
+/*
+ * Stage room for up to `worst` bytes, always leaving room for the frame's
+ * closing clock pair: a variable-length chunk's end is set by stage_commit().
+ * Never more than STAGE_CAPACITY / 4 at a time.
+ */
+static uint8_t *stage_open(size_t worst)
+{
+	if (flusher.stage_len + worst + CLOCK_PAIR_CHUNK_LEN > STAGE_CAPACITY)
+		flusher_end_frame();
+	return flusher.stage + flusher.stage_len;
+}
+
+/* Room for exactly len bytes. */
 static void *flusher_reserve(size_t len)
 {
-	void *p;
+	uint8_t *p = stage_open(len);
 
-	if (flusher.stage_len + len + CLOCK_PAIR_CHUNK_LEN > STAGE_CAPACITY)
-		flusher_end_frame();
-	p = flusher.stage + flusher.stage_len;
 	flusher.stage_len += len;
 	return p;
 }
@@ -152,17 +161,6 @@ static void flusher_put_chunk(uint32_t kind, uint32_t tid, uint32_t count, uint6
 	memcpy(p, &h, sizeof(h));
 	if (body_len)
 		memcpy(p + sizeof(h), body, body_len);
-}
-
-/*
- * Stage room for up to `worst` bytes of a variable-length chunk: its end is
- * set by stage_commit(). Never more than STAGE_CAPACITY / 4 at a time.
- */
-static uint8_t *stage_open(size_t worst)
-{
-	if (flusher.stage_len + worst + CLOCK_PAIR_CHUNK_LEN > STAGE_CAPACITY)
-		flusher_end_frame();
-	return flusher.stage + flusher.stage_len;
 }
 
 static void stage_commit(const uint8_t *end)
@@ -179,13 +177,10 @@ struct event_cursor {
 	uint64_t events;
 };
 
-static const struct event_record *unit_at(struct agent_thread *t, uint64_t pos)
+/* The segment of a span: published by the owner before the head that covers it (the drain's acquire). */
+static const struct event_record *span_segment(struct agent_thread *t, uint64_t span)
 {
-	uint32_t slot = (uint32_t)((pos / SEGMENT_SPAN) % SEGMENT_SLOTS);
-	/* published by the owner before the head that covers it (the acquire in the drain) */
-	struct event_record *seg = atomic_load_explicit(&t->seg_map[slot], memory_order_relaxed);
-
-	return &seg[pos % SEGMENT_SPAN];
+	return atomic_load_explicit(&t->seg_map[span % SEGMENT_SLOTS], memory_order_relaxed);
 }
 
 /*
@@ -200,6 +195,7 @@ static void flusher_put_event_chunk(struct event_cursor *c, uint64_t drops)
 	struct event_chunk_header h = { .kind = EVENT_CHUNK_EVENTS, .tid = c->t->tid,
 					.drops = drops };
 	struct event_encoder enc = { 0 };
+	const struct event_record *seg;
 
 	while (c->pos < c->head && enc.count < EVENTS_PER_CHUNK) {
 		uint64_t span = c->pos / SEGMENT_SPAN, limit = c->head;
@@ -214,8 +210,9 @@ static void flusher_put_event_chunk(struct event_cursor *c, uint64_t drops)
 		}
 		if (end && end - 1 < limit)
 			limit = end - 1;
+		seg = span_segment(c->t, span); /* once per span, not per event */
 		while (c->pos < limit && enc.count < EVENTS_PER_CHUNK) {
-			const struct event_record *r = unit_at(c->t, c->pos);
+			const struct event_record *r = &seg[c->pos % SEGMENT_SPAN];
 			const struct event_enter_frame *f;
 
 			if (r->kind != EVENT_ENTER) {
@@ -223,7 +220,7 @@ static void flusher_put_event_chunk(struct event_cursor *c, uint64_t drops)
 				c->pos++;
 				continue;
 			}
-			f = (const void *)unit_at(c->t, c->pos + 1); /* its frame: same segment */
+			f = (const void *)&seg[(c->pos + 1) % SEGMENT_SPAN]; /* its frame: same segment */
 			p = event_encode(&enc, p, r->tsc, r->func_id, EVENT_ENTER, f->return_address,
 					 f->tagged_slot & ~EVENT_FRAME_TAG);
 			c->pos += 2;

@@ -108,15 +108,6 @@ static void pool_give_locked(struct event_record *seg, uint32_t units)
 	pool.in_use -= units;
 }
 
-/* The slot the owner's head is in holds the current segment: a spare equal to it is stale. */
-static int spare_is_current(struct agent_thread *t)
-{
-	uint64_t head = state_head(atomic_load_explicit(&t->committed, memory_order_relaxed));
-
-	return t->spare && t->spare == atomic_load_explicit(
-		&t->seg_map[(head / SEGMENT_SPAN) % SEGMENT_SLOTS], memory_order_relaxed);
-}
-
 /* Twice the current segment (a thread that fills one wants a bigger one), within the budget. */
 static uint32_t next_size(struct agent_thread *t)
 {
@@ -140,8 +131,7 @@ void segments_refill_spare(struct agent_thread *t)
 	/* before taking: a release after it moves the generation, so the thread retries */
 	uint32_t gen = atomic_load(&agent_segments_generation);
 
-	if (spare_is_current(t)) /* a switch left by siglongjmp after its publish */
-		t->spare = NULL;
+	/* a spare a cut-short switch left is cleared by ring_switch(), which asked for this */
 	t->want_spare = 0;
 	if (t->spare)
 		return;
