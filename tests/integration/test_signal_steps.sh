@@ -55,6 +55,15 @@ check "exit hook: ${exit:-0} >= $MIN_EXIT" [ "${exit:-0}" -ge $MIN_EXIT ]
 check "trampolines: ${tramp:-0} >= $MIN_TRAMP" [ "${tramp:-0}" -ge $MIN_TRAMP ]
 check "stubs: ${stubs:-0} >= $MIN_STUBS" [ "${stubs:-0}" -ge $MIN_STUBS ]
 
+# A visit is made again only when a ring-segment switch moved the learned
+# occurrence (a few per run): a hook whose path depended on timing would be
+# repeated at every visit of its instructions, and hidden by the repeats.
+read -r delivered repeated < <(sed -nE \
+	's/^signals delivered: ([0-9]+);.* the probe took another path: ([0-9]+)$/\1 \2/p' \
+	"$WORK/prof.out")
+check "visits made again: ${repeated:-none} of ${delivered:-0} (under 1 %)" \
+	test -n "${repeated:-}" -a $((100 * ${repeated:-0})) -lt "${delivered:-0}"
+
 "$PROFCTL" report --dump "$WORK/ss.pftrace" >"$WORK/ss.dump"
 check_eq "trace breaks no rule" "$(grep -c '^problem' "$WORK/ss.dump")" 0
 # A handler's calls made while the thread is inside a hook pass through
