@@ -1,11 +1,24 @@
 // SPDX-License-Identifier: MIT
 /*
- * `profctl report`: reads a trace back (viewer-export/trace_reader.c) and
+ * `profctl report`: streams a trace (viewer-export/trace_stream.h) and
  * prints per-function call counts and times, threads, the profiler's own
  * cost (profiling overhead), the hottest sampled functions of the program
- * and any rule the trace breaks. `--dump` prints one line per thread, slice,
- * sample, function total and counter value for scripts and tests
- * (`total TID NAME CALLS RETURNED OFF_TIMELINE TOTAL_NS SELF_NS P50 P99 MAX`).
+ * and any rule the trace breaks, aggregating as it reads: memory follows the
+ * distinct names and threads, never the trace's size. `--dump` prints one
+ * line per item as the stream delivers it, for scripts and tests:
+ *   process PID NAME            when its descriptor is read (again if renamed)
+ *   thread PID TID NAME         likewise
+ *   slice TID DEPTH NAME TS DUR PARENT [SELF_SAMPLES]
+ *                               when the slice ends; those never ended (DUR -1)
+ *                               at the end, innermost first. Slices are numbered
+ *                               from 0 in the order they begin; PARENT is the
+ *                               enclosing slice's number (-1 at depth 0), so a
+ *                               parent's line comes after its children's.
+ *   sample TID CPU FRAMES       file order, frames root first, ';'-separated
+ *   total TID NAME CALLS RETURNED OFF_TIMELINE TOTAL_NS SELF_NS P50 P99 MAX
+ *   counter NAME TS VALUE
+ *   problem TEXT
+ * Order between kinds is the file's: consumers that need an order sort.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -15,11 +28,16 @@
 
 #include "profctl/profctl.h"
 #include "viewer-export/perfetto_writer.h"
-#include "viewer-export/trace_reader.h"
+#include "viewer-export/trace_stream.h"
+
+#define REPORT_PROBLEMS_SHOWN 20
+#define REPORT_REORDER 1024 /* slice events per track put back in order (profd writes them in order) */
+
+/* ---- names: a table keyed by the stream's interned pointers ------------------- */
 
 struct name_stat {
-	const char *name;
-	uint64_t count;
+	const char *name;      /* the stream's interned string: one pointer per name */
+	uint64_t count;        /* slices, or samples with this leaf */
 	int64_t total_ns;
 	uint64_t self_samples; /* CPU samples taken while this was the innermost call */
 };
@@ -27,13 +45,47 @@ struct name_stat {
 struct name_table {
 	struct name_stat *items;
 	size_t n, cap;
+	uint32_t *slots;       /* index + 1, open addressing on the pointer */
+	size_t mask;
 };
 
+static size_t name_hash(const char *p)
+{
+	uint64_t h = (uint64_t)(uintptr_t)p * 0x9e3779b97f4a7c15ull;
+
+	return (size_t)(h >> 32);
+}
+
+static int name_table_rehash(struct name_table *t)
+{
+	size_t cap = t->mask ? (t->mask + 1) * 2 : 256;
+	uint32_t *slots = calloc(cap, sizeof(*slots));
+
+	if (!slots)
+		return -ENOMEM;
+	for (size_t i = 0; i < t->n; i++) {
+		size_t k = name_hash(t->items[i].name) & (cap - 1);
+
+		while (slots[k])
+			k = (k + 1) & (cap - 1);
+		slots[k] = (uint32_t)i + 1;
+	}
+	free(t->slots);
+	t->slots = slots;
+	t->mask = cap - 1;
+	return 0;
+}
+
+/* The entry of name (created at zero); NULL on ENOMEM. */
 static struct name_stat *name_table_get(struct name_table *t, const char *name)
 {
-	for (size_t i = 0; i < t->n; i++)
-		if (strcmp(t->items[i].name, name) == 0)
-			return &t->items[i];
+	size_t k;
+
+	if ((t->n + 1) * 2 > t->mask + 1 && name_table_rehash(t) < 0)
+		return NULL;
+	for (k = name_hash(name) & t->mask; t->slots[k]; k = (k + 1) & t->mask)
+		if (t->items[t->slots[k] - 1].name == name)
+			return &t->items[t->slots[k] - 1];
 	if (t->n == t->cap) {
 		size_t ncap = t->cap ? t->cap * 2 : 64;
 		struct name_stat *n = realloc(t->items, ncap * sizeof(*n));
@@ -44,8 +96,149 @@ static struct name_stat *name_table_get(struct name_table *t, const char *name)
 		t->cap = ncap;
 	}
 	t->items[t->n] = (struct name_stat){ .name = name };
-	return &t->items[t->n++];
+	t->slots[k] = (uint32_t)++t->n;
+	return &t->items[t->n - 1];
 }
+
+static const struct name_stat *name_table_find(const struct name_table *t, const char *name)
+{
+	if (!t->mask)
+		return NULL;
+	for (size_t k = name_hash(name) & t->mask; t->slots[k]; k = (k + 1) & t->mask)
+		if (t->items[t->slots[k] - 1].name == name)
+			return &t->items[t->slots[k] - 1];
+	return NULL;
+}
+
+static void name_table_free(struct name_table *t)
+{
+	free(t->items);
+	free(t->slots);
+}
+
+/* ---- the report's state ---------------------------------------------------------- */
+
+struct report {
+	FILE *out;
+	size_t n_slices, n_samples;
+	struct trace_thread *threads;
+	size_t n_threads, cap_threads;
+	struct name_table funcs;   /* slices by name */
+	struct name_table leaves;  /* the program's samples by leaf frame */
+	struct trace_func_total *totals; /* the tid-0 rows: over all threads */
+	size_t n_totals, cap_totals;
+	struct profctl_overhead overhead;
+	char *problems[REPORT_PROBLEMS_SHOWN];
+	uint64_t n_problems;
+	bool oom;
+};
+
+static bool report_grow(void **arr, size_t *cap, size_t n, size_t size)
+{
+	size_t ncap = *cap ? *cap * 2 : 16;
+	void *p;
+
+	if (n < *cap)
+		return true;
+	while (ncap <= n)
+		ncap *= 2;
+	p = realloc(*arr, ncap * size);
+	if (!p)
+		return false;
+	*arr = p;
+	*cap = ncap;
+	return true;
+}
+
+static const char *or_unnamed(const char *name)
+{
+	return name ? name : "?";
+}
+
+static int report_thread(void *ctx, size_t index, const struct trace_thread *t, bool is_new)
+{
+	struct report *rp = ctx;
+
+	if (is_new) {
+		if (!report_grow((void **)&rp->threads, &rp->cap_threads, index, sizeof(*t)))
+			return -ENOMEM;
+		rp->threads[index] = *t;
+		rp->n_threads = index + 1;
+	} else if (t->name && index < rp->n_threads) {
+		rp->threads[index].name = t->name;
+	}
+	return 0;
+}
+
+static int report_slice(void *ctx, const struct trace_stream_slice *s)
+{
+	struct report *rp = ctx;
+	struct name_stat *st = name_table_get(&rp->funcs, or_unnamed(s->name));
+
+	if (!st)
+		return -ENOMEM;
+	rp->n_slices++;
+	st->count++;
+	if (s->dur > 0)
+		st->total_ns += s->dur;
+	return 0;
+}
+
+/* Overhead by part; the program's samples by leaf and by innermost call. */
+static int report_sample(void *ctx, const struct trace_stream_sample *smp)
+{
+	struct report *rp = ctx;
+	const struct trace_sample *s = &smp->s;
+	const char *kind = trace_sample_overhead(s);
+	struct name_stat *st;
+
+	rp->n_samples++;
+	if (kind) { /* the profiler's cost: no call's self time (as profd counts) */
+		rp->overhead.samples++;
+		rp->overhead.hooks += strcmp(kind, PERFETTO_OVERHEAD_HOOKS) == 0;
+		rp->overhead.flusher += strcmp(kind, PERFETTO_OVERHEAD_FLUSHER) == 0;
+		rp->overhead.agent += strcmp(kind, PERFETTO_OVERHEAD_AGENT) == 0;
+		return 0;
+	}
+	if (smp->where == TRACE_STREAM_IN_SLICE) {
+		st = name_table_get(&rp->funcs, or_unnamed(smp->slice_name));
+		if (!st)
+			return -ENOMEM;
+		st->self_samples++;
+	}
+	if (s->n_frames == 0)
+		return 0;
+	st = name_table_get(&rp->leaves, s->frames[s->n_frames - 1]);
+	if (!st)
+		return -ENOMEM;
+	st->count++;
+	return 0;
+}
+
+static int report_func_total(void *ctx, const struct trace_func_total *t)
+{
+	struct report *rp = ctx;
+
+	if (t->tid != 0)
+		return 0;
+	if (!report_grow((void **)&rp->totals, &rp->cap_totals, rp->n_totals, sizeof(*t)))
+		return -ENOMEM;
+	rp->totals[rp->n_totals++] = *t;
+	return 0;
+}
+
+static int report_problem(void *ctx, const char *line)
+{
+	struct report *rp = ctx;
+
+	if (rp->n_problems < REPORT_PROBLEMS_SHOWN &&
+	    !(rp->problems[rp->n_problems] = strdup(line)))
+		return -ENOMEM;
+	rp->n_problems++;
+	return 0;
+}
+
+/* ---- the human report --------------------------------------------------------------- */
 
 static int by_total_desc(const void *a, const void *b)
 {
@@ -61,282 +254,265 @@ static int by_count_desc(const void *a, const void *b)
 	return x->count < y->count ? 1 : x->count > y->count ? -1 : 0;
 }
 
-/* Slice indexes ordered by (tid, ts): the slices come sorted by ts. */
-static int by_thread_then_index(const void *a, const void *b, void *ctx)
-{
-	const struct trace_model *m = ctx;
-	size_t x = *(const size_t *)a, y = *(const size_t *)b;
-	int32_t tx = m->slices[x].tid, ty = m->slices[y].tid;
-
-	if (tx != ty)
-		return tx < ty ? -1 : 1;
-	return x < y ? -1 : x > y;
-}
-
-/* The innermost slice of thread tid open at ts, or -1. */
-static int64_t innermost_slice(const struct trace_model *m, const size_t *idx, size_t n,
-			       int32_t tid, uint64_t ts)
-{
-	size_t lo = 0, hi = n;
-	int64_t c;
-
-	while (lo < hi) { /* last slice of tid starting at or before ts */
-		size_t mid = lo + (hi - lo) / 2;
-		const struct trace_slice *sl = &m->slices[idx[mid]];
-
-		if (sl->tid < tid || (sl->tid == tid && sl->ts <= ts))
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	if (lo == 0 || m->slices[idx[lo - 1]].tid != tid)
-		return -1;
-	for (c = (int64_t)idx[lo - 1]; c >= 0; c = m->slices[c].parent)
-		if (m->slices[c].dur < 0 || m->slices[c].ts + (uint64_t)m->slices[c].dur >= ts)
-			return c;
-	return -1;
-}
-
-static void count_self_samples(const struct trace_model *m, struct name_table *t)
-{
-	size_t *idx = malloc((m->n_slices + 1) * sizeof(*idx));
-
-	if (!idx)
-		return;
-	for (size_t i = 0; i < m->n_slices; i++)
-		idx[i] = i;
-	qsort_r(idx, m->n_slices, sizeof(*idx), by_thread_then_index, (void *)m);
-	for (size_t i = 0; i < m->n_samples; i++) {
-		int64_t c = innermost_slice(m, idx, m->n_slices, m->samples[i].tid, m->samples[i].ts);
-		struct name_stat *st;
-
-		if (trace_sample_overhead(&m->samples[i]))
-			continue; /* the profiler's cost: no call's self time (as profd counts) */
-		if (c >= 0 && (st = name_table_get(t, m->slices[c].name ? m->slices[c].name : "?")))
-			st->self_samples++;
-	}
-	free(idx);
-}
-
 static int totals_by_total_desc(const void *a, const void *b)
 {
-	const struct trace_func_total *x = *(const struct trace_func_total *const *)a;
-	const struct trace_func_total *y = *(const struct trace_func_total *const *)b;
+	const struct trace_func_total *x = a, *y = b;
 
 	return x->total_ns < y->total_ns ? 1 : x->total_ns > y->total_ns ? -1 : 0;
 }
 
-static void print_ns(uint64_t ns)
+static void print_ns(FILE *out, uint64_t ns)
 {
 	if (ns < 10000)
-		printf(" %8" PRIu64 "ns", ns);
+		fprintf(out, " %8" PRIu64 "ns", ns);
 	else if (ns < 10000000)
-		printf(" %8.1fus", (double)ns / 1e3);
+		fprintf(out, " %8.1fus", (double)ns / 1e3);
 	else if (ns < 10000000000ull)
-		printf(" %8.1fms", (double)ns / 1e6);
+		fprintf(out, " %8.1fms", (double)ns / 1e6);
 	else
-		printf(" %8.2fs ", (double)ns / 1e9);
+		fprintf(out, " %8.2fs ", (double)ns / 1e9);
 }
 
 /*
  * The exact figures profd wrote (every call, on the timeline or not), over
  * all threads; the sampled self time beside them. 0 when the trace has none.
  */
-static int report_exact_functions(const struct trace_model *m, struct name_table *samples)
+static int report_exact_functions(struct report *rp)
 {
-	const struct trace_func_total **rows = calloc(m->n_func_totals + 1, sizeof(*rows));
-	size_t n = 0;
+	FILE *out = rp->out;
 
-	if (!rows)
+	if (!rp->n_totals)
 		return 0;
-	for (size_t i = 0; i < m->n_func_totals; i++)
-		if (m->func_totals[i].tid == 0)
-			rows[n++] = &m->func_totals[i];
-	qsort(rows, n, sizeof(*rows), totals_by_total_desc);
-	printf("\ninstrumented functions (%zu called; exact, every call; p50/p99 estimated within "
-	       "12 %%; self samples: CPU samples taken while it was the innermost call):\n"
-	       "%12s %10s %10s %10s %10s %10s %10s %12s %12s  %s\n", n, "calls", "total", "self",
-	       "avg", "p50~", "p99~", "max", "off timeline", "self samples", "name");
-	for (size_t i = 0; i < n; i++) {
-		const struct name_stat *st = NULL;
+	qsort(rp->totals, rp->n_totals, sizeof(*rp->totals), totals_by_total_desc);
+	fprintf(out, "\ninstrumented functions (%zu called; exact, every call; p50/p99 estimated "
+		"within 12 %%; self samples: CPU samples taken while it was the innermost call):\n"
+		"%12s %10s %10s %10s %10s %10s %10s %12s %12s  %s\n", rp->n_totals, "calls",
+		"total", "self", "avg", "p50~", "p99~", "max", "off timeline", "self samples",
+		"name");
+	for (size_t i = 0; i < rp->n_totals; i++) {
+		const struct trace_func_total *t = &rp->totals[i];
+		const struct name_stat *st = t->name ? name_table_find(&rp->funcs, t->name) : NULL;
 
-		for (size_t k = 0; k < samples->n; k++)
-			if (rows[i]->name && strcmp(samples->items[k].name, rows[i]->name) == 0)
-				st = &samples->items[k];
-		printf("%12" PRIu64, rows[i]->calls);
-		print_ns(rows[i]->total_ns);
-		print_ns(rows[i]->self_ns);
-		print_ns(rows[i]->avg_ns);
-		print_ns(rows[i]->p50_ns);
-		print_ns(rows[i]->p99_ns);
-		print_ns(rows[i]->max_ns);
-		printf(" %12" PRIu64 " %12" PRIu64 "  %s\n", rows[i]->not_on_timeline,
-		       st ? st->self_samples : 0, rows[i]->name ? rows[i]->name : "?");
+		fprintf(out, "%12" PRIu64, t->calls);
+		print_ns(out, t->total_ns);
+		print_ns(out, t->self_ns);
+		print_ns(out, t->avg_ns);
+		print_ns(out, t->p50_ns);
+		print_ns(out, t->p99_ns);
+		print_ns(out, t->max_ns);
+		fprintf(out, " %12" PRIu64 " %12" PRIu64 "  %s\n", t->not_on_timeline,
+			st ? st->self_samples : 0, or_unnamed(t->name));
 	}
-	free(rows);
-	return n > 0;
+	return 1;
 }
 
-static void report_functions(const struct trace_model *m)
+static void report_functions(struct report *rp)
 {
-	struct name_table t = { 0 };
+	struct name_table *t = &rp->funcs;
 
-	for (size_t i = 0; i < m->n_slices; i++) {
-		struct name_stat *st = name_table_get(&t, m->slices[i].name ? m->slices[i].name : "?");
-
-		if (!st)
-			break;
-		st->count++;
-		if (m->slices[i].dur > 0)
-			st->total_ns += m->slices[i].dur;
-	}
-	count_self_samples(m, &t);
-	if (report_exact_functions(m, &t)) {
-		free(t.items);
+	if (report_exact_functions(rp))
 		return;
-	}
-	qsort(t.items, t.n, sizeof(*t.items), by_total_desc);
-	printf("\ninstrumented functions (%zu; self samples: CPU samples taken while it was the "
-	       "innermost instrumented call, profiling overhead apart):\n%12s %14s %12s %12s  %s\n",
-	       t.n, "calls", "total ms", "avg us", "self samples", "name");
-	for (size_t i = 0; i < t.n; i++)
-		printf("%12" PRIu64 " %14.3f %12.3f %12" PRIu64 "  %s\n", t.items[i].count,
-		       t.items[i].total_ns / 1e6, t.items[i].total_ns / 1e3 / (double)t.items[i].count,
-		       t.items[i].self_samples, t.items[i].name);
-	free(t.items);
-}
-
-/* Samples that are the profiler's own cost, as the summary of profctl run prints them. */
-static size_t report_overhead(const struct trace_model *m)
-{
-	struct profctl_overhead o = { .of_samples = m->n_samples, .freq_hz = m->sample_freq };
-
-	for (size_t i = 0; i < m->n_samples; i++) {
-		const char *kind = trace_sample_overhead(&m->samples[i]);
-
-		if (!kind)
-			continue;
-		o.samples++;
-		o.hooks += strcmp(kind, PERFETTO_OVERHEAD_HOOKS) == 0;
-		o.flusher += strcmp(kind, PERFETTO_OVERHEAD_FLUSHER) == 0;
-		o.agent += strcmp(kind, PERFETTO_OVERHEAD_AGENT) == 0;
-	}
-	profctl_print_overhead(stdout, "\n", &o);
-	return o.samples;
+	/* the table's order changes: its index is of no use after this */
+	qsort(t->items, t->n, sizeof(*t->items), by_total_desc);
+	fprintf(rp->out, "\ninstrumented functions (%zu; self samples: CPU samples taken while it "
+		"was the innermost instrumented call, profiling overhead apart):\n"
+		"%12s %14s %12s %12s  %s\n", t->n, "calls", "total ms", "avg us", "self samples",
+		"name");
+	for (size_t i = 0; i < t->n; i++)
+		fprintf(rp->out, "%12" PRIu64 " %14.3f %12.3f %12" PRIu64 "  %s\n",
+			t->items[i].count, t->items[i].total_ns / 1e6,
+			t->items[i].total_ns / 1e3 / (double)t->items[i].count,
+			t->items[i].self_samples, t->items[i].name);
 }
 
 /* By leaf frame, over the program's own samples (profiling overhead apart). */
-static void report_samples(const struct trace_model *m, size_t overhead)
+static void report_samples(struct report *rp, const struct trace_stream_stats *st)
 {
-	size_t program = m->n_samples - overhead, shown;
-	struct name_table t = { 0 };
+	size_t program = rp->n_samples - rp->overhead.samples, shown;
+	struct name_table *t = &rp->leaves;
 
-	for (size_t i = 0; i < m->n_samples; i++) {
-		const struct trace_sample *s = &m->samples[i];
-		struct name_stat *st;
-
-		if (s->n_frames == 0 || trace_sample_overhead(s))
-			continue;
-		st = name_table_get(&t, s->frames[s->n_frames - 1]);
-		if (st)
-			st->count++;
-	}
-	qsort(t.items, t.n, sizeof(*t.items), by_count_desc);
-	shown = t.n < 15 ? t.n : 15;
-	printf("\nhottest sampled functions (the program's own: %zu of %zu samples, %" PRIu64
-	       " lost, %" PRIu64 " not unwound):\n", program, m->n_samples, m->samples_lost,
-	       m->samples_skipped);
+	qsort(t->items, t->n, sizeof(*t->items), by_count_desc);
+	shown = t->n < 15 ? t->n : 15;
+	fprintf(rp->out, "\nhottest sampled functions (the program's own: %zu of %zu samples, "
+		"%" PRIu64 " lost, %" PRIu64 " not unwound):\n", program, rp->n_samples,
+		st->samples_lost, st->samples_skipped);
 	for (size_t i = 0; i < shown; i++)
-		printf("%8" PRIu64 " %5.1f%%  %s\n", t.items[i].count,
-		       100.0 * (double)t.items[i].count / (double)program, t.items[i].name);
-	free(t.items);
+		fprintf(rp->out, "%8" PRIu64 " %5.1f%%  %s\n", t->items[i].count,
+			100.0 * (double)t->items[i].count / (double)program, t->items[i].name);
+	if (st->samples_too_late)
+		fprintf(rp->out, "(%" PRIu64 " samples came too long after their thread's calls "
+			"to tell the innermost one: in no function's self samples)\n",
+			st->samples_too_late);
 }
 
-static void report_human(const char *path, const struct trace_model *m)
+static void report_human(struct report *rp, const char *path, const struct trace_stream_stats *st)
 {
-	size_t overhead;
+	FILE *out = rp->out;
 
-	printf("%s: %zu packets, %zu threads, %zu slices, %zu samples\n", path, m->n_packets,
-	       m->n_threads, m->n_slices, m->n_samples);
-	printf("\nthreads:\n");
-	for (size_t i = 0; i < m->n_threads; i++)
-		printf("  %d/%d %s\n", m->threads[i].pid, m->threads[i].tid,
-		       m->threads[i].name ? m->threads[i].name : "");
-	report_functions(m);
-	overhead = report_overhead(m);
-	report_samples(m, overhead);
-	if (m->n_problems) {
-		printf("\nproblems (%zu):\n", m->n_problems);
-		for (size_t i = 0; i < m->n_problems && i < 20; i++)
-			printf("  %s\n", m->problems[i]);
+	fprintf(out, "%s: %zu packets, %zu threads, %zu slices, %zu samples\n", path,
+		st->n_packets, rp->n_threads, rp->n_slices, rp->n_samples);
+	fprintf(out, "\nthreads:\n");
+	for (size_t i = 0; i < rp->n_threads; i++)
+		fprintf(out, "  %d/%d %s\n", rp->threads[i].pid, rp->threads[i].tid,
+			rp->threads[i].name ? rp->threads[i].name : "");
+	report_functions(rp);
+	rp->overhead.of_samples = rp->n_samples;
+	rp->overhead.freq_hz = st->sample_freq;
+	profctl_print_overhead(out, "\n", &rp->overhead);
+	report_samples(rp, st);
+	if (rp->n_problems) {
+		fprintf(out, "\nproblems (%" PRIu64 "):\n", rp->n_problems);
+		for (size_t i = 0; i < rp->n_problems && i < REPORT_PROBLEMS_SHOWN; i++)
+			fprintf(out, "  %s\n", rp->problems[i]);
 	}
 }
 
-static void report_dump(const struct trace_model *m)
+static const struct trace_stream_ops report_ops = {
+	.thread = report_thread,
+	.slice = report_slice,
+	.sample = report_sample,
+	.func_total = report_func_total,
+	.problem = report_problem,
+};
+
+/* ---- --dump: one line per item, as it comes ----------------------------------------- */
+
+static int dump_process(void *ctx, size_t index, int32_t pid, const char *name, bool is_new)
 {
-	for (size_t i = 0; i < m->n_processes; i++)
-		printf("process %d %s\n", m->process_pids[i],
-		       m->process_names[i] ? m->process_names[i] : "");
-	for (size_t i = 0; i < m->n_threads; i++)
-		printf("thread %d %d %s\n", m->threads[i].pid, m->threads[i].tid,
-		       m->threads[i].name ? m->threads[i].name : "");
-	for (size_t i = 0; i < m->n_slices; i++) {
-		const struct trace_slice *s = &m->slices[i];
+	(void)index;
+	(void)is_new;
+	fprintf(ctx, "process %d %s\n", pid, name ? name : "");
+	return 0;
+}
 
-		printf("slice %d %u %s %" PRIu64 " %" PRId64 " %" PRId64, s->tid, s->depth,
-		       s->name ? s->name : "?", s->ts, s->dur, s->parent);
-		if (s->self_samples >= 0) /* samples taken while it was the innermost call */
-			printf(" %" PRId64, s->self_samples);
-		printf("\n");
-	}
-	for (size_t i = 0; i < m->n_samples; i++) {
-		const struct trace_sample *s = &m->samples[i];
+static int dump_thread(void *ctx, size_t index, const struct trace_thread *t, bool is_new)
+{
+	(void)index;
+	(void)is_new;
+	fprintf(ctx, "thread %d %d %s\n", t->pid, t->tid, t->name ? t->name : "");
+	return 0;
+}
 
-		printf("sample %d %u ", s->tid, s->cpu);
-		for (size_t k = 0; k < s->n_frames; k++)
-			printf("%s%s", k ? ";" : "", s->frames[k]);
-		printf("\n");
-	}
-	for (size_t i = 0; i < m->n_func_totals; i++) {
-		const struct trace_func_total *t = &m->func_totals[i];
+static int dump_slice(void *ctx, const struct trace_stream_slice *s)
+{
+	fprintf(ctx, "slice %d %u %s %" PRIu64 " %" PRId64 " %" PRId64, s->tid, s->depth,
+		or_unnamed(s->name), s->ts, s->dur, s->parent);
+	if (s->self_samples >= 0) /* samples taken while it was the innermost call */
+		fprintf(ctx, " %" PRId64, s->self_samples);
+	fputc('\n', ctx);
+	return 0;
+}
 
-		printf("total %u %s %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64
-		       " %" PRIu64 " %" PRIu64 " %" PRIu64 "\n", t->tid, t->name ? t->name : "?",
-		       t->calls, t->returned, t->not_on_timeline, t->total_ns, t->self_ns,
-		       t->p50_ns, t->p99_ns, t->max_ns);
-	}
-	for (size_t i = 0; i < m->n_counter_values; i++)
-		printf("counter %s %" PRIu64 " %.0f\n", m->counter_values[i].track_name,
-		       m->counter_values[i].ts, m->counter_values[i].value);
-	for (size_t i = 0; i < m->n_problems; i++)
-		printf("problem %s\n", m->problems[i]);
+static int dump_sample(void *ctx, const struct trace_stream_sample *smp)
+{
+	const struct trace_sample *s = &smp->s;
+
+	fprintf(ctx, "sample %d %u ", s->tid, s->cpu);
+	for (size_t k = 0; k < s->n_frames; k++)
+		fprintf(ctx, "%s%s", k ? ";" : "", s->frames[k]);
+	fputc('\n', ctx);
+	return 0;
+}
+
+static int dump_func_total(void *ctx, const struct trace_func_total *t)
+{
+	fprintf(ctx, "total %u %s %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64
+		" %" PRIu64 " %" PRIu64 " %" PRIu64 "\n", t->tid, or_unnamed(t->name), t->calls,
+		t->returned, t->not_on_timeline, t->total_ns, t->self_ns, t->p50_ns, t->p99_ns,
+		t->max_ns);
+	return 0;
+}
+
+static int dump_counter(void *ctx, const struct trace_counter_value *v, size_t order)
+{
+	(void)order;
+	fprintf(ctx, "counter %s %" PRIu64 " %.0f\n", v->track_name ? v->track_name : "(null)",
+		v->ts, v->value);
+	return 0;
+}
+
+static int dump_problem(void *ctx, const char *line)
+{
+	fprintf(ctx, "problem %s\n", line);
+	return 0;
+}
+
+static const struct trace_stream_ops dump_ops = {
+	.process = dump_process,
+	.thread = dump_thread,
+	.slice = dump_slice,
+	.sample = dump_sample,
+	.counter = dump_counter,
+	.func_total = dump_func_total,
+	.problem = dump_problem,
+};
+
+/* ---- entry points ---------------------------------------------------------------------- */
+
+static void report_free(struct report *rp)
+{
+	for (size_t i = 0; i < rp->n_problems && i < REPORT_PROBLEMS_SHOWN; i++)
+		free(rp->problems[i]);
+	free(rp->threads);
+	free(rp->totals);
+	name_table_free(&rp->funcs);
+	name_table_free(&rp->leaves);
+}
+
+int profctl_report(const char *path, FILE *out, const struct profctl_report_opts *o)
+{
+	struct trace_stream_opts so = {
+		.window = o->window,
+		.reorder = REPORT_REORDER,
+		.attribute_samples = !o->dump, /* self samples per innermost call */
+	};
+	struct report rp = { .out = out };
+	struct trace_stream *ts;
+	int err;
+
+	ts = trace_stream_new(o->dump ? &dump_ops : &report_ops, o->dump ? (void *)out : &rp, &so);
+	if (!ts)
+		return -ENOMEM;
+	err = trace_stream_read_file(ts, path);
+	if (!err && !o->dump)
+		report_human(&rp, path, trace_stream_get_stats(ts));
+	if (o->stats)
+		*o->stats = *trace_stream_get_stats(ts);
+	trace_stream_free(ts);
+	report_free(&rp);
+	return err;
 }
 
 int cmd_report(int argc, char **argv)
 {
-	struct trace_model *m = NULL;
+	struct profctl_report_opts o = { 0 };
 	const char *path = NULL;
-	int dump = 0, err;
+	int err;
 
 	for (int i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "--dump") == 0)
-			dump = 1;
-		else if (!path)
+		if (strcmp(argv[i], "--dump") == 0) {
+			o.dump = true;
+		} else if (argv[i][0] == '-' && argv[i][1]) {
+			fprintf(stderr, "profctl: report: unknown option %s\n", argv[i]);
+			return 2;
+		} else if (!path) {
 			path = argv[i];
+		} else {
+			fprintf(stderr, "profctl: report: one trace at a time (%s, then %s)\n", path,
+				argv[i]);
+			return 2;
+		}
 	}
 	if (!path) {
 		fprintf(stderr, "usage: profctl report [--dump] FILE\n");
 		return 2;
 	}
-	err = trace_model_load(path, &m);
+	err = profctl_report(path, stdout, &o);
 	if (err) {
-		fprintf(stderr, "profctl: cannot read trace %s: %s\n", path, strerror(-err));
+		fflush(stdout);
+		fprintf(stderr, "profctl: cannot read trace %s: %s\n", path,
+			err < 0 ? strerror(-err) : "stopped");
 		return 1;
 	}
-	if (dump)
-		report_dump(m);
-	else
-		report_human(path, m);
-	trace_model_free(m);
 	return 0;
 }

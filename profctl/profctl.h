@@ -17,6 +17,20 @@ int cmd_detach(int argc, char **argv);
 int cmd_status(int argc, char **argv);
 int cmd_stop(int argc, char **argv);
 
+struct trace_stream_stats;
+
+/* What `profctl report` does, for its command and the tests. */
+struct profctl_report_opts {
+	bool dump;                        /* --dump: one line per item */
+	size_t window;                    /* the reader's window in bytes, 0: its default */
+	struct trace_stream_stats *stats; /* non-NULL: the reader's figures, filled at the end */
+};
+/*
+ * Streams the trace at path to out, in bounded memory. 0, a negative errno
+ * (cannot open or read it, ENOMEM); a damaged trace is not an error.
+ */
+int profctl_report(const char *path, FILE *out, const struct profctl_report_opts *o);
+
 struct daemon_link {
 	int fd;            /* connected to profd */
 	pid_t private_pid; /* > 0 when we started a private profd */

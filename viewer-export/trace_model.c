@@ -1,209 +1,188 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The trace model's storage and the reader's end-of-file pass: stable shared
- * strings, the problems list, then (as the importer does after sorting by
- * timestamp and file order) BEGIN/END matching per track, slice depth and
- * parents, sorted samples and counter values. Never trusts the data: every
- * size was bounded by the reader, every lookup may miss.
+ * trace_model_load: the whole trace in tables, built on the streaming reader
+ * (trace_stream.h) with an unbounded reorder window, so slices are matched
+ * after one sort of every event by (ts, file order), as the importer does.
+ * Collects what the stream delivers, then sorts samples and counter values
+ * the same way; keeps at most TRD_MAX_PROBLEMS problem lines. Memory grows
+ * with the trace: readers of large traces use the stream itself.
  */
 #include <errno.h>
-#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "viewer-export/perfetto_writer.h"
 #include "viewer-export/trace_reader_internal.h"
 
-#define TRD_CHUNK_SIZE (64 * 1024)
+#define TRD_MAX_PROBLEMS 4096
 
-struct trd_chunk {
-	struct trd_chunk *next;
-	size_t used, cap;
-	char data[];
+struct trd_model_sample {
+	struct trace_sample s;
+	size_t order;
 };
 
-/* ---- allocation helpers -------------------------------------------------- */
+struct trd_model_counter {
+	struct trace_counter_value v;
+	size_t order;
+};
 
-bool trd_reserve(struct trd *r, void **arr, size_t *cap, size_t n, size_t size)
+struct trd_model {
+	struct trace_model *m;
+	struct trd_model_sample *samples;
+	struct trd_model_counter *counters;
+	size_t n_samples, n_counters;
+	size_t cap_samples, cap_counters, cap_threads, cap_processes, cap_slices, cap_totals;
+	size_t cap_problems, problems_dropped;
+};
+
+/* Grows *arr (elements of `size` bytes) to hold n + 1; -ENOMEM. */
+static int trd_grow(void **arr, size_t *cap, size_t n, size_t size)
 {
 	size_t new_cap;
 	void *p;
 
 	if (n < *cap)
-		return true;
+		return 0;
 	new_cap = *cap ? *cap * 2 : 16;
+	while (new_cap <= n)
+		new_cap *= 2;
 	if (new_cap > SIZE_MAX / size)
-		goto err_oom;
+		return -ENOMEM;
 	p = realloc(*arr, new_cap * size);
 	if (!p)
-		goto err_oom;
+		return -ENOMEM;
 	*arr = p;
 	*cap = new_cap;
-	return true;
-err_oom:
-	r->oom = true;
-	return false;
+	return 0;
 }
 
-bool trd_keep(struct trd *r, void *p)
-{
-	struct trace_model_priv *pv = r->m->priv;
+/* ---- what the stream delivers --------------------------------------------------- */
 
-	if (!trd_reserve(r, (void **)&pv->allocs, &pv->cap_allocs, pv->n_allocs, sizeof(void *))) {
-		free(p);
-		return false;
+static int trd_model_process(void *ctx, size_t index, int32_t pid, const char *name, bool is_new)
+{
+	struct trd_model *b = ctx;
+	struct trace_model *m = b->m;
+	size_t cap = b->cap_processes;
+
+	if (is_new) {
+		if (trd_grow((void **)&m->process_pids, &cap, index, sizeof(int32_t)) < 0)
+			return -ENOMEM;
+		cap = b->cap_processes;
+		if (trd_grow((void **)&m->process_names, &cap, index, sizeof(char *)) < 0)
+			return -ENOMEM;
+		b->cap_processes = cap;
+		m->process_pids[index] = pid;
+		m->process_names[index] = NULL;
+		m->n_processes = index + 1;
 	}
-	pv->allocs[pv->n_allocs++] = p;
-	return true;
+	if (name && index < m->n_processes)
+		m->process_names[index] = (char *)name;
+	return 0;
 }
 
-/* ---- stable strings ------------------------------------------------------ */
-
-struct trd_strkey {
-	const void *data;
-	size_t len;
-};
-
-static bool trd_str_eq(const void *ctx, uint32_t idx, const void *key)
+static int trd_model_thread(void *ctx, size_t index, const struct trace_thread *t, bool is_new)
 {
-	const struct trace_model_priv *pv = ctx;
-	const struct trd_strkey *k = key;
+	struct trd_model *b = ctx;
+	struct trace_model *m = b->m;
 
-	return pv->lens[idx] == k->len && memcmp(pv->strs[idx], k->data, k->len) == 0;
-}
-
-static char *trd_chunk_alloc(struct trace_model_priv *pv, size_t n)
-{
-	struct trd_chunk *c = pv->chunks;
-
-	if (!c || c->cap - c->used < n) {
-		size_t cap = n > TRD_CHUNK_SIZE / 4 ? n : TRD_CHUNK_SIZE;
-
-		c = malloc(sizeof(*c) + cap);
-		if (!c)
-			return NULL;
-		c->used = 0;
-		c->cap = cap;
-		if (cap == TRD_CHUNK_SIZE || !pv->chunks) {
-			c->next = pv->chunks;
-			pv->chunks = c;
-		} else { /* a big string gets its own chunk, behind the current one */
-			c->next = pv->chunks->next;
-			pv->chunks->next = c;
-			c->used = n;
-			return c->data;
-		}
+	if (is_new) {
+		if (trd_grow((void **)&m->threads, &b->cap_threads, index, sizeof(*t)) < 0)
+			return -ENOMEM;
+		m->threads[index] = *t;
+		m->n_threads = index + 1;
+	} else if (t->name && index < m->n_threads) {
+		m->threads[index].name = t->name;
 	}
-	c->used += n;
-	return c->data + c->used - n;
+	return 0;
 }
 
-const char *trd_str(struct trd *r, const void *data, size_t len)
+/* Unbounded window: slices open in (ts, file order), so a slice's id is its index. */
+static int trd_model_slice(void *ctx, const struct trace_stream_slice *s)
 {
-	struct trace_model_priv *pv = r->m->priv;
-	struct trd_strkey key = { data, len };
-	uint32_t hash;
-	struct pw_slot *slot;
-	char *s;
+	struct trd_model *b = ctx;
+	struct trace_model *m = b->m;
 
-	if (len >= UINT32_MAX || pw_index_reserve(&pv->str_ix) < 0)
-		goto err_oom;
-	hash = pw_hash(data, len);
-	slot = pw_index_lookup(&pv->str_ix, hash, trd_str_eq, pv, &key);
-	if (slot->ref)
-		return pv->strs[slot->ref - 1];
-	if (pv->n_strs == pv->cap_strs) {
-		size_t cap = pv->cap_strs;
-
-		if (!trd_reserve(r, (void **)&pv->strs, &cap, pv->n_strs, sizeof(char *)))
-			return NULL;
-		cap = pv->cap_strs;
-		if (!trd_reserve(r, (void **)&pv->lens, &cap, pv->n_strs, sizeof(uint32_t)))
-			return NULL;
-		pv->cap_strs = (uint32_t)cap;
-	}
-	s = trd_chunk_alloc(pv, len + 1);
-	if (!s)
-		goto err_oom;
-	if (len)
-		memcpy(s, data, len);
-	s[len] = 0;
-	pv->strs[pv->n_strs] = s;
-	pv->lens[pv->n_strs] = (uint32_t)len;
-	pw_index_fill(&pv->str_ix, slot, hash, pv->n_strs++);
-	return s;
-err_oom:
-	r->oom = true;
-	return NULL;
+	if (trd_grow((void **)&m->slices, &b->cap_slices, s->id, sizeof(*m->slices)) < 0)
+		return -ENOMEM;
+	m->slices[s->id] = (struct trace_slice){
+		.pid = s->pid,
+		.tid = s->tid,
+		.ts = s->ts,
+		.dur = s->dur,
+		.depth = s->depth,
+		.parent = s->parent,
+		.name = (char *)s->name,
+		.self_samples = s->self_samples,
+	};
+	if (s->id >= m->n_slices)
+		m->n_slices = s->id + 1;
+	return 0;
 }
 
-/* ---- problems ------------------------------------------------------------ */
-
-static void trd_problem_add(struct trd *r, const char *prefix, const char *fmt, va_list ap)
+static int trd_model_sample(void *ctx, const struct trace_stream_sample *s)
 {
-	struct trace_model_priv *pv = r->m->priv;
-	struct trace_model *m = r->m;
-	char *body, *line;
+	struct trd_model *b = ctx;
+
+	if (trd_grow((void **)&b->samples, &b->cap_samples, b->n_samples, sizeof(*b->samples)) < 0)
+		return -ENOMEM;
+	b->samples[b->n_samples++] = (struct trd_model_sample){ s->s, s->order };
+	return 0;
+}
+
+static int trd_model_counter(void *ctx, const struct trace_counter_value *v, size_t order)
+{
+	struct trd_model *b = ctx;
+
+	if (trd_grow((void **)&b->counters, &b->cap_counters, b->n_counters,
+		     sizeof(*b->counters)) < 0)
+		return -ENOMEM;
+	b->counters[b->n_counters++] = (struct trd_model_counter){ *v, order };
+	return 0;
+}
+
+static int trd_model_func_total(void *ctx, const struct trace_func_total *t)
+{
+	struct trd_model *b = ctx;
+	struct trace_model *m = b->m;
+
+	if (trd_grow((void **)&m->func_totals, &b->cap_totals, m->n_func_totals,
+		     sizeof(*t)) < 0)
+		return -ENOMEM;
+	m->func_totals[m->n_func_totals++] = *t;
+	return 0;
+}
+
+static int trd_model_problem(void *ctx, const char *line)
+{
+	struct trd_model *b = ctx;
+	struct trace_model *m = b->m;
+	char *copy;
 
 	if (m->n_problems >= TRD_MAX_PROBLEMS) {
-		pv->problems_dropped++;
-		return;
+		b->problems_dropped++;
+		return 0;
 	}
-	if (vasprintf(&body, fmt, ap) < 0)
-		goto err_oom;
-	if (asprintf(&line, "%s%s", prefix, body) < 0) {
-		free(body);
-		goto err_oom;
-	}
-	free(body);
-	if (!trd_reserve(r, (void **)&m->problems, &pv->cap_problems, m->n_problems,
-			 sizeof(char *))) {
-		free(line);
-		return;
-	}
-	m->problems[m->n_problems++] = line;
-	return;
-err_oom:
-	r->oom = true;
+	if (trd_grow((void **)&m->problems, &b->cap_problems, m->n_problems, sizeof(char *)) < 0)
+		return -ENOMEM;
+	copy = strdup(line);
+	if (!copy)
+		return -ENOMEM;
+	m->problems[m->n_problems++] = copy;
+	return 0;
 }
 
-void trd_problem(struct trd *r, const char *fmt, ...)
-{
-	char prefix[64];
-	va_list ap;
+static const struct trace_stream_ops trd_model_ops = {
+	.process = trd_model_process,
+	.thread = trd_model_thread,
+	.slice = trd_model_slice,
+	.sample = trd_model_sample,
+	.counter = trd_model_counter,
+	.func_total = trd_model_func_total,
+	.problem = trd_model_problem,
+};
 
-	snprintf(prefix, sizeof(prefix), "packet %zu at offset %zu: ", r->pkt_index,
-		 r->pkt_offset);
-	va_start(ap, fmt);
-	trd_problem_add(r, prefix, fmt, ap);
-	va_end(ap);
-}
-
-void trd_problem_at(struct trd *r, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	trd_problem_add(r, "", fmt, ap);
-	va_end(ap);
-}
-
-/* ---- end of file --------------------------------------------------------- */
-
-static void trd_check_clocks(struct trd *r)
-{
-	uint32_t i;
-
-	for (i = 0; i < r->clocks_used.n; i++) {
-		const uint32_t *e = pw_table_at(&r->clocks_used, i);
-
-		if (e[0] == TRD_CLOCK_BOOTTIME || pw_table_find(&r->clocks_snapshotted, &e[0]))
-			continue;
-		trd_problem_at(r, "%" PRIu32 " packets use clock %" PRIu32 ", which no "
-			       "ClockSnapshot contains: the importer drops them "
-			       "(clock_sync_failure)", e[1], e[0]);
-	}
-}
+/* ---- the end: sorted tables -------------------------------------------------------- */
 
 static int trd_cmp_ts_order(uint64_t ts_a, size_t ord_a, uint64_t ts_b, size_t ord_b)
 {
@@ -212,207 +191,112 @@ static int trd_cmp_ts_order(uint64_t ts_a, size_t ord_a, uint64_t ts_b, size_t o
 	return ord_a < ord_b ? -1 : ord_a > ord_b;
 }
 
-static int trd_cmp_event(const void *a, const void *b)
-{
-	const struct trd_event *x = a, *y = b;
-
-	return trd_cmp_ts_order(x->ts, x->order, y->ts, y->order);
-}
-
 static int trd_cmp_sample(const void *a, const void *b)
 {
-	const struct trd_sample *x = a, *y = b;
+	const struct trd_model_sample *x = a, *y = b;
 
 	return trd_cmp_ts_order(x->s.ts, x->order, y->s.ts, y->order);
 }
 
 static int trd_cmp_counter(const void *a, const void *b)
 {
-	const struct trd_counter *x = a, *y = b;
+	const struct trd_model_counter *x = a, *y = b;
 
 	return trd_cmp_ts_order(x->v.ts, x->order, y->v.ts, y->order);
 }
 
-/* Appends a slice at the track's current depth; returns its index or -1. */
-static int64_t trd_slice_open(struct trd *r, struct trd_track *t, const struct trd_event *ev)
+static int trd_model_tables(struct trd_model *b, const struct trace_stream_stats *st)
 {
-	struct trace_model *m = r->m;
-	struct trace_slice *s;
+	struct trace_model *m = b->m;
 
-	if (!trd_reserve(r, (void **)&m->slices, &r->cap_slices, m->n_slices, sizeof(*s)))
-		return -1;
-	s = &m->slices[m->n_slices];
-	s->pid = t->kind == TRD_TRACK_OTHER ? 0 : t->pid;
-	s->tid = t->kind == TRD_TRACK_THREAD ? t->tid : 0;
-	s->ts = ev->ts;
-	s->dur = ev->type == TRD_INSTANT ? 0 : -1;
-	s->depth = (uint32_t)t->depth;
-	s->parent = t->depth ? (int64_t)t->stack[t->depth - 1] : -1;
-	s->name = (char *)ev->name;
-	s->self_samples = -1;
-	return (int64_t)m->n_slices++;
-}
-
-static void trd_match_begin(struct trd *r, struct trd_track *t, const struct trd_event *ev)
-{
-	int64_t idx;
-
-	if (t->depth >= TRD_MAX_DEPTH) {
-		trd_problem_at(r, "track %" PRIu64 ": BEGIN at ts %" PRIu64 " would be at "
-			       "depth %zu (>= %d): the importer drops it and its END closes "
-			       "the parent (slice_max_depth_exceeded)", t->uuid, ev->ts, t->depth,
-			       TRD_MAX_DEPTH);
-		return;
-	}
-	if (!trd_reserve(r, (void **)&t->stack, &t->cap, t->depth, sizeof(size_t)))
-		return;
-	idx = trd_slice_open(r, t, ev);
-	if (idx >= 0)
-		t->stack[t->depth++] = (size_t)idx;
-}
-
-static void trd_close_top(struct trd *r, struct trd_track *t, uint64_t ts)
-{
-	struct trace_slice *s = &r->m->slices[t->stack[--t->depth]];
-
-	s->dur = (int64_t)(ts - s->ts);
-}
-
-static void trd_match_end(struct trd *r, struct trd_track *t, const struct trd_event *ev)
-{
-	size_t k;
-
-	if (!t->depth) {
-		trd_problem_at(r, "track %" PRIu64 ": unmatched END at ts %" PRIu64
-			       " (nothing open; the importer ignores it)", t->uuid, ev->ts);
-		return;
-	}
-	/* a NULL name matches anything; a name closes the top-most slice of that name */
-	for (k = t->depth; ev->name && k > 0; k--)
-		if (r->m->slices[t->stack[k - 1]].name == ev->name)
-			break;
-	if (ev->name && k == 0) {
-		trd_problem_at(r, "track %" PRIu64 ": END \"%s\" at ts %" PRIu64
-			       " matches no open slice", t->uuid, ev->name, ev->ts);
-		return;
-	}
-	if (ev->name && k != t->depth)
-		trd_problem_at(r, "track %" PRIu64 ": END \"%s\" at ts %" PRIu64 " closes a slice "
-			       "that is not the innermost (misplaced_end_event)", t->uuid, ev->name,
-			       ev->ts);
-	/* the END's args go to the slice it closes (trace processor's SliceTracker::End) */
-	if (ev->self_samples >= 0)
-		r->m->slices[t->stack[(ev->name ? k : t->depth) - 1]].self_samples = ev->self_samples;
-	for (k = ev->name ? k : t->depth; t->depth >= k && t->depth > 0;)
-		trd_close_top(r, t, ev->ts);
-}
-
-static void trd_match_event(struct trd *r, const struct trd_event *ev)
-{
-	struct trd_track *t = pw_table_find(&r->tracks, &ev->uuid);
-
-	if (!t) {
-		trd_problem_at(r, "slice event at ts %" PRIu64 " on track %" PRIu64
-			       " which no TrackDescriptor defines (dropped)", ev->ts, ev->uuid);
-		return;
-	}
-	if (!t->usable)
-		return; /* reported with its descriptor */
-	if (t->kind == TRD_TRACK_COUNTER) {
-		trd_problem_at(r, "slice event at ts %" PRIu64 " on counter track %" PRIu64
-			       " (dropped)", ev->ts, ev->uuid);
-		return;
-	}
-	if (ev->type == TRD_BEGIN)
-		trd_match_begin(r, t, ev);
-	else if (ev->type == TRD_END)
-		trd_match_end(r, t, ev);
-	else if (t->depth < TRD_MAX_DEPTH)
-		trd_slice_open(r, t, ev);
-}
-
-static void trd_match_slices(struct trd *r)
-{
-	size_t i;
-
-	if (r->n_events)
-		qsort(r->events, r->n_events, sizeof(*r->events), trd_cmp_event);
-	for (i = 0; i < r->n_events && !r->oom; i++)
-		trd_match_event(r, &r->events[i]);
-}
-
-static void trd_final_tables(struct trd *r)
-{
-	struct trace_model *m = r->m;
-	size_t i;
-
-	if (r->n_samples) {
-		qsort(r->samples, r->n_samples, sizeof(*r->samples), trd_cmp_sample);
-		m->samples = calloc(r->n_samples, sizeof(*m->samples));
+	m->n_packets = st->n_packets;
+	m->samples_lost = st->samples_lost;
+	m->samples_skipped = st->samples_skipped;
+	m->sample_freq = st->sample_freq;
+	m->has_clock_snapshot = st->has_clock_snapshot;
+	m->first_clock_snapshot = st->first_clock_snapshot;
+	if (b->n_samples) {
+		qsort(b->samples, b->n_samples, sizeof(*b->samples), trd_cmp_sample);
+		m->samples = calloc(b->n_samples, sizeof(*m->samples));
 		if (!m->samples)
-			goto err_oom;
-		for (i = 0; i < r->n_samples; i++)
-			m->samples[i] = r->samples[i].s;
-		m->n_samples = r->n_samples;
+			return -ENOMEM;
+		for (size_t i = 0; i < b->n_samples; i++)
+			m->samples[i] = b->samples[i].s;
+		m->n_samples = b->n_samples;
 	}
-	if (r->n_counters) {
-		qsort(r->counters, r->n_counters, sizeof(*r->counters), trd_cmp_counter);
-		m->counter_values = calloc(r->n_counters, sizeof(*m->counter_values));
+	if (b->n_counters) {
+		qsort(b->counters, b->n_counters, sizeof(*b->counters), trd_cmp_counter);
+		m->counter_values = calloc(b->n_counters, sizeof(*m->counter_values));
 		if (!m->counter_values)
-			goto err_oom;
-		for (i = 0; i < r->n_counters; i++)
-			m->counter_values[i] = r->counters[i].v;
-		m->n_counter_values = r->n_counters;
+			return -ENOMEM;
+		for (size_t i = 0; i < b->n_counters; i++)
+			m->counter_values[i] = b->counters[i].v;
+		m->n_counter_values = b->n_counters;
 	}
-	return;
-err_oom:
-	r->oom = true;
-}
-
-void trd_finish(struct trd *r)
-{
-	struct trace_model_priv *pv = r->m->priv;
-
-	trd_check_clocks(r);
-	trd_match_slices(r);
-	trd_final_tables(r);
-	if (pv->problems_dropped) {
-		struct trace_model *m = r->m;
+	if (b->problems_dropped) {
 		char *line;
 
-		if (asprintf(&line, "... and %zu more problems", pv->problems_dropped) < 0) {
-			r->oom = true;
-			return;
-		}
-		if (!trd_reserve(r, (void **)&m->problems, &pv->cap_problems, m->n_problems,
-				 sizeof(char *))) {
-			free(line);
-			return;
-		}
+		if (trd_grow((void **)&m->problems, &b->cap_problems, m->n_problems,
+			     sizeof(char *)) < 0 ||
+		    asprintf(&line, "... and %zu more problems", b->problems_dropped) < 0)
+			return -ENOMEM;
 		m->problems[m->n_problems++] = line;
 	}
+	return 0;
 }
 
-/* ---- freeing -------------------------------------------------------------- */
+/* ---- entry points ------------------------------------------------------------------ */
 
-static void trd_priv_free(struct trace_model_priv *pv)
+static int trd_model_load(const char *path, const uint8_t *buf, size_t len,
+			  struct trace_model **out)
 {
-	struct trd_chunk *c, *next;
-	size_t i;
+	struct trd_model b = { 0 };
+	struct trace_stream *ts;
+	int ret;
 
-	if (!pv)
-		return;
-	for (c = pv->chunks; c; c = next) {
-		next = c->next;
-		free(c);
+	*out = NULL;
+	b.m = calloc(1, sizeof(*b.m));
+	if (!b.m)
+		return -ENOMEM;
+	/* reorder 0: every slice event is held and sorted once, at the end */
+	ts = trace_stream_new(&trd_model_ops, &b, &(struct trace_stream_opts){ .reorder = 0 });
+	if (!ts) {
+		free(b.m);
+		return -ENOMEM;
 	}
-	for (i = 0; i < pv->n_allocs; i++)
-		free(pv->allocs[i]);
-	free(pv->allocs);
-	free(pv->strs);
-	free(pv->lens);
-	pw_index_free(&pv->str_ix);
-	free(pv);
+	ret = path ? trace_stream_read_file(ts, path) : trace_stream_read_buffer(ts, buf, len);
+	if (!ret)
+		ret = trd_model_tables(&b, trace_stream_get_stats(ts));
+	/* the names, frames and strings the tables point at move to the model */
+	b.m->priv = ((struct trd *)ts)->store;
+	((struct trd *)ts)->store = NULL;
+	trace_stream_free(ts);
+	free(b.samples);
+	free(b.counters);
+	if (ret) {
+		trace_model_free(b.m);
+		return ret < 0 ? ret : -EIO;
+	}
+	*out = b.m;
+	return 0;
+}
+
+int trace_model_load_buffer(const uint8_t *buf, size_t len, struct trace_model **out)
+{
+	return trd_model_load(NULL, buf, len, out);
+}
+
+int trace_model_load(const char *path, struct trace_model **out)
+{
+	return trd_model_load(path, NULL, 0, out);
+}
+
+const char *trace_sample_overhead(const struct trace_sample *s)
+{
+	if (s->n_frames < 2 || strcmp(s->frames[0], PERFETTO_OVERHEAD_ROOT) != 0 ||
+	    !s->frame_mappings[0] || strcmp(s->frame_mappings[0], PERFETTO_OVERHEAD_MAPPING) != 0)
+		return NULL;
+	return s->frames[1];
 }
 
 void trace_model_free(struct trace_model *m)
@@ -431,6 +315,6 @@ void trace_model_free(struct trace_model *m)
 	free(m->func_totals);
 	free(m->process_names);
 	free(m->process_pids);
-	trd_priv_free(m->priv);
+	trd_store_free(m->priv);
 	free(m);
 }

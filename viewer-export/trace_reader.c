@@ -1,19 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Perfetto trace reader, first pass: splits the file into `0A len` records,
- * decodes each TracePacket with protobuf-c and applies the importer's
- * tokenization rules in file order (sequence validity and CLEARED, defaults,
- * per-sequence interning, track reservation, counter and sample checks).
- * The input is hostile: every length is bounded, every iid may be missing.
- * trace_model.c does the end-of-file pass.
+ * Perfetto trace reader, packets: decodes each TracePacket with protobuf-c
+ * and applies the importer's tokenization rules in file order (sequence
+ * validity and CLEARED, defaults, per-sequence interning, incremental
+ * clocks, track reservation, counter and sample checks), then hands the
+ * payload on: slice events to trace_slices.c, everything else to the
+ * stream's callbacks. The input is hostile: every length is bounded, every
+ * iid may be missing. Framing and windows are trace_stream.c's.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "perfetto_trace_subset.pb-c.h"
 #include "viewer-export/perfetto_writer.h"
@@ -351,42 +350,39 @@ static struct trd_stack *trd_resolve_stack(struct trd *r, struct trd_seq *s, uin
 static void trd_perf_sample(struct trd *r, struct trd_seq *s, const trd_packet *p)
 {
 	const Perfetto__Protos__PerfSample *ps = p->perf_sample;
-	struct trd_sample *out;
+	struct trace_stream_sample out = { 0 };
 	struct trd_stack *st = NULL;
 
 	if (ps->has_kernel_records_lost) {
-		uint64_t sum = r->m->samples_lost + ps->kernel_records_lost;
+		uint64_t sum = r->st.samples_lost + ps->kernel_records_lost;
 
-		r->m->samples_lost = sum < r->m->samples_lost ? UINT64_MAX : sum;
+		r->st.samples_lost = sum < r->st.samples_lost ? UINT64_MAX : sum;
 		return;
 	}
 	if (ps->optional_sample_skipped_reason_case) {
-		r->m->samples_skipped++; /* a skip record, not a sample */
+		r->st.samples_skipped++; /* a skip record, not a sample */
 		return;
 	}
 	if (ps->has_callstack_iid && ps->callstack_iid)
 		st = trd_resolve_stack(r, s, ps->callstack_iid);
-	if (!trd_reserve(r, (void **)&r->samples, &r->cap_samples, r->n_samples, sizeof(*out)))
-		return;
-	out = &r->samples[r->n_samples++];
-	memset(out, 0, sizeof(*out));
-	out->order = r->pkt_index;
-	out->s.ts = p->has_timestamp ? p->timestamp : r->latest_ts;
-	out->s.pid = (int32_t)ps->pid;
-	out->s.tid = (int32_t)ps->tid;
-	out->s.cpu = ps->cpu;
+	out.order = r->pkt_index;
+	out.s.ts = p->has_timestamp ? p->timestamp : r->latest_ts;
+	out.s.pid = (int32_t)ps->pid;
+	out.s.tid = (int32_t)ps->tid;
+	out.s.cpu = ps->cpu;
 	if (st) {
-		out->s.n_frames = st->n;
-		out->s.frames = st->frames;
-		out->s.frame_mappings = st->maps;
+		out.s.n_frames = st->n;
+		out.s.frames = st->frames;
+		out.s.frame_mappings = st->maps;
 	}
+	trd_sample_event(r, &out);
 }
 
 static void trd_counter_value(struct trd *r, const trd_packet *p, uint64_t uuid)
 {
 	const Perfetto__Protos__TrackEvent *te = p->track_event;
 	struct trd_track *t = pw_table_find(&r->tracks, &uuid), *parent;
-	struct trd_counter *c;
+	struct trace_counter_value v;
 
 	if (!t || t->kind != TRD_TRACK_COUNTER) {
 		trd_problem(r, "counter value on track %" PRIu64 " before its counter descriptor "
@@ -397,19 +393,17 @@ static void trd_counter_value(struct trd *r, const trd_packet *p, uint64_t uuid)
 		trd_problem(r, "TYPE_COUNTER event without a value (dropped)");
 		return;
 	}
-	if (!trd_reserve(r, (void **)&r->counters, &r->cap_counters, r->n_counters, sizeof(*c)))
-		return;
-	c = &r->counters[r->n_counters++];
-	c->order = r->pkt_index;
-	c->v.track_name = (char *)t->name;
+	v.track_name = (char *)t->name;
 	parent = t->parent_uuid ? pw_table_find(&r->tracks, &t->parent_uuid) : NULL;
-	c->v.pid = parent && parent->kind == TRD_TRACK_PROCESS ? parent->pid : 0;
-	c->v.ts = p->timestamp;
+	v.pid = parent && parent->kind == TRD_TRACK_PROCESS ? parent->pid : 0;
+	v.ts = p->timestamp;
 	if (te->counter_value_field_case ==
 	    PERFETTO__PROTOS__TRACK_EVENT__COUNTER_VALUE_FIELD_COUNTER_VALUE)
-		c->v.value = (double)te->counter_value;
+		v.value = (double)te->counter_value;
 	else
-		c->v.value = te->double_counter_value;
+		v.value = te->double_counter_value;
+	if (r->ops->counter)
+		trd_emitted(r, r->ops->counter(r->ctx, &v, r->pkt_index));
 }
 
 static const char *trd_event_name(struct trd *r, struct trd_seq *s,
@@ -460,7 +454,7 @@ static void trd_func_total(struct trd *r, struct trd_seq *s, const trd_packet *p
 	const struct trd_track *t = pw_table_find(&r->tracks, &uuid);
 	const struct trd_track *parent =
 		t && t->parent_uuid ? pw_table_find(&r->tracks, &t->parent_uuid) : NULL;
-	struct trace_func_total *ft;
+	struct trace_func_total ft_storage = { 0 }, *ft = &ft_storage;
 	static const struct {
 		const char *name;
 		size_t offset;
@@ -477,11 +471,6 @@ static void trd_func_total(struct trd *r, struct trd_seq *s, const trd_packet *p
 		{ "max_ns", offsetof(struct trace_func_total, max_ns) },
 	};
 
-	if (!trd_reserve(r, (void **)&r->m->func_totals, &r->cap_func_totals, r->m->n_func_totals,
-			 sizeof(*ft)))
-		return;
-	ft = &r->m->func_totals[r->m->n_func_totals++];
-	memset(ft, 0, sizeof(*ft));
 	ft->pid = parent ? parent->pid : 0;
 	ft->name = (char *)trd_event_name(r, s, te);
 	for (size_t i = 0; i < te->n_debug_annotations; i++) {
@@ -497,13 +486,15 @@ static void trd_func_total(struct trd *r, struct trd_seq *s, const trd_packet *p
 				memcpy((uint8_t *)ft + fields[k].offset, &a->uint_value,
 				       sizeof(uint64_t));
 	}
+	if (r->ops->func_total)
+		trd_emitted(r, r->ops->func_total(r->ctx, ft));
 }
 
 static void trd_track_event(struct trd *r, struct trd_seq *s, const trd_packet *p)
 {
 	const Perfetto__Protos__TrackEvent *te = p->track_event;
 	int type = te->has_type ? (int)te->type : 0;
-	struct trd_event *ev;
+	struct trd_event ev;
 	uint64_t uuid;
 
 	if (!p->has_timestamp) {
@@ -529,15 +520,13 @@ static void trd_track_event(struct trd *r, struct trd_seq *s, const trd_packet *
 		trd_problem(r, "TrackEvent of type %d (dropped)", type);
 		return;
 	}
-	if (!trd_reserve(r, (void **)&r->events, &r->cap_events, r->n_events, sizeof(*ev)))
-		return;
-	ev = &r->events[r->n_events++];
-	ev->ts = p->timestamp;
-	ev->order = r->pkt_index;
-	ev->uuid = uuid;
-	ev->type = type;
-	ev->name = trd_event_name(r, s, te);
-	ev->self_samples = trd_self_samples_arg(te);
+	ev.ts = p->timestamp;
+	ev.order = r->pkt_index;
+	ev.uuid = uuid;
+	ev.type = type;
+	ev.name = trd_event_name(r, s, te);
+	ev.self_samples = trd_self_samples_arg(te);
+	trd_slice_event(r, &ev);
 }
 
 /* ---- descriptors ------------------------------------------------------------ */
@@ -554,22 +543,29 @@ struct trd_tid_ent {
 struct trd_pid_ent {
 	int32_t pid;
 	uint64_t uuid;
-	size_t index; /* into process_pids / process_names */
+	size_t index; /* the index the process callback got */
 };
+
+uint64_t trd_thread_uuid(const struct trd *r, int32_t pid, int32_t tid)
+{
+	struct trd_tid_key key = { pid, tid };
+	const struct trd_tid_ent *id = pw_table_find(&r->thread_ids, &key);
+
+	return id ? id->uuid : 0;
+}
 
 static void trd_thread_track(struct trd *r, struct trd_track *t,
 			     const Perfetto__Protos__ThreadDescriptor *td, bool is_new)
 {
-	struct trace_model *m = r->m;
 	struct trd_tid_key key = { td->pid, (int32_t)td->tid };
+	struct trace_thread th = { key.pid, key.tid, NULL, t->uuid };
 	struct trd_tid_ent *id;
 	bool id_new;
 
 	if (is_new) {
-		t->model_index = m->n_threads;
+		t->thread_index = r->n_threads++;
 		id = pw_table_get(&r->thread_ids, &key, &id_new);
-		if (!id || !trd_reserve(r, (void **)&m->threads, &r->cap_threads, m->n_threads,
-					sizeof(*m->threads))) {
+		if (!id) {
 			r->oom = true;
 			return;
 		}
@@ -578,20 +574,19 @@ static void trd_thread_track(struct trd *r, struct trd_track *t,
 				    ": the importer creates a second thread", key.pid, key.tid,
 				    id->uuid, t->uuid);
 		id->uuid = t->uuid;
-		m->threads[m->n_threads] = (struct trace_thread){ key.pid, key.tid, NULL, t->uuid };
-		m->n_threads++;
+		trd_slices_thread_described(r, key.pid, key.tid, t->uuid);
 	}
-	if (td->thread_name && t->model_index < m->n_threads)
-		m->threads[t->model_index].name =
-			(char *)trd_str(r, td->thread_name, strlen(td->thread_name));
+	if (td->thread_name)
+		th.name = (char *)trd_str(r, td->thread_name, strlen(td->thread_name));
+	if (r->ops->thread && (is_new || td->thread_name))
+		trd_emitted(r, r->ops->thread(r->ctx, t->thread_index, &th, is_new));
 }
 
 static void trd_process_track(struct trd *r, struct trd_track *t,
 			      const Perfetto__Protos__ProcessDescriptor *pd)
 {
-	struct trace_model *m = r->m;
+	const char *name = NULL;
 	struct trd_pid_ent *e;
-	size_t cap;
 	bool is_new;
 
 	e = pw_table_get(&r->process_ids, &pd->pid, &is_new);
@@ -600,26 +595,16 @@ static void trd_process_track(struct trd *r, struct trd_track *t,
 		return;
 	}
 	if (is_new) {
-		cap = r->cap_processes;
-		if (!trd_reserve(r, (void **)&m->process_pids, &cap, m->n_processes,
-				 sizeof(int32_t)))
-			return;
-		cap = r->cap_processes;
-		if (!trd_reserve(r, (void **)&m->process_names, &cap, m->n_processes,
-				 sizeof(char *)))
-			return;
-		r->cap_processes = cap;
 		e->uuid = t->uuid;
-		e->index = m->n_processes++;
-		m->process_pids[e->index] = pd->pid;
-		m->process_names[e->index] = NULL;
+		e->index = r->n_processes++;
 	} else if (e->uuid != t->uuid) {
 		trd_problem(r, "process %d described by uuids %" PRIu64 " and %" PRIu64
 			    ": the importer creates a second process", pd->pid, e->uuid, t->uuid);
 	}
 	if (pd->process_name)
-		m->process_names[e->index] =
-			(char *)trd_str(r, pd->process_name, strlen(pd->process_name));
+		name = trd_str(r, pd->process_name, strlen(pd->process_name));
+	if (r->ops->process && (is_new || pd->process_name))
+		trd_emitted(r, r->ops->process(r->ctx, e->index, pd->pid, name, is_new));
 }
 
 /* Kind, pid and tid of a descriptor; false (with a problem) if it is unusable. */
@@ -750,9 +735,9 @@ static void trd_clock_snapshot(struct trd *r, const Perfetto__Protos__ClockSnaps
 	size_t i;
 	bool is_new;
 
-	if (!r->m->has_clock_snapshot)
-		r->m->first_clock_snapshot = r->pkt_index;
-	r->m->has_clock_snapshot = 1;
+	if (!r->st.has_clock_snapshot)
+		r->st.first_clock_snapshot = r->pkt_index;
+	r->st.has_clock_snapshot = true;
 	if (cs->n_clocks < 2)
 		trd_problem(r, "ClockSnapshot with %zu clocks (needs at least 2)", cs->n_clocks);
 	for (i = 0; i < cs->n_clocks; i++) {
@@ -810,7 +795,7 @@ static void trd_sequence_state(struct trd *r, struct trd_seq *s, const trd_packe
 		if (d->perf_sample_defaults && d->perf_sample_defaults->timebase &&
 		    d->perf_sample_defaults->timebase->interval_case ==
 			    PERFETTO__PROTOS__PERF_EVENTS__TIMEBASE__INTERVAL_FREQUENCY)
-			r->m->sample_freq = d->perf_sample_defaults->timebase->frequency;
+			r->st.sample_freq = d->perf_sample_defaults->timebase->frequency;
 	}
 	if (p->interned_data && s->valid)
 		trd_intern(r, s, p->interned_data);
@@ -858,28 +843,13 @@ static void trd_tokenize(struct trd *r, const trd_packet *p)
 		trd_perf_sample(r, s, p);
 }
 
-/* ---- framing ------------------------------------------------------------------ */
+/* ---- the packet dispatch ------------------------------------------------------- */
 
-/* 1 read, 0 ran out of bytes, -1 over-long varint. */
-static int trd_varint(const uint8_t *buf, size_t len, size_t *off, uint64_t *v)
-{
-	unsigned shift;
-	size_t i = *off;
-
-	*v = 0;
-	for (shift = 0; shift < 70; shift += 7) {
-		if (i >= len)
-			return 0;
-		*v |= (uint64_t)(buf[i] & 0x7f) << shift;
-		if (!(buf[i++] & 0x80)) {
-			*off = i;
-			return 1;
-		}
-	}
-	return -1;
-}
-
-static void trd_packet_record(struct trd *r, const uint8_t *data, size_t len)
+/*
+ * The one function every top-level TracePacket goes through (its record's
+ * payload, file order): decode, then the importer's per-packet steps.
+ */
+void trd_packet_record(struct trd *r, const uint8_t *data, size_t len)
 {
 	trd_packet *p = perfetto__protos__trace_packet__unpack(NULL, len, data);
 
@@ -887,176 +857,49 @@ static void trd_packet_record(struct trd *r, const uint8_t *data, size_t len)
 		trd_problem(r, "TracePacket does not decode (%zu bytes; skipped)", len);
 		return;
 	}
-	r->m->n_packets++;
+	r->st.n_packets++;
 	trd_tokenize(r, p);
 	perfetto__protos__trace_packet__free_unpacked(p, NULL);
 }
 
-/* Skips a Trace field other than `packet`; false if the framing is broken. */
-static bool trd_skip_field(const uint8_t *buf, size_t len, size_t *off, uint64_t tag)
-{
-	uint64_t v;
+/* ---- set-up and end of file -------------------------------------------------------- */
 
-	switch (tag & 7) {
-	case PWB_VARINT:
-		return trd_varint(buf, len, off, &v) == 1;
-	case PWB_I64:
-		v = 8;
-		break;
-	case PWB_I32:
-		v = 4;
-		break;
-	case PWB_LEN:
-		if (trd_varint(buf, len, off, &v) != 1)
-			return false;
-		break;
-	default:
-		return false;
-	}
-	if (v > len - *off)
-		return false;
-	*off += v;
-	return true;
+void trd_reader_init(struct trd *r)
+{
+	pw_table_init(&r->seqs, sizeof(struct trd_seq), sizeof(uint32_t));
+	pw_table_init(&r->tracks, sizeof(struct trd_track), sizeof(uint64_t));
+	pw_table_init(&r->thread_ids, sizeof(struct trd_tid_ent), sizeof(struct trd_tid_key));
+	pw_table_init(&r->process_ids, sizeof(struct trd_pid_ent), sizeof(int32_t));
+	pw_table_init(&r->clocks_used, 2 * sizeof(uint32_t), sizeof(uint32_t));
+	pw_table_init(&r->clocks_snapshotted, sizeof(uint32_t), sizeof(uint32_t));
 }
 
-static void trd_split(struct trd *r, const uint8_t *buf, size_t len)
+/* Packets in a clock no snapshot relates to the trace's: the importer drops them. */
+void trd_reader_finish(struct trd *r)
 {
-	size_t off = 0, start;
-	uint64_t tag, plen = 0;
-	int rc;
+	uint32_t i;
 
-	if (len && buf[0] != 0x0a)
-		trd_problem_at(r, "first byte is 0x%02x, not 0x0a: not a Perfetto protobuf trace",
-			       buf[0]);
-	for (r->pkt_index = 0; off < len && !r->oom; r->pkt_index++) {
-		start = r->pkt_offset = off;
-		rc = trd_varint(buf, len, &off, &tag);
-		if (rc == 1 && tag == 0x0a)
-			rc = trd_varint(buf, len, &off, &plen);
-		if (rc == 0 || (rc == 1 && tag == 0x0a && plen > len - off)) {
-			trd_problem_at(r, "truncated packet at offset %zu (%zu bytes left)", start,
-				       len - start);
-			return;
-		}
-		if (rc < 0 || tag == 0 || (tag != 0x0a && !trd_skip_field(buf, len, &off, tag))) {
-			trd_problem_at(r, "broken record framing at offset %zu: parsing stops",
-				       start);
-			return;
-		}
-		if (tag != 0x0a) {
-			trd_problem_at(r, "record at offset %zu is Trace field %" PRIu64 ", not a "
-				       "packet (skipped)", start, tag >> 3);
+	for (i = 0; i < r->clocks_used.n; i++) {
+		const uint32_t *e = pw_table_at(&r->clocks_used, i);
+
+		if (e[0] == TRD_CLOCK_BOOTTIME || pw_table_find(&r->clocks_snapshotted, &e[0]))
 			continue;
-		}
-		trd_packet_record(r, buf + off, (size_t)plen);
-		off += plen;
+		trd_problem_at(r, "%" PRIu32 " packets use clock %" PRIu32 ", which no "
+			       "ClockSnapshot contains: the importer drops them "
+			       "(clock_sync_failure)", e[1], e[0]);
 	}
 }
 
-/* ---- entry points --------------------------------------------------------------- */
-
-static void trd_cleanup(struct trd *r)
+void trd_reader_free(struct trd *r)
 {
 	uint32_t i;
 
 	for (i = 0; i < r->seqs.n; i++)
 		trd_seq_free(pw_table_at(&r->seqs, i));
-	for (i = 0; i < r->tracks.n; i++)
-		free(((struct trd_track *)pw_table_at(&r->tracks, i))->stack);
 	pw_table_free(&r->seqs);
 	pw_table_free(&r->tracks);
 	pw_table_free(&r->thread_ids);
 	pw_table_free(&r->process_ids);
 	pw_table_free(&r->clocks_used);
 	pw_table_free(&r->clocks_snapshotted);
-	free(r->events);
-	free(r->samples);
-	free(r->counters);
-}
-
-const char *trace_sample_overhead(const struct trace_sample *s)
-{
-	if (s->n_frames < 2 || strcmp(s->frames[0], PERFETTO_OVERHEAD_ROOT) != 0 ||
-	    !s->frame_mappings[0] || strcmp(s->frame_mappings[0], PERFETTO_OVERHEAD_MAPPING) != 0)
-		return NULL;
-	return s->frames[1];
-}
-
-int trace_model_load_buffer(const uint8_t *buf, size_t len, struct trace_model **out)
-{
-	struct trd r = { 0 };
-
-	*out = NULL;
-	r.m = calloc(1, sizeof(*r.m));
-	if (!r.m)
-		return -ENOMEM;
-	r.m->priv = calloc(1, sizeof(*r.m->priv));
-	if (!r.m->priv) {
-		free(r.m);
-		return -ENOMEM;
-	}
-	pw_table_init(&r.seqs, sizeof(struct trd_seq), sizeof(uint32_t));
-	pw_table_init(&r.tracks, sizeof(struct trd_track), sizeof(uint64_t));
-	pw_table_init(&r.thread_ids, sizeof(struct trd_tid_ent), sizeof(struct trd_tid_key));
-	pw_table_init(&r.process_ids, sizeof(struct trd_pid_ent), sizeof(int32_t));
-	pw_table_init(&r.clocks_used, 2 * sizeof(uint32_t), sizeof(uint32_t));
-	pw_table_init(&r.clocks_snapshotted, sizeof(uint32_t), sizeof(uint32_t));
-	trd_split(&r, buf, len);
-	if (!r.oom)
-		trd_finish(&r);
-	trd_cleanup(&r);
-	if (r.oom) {
-		trace_model_free(r.m);
-		return -ENOMEM;
-	}
-	*out = r.m;
-	return 0;
-}
-
-int trace_model_load(const char *path, struct trace_model **out)
-{
-	size_t len = 0, cap = 1 << 16;
-	uint8_t *buf = malloc(cap), *nb;
-	int fd, ret;
-	ssize_t n;
-
-	*out = NULL;
-	if (!buf)
-		return -ENOMEM;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		ret = -errno;
-		goto err_free_buf;
-	}
-	for (;;) {
-		if (len == cap) {
-			nb = cap > SIZE_MAX / 2 ? NULL : realloc(buf, cap * 2);
-			if (!nb) {
-				ret = -ENOMEM;
-				goto err_close;
-			}
-			buf = nb;
-			cap *= 2;
-		}
-		n = read(fd, buf + len, cap - len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			ret = -errno;
-			goto err_close;
-		}
-		if (n == 0)
-			break;
-		len += (size_t)n;
-	}
-	close(fd);
-	ret = trace_model_load_buffer(buf, len, out);
-	free(buf);
-	return ret;
-
-err_close:
-	close(fd);
-err_free_buf:
-	free(buf);
-	return ret;
 }

@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * State of one trace_model_load: shared by trace_reader.c (framing, packet
- * tokenization in file order, sequences and interning) and trace_model.c
- * (stable strings, problems, and the end-of-file pass: sorting, BEGIN/END
- * matching, model tables). Internal to viewer-export/.
+ * State of one streaming read (trace_stream.h), shared by trace_stream.c
+ * (windows, framing, stable strings, problems, entry points),
+ * trace_reader.c (packet tokenization in file order: sequences, interning,
+ * descriptors, payloads) and trace_slices.c (per-track reorder window,
+ * BEGIN/END matching, sample attribution, end of file). Internal to
+ * viewer-export/.
  */
 #ifndef PROFD_TRACE_READER_INTERNAL_H
 #define PROFD_TRACE_READER_INTERNAL_H
@@ -12,27 +14,30 @@
 
 #include "viewer-export/perfetto_intern.h"
 #include "viewer-export/trace_reader.h"
+#include "viewer-export/trace_stream.h"
 
 #define TRD_MAX_DEPTH 512       /* the importer's SliceTracker kMaxDepth */
-#define TRD_MAX_PROBLEMS 4096
 #define TRD_CLOCK_BOOTTIME 6
 
 enum { TRD_TRACK_OTHER, TRD_TRACK_PROCESS, TRD_TRACK_THREAD, TRD_TRACK_COUNTER };
 enum { TRD_BEGIN = 1, TRD_END = 2, TRD_INSTANT = 3, TRD_COUNTER = 4 };
 
+/*
+ * Storage that outlives the read: interned, stable, NUL-terminated strings
+ * (equal strings share one pointer) and the frames arrays samples share.
+ * trace_model_load hands it to the model (trace_model.priv).
+ */
 struct trace_model_priv {
-	/* interned, stable, NUL-terminated strings */
 	struct pw_index str_ix;
 	char **strs;
 	uint32_t *lens;
 	uint32_t n_strs, cap_strs;
 	struct trd_chunk *chunks;
-	/* frames/frame_mappings arrays shared by samples */
 	void **allocs;
 	size_t n_allocs, cap_allocs;
-	size_t cap_problems, problems_dropped;
 };
 
+/* A track as its descriptor declares it (file order). */
 struct trd_track {
 	uint64_t uuid; /* key */
 	int kind;
@@ -40,12 +45,10 @@ struct trd_track {
 	int32_t pid, tid;
 	uint64_t parent_uuid;
 	const char *name;
-	size_t model_index; /* thread tracks: index into the model's threads */
-	size_t *stack; /* open slices (indexes into the slices array) at EOF */
-	size_t depth, cap;
+	size_t thread_index; /* thread tracks: the index the thread callback got */
 };
 
-/* A slice event kept for the end-of-file pass (the importer sorts first). */
+/* A slice event between tokenization and matching. */
 struct trd_event {
 	uint64_t ts;
 	size_t order;  /* packet index: ties keep file order */
@@ -55,51 +58,77 @@ struct trd_event {
 	int64_t self_samples; /* END: its "self_samples" debug annotation, else -1 */
 };
 
-struct trd_sample {
-	struct trace_sample s;
-	size_t order;
-};
-
-struct trd_counter {
-	struct trace_counter_value v;
-	size_t order;
-};
-
 struct trd {
-	struct trace_model *m;
+	const struct trace_stream_ops *ops;
+	void *ctx;
+	struct trace_stream_opts opts;
+	struct trace_stream_stats st;
+	struct trace_model_priv *store;
+	bool used;                 /* a trace was read: the reader is spent */
 	bool oom;
+	int stop;                  /* a callback's non-zero return: reading stops */
 	size_t pkt_index;          /* current packet (file order) */
 	size_t pkt_offset;         /* its record's offset in the file */
 	uint64_t latest_ts;
 	struct pw_table seqs;      /* struct trd_seq */
 	struct pw_table tracks;    /* struct trd_track */
 	struct pw_table thread_ids; /* (pid, tid) -> uuid */
-	struct pw_table process_ids; /* pid -> uuid, model index */
+	struct pw_table process_ids; /* pid -> uuid, index */
 	struct pw_table clocks_used; /* clock id -> packets */
 	struct pw_table clocks_snapshotted; /* clock id */
-	struct trd_event *events;
-	size_t n_events, cap_events;
-	struct trd_sample *samples;
-	size_t n_samples, cap_samples;
-	struct trd_counter *counters;
-	size_t n_counters, cap_counters;
-	size_t cap_threads, cap_processes, cap_slices, cap_func_totals;
+	size_t n_threads, n_processes;
 	uint64_t totals_uuids[8];  /* tracks named PERFETTO_FUNC_TOTALS_TRACK */
 	size_t n_totals_uuids;
+	/* trace_slices.c */
+	struct pw_table lanes;     /* uuid -> struct trd_lane * */
+	struct trd_event *events;  /* held until the end (opts.reorder 0), then the final merge */
+	size_t n_events, cap_events;
+	size_t events_held;
+	uint64_t next_slice_id;
+	struct trd_sample_heap *orphans; /* samples of threads not described yet */
+	size_t samples_held;
 };
 
-/* trace_model.c */
+/* trace_stream.c */
 /* Grows *arr (elements of `size` bytes) to hold n + 1; false (r->oom set) on ENOMEM. */
 bool trd_reserve(struct trd *r, void **arr, size_t *cap, size_t n, size_t size);
 /* The stable copy of data[0..len) (NUL added), shared by equal strings; NULL on ENOMEM. */
 const char *trd_str(struct trd *r, const void *data, size_t len);
-/* Records a problem, prefixed with the current packet's index and offset. */
+/* Reports a problem, prefixed with the current packet's index and offset. */
 __attribute__((format(printf, 2, 3))) void trd_problem(struct trd *r, const char *fmt, ...);
-/* Records a problem about the file, without the packet prefix. */
+/* Reports a problem about the file or the end-of-file pass, without the packet prefix. */
 __attribute__((format(printf, 2, 3))) void trd_problem_at(struct trd *r, const char *fmt, ...);
-/* Takes ownership of p (freed by trace_model_free); false on ENOMEM (p is freed). */
+/* Takes ownership of p (freed with the strings); false on ENOMEM (p is freed). */
 bool trd_keep(struct trd *r, void *p);
-/* End of file: clock checks, sorting, BEGIN/END matching, final tables. */
-void trd_finish(struct trd *r);
+/* Records a callback's return: the first non-zero one stops the read. */
+static inline void trd_emitted(struct trd *r, int rc)
+{
+	if (rc && !r->stop)
+		r->stop = rc;
+}
+/* Frees the strings and the arrays trd_keep took. */
+void trd_store_free(struct trace_model_priv *pv);
+
+/* trace_reader.c */
+void trd_reader_init(struct trd *r);
+/* Every top-level TracePacket (data[0..len), the record's payload) passes here. */
+void trd_packet_record(struct trd *r, const uint8_t *data, size_t len);
+/* End of file: the clock checks. */
+void trd_reader_finish(struct trd *r);
+void trd_reader_free(struct trd *r);
+/* The thread track uuid of (pid, tid), 0 if none was described. */
+uint64_t trd_thread_uuid(const struct trd *r, int32_t pid, int32_t tid);
+
+/* trace_slices.c */
+void trd_slices_init(struct trd *r);
+/* A BEGIN, END or INSTANT in file order: held, sorted, matched on its track. */
+void trd_slice_event(struct trd *r, const struct trd_event *ev);
+/* A sample in file order: delivered now, or once its thread's slices reach its ts. */
+void trd_sample_event(struct trd *r, struct trace_stream_sample *smp);
+/* A thread track was described: samples waiting for it can go to its lane. */
+void trd_slices_thread_described(struct trd *r, int32_t pid, int32_t tid, uint64_t uuid);
+/* End of file: everything held is matched; open slices go out with dur -1. */
+void trd_slices_finish(struct trd *r);
+void trd_slices_free(struct trd *r);
 
 #endif
