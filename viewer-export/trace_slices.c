@@ -18,7 +18,7 @@
 
 #include "viewer-export/trace_reader_internal.h"
 
-#define TRD_HISTORY_DEFAULT (64 * 1024)
+#define TRD_HISTORY_DEFAULT 4096
 
 struct trd_open {
 	uint64_t id;
@@ -194,6 +194,30 @@ static struct trd_hist *trd_hist_at(const struct trd_lane *l, size_t i)
 	return &l->hist[(l->hist_head + i) % l->hist_cap];
 }
 
+/* Doubles the ring up to opts.history; false when full (or on ENOMEM). */
+static bool trd_hist_grow(struct trd *r, struct trd_lane *l)
+{
+	size_t max = r->opts.history ? r->opts.history : TRD_HISTORY_DEFAULT;
+	size_t cap = l->hist_cap ? l->hist_cap * 2 : 64;
+	struct trd_hist *h;
+
+	if (l->hist_cap >= max)
+		return true; /* the ring turns: the oldest goes */
+	cap = cap < max ? cap : max;
+	h = malloc(cap * sizeof(*h));
+	if (!h) {
+		r->oom = true;
+		return false;
+	}
+	for (size_t i = 0; i < l->hist_n; i++)
+		h[i] = *trd_hist_at(l, i);
+	free(l->hist);
+	l->hist = h;
+	l->hist_cap = cap;
+	l->hist_head = 0;
+	return true;
+}
+
 /* After an event at ts: `begun` is the slice it opened (BEGIN, INSTANT), else NULL. */
 static void trd_hist_note(struct trd *r, struct trd_lane *l, uint64_t ts,
 			  const struct trd_open *begun)
@@ -206,14 +230,8 @@ static void trd_hist_note(struct trd *r, struct trd_lane *l, uint64_t ts,
 	if (!h || h->ts != ts) {
 		struct trd_hist prev = h ? *h : (struct trd_hist){ .after_id = -1 };
 
-		if (!l->hist) {
-			l->hist_cap = r->opts.history ? r->opts.history : TRD_HISTORY_DEFAULT;
-			l->hist = malloc(l->hist_cap * sizeof(*l->hist));
-			if (!l->hist) {
-				r->oom = true;
-				return;
-			}
-		}
+		if (l->hist_n == l->hist_cap && !trd_hist_grow(r, l))
+			return;
 		if (l->hist_n == l->hist_cap) {
 			l->hist_head = (l->hist_head + 1) % l->hist_cap;
 			l->hist_n--;

@@ -86,7 +86,7 @@ struct trace_stream_opts {
 	size_t reorder;
 	/* tell each sample the innermost slice open on its thread (see above) */
 	bool attribute_samples;
-	/* per thread track: timestamps kept for samples that arrive after their slices; 0: 64 Ki */
+	/* per thread track: timestamps kept for samples that come after their slices; 0: 4096 */
 	size_t history;
 };
 

@@ -3,13 +3,16 @@
  * libFuzzer target for viewer-export/trace_reader.c trace_model_load_buffer:
  * the input is a (damaged) Perfetto trace. A damaged trace is not an error,
  * so every input must load (or fail with -ENOMEM) into a model whose indexes
- * and strings hold together. Never exits.
+ * and strings hold together. The same bytes then go through the streaming
+ * reader as `profctl report` uses it (small reorder window, sample
+ * attribution, a short history). Never exits.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "viewer-export/trace_reader.h"
+#include "viewer-export/trace_stream.h"
 
 #define CHECK(cond) ((cond) ? (void)0 : abort())
 #define PROBLEMS_MAX 4096
@@ -63,6 +66,51 @@ static void check_model(const struct trace_model *m)
 	check_samples(m);
 }
 
+static int stream_slice(void *ctx, const struct trace_stream_slice *s)
+{
+	(void)ctx;
+	CHECK(s->dur >= -1);
+	CHECK((s->parent < 0) == (s->depth == 0));
+	CHECK(s->parent < 0 || (uint64_t)s->parent < s->id);
+	if (s->name)
+		(void)strlen(s->name);
+	return 0;
+}
+
+static int stream_sample(void *ctx, const struct trace_stream_sample *s)
+{
+	(void)ctx;
+	CHECK((s->where == TRACE_STREAM_IN_SLICE) == (s->slice_id >= 0));
+	for (size_t f = 0; f < s->s.n_frames; f++)
+		(void)strlen(s->s.frames[f]);
+	return 0;
+}
+
+static int stream_problem(void *ctx, const char *line)
+{
+	(void)ctx;
+	CHECK(line[0] != '\0');
+	return 0;
+}
+
+static void check_stream(const uint8_t *data, size_t size)
+{
+	static const struct trace_stream_ops ops = {
+		.slice = stream_slice,
+		.sample = stream_sample,
+		.problem = stream_problem,
+	};
+	struct trace_stream_opts o = { .reorder = 4, .attribute_samples = true, .history = 8 };
+	struct trace_stream *ts = trace_stream_new(&ops, NULL, &o);
+	int ret;
+
+	if (!ts)
+		return;
+	ret = trace_stream_read_buffer(ts, data, size);
+	CHECK(ret == 0 || ret == -ENOMEM);
+	trace_stream_free(ts);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct trace_model *m = NULL;
@@ -73,5 +121,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (m)
 		check_model(m);
 	trace_model_free(m);
+	check_stream(data, size);
 	return 0;
 }

@@ -42,13 +42,21 @@ actual=$(awk -v m="$pid" -v w="$wtid" '$1 == "slice" && $4 == "fib" {
 	END { for (k in n) print k, n[k] }' "$WORK/dump.txt" | sort)
 check_eq "fib slices per recursion depth match the program's counts" "$actual" "$expected"
 
-# Every nested fib slice's parent is a fib or worker slice on the same thread.
-bad_parents=$(awk '$1 == "slice" { i = NR0++; tid[i] = $2; name[i] = $4; par[i] = $7 }
-	END { bad = 0
-		for (i = 0; i < NR0; i++) if (par[i] >= 0) {
-			p = par[i]; if (tid[p] != tid[i] || (name[p] != "fib" && name[p] != "worker")) bad++ }
-		print bad }' NR0=0 "$WORK/dump.txt")
-check_eq "slice parents are the enclosing calls" "$bad_parents" 0
+# Every nested fib slice sits inside a fib or worker slice one level up on its
+# thread. The dump gives slices as they end: sorted by thread and start (the
+# enclosing call first on a tie), the enclosing slice is the last one seen at
+# depth - 1.
+bad_parents=$(awk '$1 == "slice" { print $2, $5, $3, $6, $4 }' "$WORK/dump.txt" |
+	sort -k1,1n -k2,2n -k3,3n | awk '
+	{ tid = $1; ts = $2; d = $3; dur = $4; name = $5
+	  if (tid != cur) { cur = tid; delete pts; delete pend; delete pname }
+	  if (d > 0) {
+		if (!((d - 1) in pname) || (pname[d - 1] != "fib" && pname[d - 1] != "worker") ||
+		    pts[d - 1] > ts || (dur >= 0 && pend[d - 1] >= 0 && ts + dur > pend[d - 1])) bad++
+	  }
+	  pts[d] = ts; pend[d] = dur < 0 ? -1 : ts + dur; pname[d] = name }
+	END { print bad + 0 }')
+check_eq "slices nest inside the enclosing calls" "$bad_parents" 0
 
 # CPU samples on both threads, with callstacks through main / worker.
 check "samples on the main thread name main" \
