@@ -313,7 +313,8 @@ static void report_functions(struct report *rp)
 	if (report_exact_functions(rp))
 		return;
 	/* the table's order changes: its index is of no use after this */
-	qsort(t->items, t->n, sizeof(*t->items), by_total_desc);
+	if (t->n)
+		qsort(t->items, t->n, sizeof(*t->items), by_total_desc);
 	fprintf(rp->out, "\ninstrumented functions (%zu; self samples: CPU samples taken while it "
 		"was the innermost instrumented call, profiling overhead apart):\n"
 		"%12s %14s %12s %12s  %s\n", t->n, "calls", "total ms", "avg us", "self samples",
@@ -331,7 +332,8 @@ static void report_samples(struct report *rp, const struct trace_stream_stats *s
 	size_t program = rp->n_samples - rp->overhead.samples, shown;
 	struct name_table *t = &rp->leaves;
 
-	qsort(t->items, t->n, sizeof(*t->items), by_count_desc);
+	if (t->n)
+		qsort(t->items, t->n, sizeof(*t->items), by_count_desc);
 	shown = t->n < 15 ? t->n : 15;
 	fprintf(rp->out, "\nhottest sampled functions (the program's own: %zu of %zu samples, "
 		"%" PRIu64 " lost, %" PRIu64 " not unwound):\n", program, rp->n_samples,

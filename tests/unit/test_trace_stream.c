@@ -474,7 +474,9 @@ static int check_same_problems(const uint8_t *buf, size_t len)
 	CHECK_EQ_INT(g.n_problems, m->n_problems);
 	if (g.n_problems != m->n_problems)
 		goto out;
-	want = calloc(m->n_problems + 1, sizeof(*want));
+	if (!g.n_problems)
+		goto out;
+	want = calloc(m->n_problems, sizeof(*want));
 	memcpy(want, m->problems, m->n_problems * sizeof(*want));
 	qsort(want, m->n_problems, sizeof(*want), by_str);
 	qsort(g.problems, g.n_problems, sizeof(*g.problems), by_str);
