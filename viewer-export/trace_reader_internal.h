@@ -77,10 +77,14 @@ struct trd {
 	struct pw_table clocks_used; /* clock id -> packets */
 	struct pw_table clocks_snapshotted; /* clock id */
 	size_t n_threads, n_processes;
+	struct trd_fast *fast;     /* trace_reader.c: the decoded form of profd's hot packets */
+	uint32_t last_seq_id, last_seq_ix;     /* the last sequence looked up (index + 1) */
+	uint32_t last_clock_id, last_clock_ix; /* the last clock noted (index + 1) */
 	uint64_t totals_uuids[8];  /* tracks named PERFETTO_FUNC_TOTALS_TRACK */
 	size_t n_totals_uuids;
 	/* trace_slices.c */
 	struct pw_table lanes;     /* uuid -> struct trd_lane * */
+	struct trd_lane *last_lane; /* the last one looked up */
 	struct trd_event *events;  /* held until the end (opts.reorder 0), then the final merge */
 	size_t n_events, cap_events;
 	size_t events_held;
@@ -108,6 +112,8 @@ static inline void trd_emitted(struct trd *r, int rc)
 }
 /* Frees the strings and the arrays trd_keep took. */
 void trd_store_free(struct trace_model_priv *pv);
+/* A varint at buf[*off] (len bytes in all): 1 read, 0 ran out of bytes, -1 over-long. */
+int trd_varint(const uint8_t *buf, size_t len, size_t *off, uint64_t *v);
 
 /* trace_reader.c */
 void trd_reader_init(struct trd *r);

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Slices while streaming: each track ("lane") holds its slice events in a
- * reorder window (a min-heap by timestamp and file order, as the importer's
- * sorter would order them), matches BEGIN/END on its stack as events leave
+ * reorder window (kept sorted by timestamp and file order, as the importer's
+ * sorter would order them: appending is the usual case, since writers put a
+ * track's events in order), matches BEGIN/END on its stack as events leave
  * the window, and delivers each slice when it ends (open ones at the end of
  * the file). With attribution on, samples wait on their thread's lane until
  * its events pass their timestamp, or look back in its history of recent
@@ -46,8 +47,8 @@ struct trd_sample_heap {
 
 struct trd_lane {
 	uint64_t uuid;
-	struct trd_event *heap;    /* the reorder window, a min-heap */
-	size_t n_heap, cap_heap;
+	struct trd_event *win;     /* the reorder window: win[head..tail), sorted */
+	size_t head, tail, cap_win;
 	bool released;             /* an event left the window: last_ts is set */
 	uint64_t last_ts;
 	int32_t pid, tid;          /* of its track, for the slices it delivers */
@@ -78,42 +79,45 @@ static int trd_cmp_event(const void *a, const void *b)
 	return trd_cmp_ts_order(x->ts, x->order, y->ts, y->order);
 }
 
-/* ---- heaps ------------------------------------------------------------------ */
+/* ---- the reorder window ---------------------------------------------------------- */
 
-static bool trd_ev_less(const struct trd_event *a, const struct trd_event *b)
+/*
+ * Puts ev in l's window at its place: after every event of the same ts or
+ * earlier (ev came later in the file). Room is made by sliding the window
+ * back to the start of its array, so each event moves O(1) times on average.
+ */
+static bool trd_win_insert(struct trd *r, struct trd_lane *l, const struct trd_event *ev)
 {
-	return trd_cmp_ts_order(a->ts, a->order, b->ts, b->order) < 0;
-}
+	size_t lo = l->head, hi = l->tail;
 
-static void trd_ev_push(struct trd_event *h, size_t n, const struct trd_event *ev)
-{
-	size_t i = n;
-
-	while (i > 0 && trd_ev_less(ev, &h[(i - 1) / 2])) {
-		h[i] = h[(i - 1) / 2];
-		i = (i - 1) / 2;
+	if (l->tail == l->cap_win) {
+		if (l->head && l->head >= l->tail - l->head) { /* as many dead as live: slide */
+			memmove(l->win, l->win + l->head, (l->tail - l->head) * sizeof(*l->win));
+			l->tail -= l->head;
+			l->head = 0;
+		} else if (!trd_reserve(r, (void **)&l->win, &l->cap_win, l->tail,
+					sizeof(*l->win))) {
+			return false;
+		}
+		lo = l->head;
+		hi = l->tail;
 	}
-	h[i] = *ev;
-}
+	if (lo < hi && l->win[hi - 1].ts > ev->ts) { /* out of order: find its place */
+		while (lo < hi) {
+			size_t mid = lo + (hi - lo) / 2;
 
-/* Removes the smallest of h[0..n) into *out; n is the size before. */
-static void trd_ev_pop(struct trd_event *h, size_t n, struct trd_event *out)
-{
-	struct trd_event last = h[n - 1];
-	size_t i = 0, c;
-
-	*out = h[0];
-	n--;
-	while ((c = 2 * i + 1) < n) {
-		if (c + 1 < n && trd_ev_less(&h[c + 1], &h[c]))
-			c++;
-		if (!trd_ev_less(&h[c], &last))
-			break;
-		h[i] = h[c];
-		i = c;
+			if (l->win[mid].ts <= ev->ts)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		memmove(l->win + lo + 1, l->win + lo, (l->tail - lo) * sizeof(*l->win));
+	} else {
+		lo = l->tail;
 	}
-	if (n)
-		h[i] = last;
+	l->win[lo] = *ev;
+	l->tail++;
+	return true;
 }
 
 static bool trd_smp_less(const struct trace_stream_sample *a, const struct trace_stream_sample *b)
@@ -162,6 +166,8 @@ static struct trd_lane *trd_lane_get(struct trd *r, uint64_t uuid)
 	struct trd_lane_ent *e;
 	bool is_new;
 
+	if (r->last_lane && r->last_lane->uuid == uuid)
+		return r->last_lane;
 	e = pw_table_get(&r->lanes, &uuid, &is_new);
 	if (!e) {
 		r->oom = true;
@@ -175,12 +181,13 @@ static struct trd_lane *trd_lane_get(struct trd *r, uint64_t uuid)
 		}
 		e->lane->uuid = uuid;
 	}
+	r->last_lane = e->lane;
 	return e->lane;
 }
 
 static void trd_lane_free(struct trd_lane *l)
 {
-	free(l->heap);
+	free(l->win);
 	free(l->stack);
 	free(l->pending.v);
 	free(l->hist);
@@ -507,13 +514,12 @@ void trd_slice_event(struct trd *r, const struct trd_event *ev)
 		trd_dispatch(r, l, ev);
 		return;
 	}
-	if (!trd_reserve(r, (void **)&l->heap, &l->cap_heap, l->n_heap, sizeof(*l->heap)))
+	if (!trd_win_insert(r, l, ev))
 		return;
-	trd_ev_push(l->heap, l->n_heap++, ev);
 	trd_note_held(r, 1);
-	if (l->n_heap <= r->opts.reorder)
+	if (l->tail - l->head <= r->opts.reorder)
 		return;
-	trd_ev_pop(l->heap, l->n_heap--, &out);
+	out = l->win[l->head++];
 	trd_note_held(r, -1);
 	trd_dispatch(r, l, &out);
 }
@@ -527,13 +533,13 @@ static void trd_drain_events(struct trd *r)
 
 	for (i = 0; i < r->lanes.n && !r->oom; i++) {
 		l = ((struct trd_lane_ent *)pw_table_at(&r->lanes, i))->lane;
-		for (k = 0; k < l->n_heap; k++) {
+		for (k = l->head; k < l->tail; k++) {
 			if (!trd_reserve(r, (void **)&r->events, &r->cap_events, r->n_events,
 					 sizeof(*r->events)))
 				return;
-			r->events[r->n_events++] = l->heap[k];
+			r->events[r->n_events++] = l->win[k];
 		}
-		l->n_heap = 0;
+		l->head = l->tail = 0;
 	}
 	if (r->n_events)
 		qsort(r->events, r->n_events, sizeof(*r->events), trd_cmp_event);

@@ -285,8 +285,7 @@ out:
 
 /* ---- framing ------------------------------------------------------------------ */
 
-/* 1 read, 0 ran out of bytes, -1 over-long varint. */
-static int trd_varint(const uint8_t *buf, size_t len, size_t *off, uint64_t *v)
+int trd_varint(const uint8_t *buf, size_t len, size_t *off, uint64_t *v)
 {
 	unsigned shift;
 	size_t i = *off;

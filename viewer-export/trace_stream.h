@@ -88,6 +88,8 @@ struct trace_stream_opts {
 	bool attribute_samples;
 	/* per thread track: timestamps kept for samples that come after their slices; 0: 4096 */
 	size_t history;
+	/* tests: decode every packet with protobuf-c, none by the hot-packet decoder */
+	bool no_fast_decode;
 };
 
 struct trace_stream_stats {

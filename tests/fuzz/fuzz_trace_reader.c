@@ -66,9 +66,22 @@ static void check_model(const struct trace_model *m)
 	check_samples(m);
 }
 
+/* What a stream delivered, folded into one number (FNV-1a). */
+static void fold(uint64_t *h, const void *data, size_t len)
+{
+	for (size_t i = 0; i < len; i++)
+		*h = (*h ^ ((const uint8_t *)data)[i]) * 0x100000001b3ull;
+}
+
 static int stream_slice(void *ctx, const struct trace_stream_slice *s)
 {
-	(void)ctx;
+	const char *name = s->name ? s->name : "";
+
+	fold(ctx, &s->ts, sizeof(s->ts));
+	fold(ctx, &s->dur, sizeof(s->dur));
+	fold(ctx, &s->parent, sizeof(s->parent));
+	fold(ctx, &s->depth, sizeof(s->depth));
+	fold(ctx, name, strlen(name) + 1);
 	CHECK(s->dur >= -1);
 	CHECK((s->parent < 0) == (s->depth == 0));
 	CHECK(s->parent < 0 || (uint64_t)s->parent < s->id);
@@ -79,7 +92,8 @@ static int stream_slice(void *ctx, const struct trace_stream_slice *s)
 
 static int stream_sample(void *ctx, const struct trace_stream_sample *s)
 {
-	(void)ctx;
+	fold(ctx, &s->s.ts, sizeof(s->s.ts));
+	fold(ctx, &s->slice_id, sizeof(s->slice_id));
 	CHECK((s->where == TRACE_STREAM_IN_SLICE) == (s->slice_id >= 0));
 	for (size_t f = 0; f < s->s.n_frames; f++)
 		(void)strlen(s->s.frames[f]);
@@ -88,27 +102,42 @@ static int stream_sample(void *ctx, const struct trace_stream_sample *s)
 
 static int stream_problem(void *ctx, const char *line)
 {
-	(void)ctx;
+	fold(ctx, line, strlen(line) + 1);
 	CHECK(line[0] != '\0');
 	return 0;
 }
 
-static void check_stream(const uint8_t *data, size_t size)
+/* The stream's deliveries, folded; *ret its return. */
+static uint64_t stream(const uint8_t *data, size_t size, bool no_fast_decode, int *ret)
 {
 	static const struct trace_stream_ops ops = {
 		.slice = stream_slice,
 		.sample = stream_sample,
 		.problem = stream_problem,
 	};
-	struct trace_stream_opts o = { .reorder = 4, .attribute_samples = true, .history = 8 };
-	struct trace_stream *ts = trace_stream_new(&ops, NULL, &o);
-	int ret;
+	struct trace_stream_opts o = { .reorder = 4, .attribute_samples = true, .history = 8,
+				       .no_fast_decode = no_fast_decode };
+	uint64_t h = 0xcbf29ce484222325ull;
+	struct trace_stream *ts = trace_stream_new(&ops, &h, &o);
 
+	*ret = -ENOMEM;
 	if (!ts)
-		return;
-	ret = trace_stream_read_buffer(ts, data, size);
-	CHECK(ret == 0 || ret == -ENOMEM);
+		return 0;
+	*ret = trace_stream_read_buffer(ts, data, size);
+	CHECK(*ret == 0 || *ret == -ENOMEM);
 	trace_stream_free(ts);
+	return h;
+}
+
+/* The hot-packet decoder must deliver exactly what protobuf-c's decoding does. */
+static void check_stream(const uint8_t *data, size_t size)
+{
+	int ret_fast, ret_slow;
+	uint64_t fast = stream(data, size, false, &ret_fast);
+	uint64_t slow = stream(data, size, true, &ret_slow);
+
+	if (ret_fast == 0 && ret_slow == 0)
+		CHECK(fast == slow);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
