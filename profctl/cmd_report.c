@@ -121,8 +121,6 @@ static void name_table_free(struct name_table *t)
 struct report {
 	FILE *out;
 	size_t n_slices, n_samples;
-	struct trace_thread *threads;
-	size_t n_threads, cap_threads;
 	struct name_table funcs;   /* slices by name */
 	struct name_table leaves;  /* the program's samples by leaf frame */
 	struct trace_func_total *totals; /* the tid-0 rows: over all threads */
@@ -140,8 +138,6 @@ static bool report_grow(void **arr, size_t *cap, size_t n, size_t size)
 
 	if (n < *cap)
 		return true;
-	while (ncap <= n)
-		ncap *= 2;
 	p = realloc(*arr, ncap * size);
 	if (!p)
 		return false;
@@ -153,21 +149,6 @@ static bool report_grow(void **arr, size_t *cap, size_t n, size_t size)
 static const char *or_unnamed(const char *name)
 {
 	return name ? name : "?";
-}
-
-static int report_thread(void *ctx, size_t index, const struct trace_thread *t, bool is_new)
-{
-	struct report *rp = ctx;
-
-	if (is_new) {
-		if (!report_grow((void **)&rp->threads, &rp->cap_threads, index, sizeof(*t)))
-			return -ENOMEM;
-		rp->threads[index] = *t;
-		rp->n_threads = index + 1;
-	} else if (t->name && index < rp->n_threads) {
-		rp->threads[index].name = t->name;
-	}
-	return 0;
 }
 
 static int report_slice(void *ctx, const struct trace_stream_slice *s)
@@ -347,16 +328,18 @@ static void report_samples(struct report *rp, const struct trace_stream_stats *s
 			st->samples_too_late);
 }
 
-static void report_human(struct report *rp, const char *path, const struct trace_stream_stats *st)
+static void report_human(struct report *rp, const char *path, const struct trace_stream *ts)
 {
+	const struct trace_stream_stats *st = trace_stream_get_stats(ts);
 	FILE *out = rp->out;
+	size_t n_threads;
+	const struct trace_thread *th = trace_stream_threads(ts, &n_threads);
 
 	fprintf(out, "%s: %zu packets, %zu threads, %zu slices, %zu samples\n", path,
-		st->n_packets, rp->n_threads, rp->n_slices, rp->n_samples);
+		st->n_packets, n_threads, rp->n_slices, rp->n_samples);
 	fprintf(out, "\nthreads:\n");
-	for (size_t i = 0; i < rp->n_threads; i++)
-		fprintf(out, "  %d/%d %s\n", rp->threads[i].pid, rp->threads[i].tid,
-			rp->threads[i].name ? rp->threads[i].name : "");
+	for (size_t i = 0; i < n_threads; i++)
+		fprintf(out, "  %d/%d %s\n", th[i].pid, th[i].tid, th[i].name ? th[i].name : "");
 	report_functions(rp);
 	rp->overhead.of_samples = rp->n_samples;
 	rp->overhead.freq_hz = st->sample_freq;
@@ -370,7 +353,6 @@ static void report_human(struct report *rp, const char *path, const struct trace
 }
 
 static const struct trace_stream_ops report_ops = {
-	.thread = report_thread,
 	.slice = report_slice,
 	.sample = report_sample,
 	.func_total = report_func_total,
@@ -455,7 +437,6 @@ static void report_free(struct report *rp)
 {
 	for (size_t i = 0; i < rp->n_problems && i < REPORT_PROBLEMS_SHOWN; i++)
 		free(rp->problems[i]);
-	free(rp->threads);
 	free(rp->totals);
 	name_table_free(&rp->funcs);
 	name_table_free(&rp->leaves);
@@ -477,7 +458,7 @@ int profctl_report(const char *path, FILE *out, const struct profctl_report_opts
 		return -ENOMEM;
 	err = trace_stream_read_file(ts, path);
 	if (!err && !o->dump)
-		report_human(&rp, path, trace_stream_get_stats(ts));
+		report_human(&rp, path, ts);
 	if (o->stats)
 		*o->stats = *trace_stream_get_stats(ts);
 	trace_stream_free(ts);

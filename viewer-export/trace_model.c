@@ -17,6 +17,7 @@
 
 #define TRD_MAX_PROBLEMS 4096
 
+/* The payload first: trd_sorted_copy copies it out. */
 struct trd_model_sample {
 	struct trace_sample s;
 	size_t order;
@@ -32,7 +33,7 @@ struct trd_model {
 	struct trd_model_sample *samples;
 	struct trd_model_counter *counters;
 	size_t n_samples, n_counters;
-	size_t cap_samples, cap_counters, cap_threads, cap_processes, cap_slices, cap_totals;
+	size_t cap_samples, cap_counters, cap_slices, cap_totals;
 	size_t cap_problems, problems_dropped;
 };
 
@@ -58,44 +59,6 @@ static int trd_grow(void **arr, size_t *cap, size_t n, size_t size)
 }
 
 /* ---- what the stream delivers --------------------------------------------------- */
-
-static int trd_model_process(void *ctx, size_t index, int32_t pid, const char *name, bool is_new)
-{
-	struct trd_model *b = ctx;
-	struct trace_model *m = b->m;
-	size_t cap = b->cap_processes;
-
-	if (is_new) {
-		if (trd_grow((void **)&m->process_pids, &cap, index, sizeof(int32_t)) < 0)
-			return -ENOMEM;
-		cap = b->cap_processes;
-		if (trd_grow((void **)&m->process_names, &cap, index, sizeof(char *)) < 0)
-			return -ENOMEM;
-		b->cap_processes = cap;
-		m->process_pids[index] = pid;
-		m->process_names[index] = NULL;
-		m->n_processes = index + 1;
-	}
-	if (name && index < m->n_processes)
-		m->process_names[index] = (char *)name;
-	return 0;
-}
-
-static int trd_model_thread(void *ctx, size_t index, const struct trace_thread *t, bool is_new)
-{
-	struct trd_model *b = ctx;
-	struct trace_model *m = b->m;
-
-	if (is_new) {
-		if (trd_grow((void **)&m->threads, &b->cap_threads, index, sizeof(*t)) < 0)
-			return -ENOMEM;
-		m->threads[index] = *t;
-		m->n_threads = index + 1;
-	} else if (t->name && index < m->n_threads) {
-		m->threads[index].name = t->name;
-	}
-	return 0;
-}
 
 /* Unbounded window: slices open in (ts, file order), so a slice's id is its index. */
 static int trd_model_slice(void *ctx, const struct trace_stream_slice *s)
@@ -173,8 +136,6 @@ static int trd_model_problem(void *ctx, const char *line)
 }
 
 static const struct trace_stream_ops trd_model_ops = {
-	.process = trd_model_process,
-	.thread = trd_model_thread,
 	.slice = trd_model_slice,
 	.sample = trd_model_sample,
 	.counter = trd_model_counter,
@@ -183,13 +144,6 @@ static const struct trace_stream_ops trd_model_ops = {
 };
 
 /* ---- the end: sorted tables -------------------------------------------------------- */
-
-static int trd_cmp_ts_order(uint64_t ts_a, size_t ord_a, uint64_t ts_b, size_t ord_b)
-{
-	if (ts_a != ts_b)
-		return ts_a < ts_b ? -1 : 1;
-	return ord_a < ord_b ? -1 : ord_a > ord_b;
-}
 
 static int trd_cmp_sample(const void *a, const void *b)
 {
@@ -205,6 +159,24 @@ static int trd_cmp_counter(const void *a, const void *b)
 	return trd_cmp_ts_order(x->v.ts, x->order, y->v.ts, y->order);
 }
 
+/*
+ * Sorts n entries of `size` bytes (their payload of `out_size` bytes first)
+ * and copies the payloads into a new array *out. -ENOMEM.
+ */
+static int trd_sorted_copy(void *in, size_t n, size_t size, int (*cmp)(const void *, const void *),
+			   void **out, size_t out_size)
+{
+	if (!n)
+		return 0;
+	qsort(in, n, size, cmp);
+	*out = calloc(n, out_size);
+	if (!*out)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++)
+		memcpy((char *)*out + i * out_size, (char *)in + i * size, out_size);
+	return 0;
+}
+
 static int trd_model_tables(struct trd_model *b, const struct trace_stream_stats *st)
 {
 	struct trace_model *m = b->m;
@@ -215,24 +187,14 @@ static int trd_model_tables(struct trd_model *b, const struct trace_stream_stats
 	m->sample_freq = st->sample_freq;
 	m->has_clock_snapshot = st->has_clock_snapshot;
 	m->first_clock_snapshot = st->first_clock_snapshot;
-	if (b->n_samples) {
-		qsort(b->samples, b->n_samples, sizeof(*b->samples), trd_cmp_sample);
-		m->samples = calloc(b->n_samples, sizeof(*m->samples));
-		if (!m->samples)
-			return -ENOMEM;
-		for (size_t i = 0; i < b->n_samples; i++)
-			m->samples[i] = b->samples[i].s;
-		m->n_samples = b->n_samples;
-	}
-	if (b->n_counters) {
-		qsort(b->counters, b->n_counters, sizeof(*b->counters), trd_cmp_counter);
-		m->counter_values = calloc(b->n_counters, sizeof(*m->counter_values));
-		if (!m->counter_values)
-			return -ENOMEM;
-		for (size_t i = 0; i < b->n_counters; i++)
-			m->counter_values[i] = b->counters[i].v;
-		m->n_counter_values = b->n_counters;
-	}
+	if (trd_sorted_copy(b->samples, b->n_samples, sizeof(*b->samples), trd_cmp_sample,
+			    (void **)&m->samples, sizeof(*m->samples)) < 0)
+		return -ENOMEM;
+	m->n_samples = b->n_samples;
+	if (trd_sorted_copy(b->counters, b->n_counters, sizeof(*b->counters), trd_cmp_counter,
+			    (void **)&m->counter_values, sizeof(*m->counter_values)) < 0)
+		return -ENOMEM;
+	m->n_counter_values = b->n_counters;
 	if (b->problems_dropped) {
 		char *line;
 
@@ -243,6 +205,21 @@ static int trd_model_tables(struct trd_model *b, const struct trace_stream_stats
 		m->problems[m->n_problems++] = line;
 	}
 	return 0;
+}
+
+/* The reader's threads, processes and strings (which the tables point at) move to m. */
+static void trd_model_take(struct trace_model *m, struct trd *r)
+{
+	m->threads = r->threads;
+	m->n_threads = r->n_threads;
+	m->process_pids = r->process_pids;
+	m->process_names = r->process_names;
+	m->n_processes = r->n_processes;
+	m->priv = r->store;
+	r->threads = NULL;
+	r->process_pids = NULL;
+	r->process_names = NULL;
+	r->store = NULL;
 }
 
 /* ---- entry points ------------------------------------------------------------------ */
@@ -267,9 +244,7 @@ static int trd_model_load(const char *path, const uint8_t *buf, size_t len,
 	ret = path ? trace_stream_read_file(ts, path) : trace_stream_read_buffer(ts, buf, len);
 	if (!ret)
 		ret = trd_model_tables(&b, trace_stream_get_stats(ts));
-	/* the names, frames and strings the tables point at move to the model */
-	b.m->priv = ((struct trd *)ts)->store;
-	((struct trd *)ts)->store = NULL;
+	trd_model_take(b.m, (struct trd *)ts);
 	trace_stream_free(ts);
 	free(b.samples);
 	free(b.counters);

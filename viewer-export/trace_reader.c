@@ -570,12 +570,14 @@ static void trd_thread_track(struct trd *r, struct trd_track *t,
 	bool id_new;
 
 	if (is_new) {
-		t->thread_index = r->n_threads++;
 		id = pw_table_get(&r->thread_ids, &key, &id_new);
-		if (!id) {
+		if (!id || !trd_reserve(r, (void **)&r->threads, &r->cap_threads, r->n_threads,
+					sizeof(*r->threads))) {
 			r->oom = true;
 			return;
 		}
+		t->thread_index = r->n_threads;
+		r->threads[r->n_threads++] = th;
 		if (!id_new && id->uuid != t->uuid)
 			trd_problem(r, "thread %d/%d described by uuids %" PRIu64 " and %" PRIu64
 				    ": the importer creates a second thread", key.pid, key.tid,
@@ -583,8 +585,11 @@ static void trd_thread_track(struct trd *r, struct trd_track *t,
 		id->uuid = t->uuid;
 		trd_slices_thread_described(r, key.pid, key.tid, t->uuid);
 	}
-	if (td->thread_name)
+	if (td->thread_name) {
 		th.name = (char *)trd_str(r, td->thread_name, strlen(td->thread_name));
+		if (t->thread_index < r->n_threads)
+			r->threads[t->thread_index].name = th.name;
+	}
 	if (r->ops->thread && (is_new || td->thread_name))
 		trd_emitted(r, r->ops->thread(r->ctx, t->thread_index, &th, is_new));
 }
@@ -594,6 +599,7 @@ static void trd_process_track(struct trd *r, struct trd_track *t,
 {
 	const char *name = NULL;
 	struct trd_pid_ent *e;
+	size_t cap;
 	bool is_new;
 
 	e = pw_table_get(&r->process_ids, &pd->pid, &is_new);
@@ -602,14 +608,27 @@ static void trd_process_track(struct trd *r, struct trd_track *t,
 		return;
 	}
 	if (is_new) {
+		cap = r->cap_processes;
+		if (!trd_reserve(r, (void **)&r->process_pids, &cap, r->n_processes,
+				 sizeof(int32_t)))
+			return;
+		cap = r->cap_processes;
+		if (!trd_reserve(r, (void **)&r->process_names, &cap, r->n_processes,
+				 sizeof(char *)))
+			return;
+		r->cap_processes = cap;
 		e->uuid = t->uuid;
 		e->index = r->n_processes++;
+		r->process_pids[e->index] = pd->pid;
+		r->process_names[e->index] = NULL;
 	} else if (e->uuid != t->uuid) {
 		trd_problem(r, "process %d described by uuids %" PRIu64 " and %" PRIu64
 			    ": the importer creates a second process", pd->pid, e->uuid, t->uuid);
 	}
-	if (pd->process_name)
+	if (pd->process_name) {
 		name = trd_str(r, pd->process_name, strlen(pd->process_name));
+		r->process_names[e->index] = (char *)name;
+	}
 	if (r->ops->process && (is_new || pd->process_name))
 		trd_emitted(r, r->ops->process(r->ctx, e->index, pd->pid, name, is_new));
 }
@@ -979,4 +998,7 @@ void trd_reader_free(struct trd *r)
 	pw_table_free(&r->clocks_used);
 	pw_table_free(&r->clocks_snapshotted);
 	free(r->fast);
+	free(r->threads);
+	free(r->process_pids);
+	free(r->process_names);
 }

@@ -2,9 +2,11 @@
 /*
  * Reads a Perfetto protobuf trace (the subset profd writes) back into tables,
  * applying the importer's rules (sequences, CLEARED, interning per sequence,
- * BEGIN/END stack matching per track, callstacks root first). Used by
- * `profctl report` and by the tests; every violation of a rule the real
- * importer enforces is recorded in `problems` instead of being papered over.
+ * BEGIN/END stack matching per track, callstacks root first). Built on the
+ * streaming reader (trace_stream.h), holding what it delivers: memory grows
+ * with the trace, so `profctl report` streams instead; the tests and the
+ * fuzzer use the tables. Every violation of a rule the real importer
+ * enforces is recorded in `problems` instead of being papered over.
  */
 #ifndef PROFD_TRACE_READER_H
 #define PROFD_TRACE_READER_H

@@ -76,7 +76,11 @@ struct trd {
 	struct pw_table process_ids; /* pid -> uuid, index */
 	struct pw_table clocks_used; /* clock id -> packets */
 	struct pw_table clocks_snapshotted; /* clock id */
-	size_t n_threads, n_processes;
+	struct trace_thread *threads; /* described so far, file order, latest names */
+	size_t n_threads, cap_threads;
+	int32_t *process_pids;     /* likewise, with process_names beside */
+	char **process_names;
+	size_t n_processes, cap_processes;
 	struct trd_fast *fast;     /* trace_reader.c: the decoded form of profd's hot packets */
 	uint32_t last_seq_id, last_seq_ix;     /* the last sequence looked up (index + 1) */
 	uint32_t last_clock_id, last_clock_ix; /* the last clock noted (index + 1) */
@@ -92,6 +96,14 @@ struct trd {
 	struct trd_sample_heap *orphans; /* samples of threads not described yet */
 	size_t samples_held;
 };
+
+/* The importer's order: timestamp, then file order. */
+static inline int trd_cmp_ts_order(uint64_t ts_a, size_t ord_a, uint64_t ts_b, size_t ord_b)
+{
+	if (ts_a != ts_b)
+		return ts_a < ts_b ? -1 : 1;
+	return ord_a < ord_b ? -1 : ord_a > ord_b;
+}
 
 /* trace_stream.c */
 /* Grows *arr (elements of `size` bytes) to hold n + 1; false (r->oom set) on ENOMEM. */

@@ -65,13 +65,6 @@ struct trd_lane_ent {
 	struct trd_lane *lane;
 };
 
-static int trd_cmp_ts_order(uint64_t ts_a, size_t ord_a, uint64_t ts_b, size_t ord_b)
-{
-	if (ts_a != ts_b)
-		return ts_a < ts_b ? -1 : 1;
-	return ord_a < ord_b ? -1 : ord_a > ord_b;
-}
-
 static int trd_cmp_event(const void *a, const void *b)
 {
 	const struct trd_event *x = a, *y = b;

@@ -503,6 +503,12 @@ const struct trace_stream_stats *trace_stream_get_stats(const struct trace_strea
 	return &((const struct trd *)ts)->st;
 }
 
+const struct trace_thread *trace_stream_threads(const struct trace_stream *ts, size_t *n)
+{
+	*n = ((const struct trd *)ts)->n_threads;
+	return ((const struct trd *)ts)->threads;
+}
+
 void trace_stream_free(struct trace_stream *ts)
 {
 	struct trd *r = (struct trd *)ts;

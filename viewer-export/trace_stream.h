@@ -124,6 +124,8 @@ struct trace_stream *trace_stream_new(const struct trace_stream_ops *ops, void *
 int trace_stream_read_file(struct trace_stream *ts, const char *path);
 int trace_stream_read_buffer(struct trace_stream *ts, const uint8_t *buf, size_t len);
 const struct trace_stream_stats *trace_stream_get_stats(const struct trace_stream *ts);
+/* The threads described so far, in file order, each with its latest name. */
+const struct trace_thread *trace_stream_threads(const struct trace_stream *ts, size_t *n);
 void trace_stream_free(struct trace_stream *ts);
 
 #endif

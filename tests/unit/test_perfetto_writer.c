@@ -23,8 +23,8 @@
 #define PID 4242
 
 typedef Perfetto__Protos__TracePacket packet_t;
-#define SEQ_ID_CASE \
-	PERFETTO__PROTOS__TRACE_PACKET__OPTIONAL_TRUSTED_PACKET_SEQUENCE_ID_TRUSTED_PACKET_SEQUENCE_ID
+
+#include "tests/unit/trace_hand.h"
 
 /* ---- helpers ----------------------------------------------------------------- */
 
@@ -932,68 +932,10 @@ static void test_mutated_trace_does_not_crash(void)
 
 /* ---- reader: the importer's rules on hand-made packets ------------------------------ */
 
-struct hand {
-	uint8_t buf[16384];
-	size_t len;
-};
-
-static void hand_put(struct hand *h, const packet_t *p)
-{
-	size_t n = perfetto__protos__trace_packet__get_packed_size(p);
-
-	CHECK(n < 128 && h->len + n + 2 <= sizeof(h->buf));
-	h->buf[h->len++] = 0x0a;
-	h->buf[h->len++] = (uint8_t)n;
-	h->len += perfetto__protos__trace_packet__pack(p, h->buf + h->len);
-}
-
-static void hand_seq(packet_t *p, uint32_t seq)
-{
-	p->optional_trusted_packet_sequence_id_case = SEQ_ID_CASE;
-	p->trusted_packet_sequence_id = seq;
-}
-
-/* A thread descriptor (uuid 5, PID/PID) that also clears sequence 1. */
-static void hand_thread(struct hand *h)
-{
-	Perfetto__Protos__ThreadDescriptor td = PERFETTO__PROTOS__THREAD_DESCRIPTOR__INIT;
-	Perfetto__Protos__TrackDescriptor d = PERFETTO__PROTOS__TRACK_DESCRIPTOR__INIT;
-	packet_t p = PERFETTO__PROTOS__TRACE_PACKET__INIT;
-
-	td.has_pid = td.has_tid = 1;
-	td.pid = td.tid = PID;
-	d.has_uuid = 1;
-	d.uuid = 5;
-	d.thread = &td;
-	hand_seq(&p, 1);
-	p.has_sequence_flags = 1;
-	p.sequence_flags = 1;
-	p.data_case = PERFETTO__PROTOS__TRACE_PACKET__DATA_TRACK_DESCRIPTOR;
-	p.track_descriptor = &d;
-	hand_put(h, &p);
-}
-
 /* A track event on uuid 5; seq 0 = no sequence id, name_iid 0 = none. */
 static void hand_event(struct hand *h, uint32_t seq, bool has_ts, int type, uint64_t name_iid)
 {
-	Perfetto__Protos__TrackEvent te = PERFETTO__PROTOS__TRACK_EVENT__INIT;
-	packet_t p = PERFETTO__PROTOS__TRACE_PACKET__INIT;
-
-	te.has_type = 1;
-	te.type = type;
-	te.has_track_uuid = 1;
-	te.track_uuid = 5;
-	if (name_iid) {
-		te.name_field_case = PERFETTO__PROTOS__TRACK_EVENT__NAME_FIELD_NAME_IID;
-		te.name_iid = name_iid;
-	}
-	if (seq)
-		hand_seq(&p, seq);
-	p.has_timestamp = has_ts;
-	p.timestamp = T0 + h->len;
-	p.data_case = PERFETTO__PROTOS__TRACE_PACKET__DATA_TRACK_EVENT;
-	p.track_event = &te;
-	hand_put(h, &p);
+	hand_track_event(h, seq, has_ts, T0 + h->len, type, NULL, name_iid);
 }
 
 static struct trace_model *hand_load(const struct hand *h)

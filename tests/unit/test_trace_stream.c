@@ -28,6 +28,8 @@
 #define T0 1000000000000ull
 #define PID 4242
 
+#include "tests/unit/trace_hand.h"
+
 /* ---- the heap's high-water mark (every malloc of this binary passes here) ------- */
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -327,68 +329,10 @@ static void test_slices_open_at_the_end(void)
 
 /* ---- hand-made packets ------------------------------------------------------------- */
 
-struct hand {
-	uint8_t buf[65536];
-	size_t len;
-};
-
-static void hand_put(struct hand *h, const Perfetto__Protos__TracePacket *p)
-{
-	size_t n = perfetto__protos__trace_packet__get_packed_size(p);
-
-	CHECK(n < 128 && h->len + n + 2 <= sizeof(h->buf));
-	h->buf[h->len++] = 0x0a;
-	h->buf[h->len++] = (uint8_t)n;
-	h->len += perfetto__protos__trace_packet__pack(p, h->buf + h->len);
-}
-
-static void hand_seq(Perfetto__Protos__TracePacket *p)
-{
-	p->optional_trusted_packet_sequence_id_case =
-		PERFETTO__PROTOS__TRACE_PACKET__OPTIONAL_TRUSTED_PACKET_SEQUENCE_ID_TRUSTED_PACKET_SEQUENCE_ID;
-	p->trusted_packet_sequence_id = 1;
-}
-
-/* Thread track 5 (PID/PID) on sequence 1, which it clears; BOOTTIME timestamps. */
-static void hand_thread(struct hand *h)
-{
-	Perfetto__Protos__ThreadDescriptor td = PERFETTO__PROTOS__THREAD_DESCRIPTOR__INIT;
-	Perfetto__Protos__TrackDescriptor d = PERFETTO__PROTOS__TRACK_DESCRIPTOR__INIT;
-	Perfetto__Protos__TracePacket p = PERFETTO__PROTOS__TRACE_PACKET__INIT;
-
-	td.has_pid = td.has_tid = 1;
-	td.pid = td.tid = PID;
-	d.has_uuid = 1;
-	d.uuid = 5;
-	d.thread = &td;
-	hand_seq(&p);
-	p.has_sequence_flags = 1;
-	p.sequence_flags = 1;
-	p.data_case = PERFETTO__PROTOS__TRACE_PACKET__DATA_TRACK_DESCRIPTOR;
-	p.track_descriptor = &d;
-	hand_put(h, &p);
-}
-
 /* A BEGIN (with a name) or END on track 5 at ts. */
 static void hand_event(struct hand *h, int type, uint64_t ts, const char *name)
 {
-	Perfetto__Protos__TrackEvent te = PERFETTO__PROTOS__TRACK_EVENT__INIT;
-	Perfetto__Protos__TracePacket p = PERFETTO__PROTOS__TRACE_PACKET__INIT;
-
-	te.has_type = 1;
-	te.type = type;
-	te.has_track_uuid = 1;
-	te.track_uuid = 5;
-	if (name) {
-		te.name_field_case = PERFETTO__PROTOS__TRACK_EVENT__NAME_FIELD_NAME;
-		te.name = (char *)name;
-	}
-	hand_seq(&p);
-	p.has_timestamp = 1;
-	p.timestamp = ts;
-	p.data_case = PERFETTO__PROTOS__TRACE_PACKET__DATA_TRACK_EVENT;
-	p.track_event = &te;
-	hand_put(h, &p);
+	hand_track_event(h, 1, true, ts, type, name, 0);
 }
 
 enum { B = 1, E = 2 };
