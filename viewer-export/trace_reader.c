@@ -583,7 +583,7 @@ static void trd_thread_track(struct trd *r, struct trd_track *t,
 				    ": the importer creates a second thread", key.pid, key.tid,
 				    id->uuid, t->uuid);
 		id->uuid = t->uuid;
-		trd_slices_thread_described(r, key.pid, key.tid, t->uuid);
+		trd_slices_thread_described(r, key.pid, key.tid);
 	}
 	if (td->thread_name) {
 		th.name = (char *)trd_str(r, td->thread_name, strlen(td->thread_name));

@@ -144,7 +144,7 @@ void trd_slice_event(struct trd *r, const struct trd_event *ev);
 /* A sample in file order: delivered now, or once its thread's slices reach its ts. */
 void trd_sample_event(struct trd *r, struct trace_stream_sample *smp);
 /* A thread track was described: samples waiting for it can go to its lane. */
-void trd_slices_thread_described(struct trd *r, int32_t pid, int32_t tid, uint64_t uuid);
+void trd_slices_thread_described(struct trd *r, int32_t pid, int32_t tid);
 /* End of file: everything held is matched; open slices go out with dur -1. */
 void trd_slices_finish(struct trd *r);
 void trd_slices_free(struct trd *r);

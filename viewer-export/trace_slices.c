@@ -323,13 +323,12 @@ void trd_sample_event(struct trd *r, struct trace_stream_sample *smp)
 	trd_smp_push(r, &l->pending, smp);
 }
 
-void trd_slices_thread_described(struct trd *r, int32_t pid, int32_t tid, uint64_t uuid)
+void trd_slices_thread_described(struct trd *r, int32_t pid, int32_t tid)
 {
 	struct trd_sample_heap *o = r->orphans;
 	struct trace_stream_sample smp;
 	size_t i = 0;
 
-	(void)uuid;
 	while (i < o->n) { /* rare: samples before their thread's descriptor */
 		if (o->v[i].s.pid != pid || o->v[i].s.tid != tid) {
 			i++;
