@@ -34,6 +34,7 @@
 #include "daemon/session.h"
 #include "daemon/stub_map.h"
 #include "daemon/symbols.h"
+#include "daemon/tsc_rate.h"
 #include "proto/event_wire.h"
 #include "profd.pb-c.h"
 #include "viewer-export/perfetto_writer.h"
@@ -49,6 +50,14 @@ enum { CALL_GRAPH_AUTO = 0, CALL_GRAPH_FP = 1, CALL_GRAPH_DWARF = 2 };
 #define TID_SLOTS 4096                           /* power of two */
 #define MIN_BUFFER_SIZE (64ull << 10)
 #define MAX_BUFFER_SIZE (64ull << 30)
+#define MAX_MIN_DURATION_NS (3600ull * 1000000000)
+#define MAX_DEPTH 1024
+/*
+ * About what the Perfetto UI in a browser loads (../shared/perfetto-format.md
+ * §6.3: its memory grows with the slice count): past it, the summary names
+ * the --min-duration that would have kept the timeline under.
+ */
+#define UI_SLICE_LIMIT 10000000ull
 
 struct thread_slot {
 	uint32_t tid;          /* 0 = empty */
@@ -75,6 +84,9 @@ struct session {
 	uint32_t call_graph;             /* CALL_GRAPH_* */
 	uint32_t ring_pages, stack_bytes; /* 0: the sampler's defaults */
 	uint64_t buffer_size;            /* the agent's event buffer budget; 0: its default */
+	uint64_t min_duration_ns;        /* --min-duration (0: none), and in TSC ticks */
+	uint64_t min_duration_ticks;
+	uint32_t max_depth;              /* --max-depth (0: none) */
 	uint64_t buffer_budget, buffer_peak; /* as the agent reported them at its goodbye */
 	struct func_stats *stats;        /* exact per-function figures */
 	struct event_decoder *decoder;
@@ -199,6 +211,11 @@ static struct session *session_new(struct server *srv, struct conn *c, const Pro
 	s->ring_pages = req->ring_pages;
 	s->stack_bytes = req->stack_bytes;
 	s->buffer_size = req->buffer_size;
+	s->min_duration_ns = req->min_duration_ns;
+	s->max_depth = req->max_depth;
+	/* at least one tick: a filter asked for is never silently off */
+	if (req->min_duration_ns)
+		s->min_duration_ticks = (uint64_t)((double)req->min_duration_ns * tsc_ticks_per_ns()) + 1;
 	s->call_graph = req->call_graph <= CALL_GRAPH_DWARF ? req->call_graph : CALL_GRAPH_AUTO;
 	s->out_fd = -1;
 	s->next = srv->sessions;
@@ -280,6 +297,11 @@ static void handle_run_request(struct server *srv, struct conn *c, const uint8_t
 	}
 	if (req->stack_bytes % 8 || req->stack_bytes > SAMPLER_MAX_STACK_BYTES) {
 		send_error(c, "stack bytes must be a multiple of 8 up to 65528");
+		goto out;
+	}
+	if (req->min_duration_ns > MAX_MIN_DURATION_NS || req->max_depth > MAX_DEPTH) {
+		send_error(c, "min duration must be at most 1 hour and max depth at most "
+			   STRINGIFY(MAX_DEPTH));
 		goto out;
 	}
 	/* the target's memory, not ours: the client's to spend, within reason */
@@ -649,6 +671,8 @@ static void handle_agent_hello(struct server *srv, struct conn *c, const uint8_t
 	cfg.n_func_patterns = s->n_patterns;
 	cfg.func_patterns = s->patterns;
 	cfg.buffer_size = s->buffer_size;
+	cfg.min_duration_ticks = s->min_duration_ticks;
+	cfg.max_depth = s->max_depth;
 	if (profd__agent_config__get_packed_size(&cfg) <= sizeof(buf))
 		conn_send(c, FRAME_AGENT_CONFIG, buf, profd__agent_config__pack(&cfg, buf));
 out:
@@ -767,6 +791,14 @@ static int fill_summary(struct session *s, Profd__SessionSummary *sum,
 	sum->dropped_in_hook = calls.dropped_by_reason[AGG_DROP_IN_HOOK];
 	sum->dropped_under_unwinder = calls.dropped_by_reason[AGG_DROP_UNDER_UNWINDER];
 	sum->calls_unattributed = calls.unattributed;
+	sum->calls_filtered = calls.filtered;
+	sum->filtered_short = calls.filtered_by_reason[AGG_FILTER_SHORT];
+	sum->filtered_deep = calls.filtered_by_reason[AGG_FILTER_DEEP];
+	sum->min_duration_ns = s->min_duration_ns;
+	sum->max_depth = s->max_depth;
+	if (calls.recorded > UI_SLICE_LIMIT)
+		sum->suggested_min_duration_ns =
+			func_stats_min_duration_for(s->stats, UI_SLICE_LIMIT);
 	sum->calls_open = calls.open;
 	sum->buffer_budget = s->buffer_budget;
 	sum->buffer_peak = s->buffer_peak;
@@ -867,6 +899,7 @@ static size_t fill_top_functions(struct session *s, const struct func_totals *to
 		top[k].p50_ns = totals[i].p50_ns;
 		top[k].p99_ns = totals[i].p99_ns;
 		top[k].dropped = totals[i].dropped;
+		top[k].filtered = totals[i].filtered;
 		ptrs[k] = &top[k];
 		k++;
 	}
@@ -942,7 +975,8 @@ static void write_func_totals(struct session *s)
 			struct perfetto_func_totals out = {
 				.name = name ? demangle_cached(s->demangled, name) : "?",
 				.tid = t->tid, .calls = t->calls, .exited = t->exited,
-				.dropped = t->dropped, .total_ns = t->total_ns, .self_ns = t->self_ns,
+				.dropped = t->dropped, .filtered = t->filtered,
+				.total_ns = t->total_ns, .self_ns = t->self_ns,
 				.max_ns = t->max_ns, .p50_ns = t->p50_ns, .p90_ns = t->p90_ns,
 				.p99_ns = t->p99_ns,
 			};

@@ -16,6 +16,8 @@
 #include "profctl/profctl.h"
 
 #define PROFILE_DEFAULT_FREQ 999
+/* --max-depth up to the agent's shadow stack (agent/agent_thread.h AGENT_SHADOW_CAPACITY) */
+#define PROFILE_MAX_DEPTH 1024
 
 struct profile_options {
 	char **patterns;
@@ -28,6 +30,8 @@ struct profile_options {
 	unsigned stack_bytes; /* --call-graph dwarf,BYTES; 0 = profd's default */
 	unsigned mmap_pages;  /* --mmap-pages: per-CPU ring pages; 0 = profd's default */
 	unsigned long long buffer_size; /* --buffer-size: the agent's event buffers; 0 = default */
+	unsigned long long min_duration_ns; /* --min-duration: shorter calls off the timeline; 0 = none */
+	unsigned max_depth;             /* --max-depth: deeper calls off the timeline; 0 = no limit */
 };
 
 /*

@@ -735,7 +735,8 @@ int perfetto_writer_func_totals(struct perfetto_writer *w, pid_t pid, uint64_t t
 	pw_uint_arg(&w->pkt, "tid", t->tid);
 	pw_uint_arg(&w->pkt, "calls", t->calls);
 	pw_uint_arg(&w->pkt, "returned", t->exited);
-	pw_uint_arg(&w->pkt, "not_on_timeline", t->dropped);
+	pw_uint_arg(&w->pkt, "not_on_timeline", t->dropped + t->filtered);
+	pw_uint_arg(&w->pkt, "filtered", t->filtered);
 	pw_uint_arg(&w->pkt, "total_ns", t->total_ns);
 	pw_uint_arg(&w->pkt, "self_ns", t->self_ns);
 	pw_uint_arg(&w->pkt, "avg_ns", t->exited ? t->total_ns / t->exited : 0);

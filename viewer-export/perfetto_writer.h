@@ -145,6 +145,7 @@ struct perfetto_func_totals {
 	const char *name;
 	uint32_t tid;
 	uint64_t calls, exited, dropped, total_ns, self_ns, max_ns, p50_ns, p90_ns, p99_ns;
+	uint64_t filtered; /* off the timeline by --min-duration/--max-depth (not in dropped) */
 };
 int perfetto_writer_func_totals(struct perfetto_writer *w, pid_t pid, uint64_t ts,
 				const struct perfetto_func_totals *t);
