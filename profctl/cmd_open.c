@@ -127,13 +127,15 @@ static bool looks_like_trace(const uint8_t *b, size_t n, uint64_t size)
 }
 
 /* What the UI will hold: a gzip file's trailer says its size (mod 4 GiB, last member only). */
-static uint64_t loaded_size(int fd, const uint8_t *head, uint64_t size)
+static uint64_t loaded_size(int fd, uint64_t size)
 {
-	uint8_t t[4];
+	uint8_t m[2], t[4];
+	uint64_t isize;
 
-	if (head[0] != 0x1f || size < 18 || pread(fd, t, 4, (off_t)size - 4) != 4)
+	if (size < 18 || pread(fd, m, 2, 0) != 2 || m[0] != 0x1f || m[1] != 0x8b ||
+	    pread(fd, t, 4, (off_t)size - 4) != 4)
 		return size;
-	uint64_t isize = t[0] | t[1] << 8 | t[2] << 16 | (uint64_t)t[3] << 24;
+	isize = t[0] | t[1] << 8 | t[2] << 16 | (uint64_t)t[3] << 24;
 	return isize > size ? isize : size;
 }
 
@@ -312,14 +314,32 @@ static int finish(const struct open_options *o, int err, int stop_fd, uint64_t s
 	return 1; /* http_serve_run() said why */
 }
 
+/* Serves FILE (fd) on the listening socket until it is fetched; the exit status. */
+static int serve_trace(const struct open_options *o, int fd, uint64_t size, int lfd,
+		       uint16_t port, int stop_fd)
+{
+	char name[NAME_MAX_LEN + 1], path[NAME_MAX_LEN + 2];
+	struct http_site site = { .path = path, .origin = o->origin, .port = port, .size = size };
+	struct http_serve serve = { .site = &site, .file_fd = fd, .stop_fd = stop_fd,
+				    .timeout_ms = o->timeout_s ? (int)(o->timeout_s * 1000) : -1,
+				    .verbose = o->verbose };
+	int status;
+
+	url_name(o->file, name, sizeof(name));
+	snprintf(path, sizeof(path), "/%s", name);
+	announce(o, name, port, size, loaded_size(fd, size));
+	status = finish(o, http_serve_run(lfd, &serve), stop_fd, size);
+	while (waitpid(-1, NULL, WNOHANG) > 0)
+		; /* an xdg-open that has returned */
+	return status;
+}
+
 int cmd_open(int argc, char **argv)
 {
 	struct open_options o;
-	char name[NAME_MAX_LEN + 1];
 	struct stat st;
 	uint16_t port;
-	uint8_t head[1] = { 0 };
-	int fd, lfd, stop_fd, err;
+	int fd, lfd, stop_fd, status = 1;
 
 	if (parse_options(argc, argv, &o))
 		return 2;
@@ -334,29 +354,11 @@ int cmd_open(int argc, char **argv)
 		fprintf(stderr, "profctl: cannot catch Ctrl-C: %s\n", strerror(errno));
 		goto err_listen;
 	}
-	url_name(o.file, name, sizeof(name));
-	char path[sizeof(name) + 1];
-	snprintf(path, sizeof(path), "/%s", name);
-	if (pread(fd, head, 1, 0) != 1)
-		head[0] = 0;
-	announce(&o, name, port, (uint64_t)st.st_size, loaded_size(fd, head, (uint64_t)st.st_size));
-
-	struct http_site site = { .path = path, .origin = o.origin, .port = port,
-				  .size = (uint64_t)st.st_size };
-	struct http_serve serve = { .site = &site, .file_fd = fd, .stop_fd = stop_fd,
-				    .timeout_ms = o.timeout_s ? (int)(o.timeout_s * 1000) : -1,
-				    .verbose = o.verbose };
-	err = finish(&o, http_serve_run(lfd, &serve), stop_fd, site.size);
-	while (waitpid(-1, NULL, WNOHANG) > 0)
-		; /* an xdg-open that has returned */
+	status = serve_trace(&o, fd, (uint64_t)st.st_size, lfd, port, stop_fd);
 	close(stop_fd);
-	close(lfd);
-	close(fd);
-	return err;
-
 err_listen:
 	close(lfd);
 err_file:
 	close(fd);
-	return 1;
+	return status;
 }

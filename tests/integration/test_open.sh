@@ -195,6 +195,11 @@ truncate -s 600M "$WORK/huge.pftrace" # sparse
 check "a trace over 512 MiB gets the trace_processor hint" \
 	grep -q "run trace_processor_shell --httpd $WORK/huge.pftrace" "$WORK/huge.err"
 check "and is still served" grep -q "^profctl: serving" "$WORK/huge.err"
+# gzip magic, then a trailer whose size (ISIZE) says 600 MiB once inflated
+printf '\x1f\x8b\x08\0\0\0\0\0\0\x03\0\0\0\0\0\0\0\0\0\x80\x25' >"$WORK/huge.gz"
+"$PROFCTL" open --no-browser --port 0 --timeout 1 "$WORK/huge.gz" >/dev/null 2>"$WORK/hugegz.err"
+check "a gzip'ed trace that inflates past 512 MiB gets the hint" \
+	grep -q "^profctl: at 600.0 MiB this trace may not load" "$WORK/hugegz.err"
 
 # ---- bad input: one line, non-zero, no link --------------------------------
 bad_input() { # description, expected message (grep -E), args...
