@@ -218,7 +218,11 @@ static int listen_or_explain(const struct open_options *o, uint16_t *port)
 	return fd;
 }
 
-/* xdg-open LINK, quiet, with the signal state a fresh program expects; not waited for. */
+/*
+ * xdg-open LINK, quiet, with the signal state a fresh program expects, in a
+ * process group of its own so that a Ctrl-C meant for profctl spares a
+ * browser it starts; not waited for.
+ */
 static bool open_browser(const char *link)
 {
 	const char *display = getenv("DISPLAY"), *wayland = getenv("WAYLAND_DISPLAY");
@@ -235,7 +239,9 @@ static bool open_browser(const char *link)
 	sigemptyset(&dfl);
 	sigaddset(&dfl, SIGPIPE);
 	posix_spawnattr_init(&attr);
-	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF |
+					POSIX_SPAWN_SETPGROUP);
+	posix_spawnattr_setpgroup(&attr, 0);
 	posix_spawnattr_setsigmask(&attr, &none);
 	posix_spawnattr_setsigdefault(&attr, &dfl);
 	posix_spawn_file_actions_init(&fa);

@@ -221,7 +221,8 @@ void http_reply_build(const struct http_request *req, const struct http_site *si
 	if (r->status == 204) {
 		put(r, "Access-Control-Allow-Methods: GET, HEAD, OPTIONS\r\n"
 		       "Access-Control-Allow-Headers: Range\r\nAccess-Control-Max-Age: 600\r\n");
-		/* Chrome's Private Network Access: a public page asking a loopback server */
+		/* Chrome's Private Network Access preflight (a public page asking a loopback
+		 * server), before its Local Network Access prompt replaced it */
 		if (str_is_nocase(req->preflight_private, "true"))
 			put(r, "Access-Control-Allow-Private-Network: true\r\n");
 		put(r, "\r\n");

@@ -160,6 +160,8 @@ mkdir -p "$WORK/bin"
 cat >"$WORK/bin/xdg-open" <<EOF
 #!/bin/sh
 echo "\$1" >"$WORK/xdg.args"
+# process groups: its own, profctl's (a Ctrl-C for profctl must spare the browser)
+echo "\$(cut -d' ' -f5 /proc/\$\$/stat) \$(cut -d' ' -f5 /proc/\$PPID/stat)" >"$WORK/xdg.pgid"
 url=\${1#*url=}
 exec curl -s -H 'Origin: $UI' -o "$WORK/xdg.got" "\${url%%&*}"
 EOF
@@ -169,6 +171,8 @@ exit_status
 check_eq "with a display, xdg-open's fetch ends it with 0" "$?" 0
 check_eq "xdg-open got the link" "$(cat "$WORK/xdg.args" 2>/dev/null)" "$SRV_LINK"
 check "and the gzip'ed trace whole" cmp -s "$WORK/xdg.got" "$WORK/small.gz"
+read -r xdg_pgid profctl_pgid <"$WORK/xdg.pgid"
+check "xdg-open runs in a process group of its own" test "$xdg_pgid" != "$profctl_pgid"
 
 # ---- Ctrl-C, --timeout, a busy port, a trace too big for the browser ------
 start_open "$WORK/c" --no-browser "$BIG"
