@@ -16,6 +16,7 @@ static void usage(FILE *out)
 		"       profctl report [--dump] FILE\n"
 		"       profctl status\n"
 		"       profctl stop ID\n"
+		"       profctl open [--port N] [--no-browser] [--timeout S] [--origin URL] [-v] FILE\n"
 		"\n"
 		"  run      start CMD with the agent preloaded, instrument the functions GLOBS\n"
 		"           selects (comma-separated, !GLOB excludes, MODULE:GLOB restricts),\n"
@@ -27,7 +28,10 @@ static void usage(FILE *out)
 		"  report   summarize a trace written by profctl run or attach\n"
 		"  status   list the sessions of the running profd (system service or\n"
 		"           $PROFD_SOCKET): target, functions, events/s, drops, output\n"
-		"  stop     end session ID (yours, or any as root); its trace is finalized\n");
+		"  stop     end session ID (yours, or any as root); its trace is finalized\n"
+		"  open     serve FILE once on 127.0.0.1 (port 9001, the one ui.perfetto.dev\n"
+		"           may fetch from) and print the ui.perfetto.dev link that loads it,\n"
+		"           or open it with xdg-open when there is a display\n");
 }
 
 int main(int argc, char **argv)
@@ -48,6 +52,8 @@ int main(int argc, char **argv)
 		return cmd_status(argc - 1, argv + 1);
 	if (strcmp(argv[1], "stop") == 0)
 		return cmd_stop(argc - 1, argv + 1);
+	if (strcmp(argv[1], "open") == 0)
+		return cmd_open(argc - 1, argv + 1);
 	if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
 		usage(stdout);
 		return 0;

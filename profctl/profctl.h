@@ -16,6 +16,7 @@ int cmd_attach(int argc, char **argv);
 int cmd_detach(int argc, char **argv);
 int cmd_status(int argc, char **argv);
 int cmd_stop(int argc, char **argv);
+int cmd_open(int argc, char **argv);
 
 struct daemon_link {
 	int fd;            /* connected to profd */

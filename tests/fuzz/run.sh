@@ -30,6 +30,7 @@ target_deps() {
 		     "viewer-export/perfetto_intern.c $OUT/gen/perfetto_trace_subset.pb-c.c" \
 		     "-lprotobuf-c" ;;
 	fuzz_func_filter) echo "common/func_filter.c" ;;
+	fuzz_http_request) echo "profctl/http_serve.c" ;;
 	fuzz_control_messages) echo "proto/frame.c daemon/func_registry.c $OUT/gen/profd.pb-c.c -lprotobuf-c" ;;
 	*) return 1 ;;
 	esac
