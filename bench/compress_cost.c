@@ -1,0 +1,110 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Compression cost on real trace bytes: cuts a profd trace (uncompressed,
+ * `--trace-compression none`) into blocks of whole packets of 64..448 KiB and
+ * compresses each with zlib levels 1-6 and zstd levels 1-3, as the writer's
+ * output stage would. Prints, per codec, level and block size, the bytes out
+ * per byte in and the CPU ns per input KiB (and per event at the trace's
+ * bytes per event). Usage: compress_cost TRACE [MiB to use, default 64].
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <zlib.h>
+#include <zstd.h>
+
+static double cpu_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+	return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
+}
+
+/* The end of the last whole `0A len` record that fits in p[0..n). */
+static size_t whole_packets(const uint8_t *p, size_t n, size_t limit)
+{
+	size_t off = 0;
+
+	while (off < n) {
+		uint64_t len = 0;
+		size_t i = off + 1;
+		unsigned shift = 0;
+
+		while (i < n && (p[i] & 0x80)) {
+			len |= (uint64_t)(p[i++] & 0x7f) << shift;
+			shift += 7;
+		}
+		if (i >= n)
+			break;
+		len |= (uint64_t)p[i++] << shift;
+		if (i + len > limit)
+			break;
+		off = i + len;
+	}
+	return off;
+}
+
+static size_t deflate_block(int level, const uint8_t *in, size_t n, uint8_t *out, size_t cap)
+{
+	uLongf olen = cap;
+
+	if (compress2(out, &olen, in, n, level) != Z_OK)
+		return 0;
+	return olen;
+}
+
+int main(int argc, char **argv)
+{
+	static const size_t blocks[] = { 64 << 10, 128 << 10, 256 << 10, 448 << 10 };
+	size_t use = (argc > 2 ? strtoul(argv[2], NULL, 10) : 64) << 20, n, cap;
+	uint8_t *buf, *out;
+	FILE *f;
+
+	if (argc < 2) {
+		fprintf(stderr, "usage: %s TRACE [MiB]\n", argv[0]);
+		return 2;
+	}
+	f = fopen(argv[1], "rb");
+	buf = malloc(use);
+	if (!f || !buf)
+		return 1;
+	n = fread(buf, 1, use, f);
+	fclose(f);
+	n = whole_packets(buf, n, n);
+	cap = compressBound(448 << 10) + ZSTD_compressBound(448 << 10);
+	out = malloc(cap);
+	printf("%zu bytes of whole packets\n", n);
+	printf("%-6s %5s %7s %9s %12s\n", "codec", "level", "block", "out/in", "ns/KiB in");
+	for (int codec = 0; codec < 2; codec++) {
+		int maxl = codec ? 3 : 6;
+		ZSTD_CCtx *z = ZSTD_createCCtx();
+
+		for (int level = 1; level <= maxl; level++) {
+			for (size_t b = 0; b < sizeof(blocks) / sizeof(blocks[0]); b++) {
+				size_t off = 0, total = 0;
+				double t0 = cpu_ns();
+
+				while (off < n) {
+					size_t len = whole_packets(buf + off, n - off, blocks[b]);
+
+					if (!len)
+						break;
+					total += codec ? ZSTD_compressCCtx(z, out, cap, buf + off, len, level)
+						       : deflate_block(level, buf + off, len, out, cap);
+					off += len;
+				}
+				printf("%-6s %5d %6zuK %9.4f %12.0f\n", codec ? "zstd" : "zlib", level,
+				       blocks[b] >> 10, (double)total / (double)off,
+				       (cpu_ns() - t0) / ((double)off / 1024));
+				fflush(stdout);
+			}
+		}
+		ZSTD_freeCCtx(z);
+	}
+	free(out);
+	free(buf);
+	return 0;
+}
