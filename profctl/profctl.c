@@ -10,12 +10,15 @@
 static void usage(FILE *out)
 {
 	fprintf(out,
-		"usage: profctl run [--funcs GLOBS] [--freq HZ] [-o FILE] [--duration S] [--call-graph fp|dwarf[,BYTES]|auto] [--mmap-pages N] [--buffer-size SIZE] [--min-duration DUR] [--max-depth N] [-v] -- CMD [ARGS...]\n"
-		"       profctl attach PID --funcs GLOBS [--freq HZ] [-o FILE] [--duration S] [--call-graph fp|dwarf[,BYTES]|auto] [--mmap-pages N] [--buffer-size SIZE] [--min-duration DUR] [--max-depth N] [-v]\n"
+		"usage: profctl run [--funcs GLOBS] [--freq HZ] [-o FILE] [--duration S] [--call-graph fp|dwarf[,BYTES]|auto] [--mmap-pages N] [--buffer-size SIZE]\n"
+		"                   [--min-duration DUR] [--max-depth N] [--trace-compression deflate|zstd|none] [--ring SIZE] [-v] -- CMD [ARGS...]\n"
+		"       profctl attach PID --funcs GLOBS [--freq HZ] [-o FILE] [--duration S] [--call-graph fp|dwarf[,BYTES]|auto] [--mmap-pages N] [--buffer-size SIZE]\n"
+		"                   [--min-duration DUR] [--max-depth N] [--trace-compression deflate|zstd|none] [--ring SIZE] [-v]\n"
 		"       profctl detach PID\n"
 		"       profctl report [--dump] FILE\n"
 		"       profctl status\n"
 		"       profctl stop ID\n"
+		"       profctl snapshot ID [-o FILE]\n"
 		"\n"
 		"  run      start CMD with the agent preloaded, instrument the functions GLOBS\n"
 		"           selects (comma-separated, !GLOB excludes, MODULE:GLOB restricts),\n"
@@ -27,7 +30,9 @@ static void usage(FILE *out)
 		"  report   summarize a trace written by profctl run or attach\n"
 		"  status   list the sessions of the running profd (system service or\n"
 		"           $PROFD_SOCKET): target, functions, events/s, drops, output\n"
-		"  stop     end session ID (yours, or any as root); its trace is finalized\n");
+		"  stop     end session ID (yours, or any as root); its trace is finalized\n"
+		"  snapshot write the current window of flight-recorder session ID (--ring)\n"
+		"           to FILE (default profd-ID-snapshot-TIME.pftrace); it records on\n");
 }
 
 int main(int argc, char **argv)
@@ -48,6 +53,8 @@ int main(int argc, char **argv)
 		return cmd_status(argc - 1, argv + 1);
 	if (strcmp(argv[1], "stop") == 0)
 		return cmd_stop(argc - 1, argv + 1);
+	if (strcmp(argv[1], "snapshot") == 0)
+		return cmd_snapshot(argc - 1, argv + 1);
 	if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
 		usage(stdout);
 		return 0;

@@ -987,6 +987,11 @@ int64_t perfetto_writer_snapshot(struct perfetto_writer *w, int fd)
 	return trace_sink_write_ring(w->sink, fd, w->side.p, w->side.len);
 }
 
+bool perfetto_writer_is_ring(const struct perfetto_writer *w)
+{
+	return w->ring;
+}
+
 /* ---- lifetime ------------------------------------------------------------ */
 
 struct perfetto_writer *perfetto_writer_new_opts(int fd, const struct perfetto_writer_options *o)

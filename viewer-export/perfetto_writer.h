@@ -10,6 +10,7 @@
 #ifndef PROFD_PERFETTO_WRITER_H
 #define PROFD_PERFETTO_WRITER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -219,6 +220,7 @@ void perfetto_writer_poll(struct perfetto_writer *w);
  * -EINVAL when the writer is no ring, or a negative errno of write().
  */
 int64_t perfetto_writer_snapshot(struct perfetto_writer *w, int fd);
+bool perfetto_writer_is_ring(const struct perfetto_writer *w);
 
 /*
  * Flushes (ring: writes the window to fd), then frees. Slices still open are left open (dur -1 in Perfetto):
