@@ -30,10 +30,10 @@ endif
 CFLAGS ?=
 ALL_CFLAGS := $(CFLAGS_BASE) $(CFLAGS)
 
-LIBS_COMMON := -lprotobuf-c -lzstd -lz -lpthread
+LIBS_COMMON := -lprotobuf-c -lzstd -lz -lisal -lpthread
 LIBS_AGENT  := -lprotobuf-c -lZydis -lpthread -ldl
-LIBS_DAEMON := -lelf -ldw -lzstd -lz -lprotobuf-c -lsystemd -lpthread -lstdc++
-LIBS_TEST   := -lelf -ldw -lzstd -lz -lprotobuf-c -lZydis -lsystemd -lpthread -ldl -lstdc++
+LIBS_DAEMON := -lelf -ldw -lzstd -lz -lisal -lprotobuf-c -lsystemd -lpthread -lstdc++
+LIBS_TEST   := -lelf -ldw -lzstd -lz -lisal -lprotobuf-c -lZydis -lsystemd -lpthread -ldl -lstdc++
 
 ifeq ($(V),1)
 Q :=

@@ -2,7 +2,8 @@
 /*
  * Compression cost on real trace bytes: cuts a profd trace (uncompressed,
  * `--trace-compression none`) into blocks of whole packets of 64..448 KiB and
- * compresses each with zlib levels 1-6 and zstd levels 1-3, as the writer's
+ * compresses each with zlib levels 1-6 (and level 1 with the strategies
+ * Z_RLE and Z_HUFFMAN_ONLY) and zstd levels 1-3, as the writer's
  * output stage would. Prints, per codec, level and block size, the bytes out
  * per byte in and the CPU ns per input KiB (and per event at the trace's
  * bytes per event). Usage: compress_cost TRACE [MiB to use, default 64].
@@ -47,12 +48,21 @@ static size_t whole_packets(const uint8_t *p, size_t n, size_t limit)
 	return off;
 }
 
+/* level < 0: level 1 with strategy -level (Z_HUFFMAN_ONLY 2, Z_RLE 3). */
 static size_t deflate_block(int level, const uint8_t *in, size_t n, uint8_t *out, size_t cap)
 {
-	uLongf olen = cap;
+	z_stream z = { 0 };
+	size_t olen;
 
-	if (compress2(out, &olen, in, n, level) != Z_OK)
+	if (deflateInit2(&z, level < 0 ? 1 : level, Z_DEFLATED, 15, 8,
+			 level < 0 ? -level : Z_DEFAULT_STRATEGY) != Z_OK)
 		return 0;
+	z.next_in = (Bytef *)in;
+	z.avail_in = (uInt)n;
+	z.next_out = out;
+	z.avail_out = (uInt)cap;
+	olen = deflate(&z, Z_FINISH) == Z_STREAM_END ? cap - z.avail_out : 0;
+	deflateEnd(&z);
 	return olen;
 }
 
@@ -82,7 +92,9 @@ int main(int argc, char **argv)
 		int maxl = codec ? 3 : 6;
 		ZSTD_CCtx *z = ZSTD_createCCtx();
 
-		for (int level = 1; level <= maxl; level++) {
+		for (int level = codec ? 1 : -3; level <= maxl; level++) {
+			if (level == 0 || level == -1)
+				continue;
 			for (size_t b = 0; b < sizeof(blocks) / sizeof(blocks[0]); b++) {
 				size_t off = 0, total = 0;
 				double t0 = cpu_ns();
@@ -96,7 +108,8 @@ int main(int argc, char **argv)
 						       : deflate_block(level, buf + off, len, out, cap);
 					off += len;
 				}
-				printf("%-6s %5d %6zuK %9.4f %12.0f\n", codec ? "zstd" : "zlib", level,
+				printf("%-6s %5s %6zuK %9.4f %12.0f\n", codec ? "zstd" : "zlib",
+				       level == -2 ? "huff" : level == -3 ? "rle" : (char[]){ (char)('0' + level), 0 },
 				       blocks[b] >> 10, (double)total / (double)off,
 				       (cpu_ns() - t0) / ((double)off / 1024));
 				fflush(stdout);
