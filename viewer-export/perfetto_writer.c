@@ -49,6 +49,7 @@ struct pw_thread {
 	uint8_t *defined; /* bit per event-name iid defined on its sequence */
 	size_t defined_bytes;
 	uint32_t *open;   /* ring: the event-name iid of each open slice, outermost first */
+	uint64_t floor;   /* ring: its events go no earlier than its last prologue */
 };
 
 struct pw_func {
@@ -463,9 +464,11 @@ static int64_t pw_func_iid(struct perfetto_writer *w, uint32_t func_id)
 /* ---- a thread's sequence ---------------------------------------------------- */
 
 /*
- * Its first packets, before its first event: CLEARED with the defaults (its
- * track, the incremental clock), then a snapshot that starts that clock at ts
- * in CLOCK_MONOTONIC (perfetto-format.md §3.4.4).
+ * A thread sequence's first packets, before its first event (and again in
+ * each flight-recorder chunk): CLEARED with the defaults (its track, the
+ * incremental clock), then a snapshot that starts that clock at ts in
+ * CLOCK_MONOTONIC (perfetto-format.md §3.4.4). Built in w->pkt; the marks go
+ * to pw_packet_end or to a prologue.
  */
 static size_t pw_build_seq_clear(struct perfetto_writer *w, const struct pw_thread *t)
 {
@@ -501,6 +504,8 @@ static size_t pw_build_seq_clock(struct perfetto_writer *w, const struct pw_thre
 
 static int pw_thread_seq_start(struct perfetto_writer *w, struct pw_thread *t, uint64_t ts)
 {
+	if (ts < t->floor) /* after a prologue's BEGINs, never before them */
+		ts = t->floor;
 	if (!w->snapshot_written)
 		perfetto_writer_clock_snapshot(w);
 	if (pw_packet_end(w, pw_build_seq_clear(w, t)) < 0 ||
@@ -887,20 +892,34 @@ static size_t pw_build_open_begin(struct perfetto_writer *w, const struct pw_thr
 
 /*
  * The prologue of a chunk: on each thread with open slices, a fresh sequence
- * whose clock starts at the thread's last timestamp and BEGINs of those
- * slices there (they began earlier: the window shows them from its start).
+ * whose clock starts at the chunk's start, the latest time written on any
+ * thread, and BEGINs of those slices there: they began earlier (their true
+ * start may be gone with older chunks), so the window shows them from its
+ * start. The thread's later events are kept from going before it (an event
+ * still in flight from the agent moves up to it; a thread's events are
+ * otherwise in time order already).
  */
 static void pw_build_prologue(struct perfetto_writer *w)
 {
+	uint64_t start = 0;
+	uint32_t i;
+
+	for (i = 0; i < w->threads.n; i++) {
+		const struct pw_thread *t = pw_table_at(&w->threads, i);
+
+		if (t->seq_ts > start)
+			start = t->seq_ts;
+	}
 	w->side.len = 0;
 	w->side.oom = false;
-	for (uint32_t i = 0; i < w->threads.n; i++) {
+	for (i = 0; i < w->threads.n; i++) {
 		struct pw_thread *t = pw_table_at(&w->threads, i);
 
-		if (!t->depth || !t->open || !t->seq_started)
-			continue;
+		if (!t->depth || !t->open)
+			continue; /* (a thread silent for a whole chunk keeps its calls open too) */
+		t->floor = start;
 		pw_side_take(w, pw_build_seq_clear(w, t));
-		pw_side_take(w, pw_build_seq_clock(w, t, t->seq_ts));
+		pw_side_take(w, pw_build_seq_clock(w, t, start));
 		for (uint32_t d = 0; d < t->depth; d++)
 			pw_side_take(w, pw_build_open_begin(w, t, t->open[d]));
 	}

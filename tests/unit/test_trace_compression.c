@@ -89,6 +89,7 @@ static uint64_t write_calls(struct perfetto_writer *w, uint64_t from, uint64_t n
 			perfetto_writer_function(w, f, name);
 		}
 		perfetto_writer_slice_begin(w, PID, PID, T0, 39); /* the outer call */
+		perfetto_writer_slice_begin(w, PID, PID + 5, T0, 38); /* on a thread silent after */
 	}
 	for (i = from; i < from + n; i++) {
 		uint64_t ts = T0 + 10 * i;
@@ -162,7 +163,7 @@ static void test_round_trip_each_compression(void)
 	CHECK_EQ_INT(show_problems(plain), 0);
 	CHECK_EQ_INT(show_problems(deflated), 0);
 	CHECK_EQ_INT(show_problems(zstd), 0);
-	CHECK_EQ_U64(plain->n_slices, 1 + 2 * 200000);
+	CHECK_EQ_U64(plain->n_slices, 2 + 2 * 200000);
 	check_same_model(plain, deflated);
 	check_same_model(plain, zstd);
 	CHECK_EQ_U64(plain->n_packets, deflated->n_packets); /* the wrappers are not counted */
@@ -322,6 +323,10 @@ static void check_window(const struct trace_model *m, uint64_t next_i, bool oute
 	/* the outer call began at T0: the window shows it from its start, not earlier */
 	CHECK(outer->ts >= m->slices[0].ts && outer->ts > T0);
 	CHECK_EQ_INT(outer->depth, 0);
+	/* a call open on a thread that made no event since: still there, from the window's start */
+	CHECK(slice_named(m, "fn_38") != NULL);
+	CHECK(slice_named(m, "fn_38") && slice_named(m, "fn_38")->ts > T0 + 10 * 1000 &&
+	      slice_named(m, "fn_38")->ts >= m->slices[0].ts);
 	if (outer_open)
 		CHECK_EQ_INT(outer->dur, -1);
 	else
@@ -366,6 +371,7 @@ static void ring_case(enum perfetto_compression c)
 		CHECK(outer && outer->ts > T0 && outer->dur > 0);
 	else
 		CHECK(outer == NULL);
+	CHECK(slice_named(m, "fn_38") && slice_named(m, "fn_38")->dur == -1);
 	fprintf(stderr, "ring (%s): file %llu bytes of %llu recorded, %zu slices kept\n",
 		c == PERFETTO_COMPRESSION_NONE ? "none" : c == PERFETTO_COMPRESSION_ZSTD ? "zstd" :
 											 "deflate",
