@@ -9,6 +9,7 @@
  * per byte in and the CPU ns per input KiB (and per event at the trace's
  * bytes per event). Usage: compress_cost TRACE [MiB to use, default 64].
  */
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,27 +27,26 @@ static double cpu_ns(void)
 	return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
 }
 
-/* The end of the last whole `0A len` record that fits in p[0..n). */
+/* Reads the varint at p[*i..n); false when it runs past n. */
+static bool varint_at(const uint8_t *p, size_t n, size_t *i, uint64_t *v)
+{
+	*v = 0;
+	for (unsigned shift = 0; *i < n; shift += 7) {
+		*v |= (uint64_t)(p[*i] & 0x7f) << shift;
+		if (!(p[(*i)++] & 0x80))
+			return true;
+	}
+	return false;
+}
+
+/* The end of the last whole `0A len` record of p[0..n) that ends by `limit`. */
 static size_t whole_packets(const uint8_t *p, size_t n, size_t limit)
 {
-	size_t off = 0;
+	size_t off = 0, i;
+	uint64_t len;
 
-	while (off < n) {
-		uint64_t len = 0;
-		size_t i = off + 1;
-		unsigned shift = 0;
-
-		while (i < n && (p[i] & 0x80)) {
-			len |= (uint64_t)(p[i++] & 0x7f) << shift;
-			shift += 7;
-		}
-		if (i >= n)
-			break;
-		len |= (uint64_t)p[i++] << shift;
-		if (i + len > limit)
-			break;
+	for (i = 1; varint_at(p, n, &i, &len) && i + len <= limit; i = off + 1)
 		off = i + len;
-	}
 	return off;
 }
 

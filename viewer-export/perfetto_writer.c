@@ -589,11 +589,10 @@ static void pw_emit_slice(struct perfetto_writer *w, struct pw_thread *t, uint64
 		w->buf_len = (size_t)(p - w->buf);
 }
 
-/* Cold: a BEGIN that also defines its event name (its first use on t's sequence). */
-static int pw_emit_begin_defining(struct perfetto_writer *w, struct pw_thread *t, uint64_t ts,
-				  uint64_t iid)
+/* The fields of a BEGIN that also defines its event name, into the packet being built. */
+static void pw_put_begin_defining(struct perfetto_writer *w, uint64_t iid)
 {
-	size_t mark = pw_thread_packet_begin(w, t, ts), ev, in, en;
+	size_t ev, in, en;
 
 	ev = pwb_open(&w->pkt, PW_F_TRACK_EVENT);
 	pwb_uint(&w->pkt, 9, PW_TYPE_SLICE_BEGIN);
@@ -605,6 +604,15 @@ static int pw_emit_begin_defining(struct perfetto_writer *w, struct pw_thread *t
 	pwb_str(&w->pkt, 2, (const char *)pw_strtab_data(&w->event_names, (uint32_t)iid - 1));
 	pwb_close(&w->pkt, en);
 	pwb_close(&w->pkt, in);
+}
+
+/* Cold: a BEGIN that also defines its event name (its first use on t's sequence). */
+static int pw_emit_begin_defining(struct perfetto_writer *w, struct pw_thread *t, uint64_t ts,
+				  uint64_t iid)
+{
+	size_t mark = pw_thread_packet_begin(w, t, ts);
+
+	pw_put_begin_defining(w, iid);
 	if (pw_packet_end(w, mark) < 0)
 		return -ENOMEM;
 	return pw_thread_define(t, iid);
@@ -873,20 +881,11 @@ static void pw_side_take(struct perfetto_writer *w, size_t mark)
 static size_t pw_build_open_begin(struct perfetto_writer *w, const struct pw_thread *t,
 				  uint32_t iid)
 {
-	size_t mark = pw_packet_open(w), ev, in, en;
+	size_t mark = pw_packet_open(w);
 
 	pwb_uint(&w->pkt, PW_F_TIMESTAMP, 0);
 	pwb_uint(&w->pkt, PW_F_SEQ_ID, t->seq);
-	ev = pwb_open(&w->pkt, PW_F_TRACK_EVENT);
-	pwb_uint(&w->pkt, 9, PW_TYPE_SLICE_BEGIN);
-	pwb_uint(&w->pkt, 10, iid);
-	pwb_close(&w->pkt, ev);
-	in = pwb_open(&w->pkt, PW_F_INTERNED_DATA);
-	en = pwb_open(&w->pkt, 2); /* event_names */
-	pwb_uint(&w->pkt, 1, iid);
-	pwb_str(&w->pkt, 2, (const char *)pw_strtab_data(&w->event_names, iid - 1));
-	pwb_close(&w->pkt, en);
-	pwb_close(&w->pkt, in);
+	pw_put_begin_defining(w, iid);
 	return mark;
 }
 
