@@ -58,6 +58,10 @@ enum { CALL_GRAPH_AUTO = 0, CALL_GRAPH_FP = 1, CALL_GRAPH_DWARF = 2 };
  * the --min-duration that would have kept the timeline under.
  */
 #define UI_SLICE_LIMIT 10000000ull
+/* Ours to hold, unlike the agent's buffers: a client must not make a root daemon keep more. */
+#define MAX_RING_SIZE (4ull << 30)
+enum { TRACE_COMPRESSION_DEFAULT = 0, TRACE_COMPRESSION_NONE = 1, TRACE_COMPRESSION_DEFLATE = 2,
+       TRACE_COMPRESSION_ZSTD = 3 }; /* RunRequest.trace_compression */
 
 struct thread_slot {
 	uint32_t tid;          /* 0 = empty */
@@ -275,6 +279,15 @@ static int session_attach(struct session *s, pid_t pid)
 	return 0;
 }
 
+static enum perfetto_compression writer_compression(uint32_t wire)
+{
+	switch (wire) {
+	case TRACE_COMPRESSION_NONE: return PERFETTO_COMPRESSION_NONE;
+	case TRACE_COMPRESSION_ZSTD: return PERFETTO_COMPRESSION_ZSTD;
+	default: return PERFETTO_COMPRESSION_DEFLATE; /* what every Perfetto reader opens */
+	}
+}
+
 static void handle_run_request(struct server *srv, struct conn *c, const uint8_t *p, size_t len)
 {
 	Profd__RunRequest *req = profd__run_request__unpack(NULL, len, p);
@@ -310,6 +323,15 @@ static void handle_run_request(struct server *srv, struct conn *c, const uint8_t
 		send_error(c, "buffer size must be between 64K and 64G");
 		goto out;
 	}
+	if (req->trace_compression > TRACE_COMPRESSION_ZSTD) {
+		send_error(c, "trace compression must be none, deflate or zstd");
+		goto out;
+	}
+	if (req->ring_size && (req->ring_size < PERFETTO_RING_MIN_BYTES ||
+			       req->ring_size > MAX_RING_SIZE)) {
+		send_error(c, "ring size must be between 256K (one compression block) and 4G");
+		goto out;
+	}
 	s = session_new(srv, c, req);
 	if (!s) {
 		send_error(c, "out of memory");
@@ -317,7 +339,9 @@ static void handle_run_request(struct server *srv, struct conn *c, const uint8_t
 	}
 	s->out_fd = c->passed_fd;
 	c->passed_fd = -1;
-	s->writer = perfetto_writer_new(s->out_fd);
+	s->writer = perfetto_writer_new_opts(s->out_fd, &(struct perfetto_writer_options){
+		.compression = writer_compression(req->trace_compression),
+		.ring_bytes = req->ring_size });
 	if (!s->writer) {
 		send_error(c, "cannot create the trace writer");
 		goto out;
@@ -1167,6 +1191,58 @@ out:
 		profd__stop_request__free_unpacked(req, NULL);
 }
 
+/*
+ * Writes a ring session's window, as it is now, to the file the client
+ * opened and passed (profd never opens a client's path). For its owner or
+ * root; the session records on.
+ */
+static void handle_snapshot_request(struct server *srv, struct conn *c, const uint8_t *p,
+				    size_t len)
+{
+	Profd__SnapshotRequest *req = profd__snapshot_request__unpack(NULL, len, p);
+	Profd__SnapshotReply reply = PROFD__SNAPSHOT_REPLY__INIT;
+	struct session *s = req ? session_by_id(srv, req->session_id) : NULL;
+	char msg[160];
+	uint8_t buf[64];
+	int64_t n;
+
+	if (!req || !s || !may_see_session(s, c)) {
+		snprintf(msg, sizeof(msg), req ? "no session %" PRIu64 " of yours" :
+						 "malformed snapshot request",
+			 req ? req->session_id : 0);
+		send_error(c, msg);
+		goto out;
+	}
+	if (!s->writer || !perfetto_writer_is_ring(s->writer)) {
+		snprintf(msg, sizeof(msg), "session %" PRIu64 " is not a flight recorder "
+			 "(start it with --ring SIZE)", s->id);
+		send_error(c, msg);
+		goto out;
+	}
+	if (c->passed_fd < 0 || !output_fd_usable(c->passed_fd)) {
+		send_error(c, "snapshot request without an output descriptor of a regular file "
+			   "open for writing");
+		goto out;
+	}
+	n = perfetto_writer_snapshot(s->writer, c->passed_fd);
+	if (n < 0) {
+		snprintf(msg, sizeof(msg), "writing the snapshot failed: %s", strerror((int)-n));
+		send_error(c, msg);
+		goto out;
+	}
+	server_log("session %" PRIu64 ": snapshot of %" PRId64 " bytes for uid %u", s->id, n,
+		   (unsigned)c->peer.uid);
+	reply.bytes = (uint64_t)n;
+	conn_send(c, FRAME_SNAPSHOT_REPLY, buf, profd__snapshot_reply__pack(&reply, buf));
+	conn_close_later(c);
+out:
+	if (c->passed_fd >= 0)
+		close(c->passed_fd);
+	c->passed_fd = -1;
+	if (req)
+		profd__snapshot_request__free_unpacked(req, NULL);
+}
+
 void session_client_frame(struct server *srv, struct conn *c, uint32_t type,
 			  const uint8_t *payload, size_t len)
 {
@@ -1179,8 +1255,10 @@ void session_client_frame(struct server *srv, struct conn *c, uint32_t type,
 			handle_status_request(srv, c, payload, len);
 		else if (type == FRAME_STOP_REQUEST)
 			handle_stop_request(srv, c, payload, len);
+		else if (type == FRAME_SNAPSHOT_REQUEST)
+			handle_snapshot_request(srv, c, payload, len);
 		else
-			send_error(c, "expected a run, status or stop request");
+			send_error(c, "expected a run, status, stop or snapshot request");
 		return;
 	}
 	switch (type) {
@@ -1233,8 +1311,8 @@ void session_tick_all(struct server *srv)
 		}
 		if (s->samples_out && now > SAMPLE_HOLD_MAX_NS) /* an agent that went quiet */
 			sample_pipeline_release_older(s->samples_out, now - SAMPLE_HOLD_MAX_NS);
-		if (s->writer)
-			perfetto_writer_flush(s->writer);
+		if (s->writer) /* never waits for the compressor */
+			perfetto_writer_poll(s->writer);
 		if (s->target_exited &&
 		    (!s->agent || s->agent_said_goodbye || now >= s->agent_deadline_ns))
 			session_finish(srv, s);

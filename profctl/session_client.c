@@ -80,8 +80,12 @@ static int parse_mmap_pages(const char *s, unsigned *out)
 	return 0;
 }
 
-/* SIZE with an optional K, M or G suffix (powers of 1024), as perf record -m takes it. */
-static int parse_buffer_size(const char *s, unsigned long long *out)
+/*
+ * SIZE with an optional K, M or G suffix (powers of 1024), as perf record -m
+ * takes it, from min to max bytes; `range` says so in the error line.
+ */
+static int parse_size(const char *s, const char *what, unsigned long long min,
+		      unsigned long long max, const char *range, unsigned long long *out)
 {
 	char *end;
 	unsigned long long v;
@@ -97,10 +101,9 @@ static int parse_buffer_size(const char *s, unsigned long long *out)
 		shift = 30;
 	if (shift)
 		end++;
-	if (errno || end == s || *end || s[0] == '-' || v > (64ull << 30) >> shift ||
-	    (v << shift) < (64ull << 10)) {
-		fprintf(stderr, "profctl: --buffer-size must be a size from 64K to 64G "
-				"(a number with K, M or G), not '%s'\n", s);
+	if (errno || end == s || *end || s[0] == '-' || v > max >> shift || (v << shift) < min) {
+		fprintf(stderr, "profctl: %s must be a size from %s (a number with K, M or G), "
+				"not '%s'\n", what, range, s);
 		return -EINVAL;
 	}
 	*out = v << shift;
@@ -131,6 +134,22 @@ static int parse_min_duration(const char *s, unsigned long long *out_ns)
 	return -EINVAL;
 }
 
+/* none, deflate or zstd: RunRequest.trace_compression (1, 2, 3; 0 is profd's default). */
+static int parse_compression(const char *s, unsigned *out)
+{
+	static const char *const names[] = { "none", "deflate", "zstd" };
+
+	for (unsigned i = 0; i < 3; i++) {
+		if (strcmp(s, names[i]) == 0) {
+			*out = i + 1;
+			return 0;
+		}
+	}
+	fprintf(stderr, "profctl: --trace-compression must be deflate, zstd or none, not '%s'\n",
+		s);
+	return -EINVAL;
+}
+
 int profile_options_parse(int argc, char **argv, struct profile_options *o, const char *usage,
 			  bool stop_at_operand)
 {
@@ -142,6 +161,8 @@ int profile_options_parse(int argc, char **argv, struct profile_options *o, cons
 		{ "buffer-size", required_argument, NULL, 'b' },
 		{ "min-duration", required_argument, NULL, 'M' },
 		{ "max-depth", required_argument, NULL, 'D' },
+		{ "trace-compression", required_argument, NULL, 'C' },
+		{ "ring", required_argument, NULL, 'R' },
 		{ 0 },
 	};
 	int c;
@@ -168,7 +189,17 @@ int profile_options_parse(int argc, char **argv, struct profile_options *o, cons
 				return -EINVAL;
 			break;
 		case 'b':
-			if (parse_buffer_size(optarg, &o->buffer_size))
+			if (parse_size(optarg, "--buffer-size", 64ull << 10, 64ull << 30,
+				       "64K to 64G", &o->buffer_size))
+				return -EINVAL;
+			break;
+		case 'C':
+			if (parse_compression(optarg, &o->trace_compression))
+				return -EINVAL;
+			break;
+		case 'R':
+			if (parse_size(optarg, "--ring", 256ull << 10, 4ull << 30,
+				       "256K (one compression block) to 4G", &o->ring_size))
 				return -EINVAL;
 			break;
 		case 'M':
@@ -300,6 +331,8 @@ int session_client_start(struct session_client *c, const char *comm, pid_t attac
 	req.buffer_size = c->opt->buffer_size;
 	req.min_duration_ns = c->opt->min_duration_ns;
 	req.max_depth = c->opt->max_depth;
+	req.trace_compression = c->opt->trace_compression;
+	req.ring_size = c->opt->ring_size;
 	n = profd__run_request__get_packed_size(&req);
 	buf = malloc(n + 1);
 	if (!buf)

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "perfetto_trace_subset.pb-c.h"
+#include "viewer-export/packet_decompress.h"
 #include "viewer-export/perfetto_writer.h"
 #include "viewer-export/trace_reader_internal.h"
 
@@ -879,9 +880,41 @@ static int trd_varint(const uint8_t *buf, size_t len, size_t *off, uint64_t *v)
 	return -1;
 }
 
-static void trd_packet_record(struct trd *r, const uint8_t *data, size_t len)
+static void trd_split(struct trd *r, const uint8_t *buf, size_t len, bool nested);
+
+/*
+ * A packet wrapping compressed packets: the records inside are processed in
+ * order as if they were top-level (the importer does not unwrap twice).
+ */
+static bool trd_compressed_record(struct trd *r, const uint8_t *data, size_t len, bool nested)
 {
-	trd_packet *p = perfetto__protos__trace_packet__unpack(NULL, len, data);
+	uint8_t *inner = NULL;
+	size_t inner_len = 0;
+	char err[160];
+	int rc = packet_decompress(data, len, &inner, &inner_len, err, sizeof(err));
+
+	if (rc == 0)
+		return false;
+	if (rc == -ENOMEM)
+		r->oom = true;
+	else if (rc < 0)
+		trd_problem(r, "%s", err);
+	else if (nested)
+		trd_problem(r, "compressed packets inside compressed packets (the importer "
+			    "does not unwrap them; skipped)");
+	else
+		trd_split(r, inner, inner_len, true);
+	free(inner);
+	return true;
+}
+
+static void trd_packet_record(struct trd *r, const uint8_t *data, size_t len, bool nested)
+{
+	trd_packet *p;
+
+	if (trd_compressed_record(r, data, len, nested))
+		return;
+	p = perfetto__protos__trace_packet__unpack(NULL, len, data);
 
 	if (!p) {
 		trd_problem(r, "TracePacket does not decode (%zu bytes; skipped)", len);
@@ -919,7 +952,8 @@ static bool trd_skip_field(const uint8_t *buf, size_t len, size_t *off, uint64_t
 	return true;
 }
 
-static void trd_split(struct trd *r, const uint8_t *buf, size_t len)
+/* nested: the records of a compressed block (offsets stay the wrapper's). */
+static void trd_split(struct trd *r, const uint8_t *buf, size_t len, bool nested)
 {
 	size_t off = 0, start;
 	uint64_t tag, plen = 0;
@@ -928,8 +962,10 @@ static void trd_split(struct trd *r, const uint8_t *buf, size_t len)
 	if (len && buf[0] != 0x0a)
 		trd_problem_at(r, "first byte is 0x%02x, not 0x0a: not a Perfetto protobuf trace",
 			       buf[0]);
-	for (r->pkt_index = 0; off < len && !r->oom; r->pkt_index++) {
-		start = r->pkt_offset = off;
+	for (; off < len && !r->oom; r->pkt_index++) {
+		start = off;
+		if (!nested)
+			r->pkt_offset = off;
 		rc = trd_varint(buf, len, &off, &tag);
 		if (rc == 1 && tag == 0x0a)
 			rc = trd_varint(buf, len, &off, &plen);
@@ -948,7 +984,7 @@ static void trd_split(struct trd *r, const uint8_t *buf, size_t len)
 				       "packet (skipped)", start, tag >> 3);
 			continue;
 		}
-		trd_packet_record(r, buf + off, (size_t)plen);
+		trd_packet_record(r, buf + off, (size_t)plen, nested);
 		off += plen;
 	}
 }
@@ -1001,7 +1037,7 @@ int trace_model_load_buffer(const uint8_t *buf, size_t len, struct trace_model *
 	pw_table_init(&r.process_ids, sizeof(struct trd_pid_ent), sizeof(int32_t));
 	pw_table_init(&r.clocks_used, 2 * sizeof(uint32_t), sizeof(uint32_t));
 	pw_table_init(&r.clocks_snapshotted, sizeof(uint32_t), sizeof(uint32_t));
-	trd_split(&r, buf, len);
+	trd_split(&r, buf, len, false);
 	if (!r.oom)
 		trd_finish(&r);
 	trd_cleanup(&r);

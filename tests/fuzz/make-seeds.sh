@@ -24,8 +24,9 @@ done
 $CC -std=gnu11 -O1 -Wall -Wextra -Werror -Wno-missing-field-initializers -I. -I"$tmp/gen" \
 	-D_GNU_SOURCE -o "$tmp/seed_gen" tests/fuzz/seed_gen.c \
 	proto/frame.c daemon/event_decoder.c viewer-export/perfetto_writer.c \
-	viewer-export/perfetto_samples.c viewer-export/perfetto_intern.c \
-	"$tmp/gen/profd.pb-c.c" "$tmp/gen/perfetto_trace_subset.pb-c.c" -lzstd -lprotobuf-c
+	viewer-export/perfetto_samples.c viewer-export/perfetto_intern.c viewer-export/trace_sink.c \
+	"$tmp/gen/profd.pb-c.c" "$tmp/gen/perfetto_trace_subset.pb-c.c" -lzstd -lisal -lz \
+	-lprotobuf-c -lpthread
 trace=$CORPUS/fuzz_trace_reader/profd-trace
 "$tmp/seed_gen" "$CORPUS/fuzz_event_decoder" "$CORPUS/fuzz_frame_reader" \
 	"$CORPUS/fuzz_control_messages" "$trace"

@@ -27,8 +27,8 @@ target_deps() {
 	fuzz_elf_symbols) echo "agent/elf_symbols.c" ;;
 	fuzz_trace_reader)
 		echo "viewer-export/trace_reader.c viewer-export/trace_model.c" \
-		     "viewer-export/perfetto_intern.c $OUT/gen/perfetto_trace_subset.pb-c.c" \
-		     "-lprotobuf-c" ;;
+		     "viewer-export/packet_decompress.c viewer-export/perfetto_intern.c" \
+		     "$OUT/gen/perfetto_trace_subset.pb-c.c -lprotobuf-c -lz -lzstd" ;;
 	fuzz_func_filter) echo "common/func_filter.c" ;;
 	fuzz_http_request) echo "profctl/http_serve.c" ;;
 	fuzz_control_messages) echo "proto/frame.c daemon/func_registry.c $OUT/gen/profd.pb-c.c -lprotobuf-c" ;;
