@@ -30,10 +30,10 @@ endif
 CFLAGS ?=
 ALL_CFLAGS := $(CFLAGS_BASE) $(CFLAGS)
 
-LIBS_COMMON := -lprotobuf-c -lzstd
+LIBS_COMMON := -lprotobuf-c -lzstd -lz -lisal -lpthread
 LIBS_AGENT  := -lprotobuf-c -lZydis -lpthread -ldl
-LIBS_DAEMON := -lelf -ldw -lzstd -lprotobuf-c -lsystemd -lpthread -lstdc++
-LIBS_TEST   := -lelf -ldw -lzstd -lprotobuf-c -lZydis -lsystemd -lpthread -ldl -lstdc++
+LIBS_DAEMON := -lelf -ldw -lzstd -lz -lisal -lprotobuf-c -lsystemd -lpthread -lstdc++
+LIBS_TEST   := -lelf -ldw -lzstd -lz -lisal -lprotobuf-c -lZydis -lsystemd -lpthread -ldl -lstdc++
 
 ifeq ($(V),1)
 Q :=
@@ -162,6 +162,11 @@ $(BUILD)/bench/%: bench/%.c
 	@mkdir -p $(@D)
 	@echo "  CC      $<"
 	$(Q)$(CC) $(TARGET_CFLAGS) -o $@ $< -ldl
+# The writer's codecs on real trace bytes (bench/README.md).
+$(BUILD)/bench/compress_cost: bench/compress_cost.c
+	@mkdir -p $(@D)
+	@echo "  CC      $<"
+	$(Q)$(CC) $(TARGET_CFLAGS) -o $@ $< -lz -lzstd -lisal
 # This one measures the daemon's own unwinder: built like the daemon and
 # linked with its objects (profd's, less its main).
 $(BUILD)/bench/unwind_cost: bench/unwind_cost.c $(DAEMON_OBJ) $(EXPORT_OBJ) $(COMMON_OBJ)

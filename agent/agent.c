@@ -336,6 +336,7 @@ static int agent_prepare(const char *path, const char *token)
 		return -ECONNREFUSED;
 	}
 	segments_set_budget(cfg->buffer_size);
+	hooks_set_filters(cfg->min_duration_ticks, cfg->max_depth);
 	err = func_filter_parse((const char *const *)cfg->func_patterns, cfg->n_func_patterns,
 				&filter, err_text, sizeof(err_text));
 	profd__agent_config__free_unpacked(cfg, NULL);

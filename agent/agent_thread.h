@@ -48,6 +48,7 @@ struct func_agg {
 	uint64_t exited;
 	uint64_t untimed;
 	uint64_t unrecorded;
+	uint64_t filtered;           /* kept off the timeline by --min-duration/--max-depth */
 	uint64_t total_ticks;
 	uint64_t self_ticks;
 	uint64_t max_ticks;
@@ -59,7 +60,7 @@ struct shadow_entry {
 	uintptr_t return_address;  /* the caller's, restored on exit */
 	uintptr_t *return_slot;    /* where it lived on the stack: stale once below sp */
 	uint32_t func_id;
-	uint32_t flags;            /* SHADOW_RECORDED */
+	uint32_t flags;            /* SHADOW_RECORDED or SHADOW_PENDING, or neither */
 	/*
 	 * SHADOW_ALIVE, or the ring position of the EXIT that closed this entry
 	 * below the top (agent/hooks.c, shadow_stack_close_matched): the entry is
@@ -74,11 +75,26 @@ struct shadow_entry {
 	 * (cleared first: a siglongjmp never counts it twice), or when it has none.
 	 */
 	struct func_agg *agg;
-	uint64_t reserved;         /* 64 bytes: an index is a shift */
+	/*
+	 * SHADOW_PENDING: the ring position its ENTER was written at, late
+	 * (hooks.c, pending_write_enters), ENTER_UNWRITTEN or ENTER_FILTERED. A
+	 * position at or past the committed head was never published:
+	 * guard_recover undoes it.
+	 */
+	uint64_t enter_pos;        /* 64 bytes in all: an index is a shift */
 };
 
 /* Its ENTER is in the ring: its EXIT must be too. */
 #define SHADOW_RECORDED 1u
+/*
+ * --min-duration: its ENTER waits in the entry until the call proves long
+ * enough or a call inside it is written (a recorded call needs its parents);
+ * once written (enter_pos), it is recorded like SHADOW_RECORDED.
+ */
+#define SHADOW_PENDING 2u
+#define ENTER_UNWRITTEN UINT64_MAX
+/* Its exit found it too short: off the timeline for good, counted as filtered. */
+#define ENTER_FILTERED (UINT64_MAX - 1)
 
 #define SHADOW_ALIVE UINT64_MAX
 /* Closed with nothing to record (func_id 0): dead at once, whatever the head (an EXIT's
@@ -151,6 +167,8 @@ struct agent_thread {
 	/* calls kept off the timeline, by enum agg_drop_reason; read by the flusher */
 	_Atomic uint64_t drop_reasons[AGG_DROP_REASONS];
 	_Atomic uint64_t unattributed; /* of those, calls no function's figures hold */
+	/* calls the session's filters kept off the timeline, by enum agg_filter_reason */
+	_Atomic uint64_t filtered_by[AGG_FILTER_REASONS];
 
 	/* consumer side: written only by the flusher */
 	/* drained up to here; release: pairs with the acquire in hooks.c ring_switch() */
@@ -214,6 +232,12 @@ unsigned threads_with_open_calls(void);
 void threads_for_each_stopped(void (*fn)(struct agent_thread *t, void *ctx), void *ctx);
 /* agent/hooks.c: closes every open call of t (its frames are gone). */
 void hooks_close_all(struct agent_thread *t);
+/*
+ * agent/hooks.c: the session's timeline filters, before recording starts:
+ * calls shorter than min_ticks (0: none) or with max_depth instrumented
+ * calls open below them (0: no limit) stay off the timeline, counted.
+ */
+void hooks_set_filters(uint64_t min_ticks, uint32_t max_depth);
 
 /* agent/segments.c: the session's pool of ring segments, bounded by its budget. */
 struct segment_pool_stats {

@@ -260,6 +260,7 @@ static uint8_t *put_one_aggregate(uint8_t *p, uint32_t func_id, struct func_agg 
 	p = event_put_varint(p, exited);
 	p = event_put_varint(p, __atomic_load_n(&a->untimed, __ATOMIC_RELAXED));
 	p = event_put_varint(p, __atomic_load_n(&a->unrecorded, __ATOMIC_RELAXED));
+	p = event_put_varint(p, __atomic_load_n(&a->filtered, __ATOMIC_RELAXED));
 	p = event_put_varint(p, __atomic_load_n(&a->total_ticks, __ATOMIC_RELAXED));
 	p = event_put_varint(p, __atomic_load_n(&a->self_ticks, __ATOMIC_RELAXED));
 	p = event_put_varint(p, __atomic_load_n(&a->max_ticks, __ATOMIC_RELAXED));
@@ -336,7 +337,8 @@ static void flusher_put_aggregates(struct agent_thread *t, uint64_t drops)
 	count_open_calls(t);
 	while (first || page < AGG_PAGES) {
 		uint8_t *start = stage_open(sizeof(struct event_chunk_header) +
-					    (AGG_DROP_REASONS + 1) * EVENT_VARINT_MAX +
+					    (AGG_DROP_REASONS + 1 + AGG_FILTER_REASONS) *
+						    EVENT_VARINT_MAX +
 					    (size_t)AGG_PER_CHUNK * AGG_WORST);
 		uint8_t *p = start + sizeof(struct event_chunk_header);
 		struct event_chunk_header h = { .kind = EVENT_CHUNK_AGGREGATES, .tid = t->tid,
@@ -346,6 +348,9 @@ static void flusher_put_aggregates(struct agent_thread *t, uint64_t drops)
 			p = event_put_varint(p, atomic_load_explicit(&t->drop_reasons[i],
 								     memory_order_relaxed));
 		p = event_put_varint(p, atomic_load_explicit(&t->unattributed, memory_order_relaxed));
+		for (int i = 0; i < AGG_FILTER_REASONS; i++)
+			p = event_put_varint(p, atomic_load_explicit(&t->filtered_by[i],
+								     memory_order_relaxed));
 		for (; page < AGG_PAGES && h.count < AGG_PER_CHUNK; page++, slot = 0) {
 			/* pairs with the release in threads_map_agg_page() */
 			struct func_agg *funcs =

@@ -45,6 +45,18 @@ __thread struct agent_thread *agent_current_thread __attribute__((tls_model("ini
 __thread uintptr_t agent_thread_guard __attribute__((tls_model("initial-exec")));
 /* Global because every hook reads it; written only at start, stop and fork. */
 _Atomic int agent_recording;
+/*
+ * The session's timeline filters (agent.c sets them before recording starts;
+ * never changed while hooks run), global because every call reads them.
+ * agent_min_ticks: calls shorter stay off the timeline (0: none); their
+ * ENTER waits in the shadow entry (SHADOW_PENDING), so a call needs room for
+ * its ENTER, its EXIT and its late-written parents': agent_units_per_call.
+ * agent_depth_limit: calls with that many instrumented frames open below
+ * them stay off the timeline (--max-depth; default: the shadow capacity).
+ */
+uint64_t agent_min_ticks;
+uint32_t agent_units_per_call = 1;
+uint32_t agent_depth_limit = AGENT_SHADOW_CAPACITY;
 
 #define SAME_STACK_WINDOW (256u << 10)
 
@@ -290,6 +302,78 @@ static inline int entry_is_dead(const struct shadow_entry *e, uint64_t head)
 	return e->exit_head < head;
 }
 
+/* Its ENTER is in the ring (or goes with this hook's publish): its EXIT must be too. */
+static inline int entry_written(const struct shadow_entry *e)
+{
+	return (e->flags & SHADOW_RECORDED) ||
+	       ((e->flags & SHADOW_PENDING) && e->enter_pos < ENTER_FILTERED);
+}
+
+/* A live call whose ENTER still waits (--min-duration). */
+static inline int entry_waiting(const struct shadow_entry *e)
+{
+	return (e->flags & SHADOW_PENDING) && e->enter_pos == ENTER_UNWRITTEN &&
+	       e->exit_head == SHADOW_ALIVE;
+}
+
+/*
+ * Writes from `head` the waiting ENTERs of entry k and of the calls it runs
+ * in, oldest first, down to the first entry already written: a call on the
+ * timeline needs its parents there. Nothing was written while they waited
+ * (it would have written them), so the records stay in time order. Room was
+ * reserved at their enters (agent_units_per_call). Returns the new head;
+ * the records go out with the caller's publish. Inlined, like every helper
+ * of more than one hook path: each path keeps its own instructions, so that
+ * tests/targets/sigstep_tracer.c can tell one path's visits from another's.
+ */
+static inline __attribute__((always_inline)) uint64_t
+pending_write_enters(struct agent_thread *t, uint64_t head, uint32_t k)
+{
+	uint32_t i = k;
+
+	while (i > 0 && !entry_written(&t->shadow[i - 1]))
+		i--;
+	for (; i <= k; i++) {
+		struct shadow_entry *e = &t->shadow[i];
+
+		if (!entry_waiting(e) || !e->func_id)
+			continue;
+		ring_put_enter(t, head, e->func_id, e->enter_tsc, e->return_address, e->return_slot);
+		e->enter_pos = head;
+		head += 2;
+	}
+	return head;
+}
+
+/* A call kept off the timeline by a filter: for its function and the thread. */
+static inline void count_filtered(struct agent_thread *t, struct func_agg *a, int reason)
+{
+	count_add(&t->filtered_by[reason], 1);
+	if (a)
+		agg_add(&a->filtered, 1);
+}
+
+/*
+ * The exit of entry k (at tsc) while its ENTER waits or was written late:
+ * its EXIT at head if it is on the timeline now, else counted as too short.
+ * `a`: its figures as they were before agg_close. Returns the new head.
+ */
+static inline uint64_t pending_exit(struct agent_thread *t, struct shadow_entry *e, uint32_t k,
+				    uint64_t head, uint64_t tsc, struct func_agg *a)
+{
+	if (e->enter_pos == ENTER_UNWRITTEN) {
+		if (tsc - e->enter_tsc < agent_min_ticks || tsc < e->enter_tsc) {
+			/* first: an exit cut short here is never also written by a cold path */
+			e->enter_pos = ENTER_FILTERED;
+			count_filtered(t, a, AGG_FILTER_SHORT);
+			return head;
+		}
+		head = pending_write_enters(t, head, k);
+	}
+	ring_put(t, head, e->func_id, EVENT_EXIT, tsc);
+	return head + 1;
+}
+
 /* ---- the guard ------------------------------------------------------------------------ */
 
 /* A hook's guard: its call's return slot (never 0 or AGENT_GUARD_AGENT). */
@@ -331,16 +415,22 @@ static int nested_in_guarded_hook(const struct agent_thread *t, uintptr_t *slot)
  * The guard of a hook is still set, but the hook is gone: a handler left it
  * by siglongjmp. Every publish is one store, so the committed state is
  * whole: a call whose enter was left before its publish is simply not
- * recorded (its body never ran), and closing marks made without their
- * publish are undone.
+ * recorded (its body never ran), and closing marks and late ENTERs made
+ * without their publish are undone.
  */
 COLD static void guard_recover(struct agent_thread *t)
 {
 	uint64_t s = state_load(t), head = state_head(s);
 
-	for (uint32_t i = 0; i < state_depth(s); i++)
-		if (t->shadow[i].exit_head != SHADOW_ALIVE && t->shadow[i].exit_head >= head)
-			t->shadow[i].exit_head = SHADOW_ALIVE;
+	for (uint32_t i = 0; i < state_depth(s); i++) {
+		struct shadow_entry *e = &t->shadow[i];
+
+		if (e->exit_head != SHADOW_ALIVE && e->exit_head >= head)
+			e->exit_head = SHADOW_ALIVE;
+		if ((e->flags & SHADOW_PENDING) && e->enter_pos < ENTER_FILTERED &&
+		    e->enter_pos >= head)
+			e->enter_pos = ENTER_UNWRITTEN; /* written late, never published */
+	}
 	t->guard_recoveries++;
 	guard_release(AGENT_GUARD_NONE);
 }
@@ -363,39 +453,6 @@ COLD static int enter_while_guarded(struct agent_thread *t, uint32_t func_id,
 /* ---- shadow-stack repair (cold) ------------------------------------------------------ */
 
 /*
- * Pops the entries on top whose frames a new call at new_slot proves gone
- * (at or below it on the same stack: longjmp, exceptions, a handler that
- * left a sigaltstack), each closed now (an EXIT when it was recorded), and
- * any entry closed earlier below the top; one publish. Entries on another
- * stack wait for the exact match at exit.
- */
-COLD static void shadow_stack_drop_stale(struct agent_thread *t, uintptr_t *new_slot)
-{
-	uint64_t s = state_load(t), head = state_head(s), n = 0, tsc = read_tsc();
-	uint32_t depth = state_depth(s), k = depth;
-
-	while (k > 0) {
-		struct shadow_entry *e = &t->shadow[k - 1];
-
-		if (!entry_is_dead(e, head)) {
-			if (e->return_slot > new_slot ||
-			    !same_stack(t, (uintptr_t)e->return_slot, (uintptr_t)new_slot))
-				break; /* a live frame above the new call, or not comparable */
-			if (e->return_slot == new_slot &&
-			    *new_slot == (uintptr_t)profagent_exit_trampoline)
-				break; /* a tail call: the hijacked caller jumped here, still live */
-			if (e->func_id)
-				agg_close(e, k > 1 ? &t->shadow[k - 2] : NULL, tsc);
-			if (e->func_id && (e->flags & SHADOW_RECORDED))
-				ring_put(t, head + n++, e->func_id, EVENT_EXIT, tsc);
-		}
-		k--;
-	}
-	if (k != depth)
-		state_publish(t, state_make(head + n, k));
-}
-
-/*
  * Whether the frame of entry e, recorded more recently than the frame now
  * returning from `slot`, is certainly gone: it lay deeper on the same stack.
  * Frames on another stack (a coroutine that is only suspended, a signal
@@ -410,6 +467,86 @@ static int frame_is_gone(const struct agent_thread *t, const struct shadow_entry
 }
 
 /*
+ * Before a cold path closes live entries lo..hi-1 at tsc (all of them, or
+ * with `slot`: entry lo and those above whose frames are gone), the waiting
+ * ENTERs of the ones long enough are written, oldest first, so that every
+ * record keeps its time order whatever order the EXITs then take.
+ */
+static inline __attribute__((always_inline)) uint64_t
+pending_write_closing(struct agent_thread *t, uint64_t head, uint32_t lo, uint32_t hi, uint64_t tsc,
+		      uintptr_t *slot)
+{
+	for (uint32_t i = hi; i-- > lo;) {
+		const struct shadow_entry *e = &t->shadow[i];
+
+		if (slot && i != lo && !frame_is_gone(t, e, slot))
+			continue;
+		if (entry_waiting(e) && e->func_id && tsc >= e->enter_tsc &&
+		    tsc - e->enter_tsc >= agent_min_ticks)
+			return pending_write_enters(t, head, i);
+	}
+	return head;
+}
+
+/*
+ * Closes entry i at tsc in a cold path: its figures, and its EXIT at *head
+ * when its ENTER is in the ring (pending ones long enough were written by
+ * pending_write_closing). Returns 1 when it wrote an EXIT.
+ */
+static inline __attribute__((always_inline)) int close_entry(struct agent_thread *t, uint32_t i,
+								  uint64_t *head, uint64_t tsc)
+{
+	struct shadow_entry *e = &t->shadow[i];
+	struct func_agg *a = e->agg;
+
+	if (!e->func_id)
+		return 0;
+	agg_close(e, i ? &t->shadow[i - 1] : NULL, tsc);
+	if (entry_written(e)) {
+		ring_put(t, (*head)++, e->func_id, EVENT_EXIT, tsc);
+		return 1;
+	}
+	/* a NULL `a`: counted already, by an exit a siglongjmp cut short (or no figures) */
+	if ((e->flags & SHADOW_PENDING) && a)
+		count_filtered(t, a, AGG_FILTER_SHORT);
+	return 0;
+}
+
+/*
+ * Pops the entries on top whose frames a new call at new_slot proves gone
+ * (at or below it on the same stack: longjmp, exceptions, a handler that
+ * left a sigaltstack), each closed now (an EXIT when it was recorded), and
+ * any entry closed earlier below the top; one publish. Entries on another
+ * stack wait for the exact match at exit.
+ */
+COLD static void shadow_stack_drop_stale(struct agent_thread *t, uintptr_t *new_slot)
+{
+	uint64_t s = state_load(t), head = state_head(s), tsc = read_tsc(), pos;
+	uint32_t depth = state_depth(s), k = depth;
+
+	while (k > 0) {
+		struct shadow_entry *e = &t->shadow[k - 1];
+
+		if (!entry_is_dead(e, head)) {
+			if (e->return_slot > new_slot ||
+			    !same_stack(t, (uintptr_t)e->return_slot, (uintptr_t)new_slot))
+				break; /* a live frame above the new call, or not comparable */
+			if (e->return_slot == new_slot &&
+			    *new_slot == (uintptr_t)profagent_exit_trampoline)
+				break; /* a tail call: the hijacked caller jumped here, still live */
+		}
+		k--;
+	}
+	if (k == depth)
+		return;
+	pos = pending_write_closing(t, head, k, depth, tsc, NULL);
+	for (uint32_t i = depth; i-- > k;)
+		if (!entry_is_dead(&t->shadow[i], head))
+			close_entry(t, i, &pos, tsc);
+	state_publish(t, state_make(pos, k));
+}
+
+/*
  * The exit of the frame at `slot` when its entry is not the live top: the
  * entries above it whose frames are gone and the entry itself are closed
  * (EXITs for the recorded ones); those still live (other stacks) stay where
@@ -420,7 +557,7 @@ static int frame_is_gone(const struct agent_thread *t, const struct shadow_entry
 COLD static uintptr_t shadow_stack_close_matched(struct agent_thread *t, uintptr_t *slot,
 						 uint64_t tsc)
 {
-	uint64_t s = state_load(t), head = state_head(s), n = 0;
+	uint64_t s = state_load(t), head = state_head(s), pos;
 	uint32_t depth = state_depth(s), m = depth;
 	uintptr_t return_address;
 
@@ -430,24 +567,20 @@ COLD static uintptr_t shadow_stack_close_matched(struct agent_thread *t, uintptr
 			 entry_is_dead(&t->shadow[m - 1], head)))
 		m--;
 	m = m ? m - 1 : depth - 1; /* no entry at all cannot happen: take the top */
+	pos = pending_write_closing(t, head, m, depth, tsc, slot);
 	for (uint32_t i = m; i < depth; i++) {
 		struct shadow_entry *e = &t->shadow[i];
+		uint64_t at = pos;
 
 		if (entry_is_dead(e, head) || (i != m && !frame_is_gone(t, e, slot)))
 			continue;
-		if (e->func_id)
-			agg_close(e, i ? &t->shadow[i - 1] : NULL, tsc);
-		if (!e->func_id || !(e->flags & SHADOW_RECORDED)) {
-			e->exit_head = SHADOW_CLOSED; /* nothing to record: closed at once */
-			continue;
-		}
-		e->exit_head = head + n;
-		ring_put(t, head + n++, e->func_id, EVENT_EXIT, tsc);
+		/* closed at once when there is nothing to record (SHADOW_CLOSED) */
+		e->exit_head = close_entry(t, i, &pos, tsc) ? at : SHADOW_CLOSED;
 	}
 	return_address = t->shadow[m].return_address;
-	while (depth > 0 && t->shadow[depth - 1].exit_head < head + n)
+	while (depth > 0 && t->shadow[depth - 1].exit_head < pos)
 		depth--; /* closed entries on top (dead before or now) are popped */
-	state_publish(t, state_make(head + n, depth));
+	state_publish(t, state_make(pos, depth));
 	return return_address;
 }
 
@@ -534,6 +667,21 @@ COLD static int agg_missing(struct agent_thread *t, uint32_t func_id)
 	return 0;
 }
 
+/*
+ * A call that stays off the timeline: the buffer budget is spent (or the
+ * flusher is a ring behind), or it is nested deeper than --max-depth.
+ */
+COLD static void count_off_timeline(struct agent_thread *t, struct func_agg *a, int too_deep)
+{
+	if (too_deep) {
+		count_filtered(t, a, AGG_FILTER_DEEP);
+		return;
+	}
+	count_add(&t->drop_reasons[AGG_DROP_BUFFER_FULL], 1);
+	if (a)
+		a->unrecorded++;
+}
+
 /* Returns HOOK_SLOW_* when the trampoline must run its slow path (and maybe ask again). */
 int profagent_enter_hook(const struct stub_desc *desc, uintptr_t *return_slot)
 {
@@ -541,7 +689,7 @@ int profagent_enter_hook(const struct stub_desc *desc, uintptr_t *return_slot)
 	struct shadow_entry *e;
 	struct func_agg *a;
 	uint64_t s, head, tsc;
-	uint32_t depth, flags = SHADOW_RECORDED;
+	uint32_t depth, flags = agent_min_ticks ? SHADOW_PENDING : SHADOW_RECORDED, need;
 	int r = 0;
 
 	if (unlikely(agent_thread_guard) && enter_while_guarded(t, desc->func_id, return_slot))
@@ -572,11 +720,15 @@ int profagent_enter_hook(const struct stub_desc *desc, uintptr_t *return_slot)
 	if (unlikely(!a) && (r = agg_missing(t, desc->func_id)))
 		goto out;
 	head = state_head(s);
-	if (unlikely(!ring_has_room(t, head, depth + 3))) {
-		r = ring_switch(t, &head, depth, depth + 3);
+	/* its ENTER (or its late ENTER), its EXIT, and as much for every call open */
+	need = (depth + 1) * agent_units_per_call + 2;
+	if (unlikely(depth >= agent_depth_limit)) {
+		flags = 0;
+	} else if (unlikely(!ring_has_room(t, head, need))) {
+		r = ring_switch(t, &head, depth, need);
 		if (r == HOOK_SLOW_MEMORY)
 			goto out;
-		flags = r ? SHADOW_RECORDED : 0;
+		flags = r ? flags : 0;
 		r = 0;
 	}
 	tsc = read_tsc();
@@ -589,13 +741,12 @@ int profagent_enter_hook(const struct stub_desc *desc, uintptr_t *return_slot)
 	e->enter_tsc = tsc;
 	e->child_ticks = 0;
 	e->agg = a; /* counted as open by the flusher until its exit */
-	if (likely(flags)) {
+	e->enter_pos = ENTER_UNWRITTEN;
+	if (likely(flags == SHADOW_RECORDED)) {
 		ring_put_enter(t, head, desc->func_id, tsc, e->return_address, return_slot);
 		head += 2;
-	} else {
-		count_add(&t->drop_reasons[AGG_DROP_BUFFER_FULL], 1);
-		if (a)
-			a->unrecorded++;
+	} else if (!flags) {
+		count_off_timeline(t, a, depth >= agent_depth_limit);
 	}
 	state_publish(t, state_make(head, depth + 1));
 	*return_slot = (uintptr_t)profagent_exit_trampoline;
@@ -631,9 +782,13 @@ uintptr_t profagent_exit_hook(uintptr_t stack_pointer)
 	} else {
 		return_address = e->return_address;
 		if (likely(e->func_id)) {
+			struct func_agg *a = e->agg; /* agg_close clears it */
+
 			agg_close(e, depth > 1 ? e - 1 : NULL, tsc);
 			if (likely(e->flags & SHADOW_RECORDED))
 				ring_put(t, head++, e->func_id, EVENT_EXIT, tsc);
+			else if (e->flags & SHADOW_PENDING)
+				head = pending_exit(t, e, depth - 1, head, tsc, a);
 		}
 		state_publish(t, state_make(head, depth - 1));
 	}
@@ -641,19 +796,22 @@ uintptr_t profagent_exit_hook(uintptr_t stack_pointer)
 	return return_address;
 }
 
+void hooks_set_filters(uint64_t min_ticks, uint32_t max_depth)
+{
+	agent_min_ticks = min_ticks;
+	agent_units_per_call = min_ticks ? 3 : 1;
+	agent_depth_limit = max_depth && max_depth < AGENT_SHADOW_CAPACITY ? max_depth :
+									     AGENT_SHADOW_CAPACITY;
+}
+
 /* Thread exit with frames still open (pthread_exit, cancellation): they are all gone. */
 void hooks_close_all(struct agent_thread *t)
 {
-	uint64_t s = state_load(t), head = state_head(s), n = 0, tsc = read_tsc();
+	uint64_t s = state_load(t), head = state_head(s), tsc = read_tsc(), pos;
 
-	for (uint32_t i = state_depth(s); i-- > 0;) {
-		struct shadow_entry *e = &t->shadow[i];
-
-		if (!e->func_id || entry_is_dead(e, head))
-			continue;
-		agg_close(e, i ? e - 1 : NULL, tsc);
-		if (e->flags & SHADOW_RECORDED)
-			ring_put(t, head + n++, e->func_id, EVENT_EXIT, tsc);
-	}
-	state_publish(t, state_make(head + n, 0));
+	pos = pending_write_closing(t, head, 0, state_depth(s), tsc, NULL);
+	for (uint32_t i = state_depth(s); i-- > 0;)
+		if (!entry_is_dead(&t->shadow[i], head))
+			close_entry(t, i, &pos, tsc);
+	state_publish(t, state_make(pos, 0));
 }

@@ -89,6 +89,8 @@ void threads_clear_aggregates(struct agent_thread *t)
 	for (int i = 0; i < AGG_DROP_REASONS; i++)
 		atomic_store(&t->drop_reasons[i], 0);
 	atomic_store(&t->unattributed, 0);
+	for (int i = 0; i < AGG_FILTER_REASONS; i++)
+		atomic_store(&t->filtered_by[i], 0);
 	t->memory_failed = 0;
 }
 

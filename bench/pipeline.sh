@@ -2,22 +2,30 @@
 # Pipeline: what the event pipeline (the agent's flusher thread in the target,
 # then profd) costs per event, and the highest event rate that one session
 # sustains without dropping a call, for 1, 2 and 4 target threads.
-# Usage: bench/pipeline.sh [--quick] [BUILD_DIR]; see bench/README.md.
+# Usage: bench/pipeline.sh [--quick] [--trace-compression C] [BUILD_DIR]; see bench/README.md.
 # Exits non-zero when a session failed or its events do not add up to the calls.
 set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=build
 QUICK=0
+COMPRESSION=deflate # profctl's default
 usage() {
-	echo "usage: $0 [--quick] [BUILD_DIR]   (default: about 1 minute; --quick: about 15 s)" >&2
+	echo "usage: $0 [--quick] [--trace-compression deflate|zstd|none] [BUILD_DIR]" \
+		"  (default: about 1 minute; --quick: about 15 s)" >&2
 	exit 2
 }
-for arg; do
-	case "$arg" in
+while [ $# -gt 0 ]; do
+	case "$1" in
 	--quick) QUICK=1 ;;
+	--trace-compression)
+		[ $# -ge 2 ] || usage
+		COMPRESSION=$2
+		shift
+		;;
 	-*) usage ;;
-	*) BUILD=$arg ;;
+	*) BUILD=$1 ;;
 	esac
+	shift
 done
 
 FUNCS='load_*' # load_outer and load_inner, nothing else in bench/load_target.c
@@ -152,7 +160,8 @@ run_session() {
 	flusher_tid=
 	p0=$(profd_cpu_ns)
 	t0=$EPOCHREALTIME
-	"$ROOT/$BUILD/profctl" run --funcs "$FUNCS" --freq 0 -o "$tmp/run.pftrace" -- \
+	"$ROOT/$BUILD/profctl" run --funcs "$FUNCS" --freq 0 --trace-compression "$COMPRESSION" \
+		-o "$tmp/run.pftrace" -- \
 		"$ROOT/$BUILD/bench/load_target" "${args[@]}" >"$tmp/run.out" 2>"$tmp/run.err" &
 	profctl_pid=$!
 	if find_flusher "$profctl_pid"; then

@@ -415,15 +415,18 @@ static const uint8_t *get_func_agg(const struct event_decoder *d, const uint8_t 
 	 */
 	if (f[4] > f[1])
 		f[4] = f[1];
+	if (f[5] > f[1] - f[4])
+		f[5] = f[1] - f[4];
 	memset(fa->hist, 0, sizeof(fa->hist));
 	fa->func_id = (uint32_t)f[0];
 	fa->entered = f[1];
 	fa->exited = f[2];
 	fa->untimed = f[3];
 	fa->unrecorded = f[4];
-	fa->total_ns = event_decoder_ticks_to_ns(d, f[5]);
-	fa->self_ns = event_decoder_ticks_to_ns(d, f[6]);
-	fa->max_ns = event_decoder_ticks_to_ns(d, f[7]);
+	fa->filtered = f[5];
+	fa->total_ns = event_decoder_ticks_to_ns(d, f[6]);
+	fa->self_ns = event_decoder_ticks_to_ns(d, f[7]);
+	fa->max_ns = event_decoder_ticks_to_ns(d, f[8]);
 	if (!(p = event_get_varint(p, end, &used)) || used > AGG_BUCKETS)
 		return NULL;
 	for (uint64_t b = 0; b < used; b++) {
@@ -448,6 +451,8 @@ static int deliver_aggregates(const struct event_decoder *d, const struct event_
 
 	p = get_varints(p, end, td.by_reason, AGG_DROP_REASONS);
 	if (!p || !(p = event_get_varint(p, end, &td.unattributed)))
+		return -EBADMSG;
+	if (!(p = get_varints(p, end, td.filtered_by, AGG_FILTER_REASONS)))
 		return -EBADMSG;
 	if (cb->thread_drops)
 		cb->thread_drops(ctx, h->tid, &td);

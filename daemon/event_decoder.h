@@ -28,7 +28,7 @@ struct decoded_event {
 /* One function's figures on one thread, cumulative (proto/func_aggregates.h). */
 struct decoded_func_agg {
 	uint32_t func_id;
-	uint64_t entered, exited, untimed, unrecorded;
+	uint64_t entered, exited, untimed, unrecorded, filtered;
 	uint64_t total_ns, self_ns, max_ns;
 	uint32_t hist[AGG_BUCKETS];      /* low 32 bits of each bucket's cumulative count */
 };
@@ -37,6 +37,7 @@ struct decoded_func_agg {
 struct decoded_thread_drops {
 	uint64_t by_reason[AGG_DROP_REASONS]; /* enum agg_drop_reason, cumulative */
 	uint64_t unattributed;
+	uint64_t filtered_by[AGG_FILTER_REASONS]; /* enum agg_filter_reason, cumulative */
 };
 
 struct event_decoder_callbacks {

@@ -13,7 +13,7 @@
 
 struct stat_entry {
 	uint32_t tid, func_id; /* func_id 0: empty */
-	uint64_t base_entered, base_exited, base_untimed, base_unrecorded; /* earlier agents' */
+	uint64_t base_entered, base_exited, base_untimed, base_unrecorded, base_filtered; /* earlier agents' */
 	uint64_t base_total, base_self, base_max;
 	struct decoded_func_agg last;  /* the current agent's latest (ns already) */
 	uint32_t last_raw[AGG_BUCKETS];
@@ -122,6 +122,7 @@ void func_stats_new_agent(struct func_stats *fs)
 		e->base_exited += e->last.exited;
 		e->base_untimed += e->last.untimed;
 		e->base_unrecorded += e->last.unrecorded;
+		e->base_filtered += e->last.filtered;
 		e->base_total += e->last.total_ns;
 		e->base_self += e->last.self_ns;
 		if (e->last.max_ns > e->base_max)
@@ -135,6 +136,8 @@ void func_stats_new_agent(struct func_stats *fs)
 		for (int r = 0; r < AGG_DROP_REASONS; r++)
 			t->base.by_reason[r] += t->last.by_reason[r];
 		t->base.unattributed += t->last.unattributed;
+		for (int r = 0; r < AGG_FILTER_REASONS; r++)
+			t->base.filtered_by[r] += t->last.filtered_by[r];
 		memset(&t->last, 0, sizeof(t->last));
 	}
 }
@@ -197,6 +200,7 @@ static void acc_add(struct totals_acc *a, const struct stat_entry *e)
 	a->t.exited += exited;
 	a->t.open += entered - exited;
 	a->t.dropped += untimed + e->base_unrecorded + e->last.unrecorded;
+	a->t.filtered += e->base_filtered + e->last.filtered;
 	a->t.total_ns += e->base_total + e->last.total_ns;
 	a->t.self_ns += e->base_self + e->last.self_ns;
 	if (e->last.max_ns > a->t.max_ns)
@@ -300,8 +304,38 @@ void func_stats_summarize(const struct func_stats *fs, struct func_stats_summary
 			sum->dropped += t->base.by_reason[r] + t->last.by_reason[r];
 		}
 		sum->unattributed += t->base.unattributed + t->last.unattributed;
+		for (int r = 0; r < AGG_FILTER_REASONS; r++) {
+			sum->filtered_by_reason[r] += t->base.filtered_by[r] + t->last.filtered_by[r];
+			sum->filtered += t->base.filtered_by[r] + t->last.filtered_by[r];
+		}
 	}
 	sum->made += sum->unattributed;
 	/* a running thread's counters are read a moment apart: never below 0 */
-	sum->recorded = sum->made > sum->dropped ? sum->made - sum->dropped : 0;
+	sum->recorded = sum->made > sum->dropped + sum->filtered ?
+				sum->made - sum->dropped - sum->filtered :
+				0;
+}
+
+uint64_t func_stats_min_duration_for(const struct func_stats *fs, uint64_t max_calls)
+{
+	uint64_t hist[AGG_BUCKETS] = { 0 }, kept = 0;
+	double ns_per_tick = 0;
+	uint32_t b;
+
+	for (size_t i = 0; i < fs->cap; i++) {
+		const struct stat_entry *e = &fs->entries[i];
+
+		if (!e->func_id)
+			continue;
+		for (b = 0; b < AGG_BUCKETS; b++)
+			hist[b] += e->hist[b];
+		if (e->ns_per_tick > 0)
+			ns_per_tick = e->ns_per_tick;
+	}
+	/* the longest calls first: the lowest bucket whose calls and all longer ones still fit */
+	for (b = AGG_BUCKETS; b > 0 && kept + hist[b - 1] <= max_calls; b--)
+		kept += hist[b - 1];
+	if (b == 0 || ns_per_tick <= 0)
+		return 0;
+	return (uint64_t)((double)agg_bucket_low(b) * ns_per_tick + 0.999);
 }

@@ -22,7 +22,8 @@ struct func_totals {
 	uint64_t calls;    /* made: timed from their enter, or untimed */
 	uint64_t exited;   /* timed calls that returned: total, self and the durations are theirs */
 	uint64_t open;     /* timed calls that had not returned when last reported */
-	uint64_t dropped;  /* calls not on the timeline (untimed or unrecorded) */
+	uint64_t dropped;  /* calls not on the timeline for want of room (untimed or unrecorded) */
+	uint64_t filtered; /* calls the filters kept off the timeline (--min-duration, --max-depth) */
 	uint64_t total_ns, self_ns, max_ns;
 	/* duration percentiles, estimates within 12 % (bucket middles); 0 without calls */
 	uint64_t p50_ns, p90_ns, p99_ns;
@@ -30,8 +31,9 @@ struct func_totals {
 
 /* Calls of the whole session, in one unit. */
 struct func_stats_summary {
-	uint64_t made, recorded, dropped, open;
+	uint64_t made, recorded, dropped, filtered, open;
 	uint64_t dropped_by_reason[AGG_DROP_REASONS];
+	uint64_t filtered_by_reason[AGG_FILTER_REASONS];
 	uint64_t unattributed; /* in `made` but in no function's figures */
 };
 
@@ -53,5 +55,12 @@ void func_stats_new_agent(struct func_stats *fs);
  */
 long func_stats_totals(const struct func_stats *fs, int per_thread, struct func_totals **out);
 void func_stats_summarize(const struct func_stats *fs, struct func_stats_summary *sum);
+
+/*
+ * The shortest --min-duration (ns, rounded up) that keeps at most max_calls
+ * of the returned calls, read off the merged duration histograms: an
+ * estimate, within a bucket's width (25 %). 0 when every call fits anyway.
+ */
+uint64_t func_stats_min_duration_for(const struct func_stats *fs, uint64_t max_calls);
 
 #endif

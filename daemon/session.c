@@ -34,6 +34,7 @@
 #include "daemon/session.h"
 #include "daemon/stub_map.h"
 #include "daemon/symbols.h"
+#include "daemon/tsc_rate.h"
 #include "proto/event_wire.h"
 #include "profd.pb-c.h"
 #include "viewer-export/perfetto_writer.h"
@@ -49,6 +50,18 @@ enum { CALL_GRAPH_AUTO = 0, CALL_GRAPH_FP = 1, CALL_GRAPH_DWARF = 2 };
 #define TID_SLOTS 4096                           /* power of two */
 #define MIN_BUFFER_SIZE (64ull << 10)
 #define MAX_BUFFER_SIZE (64ull << 30)
+#define MAX_MIN_DURATION_NS (3600ull * 1000000000)
+#define MAX_DEPTH 1024
+/*
+ * About what the Perfetto UI in a browser loads (../shared/perfetto-format.md
+ * §6.3: its memory grows with the slice count): past it, the summary names
+ * the --min-duration that would have kept the timeline under.
+ */
+#define UI_SLICE_LIMIT 10000000ull
+/* Ours to hold, unlike the agent's buffers: a client must not make a root daemon keep more. */
+#define MAX_RING_SIZE (4ull << 30)
+enum { TRACE_COMPRESSION_DEFAULT = 0, TRACE_COMPRESSION_NONE = 1, TRACE_COMPRESSION_DEFLATE = 2,
+       TRACE_COMPRESSION_ZSTD = 3 }; /* RunRequest.trace_compression */
 
 struct thread_slot {
 	uint32_t tid;          /* 0 = empty */
@@ -75,6 +88,9 @@ struct session {
 	uint32_t call_graph;             /* CALL_GRAPH_* */
 	uint32_t ring_pages, stack_bytes; /* 0: the sampler's defaults */
 	uint64_t buffer_size;            /* the agent's event buffer budget; 0: its default */
+	uint64_t min_duration_ns;        /* --min-duration (0: none), and in TSC ticks */
+	uint64_t min_duration_ticks;
+	uint32_t max_depth;              /* --max-depth (0: none) */
 	uint64_t buffer_budget, buffer_peak; /* as the agent reported them at its goodbye */
 	struct func_stats *stats;        /* exact per-function figures */
 	struct event_decoder *decoder;
@@ -199,6 +215,11 @@ static struct session *session_new(struct server *srv, struct conn *c, const Pro
 	s->ring_pages = req->ring_pages;
 	s->stack_bytes = req->stack_bytes;
 	s->buffer_size = req->buffer_size;
+	s->min_duration_ns = req->min_duration_ns;
+	s->max_depth = req->max_depth;
+	/* at least one tick: a filter asked for is never silently off */
+	if (req->min_duration_ns)
+		s->min_duration_ticks = (uint64_t)((double)req->min_duration_ns * tsc_ticks_per_ns()) + 1;
 	s->call_graph = req->call_graph <= CALL_GRAPH_DWARF ? req->call_graph : CALL_GRAPH_AUTO;
 	s->out_fd = -1;
 	s->next = srv->sessions;
@@ -258,6 +279,15 @@ static int session_attach(struct session *s, pid_t pid)
 	return 0;
 }
 
+static enum perfetto_compression writer_compression(uint32_t wire)
+{
+	switch (wire) {
+	case TRACE_COMPRESSION_NONE: return PERFETTO_COMPRESSION_NONE;
+	case TRACE_COMPRESSION_ZSTD: return PERFETTO_COMPRESSION_ZSTD;
+	default: return PERFETTO_COMPRESSION_DEFLATE; /* what every Perfetto reader opens */
+	}
+}
+
 static void handle_run_request(struct server *srv, struct conn *c, const uint8_t *p, size_t len)
 {
 	Profd__RunRequest *req = profd__run_request__unpack(NULL, len, p);
@@ -282,10 +312,24 @@ static void handle_run_request(struct server *srv, struct conn *c, const uint8_t
 		send_error(c, "stack bytes must be a multiple of 8 up to 65528");
 		goto out;
 	}
+	if (req->min_duration_ns > MAX_MIN_DURATION_NS || req->max_depth > MAX_DEPTH) {
+		send_error(c, "min duration must be at most 1 hour and max depth at most "
+			   STRINGIFY(MAX_DEPTH));
+		goto out;
+	}
 	/* the target's memory, not ours: the client's to spend, within reason */
 	if (req->buffer_size && (req->buffer_size < MIN_BUFFER_SIZE ||
 				 req->buffer_size > MAX_BUFFER_SIZE)) {
 		send_error(c, "buffer size must be between 64K and 64G");
+		goto out;
+	}
+	if (req->trace_compression > TRACE_COMPRESSION_ZSTD) {
+		send_error(c, "trace compression must be none, deflate or zstd");
+		goto out;
+	}
+	if (req->ring_size && (req->ring_size < PERFETTO_RING_MIN_BYTES ||
+			       req->ring_size > MAX_RING_SIZE)) {
+		send_error(c, "ring size must be between 256K (one compression block) and 4G");
 		goto out;
 	}
 	s = session_new(srv, c, req);
@@ -295,7 +339,9 @@ static void handle_run_request(struct server *srv, struct conn *c, const uint8_t
 	}
 	s->out_fd = c->passed_fd;
 	c->passed_fd = -1;
-	s->writer = perfetto_writer_new(s->out_fd);
+	s->writer = perfetto_writer_new_opts(s->out_fd, &(struct perfetto_writer_options){
+		.compression = writer_compression(req->trace_compression),
+		.ring_bytes = req->ring_size });
 	if (!s->writer) {
 		send_error(c, "cannot create the trace writer");
 		goto out;
@@ -649,6 +695,8 @@ static void handle_agent_hello(struct server *srv, struct conn *c, const uint8_t
 	cfg.n_func_patterns = s->n_patterns;
 	cfg.func_patterns = s->patterns;
 	cfg.buffer_size = s->buffer_size;
+	cfg.min_duration_ticks = s->min_duration_ticks;
+	cfg.max_depth = s->max_depth;
 	if (profd__agent_config__get_packed_size(&cfg) <= sizeof(buf))
 		conn_send(c, FRAME_AGENT_CONFIG, buf, profd__agent_config__pack(&cfg, buf));
 out:
@@ -767,6 +815,14 @@ static int fill_summary(struct session *s, Profd__SessionSummary *sum,
 	sum->dropped_in_hook = calls.dropped_by_reason[AGG_DROP_IN_HOOK];
 	sum->dropped_under_unwinder = calls.dropped_by_reason[AGG_DROP_UNDER_UNWINDER];
 	sum->calls_unattributed = calls.unattributed;
+	sum->calls_filtered = calls.filtered;
+	sum->filtered_short = calls.filtered_by_reason[AGG_FILTER_SHORT];
+	sum->filtered_deep = calls.filtered_by_reason[AGG_FILTER_DEEP];
+	sum->min_duration_ns = s->min_duration_ns;
+	sum->max_depth = s->max_depth;
+	if (calls.recorded > UI_SLICE_LIMIT)
+		sum->suggested_min_duration_ns =
+			func_stats_min_duration_for(s->stats, UI_SLICE_LIMIT);
 	sum->calls_open = calls.open;
 	sum->buffer_budget = s->buffer_budget;
 	sum->buffer_peak = s->buffer_peak;
@@ -867,6 +923,7 @@ static size_t fill_top_functions(struct session *s, const struct func_totals *to
 		top[k].p50_ns = totals[i].p50_ns;
 		top[k].p99_ns = totals[i].p99_ns;
 		top[k].dropped = totals[i].dropped;
+		top[k].filtered = totals[i].filtered;
 		ptrs[k] = &top[k];
 		k++;
 	}
@@ -942,7 +999,8 @@ static void write_func_totals(struct session *s)
 			struct perfetto_func_totals out = {
 				.name = name ? demangle_cached(s->demangled, name) : "?",
 				.tid = t->tid, .calls = t->calls, .exited = t->exited,
-				.dropped = t->dropped, .total_ns = t->total_ns, .self_ns = t->self_ns,
+				.dropped = t->dropped, .filtered = t->filtered,
+				.total_ns = t->total_ns, .self_ns = t->self_ns,
 				.max_ns = t->max_ns, .p50_ns = t->p50_ns, .p90_ns = t->p90_ns,
 				.p99_ns = t->p99_ns,
 			};
@@ -1133,6 +1191,58 @@ out:
 		profd__stop_request__free_unpacked(req, NULL);
 }
 
+/*
+ * Writes a ring session's window, as it is now, to the file the client
+ * opened and passed (profd never opens a client's path). For its owner or
+ * root; the session records on.
+ */
+static void handle_snapshot_request(struct server *srv, struct conn *c, const uint8_t *p,
+				    size_t len)
+{
+	Profd__SnapshotRequest *req = profd__snapshot_request__unpack(NULL, len, p);
+	Profd__SnapshotReply reply = PROFD__SNAPSHOT_REPLY__INIT;
+	struct session *s = req ? session_by_id(srv, req->session_id) : NULL;
+	char msg[160];
+	uint8_t buf[64];
+	int64_t n;
+
+	if (!req || !s || !may_see_session(s, c)) {
+		snprintf(msg, sizeof(msg), req ? "no session %" PRIu64 " of yours" :
+						 "malformed snapshot request",
+			 req ? req->session_id : 0);
+		send_error(c, msg);
+		goto out;
+	}
+	if (!s->writer || !perfetto_writer_is_ring(s->writer)) {
+		snprintf(msg, sizeof(msg), "session %" PRIu64 " is not a flight recorder "
+			 "(start it with --ring SIZE)", s->id);
+		send_error(c, msg);
+		goto out;
+	}
+	if (c->passed_fd < 0 || !output_fd_usable(c->passed_fd)) {
+		send_error(c, "snapshot request without an output descriptor of a regular file "
+			   "open for writing");
+		goto out;
+	}
+	n = perfetto_writer_snapshot(s->writer, c->passed_fd);
+	if (n < 0) {
+		snprintf(msg, sizeof(msg), "writing the snapshot failed: %s", strerror((int)-n));
+		send_error(c, msg);
+		goto out;
+	}
+	server_log("session %" PRIu64 ": snapshot of %" PRId64 " bytes for uid %u", s->id, n,
+		   (unsigned)c->peer.uid);
+	reply.bytes = (uint64_t)n;
+	conn_send(c, FRAME_SNAPSHOT_REPLY, buf, profd__snapshot_reply__pack(&reply, buf));
+	conn_close_later(c);
+out:
+	if (c->passed_fd >= 0)
+		close(c->passed_fd);
+	c->passed_fd = -1;
+	if (req)
+		profd__snapshot_request__free_unpacked(req, NULL);
+}
+
 void session_client_frame(struct server *srv, struct conn *c, uint32_t type,
 			  const uint8_t *payload, size_t len)
 {
@@ -1145,8 +1255,10 @@ void session_client_frame(struct server *srv, struct conn *c, uint32_t type,
 			handle_status_request(srv, c, payload, len);
 		else if (type == FRAME_STOP_REQUEST)
 			handle_stop_request(srv, c, payload, len);
+		else if (type == FRAME_SNAPSHOT_REQUEST)
+			handle_snapshot_request(srv, c, payload, len);
 		else
-			send_error(c, "expected a run, status or stop request");
+			send_error(c, "expected a run, status, stop or snapshot request");
 		return;
 	}
 	switch (type) {
@@ -1199,8 +1311,8 @@ void session_tick_all(struct server *srv)
 		}
 		if (s->samples_out && now > SAMPLE_HOLD_MAX_NS) /* an agent that went quiet */
 			sample_pipeline_release_older(s->samples_out, now - SAMPLE_HOLD_MAX_NS);
-		if (s->writer)
-			perfetto_writer_flush(s->writer);
+		if (s->writer) /* never waits for the compressor */
+			perfetto_writer_poll(s->writer);
 		if (s->target_exited &&
 		    (!s->agent || s->agent_said_goodbye || now >= s->agent_deadline_ns))
 			session_finish(srv, s);

@@ -17,41 +17,6 @@
 #include "proto/frame_io.h"
 #include "profd.pb-c.h"
 
-#define REPLY_TIMEOUT_MS 5000
-
-/* Sends one request frame and reads the reply: its type and payload (to free). */
-static int ask_profd(uint32_t type, const uint8_t *req, size_t len, struct frame_header *h,
-		     uint8_t **reply)
-{
-	struct daemon_link link;
-	int err = daemon_link_connect(&link);
-
-	if (err) {
-		fprintf(stderr, "profctl: no profd is listening at %s: %s (profctl run's private "
-				"daemons are not listed)\n", link.socket_path, strerror(-err));
-		return err;
-	}
-	err = frame_send(link.fd, type, req, len, -1);
-	if (!err)
-		err = frame_recv(link.fd, h, reply, NULL, REPLY_TIMEOUT_MS);
-	if (err)
-		fprintf(stderr, "profctl: profd at %s did not answer: %s\n", link.socket_path,
-			strerror(-err));
-	daemon_link_close(&link);
-	return err;
-}
-
-/* An ErrorReply from profd: printed, -EPERM. */
-static int print_refusal(const uint8_t *payload, size_t len)
-{
-	Profd__ErrorReply *e = profd__error_reply__unpack(NULL, len, payload);
-
-	fprintf(stderr, "profctl: %s\n", e && e->message ? e->message : "profd refused");
-	if (e)
-		profd__error_reply__free_unpacked(e, NULL);
-	return -EPERM;
-}
-
 static void print_session(const Profd__SessionStatus *s)
 {
 	if (s->details_hidden) {
@@ -78,12 +43,12 @@ int cmd_status(int argc, char **argv)
 		fprintf(stderr, "usage: profctl status\n");
 		return 2;
 	}
-	err = ask_profd(FRAME_STATUS_REQUEST, buf, profd__status_request__pack(&req, buf), &h,
+	err = profctl_ask(FRAME_STATUS_REQUEST, buf, profd__status_request__pack(&req, buf), -1, &h,
 			&payload);
 	if (err)
 		return 1;
 	if (h.type != FRAME_STATUS_REPLY) {
-		err = h.type == FRAME_ERROR ? print_refusal(payload, h.length) : -EPROTO;
+		err = h.type == FRAME_ERROR ? profctl_print_refusal(payload, h.length) : -EPROTO;
 		free(payload);
 		return 1;
 	}
@@ -118,13 +83,13 @@ int cmd_stop(int argc, char **argv)
 		fprintf(stderr, "usage: profctl stop ID   (IDs: profctl status)\n");
 		return 2;
 	}
-	err = ask_profd(FRAME_STOP_REQUEST, buf, profd__stop_request__pack(&req, buf), &h,
+	err = profctl_ask(FRAME_STOP_REQUEST, buf, profd__stop_request__pack(&req, buf), -1, &h,
 			&payload);
 	if (err)
 		return 1;
 	if (h.type != FRAME_STOP_REPLY) {
 		if (h.type == FRAME_ERROR)
-			print_refusal(payload, h.length);
+			profctl_print_refusal(payload, h.length);
 		free(payload);
 		return 1;
 	}

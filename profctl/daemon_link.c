@@ -20,6 +20,7 @@
 
 #include "profctl/profctl.h"
 #include "proto/frame_io.h"
+#include "profd.pb-c.h"
 
 #define SYSTEM_SOCKET "/run/profd/profd.sock"
 #define READY_TIMEOUT_MS 5000
@@ -161,4 +162,37 @@ reaped:
 		rmdir(link->private_dir);
 		link->private_dir[0] = '\0';
 	}
+}
+
+#define ASK_TIMEOUT_MS 5000
+
+int profctl_ask(uint32_t type, const uint8_t *req, size_t len, int fd, struct frame_header *h,
+		uint8_t **reply)
+{
+	struct daemon_link link;
+	int err = daemon_link_connect(&link);
+
+	if (err) {
+		fprintf(stderr, "profctl: no profd is listening at %s: %s (profctl run's private "
+				"daemons are not listed)\n", link.socket_path, strerror(-err));
+		return err;
+	}
+	err = frame_send(link.fd, type, req, len, fd);
+	if (!err)
+		err = frame_recv(link.fd, h, reply, NULL, ASK_TIMEOUT_MS);
+	if (err)
+		fprintf(stderr, "profctl: profd at %s did not answer: %s\n", link.socket_path,
+			strerror(-err));
+	daemon_link_close(&link);
+	return err;
+}
+
+int profctl_print_refusal(const uint8_t *payload, size_t len)
+{
+	Profd__ErrorReply *e = profd__error_reply__unpack(NULL, len, payload);
+
+	fprintf(stderr, "profctl: %s\n", e && e->message ? e->message : "profd refused");
+	if (e)
+		profd__error_reply__free_unpacked(e, NULL);
+	return -EPERM;
 }

@@ -10,12 +10,16 @@
 static void usage(FILE *out)
 {
 	fprintf(out,
-		"usage: profctl run [--funcs GLOBS] [--freq HZ] [-o FILE] [--duration S] [--call-graph fp|dwarf[,BYTES]|auto] [--mmap-pages N] [--buffer-size SIZE] [-v] -- CMD [ARGS...]\n"
-		"       profctl attach PID --funcs GLOBS [--freq HZ] [-o FILE] [--duration S] [--call-graph fp|dwarf[,BYTES]|auto] [--mmap-pages N] [--buffer-size SIZE] [-v]\n"
+		"usage: profctl run [--funcs GLOBS] [--freq HZ] [-o FILE] [--duration S] [--call-graph fp|dwarf[,BYTES]|auto] [--mmap-pages N] [--buffer-size SIZE]\n"
+		"                   [--min-duration DUR] [--max-depth N] [--trace-compression deflate|zstd|none] [--ring SIZE] [-v] -- CMD [ARGS...]\n"
+		"       profctl attach PID --funcs GLOBS [--freq HZ] [-o FILE] [--duration S] [--call-graph fp|dwarf[,BYTES]|auto] [--mmap-pages N] [--buffer-size SIZE]\n"
+		"                   [--min-duration DUR] [--max-depth N] [--trace-compression deflate|zstd|none] [--ring SIZE] [-v]\n"
 		"       profctl detach PID\n"
 		"       profctl report [--dump] FILE\n"
 		"       profctl status\n"
 		"       profctl stop ID\n"
+		"       profctl open [--port N] [--no-browser] [--timeout S] [--origin URL] [-v] FILE\n"
+		"       profctl snapshot ID [-o FILE]\n"
 		"\n"
 		"  run      start CMD with the agent preloaded, instrument the functions GLOBS\n"
 		"           selects (comma-separated, !GLOB excludes, MODULE:GLOB restricts),\n"
@@ -27,7 +31,12 @@ static void usage(FILE *out)
 		"  report   summarize a trace written by profctl run or attach\n"
 		"  status   list the sessions of the running profd (system service or\n"
 		"           $PROFD_SOCKET): target, functions, events/s, drops, output\n"
-		"  stop     end session ID (yours, or any as root); its trace is finalized\n");
+		"  stop     end session ID (yours, or any as root); its trace is finalized\n"
+		"  open     serve FILE once on 127.0.0.1 (port 9001, the one ui.perfetto.dev\n"
+		"           may fetch from) and print the ui.perfetto.dev link that loads it,\n"
+		"           or open it with xdg-open when there is a display\n"
+		"  snapshot write the current window of flight-recorder session ID (--ring)\n"
+		"           to FILE (default profd-ID-snapshot-TIME.pftrace); it records on\n");
 }
 
 int main(int argc, char **argv)
@@ -48,6 +57,10 @@ int main(int argc, char **argv)
 		return cmd_status(argc - 1, argv + 1);
 	if (strcmp(argv[1], "stop") == 0)
 		return cmd_stop(argc - 1, argv + 1);
+	if (strcmp(argv[1], "open") == 0)
+		return cmd_open(argc - 1, argv + 1);
+	if (strcmp(argv[1], "snapshot") == 0)
+		return cmd_snapshot(argc - 1, argv + 1);
 	if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
 		usage(stdout);
 		return 0;

@@ -16,6 +16,8 @@ int cmd_attach(int argc, char **argv);
 int cmd_detach(int argc, char **argv);
 int cmd_status(int argc, char **argv);
 int cmd_stop(int argc, char **argv);
+int cmd_open(int argc, char **argv);
+int cmd_snapshot(int argc, char **argv);
 
 struct trace_stream_stats;
 
@@ -51,6 +53,17 @@ int daemon_link_open(struct daemon_link *link, bool verbose);
 int daemon_link_connect(struct daemon_link *link);
 /* Closes the connection and waits for a private daemon to exit (bounded). */
 void daemon_link_close(struct daemon_link *link);
+
+struct frame_header;
+/*
+ * One request to the running profd (as daemon_link_connect finds it), with
+ * fd passed along when >= 0, and its reply: type and payload (to free).
+ * 0, or a negative errno after printing a one-line reason.
+ */
+int profctl_ask(uint32_t type, const uint8_t *req, size_t len, int fd, struct frame_header *h,
+		uint8_t **reply);
+/* An ErrorReply from profd: printed as one line; returns -EPERM. */
+int profctl_print_refusal(const uint8_t *payload, size_t len);
 
 /* Directory of the running profctl binary (to find profd and the agent). */
 int profctl_self_dir(char *buf, size_t len);

@@ -80,8 +80,12 @@ static int parse_mmap_pages(const char *s, unsigned *out)
 	return 0;
 }
 
-/* SIZE with an optional K, M or G suffix (powers of 1024), as perf record -m takes it. */
-static int parse_buffer_size(const char *s, unsigned long long *out)
+/*
+ * SIZE with an optional K, M or G suffix (powers of 1024), as perf record -m
+ * takes it, from min to max bytes; `range` says so in the error line.
+ */
+static int parse_size(const char *s, const char *what, unsigned long long min,
+		      unsigned long long max, const char *range, unsigned long long *out)
 {
 	char *end;
 	unsigned long long v;
@@ -97,14 +101,53 @@ static int parse_buffer_size(const char *s, unsigned long long *out)
 		shift = 30;
 	if (shift)
 		end++;
-	if (errno || end == s || *end || s[0] == '-' || v > (64ull << 30) >> shift ||
-	    (v << shift) < (64ull << 10)) {
-		fprintf(stderr, "profctl: --buffer-size must be a size from 64K to 64G "
-				"(a number with K, M or G), not '%s'\n", s);
+	if (errno || end == s || *end || s[0] == '-' || v > max >> shift || (v << shift) < min) {
+		fprintf(stderr, "profctl: %s must be a size from %s (a number with K, M or G), "
+				"not '%s'\n", what, range, s);
 		return -EINVAL;
 	}
 	*out = v << shift;
 	return 0;
+}
+
+/* DUR: a number (decimals allowed) with ns, us, ms or s, from 1ns to 1 hour. */
+static int parse_min_duration(const char *s, unsigned long long *out_ns)
+{
+	static const struct { const char *unit; double ns; } units[] = {
+		{ "ns", 1 }, { "us", 1e3 }, { "ms", 1e6 }, { "s", 1e9 },
+	};
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(s, &end);
+	for (size_t i = 0; !errno && end != s && v >= 0 && i < sizeof(units) / sizeof(units[0]); i++) {
+		double ns = v * units[i].ns + 0.5;
+
+		if (strcmp(end, units[i].unit) || ns < 1 || ns > 3600e9)
+			continue;
+		*out_ns = (unsigned long long)ns;
+		return 0;
+	}
+	fprintf(stderr, "profctl: --min-duration must be a duration from 1ns to 1 hour with a unit "
+			"(500ns, 2us, 1.5ms, 1s), not '%s'\n", s);
+	return -EINVAL;
+}
+
+/* none, deflate or zstd: RunRequest.trace_compression (1, 2, 3; 0 is profd's default). */
+static int parse_compression(const char *s, unsigned *out)
+{
+	static const char *const names[] = { "none", "deflate", "zstd" };
+
+	for (unsigned i = 0; i < 3; i++) {
+		if (strcmp(s, names[i]) == 0) {
+			*out = i + 1;
+			return 0;
+		}
+	}
+	fprintf(stderr, "profctl: --trace-compression must be deflate, zstd or none, not '%s'\n",
+		s);
+	return -EINVAL;
 }
 
 int profile_options_parse(int argc, char **argv, struct profile_options *o, const char *usage,
@@ -116,6 +159,10 @@ int profile_options_parse(int argc, char **argv, struct profile_options *o, cons
 		{ "verbose", no_argument, NULL, 'v' },      { "call-graph", required_argument, NULL, 'g' },
 		{ "mmap-pages", required_argument, NULL, 'm' },
 		{ "buffer-size", required_argument, NULL, 'b' },
+		{ "min-duration", required_argument, NULL, 'M' },
+		{ "max-depth", required_argument, NULL, 'D' },
+		{ "trace-compression", required_argument, NULL, 'C' },
+		{ "ring", required_argument, NULL, 'R' },
 		{ 0 },
 	};
 	int c;
@@ -142,8 +189,31 @@ int profile_options_parse(int argc, char **argv, struct profile_options *o, cons
 				return -EINVAL;
 			break;
 		case 'b':
-			if (parse_buffer_size(optarg, &o->buffer_size))
+			if (parse_size(optarg, "--buffer-size", 64ull << 10, 64ull << 30,
+				       "64K to 64G", &o->buffer_size))
 				return -EINVAL;
+			break;
+		case 'C':
+			if (parse_compression(optarg, &o->trace_compression))
+				return -EINVAL;
+			break;
+		case 'R':
+			if (parse_size(optarg, "--ring", 256ull << 10, 4ull << 30,
+				       "256K (one compression block) to 4G", &o->ring_size))
+				return -EINVAL;
+			break;
+		case 'M':
+			if (parse_min_duration(optarg, &o->min_duration_ns))
+				return -EINVAL;
+			break;
+		case 'D':
+			if (parse_unsigned(optarg, "--max-depth", PROFILE_MAX_DEPTH, &o->max_depth))
+				return -EINVAL;
+			if (!o->max_depth) {
+				fprintf(stderr, "profctl: --max-depth must be from 1 to %d, not 0\n",
+					PROFILE_MAX_DEPTH);
+				return -EINVAL;
+			}
 			break;
 		default: fprintf(stderr, "%s", usage); return -EINVAL;
 		}
@@ -259,6 +329,10 @@ int session_client_start(struct session_client *c, const char *comm, pid_t attac
 	req.stack_bytes = c->opt->stack_bytes;
 	req.ring_pages = c->opt->mmap_pages;
 	req.buffer_size = c->opt->buffer_size;
+	req.min_duration_ns = c->opt->min_duration_ns;
+	req.max_depth = c->opt->max_depth;
+	req.trace_compression = c->opt->trace_compression;
+	req.ring_size = c->opt->ring_size;
 	n = profd__run_request__get_packed_size(&req);
 	buf = malloc(n + 1);
 	if (!buf)
@@ -363,7 +437,27 @@ static const char *fmt_ns(char *buf, size_t len, uint64_t ns)
 	return buf;
 }
 
-/* Calls in one unit: made = recorded + dropped, and why; then the exact per-function figures. */
+/* ", F filtered (...)": the calls the session's filters kept off the timeline, by filter. */
+static void print_filtered(const Profd__SessionSummary *s)
+{
+	char a[16];
+
+	if (!s->min_duration_ns && !s->max_depth)
+		return;
+	fprintf(stderr, ", %llu filtered (", (unsigned long long)s->calls_filtered);
+	if (s->min_duration_ns)
+		fprintf(stderr, "shorter than %s: %llu%s", fmt_ns(a, sizeof(a), s->min_duration_ns),
+			(unsigned long long)s->filtered_short, s->max_depth ? ", " : "");
+	if (s->max_depth)
+		fprintf(stderr, "deeper than %u: %llu", s->max_depth,
+			(unsigned long long)s->filtered_deep);
+	fprintf(stderr, ")");
+}
+
+/*
+ * Calls in one unit: made = recorded + dropped + filtered, and why; then the
+ * exact per-function figures.
+ */
 static void print_calls(const Profd__SessionSummary *s)
 {
 	static const char *const reasons[] = { "buffer full", "deeper than the shadow stack",
@@ -383,6 +477,7 @@ static void print_calls(const Profd__SessionSummary *s)
 		sep = ", ";
 	}
 	fprintf(stderr, "%s", sep[0] == ',' ? ")" : "");
+	print_filtered(s);
 	if (s->calls_open)
 		fprintf(stderr, "; %llu still running at the end", (unsigned long long)s->calls_open);
 	if (s->calls_unattributed)
@@ -392,6 +487,12 @@ static void print_calls(const Profd__SessionSummary *s)
 	if (s->buffer_budget)
 		fprintf(stderr, "profctl: event buffers: peak %.1f MiB of %.1f MiB (--buffer-size)\n",
 			(double)s->buffer_peak / (1 << 20), (double)s->buffer_budget / (1 << 20));
+	if (s->suggested_min_duration_ns)
+		fprintf(stderr, "profctl: warning: the timeline holds %llu slices, more than the "
+				"Perfetto UI loads in a browser (about 10 M): --min-duration %s "
+				"would have kept it under (estimate)\n",
+			(unsigned long long)s->calls_recorded,
+			fmt_ns(a, sizeof(a), s->suggested_min_duration_ns));
 	if (!s->n_top_functions)
 		return;
 	fprintf(stderr, "profctl: functions by total time (exact, every call; p50/p99 within 12 %%), "

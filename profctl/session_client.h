@@ -16,6 +16,8 @@
 #include "profctl/profctl.h"
 
 #define PROFILE_DEFAULT_FREQ 999
+/* --max-depth up to the agent's shadow stack (agent/agent_thread.h AGENT_SHADOW_CAPACITY) */
+#define PROFILE_MAX_DEPTH 1024
 
 struct profile_options {
 	char **patterns;
@@ -28,10 +30,15 @@ struct profile_options {
 	unsigned stack_bytes; /* --call-graph dwarf,BYTES; 0 = profd's default */
 	unsigned mmap_pages;  /* --mmap-pages: per-CPU ring pages; 0 = profd's default */
 	unsigned long long buffer_size; /* --buffer-size: the agent's event buffers; 0 = default */
+	unsigned long long min_duration_ns; /* --min-duration: shorter calls off the timeline; 0 = none */
+	unsigned max_depth;             /* --max-depth: deeper calls off the timeline; 0 = no limit */
+	unsigned trace_compression; /* --trace-compression: 0 profd's default (deflate), 1 none, 2 deflate, 3 zstd */
+	unsigned long long ring_size; /* --ring: a flight recorder of this many bytes; 0 = none */
 };
 
 /*
- * Parses --funcs/--freq/-o/--duration/-v/--call-graph/--mmap-pages/--buffer-size. With stop_at_operand (run: what
+ * Parses --funcs/--freq/-o/--duration/-v/--call-graph/--mmap-pages/--buffer-size/
+ * --trace-compression/--ring. With stop_at_operand (run: what
  * follows is CMD's) parsing stops at the first operand; otherwise operands
  * are moved to the end. Returns the index of the first operand, or a
  * negative errno after printing why (and usage).

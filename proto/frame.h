@@ -27,6 +27,8 @@ enum frame_type {
 	FRAME_STOP_REQUEST = 11,   /* client -> profd, first and only frame: end a session */
 	FRAME_STOP_REPLY = 12,
 	FRAME_STOP_NOTICE = 13,    /* profd -> an attach client: someone stopped the session */
+	FRAME_SNAPSHOT_REQUEST = 14, /* client -> profd, first and only frame (+ fd): ring window */
+	FRAME_SNAPSHOT_REPLY = 15,
 	FRAME_AGENT_HELLO = 16,
 	FRAME_AGENT_CONFIG = 17,
 	FRAME_FUNCTION_TABLE = 18,

@@ -57,23 +57,35 @@ enum agg_drop_reason {
 };
 
 /*
+ * Why a call was kept off the timeline on purpose (the session's filters):
+ * counted apart from the drops, and like them in its function's figures.
+ */
+enum agg_filter_reason {
+	AGG_FILTER_SHORT = 0, /* ended (returned, or left by longjmp) before --min-duration */
+	AGG_FILTER_DEEP = 1,  /* nested deeper than --max-depth instrumented frames */
+	AGG_FILTER_REASONS
+};
+
+/*
  * EVENT_CHUNK_AGGREGATES body, all varints: AGG_DROP_REASONS counters of the
  * thread's calls missing from the timeline (by reason), the count of its
  * calls that are in no function's figures (`unattributed`: the agent had no
- * memory for them; rare, but counted so that no total is short), then
- * `count` functions, each:
- *   func_id, entered, exited, untimed, unrecorded, total, self, max,
- *   buckets used, then per used bucket: index - previous index - 1 (the
+ * memory for them; rare, but counted so that no total is short),
+ * AGG_FILTER_REASONS counters of its calls the filters kept off the
+ * timeline, then `count` functions, each:
+ *   func_id, entered, exited, untimed, unrecorded, filtered, total, self,
+ *   max, buckets used, then per used bucket: index - previous index - 1 (the
  *   first: index), count.
  * Every figure is cumulative since the thread's first call: `entered` calls
  * were timed from their enter (exited of them returned, the rest are open),
  * `untimed` calls ran without being timed, `unrecorded` of the entered ones
- * are not on the timeline; total and self are ticks of the exited calls
+ * are not on the timeline for want of buffer room, `filtered` of them were
+ * kept off it by the filters; total and self are ticks of the exited calls
  * (self: less the instrumented calls made inside them), max their longest.
  * Bucket counts are the low 32 bits of each bucket's cumulative count: the
  * agent sends each thread's figures far more often than 2^32 calls of one
  * function can happen, so the daemon adds up the differences modulo 2^32.
  */
-#define AGG_WIRE_FIELDS 8
+#define AGG_WIRE_FIELDS 9
 
 #endif

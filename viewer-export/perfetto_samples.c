@@ -63,8 +63,7 @@ void pw_symbols_free(struct pw_symbols *s)
 	pw_vec_free(&s->stack);
 }
 
-/* Forgets every definition: the next packet on sequence 2 starts it afresh. */
-static void pw_symbols_reset(struct perfetto_writer *w)
+void pw_symbols_restart(struct perfetto_writer *w)
 {
 	uint32_t freq = w->sym.freq_hz;
 
@@ -319,6 +318,7 @@ int perfetto_writer_sample(struct perfetto_writer *w, uint64_t ts, uint32_t cpu,
 		return -EINVAL;
 	if (n_frames > UINT32_MAX / sizeof(uint32_t))
 		return -E2BIG;
+	pw_chunk_check(w);
 	pw_pending_clear(&w->sym);
 	if (n_frames) {
 		stack_iid = pw_intern_stack(&w->sym, frames, n_frames, &stack_new);
@@ -345,7 +345,7 @@ int perfetto_writer_sample(struct perfetto_writer *w, uint64_t ts, uint32_t cpu,
 
 err_reset:
 	/* entries interned above were never written: start the sequence over */
-	pw_symbols_reset(w);
+	pw_symbols_restart(w);
 	return ret;
 }
 
@@ -354,6 +354,7 @@ int perfetto_writer_sample_skipped(struct perfetto_writer *w, uint64_t ts, uint3
 {
 	size_t mark, ps;
 
+	pw_chunk_check(w);
 	mark = pw_packet_begin(w, PW_SEQ_PERF, ts, true);
 	ps = pwb_open(&w->pkt, PW_F_PERF_SAMPLE);
 	pwb_uint(&w->pkt, 1, cpu);
@@ -369,6 +370,7 @@ int perfetto_writer_samples_lost(struct perfetto_writer *w, uint64_t ts, uint32_
 {
 	size_t mark, ps;
 
+	pw_chunk_check(w);
 	mark = pw_packet_begin(w, PW_SEQ_PERF, ts, true);
 	ps = pwb_open(&w->pkt, PW_F_PERF_SAMPLE);
 	pwb_uint(&w->pkt, 1, cpu);

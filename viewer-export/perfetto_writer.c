@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "viewer-export/perfetto_writer_internal.h"
+#include "viewer-export/trace_sink.h"
 
 struct pw_proc {
 	int32_t pid; /* key */
@@ -47,6 +48,8 @@ struct pw_thread {
 	uint64_t seq_ts;  /* the sequence's clock: the last timestamp written on it */
 	uint8_t *defined; /* bit per event-name iid defined on its sequence */
 	size_t defined_bytes;
+	uint32_t *open;   /* ring: the event-name iid of each open slice, outermost first */
+	uint64_t floor;   /* ring: its events go no earlier than its last prologue */
 };
 
 struct pw_func {
@@ -61,78 +64,46 @@ _Static_assert(PW_SLICE_MAX - 2 < 128, "slice packets use a one-byte length");
 
 /* ---- output ------------------------------------------------------------- */
 
-/* Bytes of p[0..done) that form whole TracePacket records (tag 0x0A, varint length, body). */
-static size_t pw_whole_packets(const uint8_t *p, size_t n, size_t done)
+static uint64_t pw_now_ns(void)
 {
-	size_t off = 0;
+	struct timespec t;
 
-	while (off < n) {
-		uint64_t len = 0;
-		size_t i = off + 1;
-		unsigned shift = 0;
-
-		while (i < n && shift < 64) {
-			len |= (uint64_t)(p[i] & 0x7f) << shift;
-			shift += 7;
-			if (!(p[i++] & 0x80))
-				break;
-		}
-		if (len > n - i || i + len > done)
-			break;
-		off = i + len;
-	}
-	return off;
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &t);
+	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
-/*
- * A write failed after `done` of n bytes: the file ends inside a packet,
- * which no reader could load past. Cut it back to the last whole packet
- * (a pipe cannot be cut: its reader sees the end of the stream there).
- */
-static void pw_cut_partial_packet(struct perfetto_writer *w, const uint8_t *p, size_t n,
-				  size_t done)
+/* The buffer goes to the sink (never waits); a ring may ask for a new chunk. */
+static void pw_handover(struct perfetto_writer *w)
 {
-	size_t extra = done - pw_whole_packets(p, n, done);
-	off_t end;
-
-	if (!extra)
-		return;
-	end = lseek(w->fd, 0, SEEK_CUR);
-	if (end < (off_t)extra || ftruncate(w->fd, end - (off_t)extra) ||
-	    lseek(w->fd, end - (off_t)extra, SEEK_SET) < 0)
-		return;
-	w->st.bytes -= extra;
-}
-
-/* p holds whole packets only. */
-static int pw_write_all(struct perfetto_writer *w, const uint8_t *p, size_t n)
-{
-	size_t done = 0;
-
-	while (done < n && !w->write_error) {
-		ssize_t r = write(w->fd, p + done, n - done);
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0) {
-			w->write_error = r < 0 ? errno : EIO;
-			pw_cut_partial_packet(w, p, n, done);
-			break;
-		}
-		done += (size_t)r;
-		w->st.bytes += (uint64_t)r;
-	}
-	return w->write_error ? -w->write_error : 0;
+	if (w->buf_len && !w->write_error)
+		trace_sink_put(w->sink, w->buf, w->buf_len);
+	w->buf_len = 0; /* after a write error packets are counted, not kept */
+	w->write_error = trace_sink_write_error(w->sink);
+	w->handed_ns = pw_now_ns();
+	if (w->ring && trace_sink_chunk_due(w->sink))
+		w->chunk_due = true;
 }
 
 int perfetto_writer_flush(struct perfetto_writer *w)
 {
-	int ret = 0;
+	int ret;
 
-	if (w->buf_len && !w->write_error)
-		ret = pw_write_all(w, w->buf, w->buf_len);
-	w->buf_len = 0; /* after a write error packets are counted, not kept */
-	return ret ? ret : (w->write_error ? -w->write_error : 0);
+	pw_handover(w);
+	ret = trace_sink_drain(w->sink);
+	w->write_error = trace_sink_write_error(w->sink);
+	return ret;
+}
+
+void perfetto_writer_poll(struct perfetto_writer *w)
+{
+	if (!w->compressed && !w->ring) {
+		perfetto_writer_flush(w); /* plain writes: as cheap now as later */
+		return;
+	}
+	if (w->buf_len && pw_now_ns() - w->handed_ns >= 1000000000u)
+		pw_handover(w);
+	trace_sink_poll(w->sink);
+	w->write_error = trace_sink_write_error(w->sink);
 }
 
 /* Queues one whole packet record; a record larger than the buffer goes out alone. */
@@ -140,10 +111,10 @@ static void pw_append(struct perfetto_writer *w, const uint8_t *p, size_t n)
 {
 	w->st.packets++;
 	if (PW_BUF_SIZE - w->buf_len < n)
-		perfetto_writer_flush(w);
+		pw_handover(w);
 	if (n > PW_BUF_SIZE) {
 		if (!w->write_error)
-			pw_write_all(w, p, n);
+			trace_sink_put(w->sink, p, n);
 		return;
 	}
 	if (!w->write_error) {
@@ -226,11 +197,11 @@ static void pw_clock(struct pwb *b, uint32_t id, uint64_t ts)
 	pwb_close(b, c);
 }
 
-int perfetto_writer_clock_snapshot(struct perfetto_writer *w)
+/* A ClockSnapshot packet on sequence 1 in w->pkt; returns its mark. */
+static size_t pw_build_clock_snapshot(struct perfetto_writer *w, bool primary)
 {
 	struct timespec boot, mono, real;
 	size_t mark, cs;
-	int ret;
 
 	clock_gettime(CLOCK_BOOTTIME, &boot);
 	clock_gettime(CLOCK_MONOTONIC, &mono);
@@ -247,10 +218,16 @@ int perfetto_writer_clock_snapshot(struct perfetto_writer *w)
 	pw_clock(&w->pkt, PW_CLOCK_BOOTTIME, pw_ns(&boot));
 	pw_clock(&w->pkt, PW_CLOCK_MONOTONIC, pw_ns(&mono));
 	pw_clock(&w->pkt, PW_CLOCK_REALTIME, pw_ns(&real));
-	if (!w->snapshot_written)
+	if (primary)
 		pwb_uint(&w->pkt, 2, PW_CLOCK_BOOTTIME); /* primary_trace_clock */
 	pwb_close(&w->pkt, cs);
-	ret = pw_packet_end(w, mark);
+	return mark;
+}
+
+int perfetto_writer_clock_snapshot(struct perfetto_writer *w)
+{
+	int ret = pw_packet_end(w, pw_build_clock_snapshot(w, !w->snapshot_written));
+
 	if (!ret)
 		w->snapshot_written = true;
 	return ret;
@@ -275,19 +252,26 @@ static bool pw_rename(char **slot, const char *name, int *err)
 	return true;
 }
 
+/* The TrackDescriptor of a process, into the packet being built. */
+static void pw_put_process(struct pwb *b, const struct pw_proc *p)
+{
+	size_t d = pwb_open(b, PW_F_TRACK_DESCRIPTOR), pd;
+
+	pwb_uint(b, 1, p->uuid);
+	pd = pwb_open(b, 3); /* process */
+	pwb_uint(b, 1, (uint64_t)(int64_t)p->pid);
+	if (p->name)
+		pwb_str(b, 6, p->name); /* process_name */
+	pwb_close(b, pd);
+	pwb_close(b, d);
+}
+
 static int pw_describe_process(struct perfetto_writer *w, struct pw_proc *p)
 {
-	size_t mark = pw_packet_begin(w, PW_SEQ_TRACK, 0, false), d, pd;
+	size_t mark = pw_packet_begin(w, PW_SEQ_TRACK, 0, false);
 	int ret;
 
-	d = pwb_open(&w->pkt, PW_F_TRACK_DESCRIPTOR);
-	pwb_uint(&w->pkt, 1, p->uuid);
-	pd = pwb_open(&w->pkt, 3); /* process */
-	pwb_uint(&w->pkt, 1, (uint64_t)(int64_t)p->pid);
-	if (p->name)
-		pwb_str(&w->pkt, 6, p->name); /* process_name */
-	pwb_close(&w->pkt, pd);
-	pwb_close(&w->pkt, d);
+	pw_put_process(&w->pkt, p);
 	ret = pw_packet_end(w, mark);
 	p->described = !ret;
 	return ret;
@@ -329,20 +313,26 @@ int perfetto_writer_process(struct perfetto_writer *w, pid_t pid, const char *na
 	return p->described ? 0 : pw_describe_process(w, p);
 }
 
+static void pw_put_thread(struct pwb *b, const struct pw_thread *t)
+{
+	size_t d = pwb_open(b, PW_F_TRACK_DESCRIPTOR), td;
+
+	pwb_uint(b, 1, t->uuid);
+	td = pwb_open(b, 4); /* thread */
+	pwb_uint(b, 1, (uint64_t)(int64_t)t->key.pid);
+	pwb_uint(b, 2, (uint64_t)(int64_t)t->key.tid);
+	if (t->name)
+		pwb_str(b, 5, t->name); /* thread_name */
+	pwb_close(b, td);
+	pwb_close(b, d);
+}
+
 static int pw_describe_thread(struct perfetto_writer *w, struct pw_thread *t)
 {
-	size_t mark = pw_packet_begin(w, PW_SEQ_TRACK, 0, false), d, td;
+	size_t mark = pw_packet_begin(w, PW_SEQ_TRACK, 0, false);
 	int ret;
 
-	d = pwb_open(&w->pkt, PW_F_TRACK_DESCRIPTOR);
-	pwb_uint(&w->pkt, 1, t->uuid);
-	td = pwb_open(&w->pkt, 4); /* thread */
-	pwb_uint(&w->pkt, 1, (uint64_t)(int64_t)t->key.pid);
-	pwb_uint(&w->pkt, 2, (uint64_t)(int64_t)t->key.tid);
-	if (t->name)
-		pwb_str(&w->pkt, 5, t->name); /* thread_name */
-	pwb_close(&w->pkt, td);
-	pwb_close(&w->pkt, d);
+	pw_put_thread(&w->pkt, t);
 	ret = pw_packet_end(w, mark);
 	t->described = !ret;
 	return ret;
@@ -474,17 +464,16 @@ static int64_t pw_func_iid(struct perfetto_writer *w, uint32_t func_id)
 /* ---- a thread's sequence ---------------------------------------------------- */
 
 /*
- * Its first packets, before its first event: CLEARED with the defaults (its
- * track, the incremental clock), then a snapshot that starts that clock at ts
- * in CLOCK_MONOTONIC (perfetto-format.md §3.4.4).
+ * A thread sequence's first packets, before its first event (and again in
+ * each flight-recorder chunk): CLEARED with the defaults (its track, the
+ * incremental clock), then a snapshot that starts that clock at ts in
+ * CLOCK_MONOTONIC (perfetto-format.md §3.4.4). Built in w->pkt; the marks go
+ * to pw_packet_end or to a prologue.
  */
-static int pw_thread_seq_start(struct perfetto_writer *w, struct pw_thread *t, uint64_t ts)
+static size_t pw_build_seq_clear(struct perfetto_writer *w, const struct pw_thread *t)
 {
-	size_t mark, d, ted, cs, c;
+	size_t mark = pw_packet_open(w), d, ted;
 
-	if (!w->snapshot_written)
-		perfetto_writer_clock_snapshot(w);
-	mark = pw_packet_open(w);
 	pwb_uint(&w->pkt, PW_F_SEQ_ID, t->seq);
 	pwb_uint(&w->pkt, PW_F_SEQ_FLAGS, PW_SEQ_INCREMENTAL_STATE_CLEARED);
 	d = pwb_open(&w->pkt, PW_F_DEFAULTS);
@@ -493,9 +482,14 @@ static int pw_thread_seq_start(struct perfetto_writer *w, struct pw_thread *t, u
 	pwb_uint(&w->pkt, 11, t->uuid); /* track_uuid */
 	pwb_close(&w->pkt, ted);
 	pwb_close(&w->pkt, d);
-	if (pw_packet_end(w, mark) < 0)
-		return -ENOMEM;
-	mark = pw_packet_open(w);
+	return mark;
+}
+
+static size_t pw_build_seq_clock(struct perfetto_writer *w, const struct pw_thread *t,
+				 uint64_t ts)
+{
+	size_t mark = pw_packet_open(w), cs, c;
+
 	pwb_uint(&w->pkt, PW_F_SEQ_ID, t->seq);
 	cs = pwb_open(&w->pkt, PW_F_CLOCK_SNAPSHOT);
 	pw_clock(&w->pkt, PW_CLOCK_MONOTONIC, ts);
@@ -505,7 +499,17 @@ static int pw_thread_seq_start(struct perfetto_writer *w, struct pw_thread *t, u
 	pwb_uint(&w->pkt, 3, 1); /* is_incremental */
 	pwb_close(&w->pkt, c);
 	pwb_close(&w->pkt, cs);
-	if (pw_packet_end(w, mark) < 0)
+	return mark;
+}
+
+static int pw_thread_seq_start(struct perfetto_writer *w, struct pw_thread *t, uint64_t ts)
+{
+	if (ts < t->floor) /* after a prologue's BEGINs, never before them */
+		ts = t->floor;
+	if (!w->snapshot_written)
+		perfetto_writer_clock_snapshot(w);
+	if (pw_packet_end(w, pw_build_seq_clear(w, t)) < 0 ||
+	    pw_packet_end(w, pw_build_seq_clock(w, t, ts)) < 0)
 		return -ENOMEM;
 	t->seq_ts = ts;
 	t->seq_started = true;
@@ -564,7 +568,7 @@ static void pw_emit_slice(struct perfetto_writer *w, struct pw_thread *t, uint64
 		ev += 1 + pwb_varint_size(name_iid);
 	len = 1 + pwb_varint_size(delta) + 1 + pwb_varint_size(t->seq) + 2 + ev;
 	if (PW_BUF_SIZE - w->buf_len < len + 2)
-		perfetto_writer_flush(w);
+		pw_handover(w);
 	p = w->buf + w->buf_len;
 	*p++ = 0x0a; /* Trace.packet */
 	*p++ = (uint8_t)len;
@@ -585,11 +589,10 @@ static void pw_emit_slice(struct perfetto_writer *w, struct pw_thread *t, uint64
 		w->buf_len = (size_t)(p - w->buf);
 }
 
-/* Cold: a BEGIN that also defines its event name (its first use on t's sequence). */
-static int pw_emit_begin_defining(struct perfetto_writer *w, struct pw_thread *t, uint64_t ts,
-				  uint64_t iid)
+/* The fields of a BEGIN that also defines its event name, into the packet being built. */
+static void pw_put_begin_defining(struct perfetto_writer *w, uint64_t iid)
 {
-	size_t mark = pw_thread_packet_begin(w, t, ts), ev, in, en;
+	size_t ev, in, en;
 
 	ev = pwb_open(&w->pkt, PW_F_TRACK_EVENT);
 	pwb_uint(&w->pkt, 9, PW_TYPE_SLICE_BEGIN);
@@ -601,17 +604,37 @@ static int pw_emit_begin_defining(struct perfetto_writer *w, struct pw_thread *t
 	pwb_str(&w->pkt, 2, (const char *)pw_strtab_data(&w->event_names, (uint32_t)iid - 1));
 	pwb_close(&w->pkt, en);
 	pwb_close(&w->pkt, in);
+}
+
+/* Cold: a BEGIN that also defines its event name (its first use on t's sequence). */
+static int pw_emit_begin_defining(struct perfetto_writer *w, struct pw_thread *t, uint64_t ts,
+				  uint64_t iid)
+{
+	size_t mark = pw_thread_packet_begin(w, t, ts);
+
+	pw_put_begin_defining(w, iid);
 	if (pw_packet_end(w, mark) < 0)
 		return -ENOMEM;
 	return pw_thread_define(t, iid);
 }
 
+/* Ring: remembers the slice opened (for the next chunk's prologue). */
+static int pw_thread_push(struct pw_thread *t, uint32_t iid)
+{
+	if (!t->open && !(t->open = malloc(PERFETTO_MAX_SLICE_DEPTH * sizeof(*t->open))))
+		return -ENOMEM;
+	t->open[t->depth] = iid;
+	return 0;
+}
+
 int perfetto_writer_slice_begin(struct perfetto_writer *w, pid_t pid, pid_t tid, uint64_t ts,
 				uint32_t func_id)
 {
-	struct pw_thread *t = pw_thread_use(w, pid, tid);
+	struct pw_thread *t;
 	int64_t iid;
 
+	pw_chunk_check(w);
+	t = pw_thread_use(w, pid, tid);
 	if (!t)
 		return -ENOMEM;
 	if (t->depth >= PERFETTO_MAX_SLICE_DEPTH) {
@@ -628,6 +651,8 @@ int perfetto_writer_slice_begin(struct perfetto_writer *w, pid_t pid, pid_t tid,
 		pw_emit_slice(w, t, ts, PW_TYPE_SLICE_BEGIN, (uint64_t)iid);
 	else if (pw_emit_begin_defining(w, t, ts, (uint64_t)iid) < 0)
 		return -ENOMEM;
+	if (w->ring && pw_thread_push(t, (uint32_t)iid) < 0)
+		return -ENOMEM; /* the prologue will lack it: the next BEGIN retries */
 	t->depth++;
 	return 0;
 }
@@ -665,45 +690,68 @@ static int pw_slice_end_due(struct perfetto_writer *w, struct pw_thread *t)
 
 int perfetto_writer_slice_end(struct perfetto_writer *w, pid_t pid, pid_t tid, uint64_t ts)
 {
-	struct pw_thread *t = pw_thread_use(w, pid, tid);
+	struct pw_thread *t;
 
+	pw_chunk_check(w);
+	t = pw_thread_use(w, pid, tid);
 	if (!t)
 		return -ENOMEM;
-	if (pw_slice_end_due(w, t))
-		pw_emit_slice(w, t, ts, PW_TYPE_SLICE_END, 0);
+	if (!pw_slice_end_due(w, t))
+		return 0;
+	/* a new chunk: the thread's sequence restarts with its next event, an END too */
+	if (!t->seq_started && pw_thread_seq_start(w, t, ts) < 0)
+		return -ENOMEM;
+	pw_emit_slice(w, t, ts, PW_TYPE_SLICE_END, 0);
 	return 0;
 }
 
 int perfetto_writer_slice_end_arg(struct perfetto_writer *w, pid_t pid, pid_t tid, uint64_t ts,
 				  const char *arg_name, uint64_t value)
 {
-	struct pw_thread *t = pw_thread_use(w, pid, tid);
+	struct pw_thread *t;
 
+	pw_chunk_check(w);
+	t = pw_thread_use(w, pid, tid);
 	if (!t)
 		return -ENOMEM;
 	if (!pw_slice_end_due(w, t))
 		return 0;
+	if (!t->seq_started && pw_thread_seq_start(w, t, ts) < 0)
+		return -ENOMEM;
 	return pw_emit_end_with_arg(w, t, ts, arg_name, value);
 }
 
 /* ---- function totals ------------------------------------------------------- */
 
+/* The TrackDescriptor of a named track under a process: a counter or the totals track. */
+static void pw_put_named_track(struct pwb *b, uint64_t uuid, uint64_t parent, const char *name,
+			       bool counter)
+{
+	size_t d = pwb_open(b, PW_F_TRACK_DESCRIPTOR), cd;
+
+	pwb_uint(b, 1, uuid);
+	pwb_uint(b, 5, parent); /* parent_uuid */
+	pwb_str(b, 2, name);
+	if (counter) {
+		cd = pwb_open(b, 8); /* counter */
+		pwb_uint(b, 3, PW_UNIT_COUNT);
+		pwb_close(b, cd);
+	}
+	pwb_close(b, d);
+}
+
 /* The totals track of pid, described before its first event; 0 on ENOMEM. */
 static uint64_t pw_totals_uuid(struct perfetto_writer *w, pid_t pid)
 {
 	struct pw_proc *p = pw_proc_use(w, pid);
-	size_t mark, d;
+	size_t mark;
 
 	if (!p)
 		return 0;
 	if (p->totals_uuid)
 		return p->totals_uuid;
 	mark = pw_packet_begin(w, PW_SEQ_TRACK, 0, false);
-	d = pwb_open(&w->pkt, PW_F_TRACK_DESCRIPTOR);
-	pwb_uint(&w->pkt, 1, w->next_uuid);
-	pwb_uint(&w->pkt, 5, p->uuid); /* parent_uuid */
-	pwb_str(&w->pkt, 2, PERFETTO_FUNC_TOTALS_TRACK);
-	pwb_close(&w->pkt, d);
+	pw_put_named_track(&w->pkt, w->next_uuid, p->uuid, PERFETTO_FUNC_TOTALS_TRACK, false);
 	if (pw_packet_end(w, mark) < 0)
 		return 0;
 	p->totals_uuid = w->next_uuid++;
@@ -722,9 +770,11 @@ static void pw_uint_arg(struct pwb *b, const char *name, uint64_t value)
 int perfetto_writer_func_totals(struct perfetto_writer *w, pid_t pid, uint64_t ts,
 				const struct perfetto_func_totals *t)
 {
-	uint64_t uuid = pw_totals_uuid(w, pid);
+	uint64_t uuid;
 	size_t mark, ev;
 
+	pw_chunk_check(w);
+	uuid = pw_totals_uuid(w, pid);
 	if (!uuid)
 		return -ENOMEM;
 	mark = pw_packet_begin(w, PW_SEQ_TRACK, ts, true);
@@ -735,7 +785,8 @@ int perfetto_writer_func_totals(struct perfetto_writer *w, pid_t pid, uint64_t t
 	pw_uint_arg(&w->pkt, "tid", t->tid);
 	pw_uint_arg(&w->pkt, "calls", t->calls);
 	pw_uint_arg(&w->pkt, "returned", t->exited);
-	pw_uint_arg(&w->pkt, "not_on_timeline", t->dropped);
+	pw_uint_arg(&w->pkt, "not_on_timeline", t->dropped + t->filtered);
+	pw_uint_arg(&w->pkt, "filtered", t->filtered);
 	pw_uint_arg(&w->pkt, "total_ns", t->total_ns);
 	pw_uint_arg(&w->pkt, "self_ns", t->self_ns);
 	pw_uint_arg(&w->pkt, "avg_ns", t->exited ? t->total_ns / t->exited : 0);
@@ -752,16 +803,9 @@ int perfetto_writer_func_totals(struct perfetto_writer *w, pid_t pid, uint64_t t
 static int pw_describe_counter(struct perfetto_writer *w, uint64_t uuid, uint64_t parent,
 			       const char *name)
 {
-	size_t mark = pw_packet_begin(w, PW_SEQ_TRACK, 0, false), d, cd;
+	size_t mark = pw_packet_begin(w, PW_SEQ_TRACK, 0, false);
 
-	d = pwb_open(&w->pkt, PW_F_TRACK_DESCRIPTOR);
-	pwb_uint(&w->pkt, 1, uuid);
-	pwb_uint(&w->pkt, 5, parent); /* parent_uuid */
-	pwb_str(&w->pkt, 2, name);
-	cd = pwb_open(&w->pkt, 8); /* counter */
-	pwb_uint(&w->pkt, 3, PW_UNIT_COUNT);
-	pwb_close(&w->pkt, cd);
-	pwb_close(&w->pkt, d);
+	pw_put_named_track(&w->pkt, uuid, parent, name, true);
 	return pw_packet_end(w, mark);
 }
 
@@ -805,6 +849,7 @@ int perfetto_writer_counter(struct perfetto_writer *w, pid_t pid, const char *na
 
 	if (!name)
 		return -EINVAL;
+	pw_chunk_check(w);
 	uuid = pw_counter_uuid(w, pid, name);
 	if (!uuid)
 		return -ENOMEM;
@@ -817,9 +862,157 @@ int perfetto_writer_counter(struct perfetto_writer *w, pid_t pid, const char *na
 	return pw_packet_end(w, mark);
 }
 
+/* ---- flight recorder ------------------------------------------------------- */
+
+/* Appends the packet built in w->pkt (from mark) to w->side. */
+static void pw_side_take(struct perfetto_writer *w, size_t mark)
+{
+	pwb_close(&w->pkt, mark);
+	if (w->pkt.oom || (w->side.cap - w->side.len < w->pkt.len &&
+			   !pwb_grow(&w->side, w->pkt.len))) {
+		w->side.oom = true;
+		return;
+	}
+	memcpy(w->side.p + w->side.len, w->pkt.p, w->pkt.len);
+	w->side.len += w->pkt.len;
+}
+
+/* A BEGIN at the sequence clock's time (delta 0) that defines its name. */
+static size_t pw_build_open_begin(struct perfetto_writer *w, const struct pw_thread *t,
+				  uint32_t iid)
+{
+	size_t mark = pw_packet_open(w);
+
+	pwb_uint(&w->pkt, PW_F_TIMESTAMP, 0);
+	pwb_uint(&w->pkt, PW_F_SEQ_ID, t->seq);
+	pw_put_begin_defining(w, iid);
+	return mark;
+}
+
+/*
+ * The prologue of a chunk: on each thread with open slices, a fresh sequence
+ * whose clock starts at the chunk's start, the latest time written on any
+ * thread, and BEGINs of those slices there: they began earlier (their true
+ * start may be gone with older chunks), so the window shows them from its
+ * start. The thread's later events are kept from going before it (an event
+ * still in flight from the agent moves up to it; a thread's events are
+ * otherwise in time order already).
+ */
+static void pw_build_prologue(struct perfetto_writer *w)
+{
+	uint64_t start = 0;
+	uint32_t i;
+
+	for (i = 0; i < w->threads.n; i++) {
+		const struct pw_thread *t = pw_table_at(&w->threads, i);
+
+		if (t->seq_ts > start)
+			start = t->seq_ts;
+	}
+	w->side.len = 0;
+	w->side.oom = false;
+	for (i = 0; i < w->threads.n; i++) {
+		struct pw_thread *t = pw_table_at(&w->threads, i);
+
+		if (!t->depth || !t->open)
+			continue; /* (a thread silent for a whole chunk keeps its calls open too) */
+		t->floor = start;
+		pw_side_take(w, pw_build_seq_clear(w, t));
+		pw_side_take(w, pw_build_seq_clock(w, t, start));
+		for (uint32_t d = 0; d < t->depth; d++)
+			pw_side_take(w, pw_build_open_begin(w, t, t->open[d]));
+	}
+}
+
+void pw_chunk_start(struct perfetto_writer *w)
+{
+	w->chunk_due = false;
+	pw_handover(w); /* the packets of the chunk that ends */
+	w->chunk_due = false;
+	pw_build_prologue(w);
+	if (w->side.oom || trace_sink_chunk_begin(w->sink, w->side.p, w->side.len) < 0)
+		return; /* no new chunk: the current one grows; tried again at the next block */
+	for (uint32_t i = 0; i < w->threads.n; i++) {
+		struct pw_thread *t = pw_table_at(&w->threads, i);
+
+		t->seq_started = false;
+		if (t->defined)
+			memset(t->defined, 0, t->defined_bytes);
+	}
+	w->seq_started[PW_SEQ_TRACK] = false;
+	pw_symbols_restart(w);
+	perfetto_writer_clock_snapshot(w);
+}
+
+/* Every track's descriptor, after a clock snapshot: what a window needs first. */
+static int pw_build_header(struct perfetto_writer *w)
+{
+	uint32_t i;
+	size_t mark;
+
+	w->side.len = 0;
+	w->side.oom = false;
+	pw_side_take(w, pw_build_clock_snapshot(w, true));
+	for (i = 0; i < w->procs.n; i++) {
+		const struct pw_proc *p = pw_table_at(&w->procs, i);
+
+		mark = pw_packet_open(w);
+		pwb_uint(&w->pkt, PW_F_SEQ_ID, PW_SEQ_TRACK);
+		pw_put_process(&w->pkt, p);
+		pw_side_take(w, mark);
+		if (!p->totals_uuid)
+			continue;
+		mark = pw_packet_open(w);
+		pwb_uint(&w->pkt, PW_F_SEQ_ID, PW_SEQ_TRACK);
+		pw_put_named_track(&w->pkt, p->totals_uuid, p->uuid, PERFETTO_FUNC_TOTALS_TRACK, false);
+		pw_side_take(w, mark);
+	}
+	for (i = 0; i < w->threads.n; i++) {
+		mark = pw_packet_open(w);
+		pwb_uint(&w->pkt, PW_F_SEQ_ID, PW_SEQ_TRACK);
+		pw_put_thread(&w->pkt, pw_table_at(&w->threads, i));
+		pw_side_take(w, mark);
+	}
+	for (i = 0; i < w->counters.n; i++) {
+		const struct pw_str *c = &w->counters.ents[i];
+		const uint8_t *key = pw_strtab_data(&w->counters, i);
+		const struct pw_proc *p;
+		int32_t pid;
+
+		memcpy(&pid, key, sizeof(pid));
+		p = pw_table_find(&w->procs, &pid);
+		if (!c->aux || !p)
+			continue;
+		mark = pw_packet_open(w);
+		pwb_uint(&w->pkt, PW_F_SEQ_ID, PW_SEQ_TRACK);
+		pw_put_named_track(&w->pkt, c->aux, p->uuid, (const char *)key + sizeof(pid), true);
+		pw_side_take(w, mark);
+	}
+	return w->side.oom ? -ENOMEM : 0;
+}
+
+int64_t perfetto_writer_snapshot(struct perfetto_writer *w, int fd)
+{
+	int err;
+
+	if (!w->ring)
+		return -EINVAL;
+	pw_handover(w); /* what compression finishes by now goes in; nothing waits */
+	trace_sink_poll(w->sink);
+	err = pw_build_header(w);
+	if (err)
+		return err;
+	return trace_sink_write_ring(w->sink, fd, w->side.p, w->side.len);
+}
+
+bool perfetto_writer_is_ring(const struct perfetto_writer *w)
+{
+	return w->ring;
+}
+
 /* ---- lifetime ------------------------------------------------------------ */
 
-struct perfetto_writer *perfetto_writer_new(int fd)
+struct perfetto_writer *perfetto_writer_new_opts(int fd, const struct perfetto_writer_options *o)
 {
 	struct perfetto_writer *w;
 
@@ -830,10 +1023,18 @@ struct perfetto_writer *perfetto_writer_new(int fd)
 	w = calloc(1, sizeof(*w));
 	if (!w)
 		goto err;
+	w->sink = trace_sink_new(fd, o->compression, o->ring_bytes);
+	if (!w->sink) {
+		free(w);
+		return NULL; /* errno from trace_sink_new */
+	}
 	w->buf = malloc(PW_BUF_SIZE);
 	if (!w->buf)
-		goto err_free_writer;
+		goto err_free_sink;
 	w->fd = fd;
+	w->ring = o->ring_bytes != 0;
+	w->compressed = o->compression != PERFETTO_COMPRESSION_NONE;
+	w->handed_ns = pw_now_ns();
 	w->next_uuid = 1;
 	w->next_thread_seq = PW_NSEQ;
 	pw_table_init(&w->procs, sizeof(struct pw_proc), sizeof(int32_t));
@@ -842,17 +1043,43 @@ struct perfetto_writer *perfetto_writer_new(int fd)
 	pw_symbols_init(&w->sym);
 	return w;
 
-err_free_writer:
+err_free_sink:
+	trace_sink_free(w->sink);
 	free(w);
 err:
 	errno = ENOMEM;
 	return NULL;
 }
 
+struct perfetto_writer *perfetto_writer_new(int fd)
+{
+	static const struct perfetto_writer_options plain = { 0 };
+
+	return perfetto_writer_new_opts(fd, &plain);
+}
+
 void perfetto_writer_get_stats(const struct perfetto_writer *w, struct perfetto_writer_stats *st)
 {
+	struct trace_sink_stats ss;
+
+	trace_sink_get_stats(w->sink, &ss);
 	*st = w->st;
+	st->bytes = ss.bytes_written + w->st.bytes; /* ring: the window written at the end */
+	st->raw_bytes = ss.raw_bytes;
+	st->ring_bytes = ss.ring_bytes_held;
 	st->write_error = w->write_error;
+}
+
+static void pw_free_threads(struct pw_table *t)
+{
+	for (uint32_t i = 0; i < t->n; i++) {
+		struct pw_thread *th = pw_table_at(t, i);
+
+		free(th->name);
+		free(th->defined);
+		free(th->open);
+	}
+	pw_table_free(t);
 }
 
 static void pw_free_names(struct pw_table *t, size_t name_off)
@@ -868,23 +1095,41 @@ static void pw_free_names(struct pw_table *t, size_t name_off)
 	pw_table_free(t);
 }
 
+/* Ring: the window goes to fd, after its header. */
+static int pw_write_window(struct perfetto_writer *w)
+{
+	int64_t r;
+	int err = pw_build_header(w);
+
+	if (err)
+		return err;
+	r = trace_sink_write_ring(w->sink, w->fd, w->side.p, w->side.len);
+	if (r < 0)
+		return (int)r;
+	w->st.bytes = (uint64_t)r;
+	return 0;
+}
+
 int perfetto_writer_free(struct perfetto_writer *w)
 {
 	int ret;
 
 	if (!w)
 		return 0;
-	perfetto_writer_flush(w);
-	ret = w->write_error ? -w->write_error : 0;
+	ret = perfetto_writer_flush(w);
+	if (!ret && w->ring)
+		ret = pw_write_window(w);
+	if (trace_sink_free(w->sink) < 0 && !ret)
+		ret = -w->write_error;
 	pw_free_names(&w->procs, offsetof(struct pw_proc, name));
-	pw_free_names(&w->threads, offsetof(struct pw_thread, name));
-	pw_free_names(&w->threads, offsetof(struct pw_thread, defined));
+	pw_free_threads(&w->threads);
 	pw_free_names(&w->funcs, offsetof(struct pw_func, name));
 	pw_strtab_free(&w->counters);
 	pw_strtab_free(&w->event_names);
 	free(w->func_iid_cache);
 	pw_symbols_free(&w->sym);
 	pwb_free(&w->pkt);
+	pwb_free(&w->side);
 	free(w->buf);
 	free(w);
 	return ret;

@@ -10,6 +10,7 @@
 #ifndef PROFD_PERFETTO_WRITER_H
 #define PROFD_PERFETTO_WRITER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -30,9 +31,42 @@ struct perfetto_frame {
 /* Trace time base of every timestamp given to the writer: CLOCK_MONOTONIC ns. */
 
 /*
- * Returns NULL with errno set (EBADF, ENOMEM). Writes nothing until the first
- * call below; the first packet is always a ClockSnapshot (taken then if
- * perfetto_writer_clock_snapshot was not called first).
+ * How packets reach the file: as they are, or in blocks of PERFETTO_BLOCK_BYTES
+ * each wrapped in one TracePacket: compressed_packets (field 50, zlib deflate;
+ * every trace_processor and ui.perfetto.dev read it) or zstd_compressed_packets
+ * (field 133; only trace_processor v58+ built with zstd). Compression runs on a
+ * thread of the writer's own (viewer-export/trace_sink.h).
+ */
+enum perfetto_compression {
+	PERFETTO_COMPRESSION_NONE = 0,
+	PERFETTO_COMPRESSION_DEFLATE = 1,
+	PERFETTO_COMPRESSION_ZSTD = 2,
+};
+#define PERFETTO_BLOCK_BYTES (256u * 1024u)
+/* The smallest flight recorder: one block. */
+#define PERFETTO_RING_MIN_BYTES PERFETTO_BLOCK_BYTES
+
+struct perfetto_writer_options {
+	enum perfetto_compression compression;
+	/*
+	 * 0: stream to fd. Else a flight recorder: only the newest ring_bytes of
+	 * trace data (as stored: compressed) are kept in memory, in chunks of
+	 * about ring_bytes / 16 that each restart every sequence (clock snapshot,
+	 * CLEARED, defaults, interned names, symbol dictionaries), so any run of
+	 * newest chunks loads alone after a header of descriptors. The oldest
+	 * chunk kept is preceded by a prologue that opens, at its start, the
+	 * slices open then (never invented: they began before the window). The
+	 * whole window goes to fd when the writer is freed, or to another fd with
+	 * perfetto_writer_snapshot.
+	 */
+	uint64_t ring_bytes;
+};
+
+/*
+ * Returns NULL with errno set (EBADF, ENOMEM, EINVAL). Writes nothing until
+ * the first call below; the first packet is always a ClockSnapshot (taken
+ * then if perfetto_writer_clock_snapshot was not called first).
+ * perfetto_writer_new: no compression, no ring.
  *
  * Errors: calls that emit events return 0, -EINVAL or -ENOMEM. A failed
  * write() is not returned by them: the first one is remembered, nothing more
@@ -41,6 +75,7 @@ struct perfetto_frame {
  * perfetto_writer_stats.write_error.
  */
 struct perfetto_writer *perfetto_writer_new(int fd);
+struct perfetto_writer *perfetto_writer_new_opts(int fd, const struct perfetto_writer_options *o);
 
 /*
  * Reads BOOTTIME, MONOTONIC and REALTIME back to back and writes a
@@ -145,12 +180,15 @@ struct perfetto_func_totals {
 	const char *name;
 	uint32_t tid;
 	uint64_t calls, exited, dropped, total_ns, self_ns, max_ns, p50_ns, p90_ns, p99_ns;
+	uint64_t filtered; /* off the timeline by --min-duration/--max-depth (not in dropped) */
 };
 int perfetto_writer_func_totals(struct perfetto_writer *w, pid_t pid, uint64_t ts,
 				const struct perfetto_func_totals *t);
 
 struct perfetto_writer_stats {
 	uint64_t bytes;          /* written to fd so far (after the last flush) */
+	uint64_t raw_bytes;      /* packets produced, before compression */
+	uint64_t ring_bytes;     /* held by the flight recorder now */
 	uint64_t packets;        /* produced, including those dropped after a write error */
 	uint64_t slices_clamped;
 	uint64_t ends_unmatched;
@@ -161,14 +199,31 @@ void perfetto_writer_get_stats(const struct perfetto_writer *w, struct perfetto_
 
 /*
  * Writes buffered packets (whole packets only, looping on short writes and
- * EINTR): the file is a valid trace after every flush. The writer also
- * flushes by itself whenever its 64 KiB buffer fills. Returns 0 or the first
- * write error (negative errno).
+ * EINTR), waiting for compression: the file is a valid trace after every
+ * flush. The writer hands a block over by itself whenever its buffer fills
+ * (PERFETTO_BLOCK_BYTES). Ring: the window stays in memory. Returns 0 or the
+ * first write error (negative errno).
  */
 int perfetto_writer_flush(struct perfetto_writer *w);
 
 /*
- * Flushes, then frees. Slices still open are left open (dur -1 in Perfetto):
+ * Called now and then (profd: every tick). Never waits: hands over a block
+ * that has waited a second, writes what compression finished. Without
+ * compression or ring, the same as perfetto_writer_flush.
+ */
+void perfetto_writer_poll(struct perfetto_writer *w);
+
+/*
+ * Flight recorder only: writes the window as it is now (what compression has
+ * finished) to fd, a complete trace: header of descriptors, the oldest
+ * chunk's prologue, the chunks. Recording goes on. Returns the bytes written,
+ * -EINVAL when the writer is no ring, or a negative errno of write().
+ */
+int64_t perfetto_writer_snapshot(struct perfetto_writer *w, int fd);
+bool perfetto_writer_is_ring(const struct perfetto_writer *w);
+
+/*
+ * Flushes (ring: writes the window to fd), then frees. Slices still open are left open (dur -1 in Perfetto):
  * the writer never invents an end. Does not close fd. Returns the first write
  * error (negative errno) seen over the writer's life, else 0.
  */

@@ -10,7 +10,7 @@
 #include "viewer-export/perfetto_intern.h"
 #include "viewer-export/perfetto_writer.h"
 
-#define PW_BUF_SIZE (64 * 1024)
+#define PW_BUF_SIZE PERFETTO_BLOCK_BYTES
 
 /*
  * Sequence 1: clock snapshots, descriptors, counters, totals. Sequence 2: perf
@@ -66,15 +66,23 @@ struct pw_symbols {
 	uint32_t freq_hz;
 };
 
+struct trace_sink;
+
 struct perfetto_writer {
 	int fd;
+	struct trace_sink *sink; /* where full buffers go (trace_sink.h) */
+	bool ring;               /* a flight recorder: chunks restart every sequence */
+	bool chunk_due;          /* ring: restart at the next event (not inside a packet) */
+	bool compressed;
+	uint64_t handed_ns;      /* when the buffer last went to the sink */
+	struct pwb side;         /* ring: a chunk's prologue or a snapshot's header */
 	/*
 	 * func_id -> its defined event-name iid (0: ask the funcs table): every
 	 * BEGIN needs it, and hashing was 4% of profd's time under load.
 	 */
 	uint32_t *func_iid_cache;
 	size_t n_func_iid_cache;
-	int write_error;      /* first errno of a failed write; writing stops */
+	int write_error;      /* first errno of a failed write (the sink's); writing stops */
 	uint8_t *buf;         /* PW_BUF_SIZE bytes of whole packets */
 	size_t buf_len;
 	struct pwb pkt;        /* scratch for packets not built by the hot path */
@@ -103,8 +111,18 @@ size_t pw_packet_begin(struct perfetto_writer *w, uint32_t seq, uint64_t ts, boo
 /* Closes the packet and queues it. 0, or -ENOMEM (the packet is dropped). */
 int pw_packet_end(struct perfetto_writer *w, size_t mark);
 
+/* Ring: restarts every sequence (a new chunk) once the sink asked for it. */
+void pw_chunk_start(struct perfetto_writer *w);
+static inline void pw_chunk_check(struct perfetto_writer *w)
+{
+	if (__builtin_expect(w->chunk_due, 0))
+		pw_chunk_start(w);
+}
+
 /* perfetto_samples.c */
 void pw_symbols_init(struct pw_symbols *s);
 void pw_symbols_free(struct pw_symbols *s);
+/* Forgets every definition: the next packet on sequence 2 starts it afresh. */
+void pw_symbols_restart(struct perfetto_writer *w);
 
 #endif

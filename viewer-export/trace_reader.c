@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "perfetto_trace_subset.pb-c.h"
+#include "viewer-export/packet_decompress.h"
 #include "viewer-export/perfetto_writer.h"
 #include "viewer-export/trace_reader_internal.h"
 
@@ -926,18 +927,47 @@ static trd_packet *trd_fast_slice(struct trd *r, const uint8_t *d, size_t len)
 }
 
 /*
- * The one function every top-level TracePacket goes through (its record's
- * payload, file order): decode, then the importer's per-packet steps.
+ * A packet wrapping compressed packets: the records inside are processed in
+ * order as if they were top-level (the importer does not unwrap twice).
  */
-void trd_packet_record(struct trd *r, const uint8_t *data, size_t len)
+static bool trd_compressed_record(struct trd *r, const uint8_t *data, size_t len, bool nested)
 {
-	trd_packet *p = trd_fast_slice(r, data, len);
+	uint8_t *inner = NULL;
+	size_t inner_len = 0;
+	char err[160];
+	int rc = packet_decompress(data, len, &inner, &inner_len, err, sizeof(err));
+
+	if (rc == 0)
+		return false;
+	if (rc == -ENOMEM)
+		r->oom = true;
+	else if (rc < 0)
+		trd_problem(r, "%s", err);
+	else if (nested)
+		trd_problem(r, "compressed packets inside compressed packets (the importer "
+			    "does not unwrap them; skipped)");
+	else
+		trd_split_buffer(r, inner, inner_len, true);
+	free(inner);
+	return true;
+}
+
+/*
+ * The one function every TracePacket goes through (its record's payload,
+ * file order; nested: from inside a compressed packet): decode, then the
+ * importer's per-packet steps.
+ */
+void trd_packet_record(struct trd *r, const uint8_t *data, size_t len, bool nested)
+{
+	trd_packet *p = trd_fast_slice(r, data, len); /* never a compressed packet */
 
 	if (p) {
 		r->st.n_packets++;
 		trd_tokenize(r, p);
 		return;
 	}
+	if (trd_compressed_record(r, data, len, nested))
+		return;
 	p = perfetto__protos__trace_packet__unpack(NULL, len, data);
 	if (!p) {
 		trd_problem(r, "TracePacket does not decode (%zu bytes; skipped)", len);

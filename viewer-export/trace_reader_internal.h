@@ -122,6 +122,8 @@ static inline void trd_emitted(struct trd *r, int rc)
 	if (rc && !r->stop)
 		r->stop = rc;
 }
+/* The records of an inflated compressed packet, in order (problem offsets stay the wrapper's). */
+void trd_split_buffer(struct trd *r, const uint8_t *buf, size_t len, bool nested);
 /* Frees the strings and the arrays trd_keep took. */
 void trd_store_free(struct trace_model_priv *pv);
 /* A varint at buf[*off] (len bytes in all): 1 read, 0 ran out of bytes, -1 over-long. */
@@ -129,8 +131,8 @@ int trd_varint(const uint8_t *buf, size_t len, size_t *off, uint64_t *v);
 
 /* trace_reader.c */
 void trd_reader_init(struct trd *r);
-/* Every top-level TracePacket (data[0..len), the record's payload) passes here. */
-void trd_packet_record(struct trd *r, const uint8_t *data, size_t len);
+/* Every TracePacket (data[0..len), the record's payload) passes here; nested: unwrapped. */
+void trd_packet_record(struct trd *r, const uint8_t *data, size_t len, bool nested);
 /* End of file: the clock checks. */
 void trd_reader_finish(struct trd *r);
 void trd_reader_free(struct trd *r);

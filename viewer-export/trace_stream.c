@@ -397,7 +397,8 @@ static int trd_record(struct trd *r, struct trd_src *src, size_t *off, uint64_t 
 	return 1;
 }
 
-static void trd_split(struct trd *r, struct trd_src *src)
+/* nested: the records of a compressed block (problems keep the wrapper's offset). */
+static void trd_split(struct trd *r, struct trd_src *src, bool nested)
 {
 	size_t off = 0;
 	uint64_t plen = 0;
@@ -406,16 +407,25 @@ static void trd_split(struct trd *r, struct trd_src *src)
 	if (trd_src_have(r, src, 0, 1) && src->buf[0] != 0x0a)
 		trd_problem_at(r, "first byte is 0x%02x, not 0x0a: not a Perfetto protobuf trace",
 			       src->buf[0]);
-	for (r->pkt_index = 0; !r->oom && !r->stop && !src->err; r->pkt_index++) {
-		r->pkt_offset = off;
+	for (; !r->oom && !r->stop && !src->err; r->pkt_index++) {
+		if (!nested)
+			r->pkt_offset = off;
 		rc = trd_record(r, src, &off, &plen);
 		if (rc == 0)
 			return;
 		if (rc < 0)
 			continue;
-		trd_packet_record(r, src->buf + (off - src->base), (size_t)plen);
+		trd_packet_record(r, src->buf + (off - src->base), (size_t)plen, nested);
 		off += (size_t)plen;
 	}
+}
+
+void trd_split_buffer(struct trd *r, const uint8_t *buf, size_t len, bool nested)
+{
+	struct trd_src src = { .fd = -1, .buf = buf, .end = len, .size = len, .size_known = true,
+			       .eof = true };
+
+	trd_split(r, &src, nested);
 }
 
 /* ---- entry points --------------------------------------------------------------- */
@@ -453,7 +463,7 @@ static int trd_run(struct trd *r, struct trd_src *src)
 	if (r->used)
 		return -EINVAL;
 	r->used = true;
-	trd_split(r, src);
+	trd_split(r, src, false);
 	if (!r->oom && !r->stop && !src->err) {
 		trd_reader_finish(r);
 		trd_slices_finish(r);
@@ -470,7 +480,7 @@ int trace_stream_read_buffer(struct trace_stream *ts, const uint8_t *buf, size_t
 	struct trd_src src = { .fd = -1, .buf = buf, .end = len, .size = len, .size_known = true,
 			       .eof = true };
 
-	return trd_run((struct trd *)ts, &src);
+	return trd_run((struct trd *)ts, &src); /* one window: the whole buffer */
 }
 
 int trace_stream_read_file(struct trace_stream *ts, const char *path)

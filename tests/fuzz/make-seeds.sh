@@ -24,8 +24,9 @@ done
 $CC -std=gnu11 -O1 -Wall -Wextra -Werror -Wno-missing-field-initializers -I. -I"$tmp/gen" \
 	-D_GNU_SOURCE -o "$tmp/seed_gen" tests/fuzz/seed_gen.c \
 	proto/frame.c daemon/event_decoder.c viewer-export/perfetto_writer.c \
-	viewer-export/perfetto_samples.c viewer-export/perfetto_intern.c \
-	"$tmp/gen/profd.pb-c.c" "$tmp/gen/perfetto_trace_subset.pb-c.c" -lzstd -lprotobuf-c
+	viewer-export/perfetto_samples.c viewer-export/perfetto_intern.c viewer-export/trace_sink.c \
+	"$tmp/gen/profd.pb-c.c" "$tmp/gen/perfetto_trace_subset.pb-c.c" -lzstd -lisal -lz \
+	-lprotobuf-c -lpthread
 trace=$CORPUS/fuzz_trace_reader/profd-trace
 "$tmp/seed_gen" "$CORPUS/fuzz_event_decoder" "$CORPUS/fuzz_frame_reader" \
 	"$CORPUS/fuzz_control_messages" "$trace"
@@ -54,4 +55,13 @@ printf '*\0!_*, !*@plt\0/usr/lib/x86_64-linux-gnu/libz.so.1\0_init' >"$ff/exclud
 printf 'libz*:inflate*\0 ! libc.so.*:* \0libz.so.1\0inflateReset' >"$ff/modules"
 printf '[a-c]?x\\*\0demo\0bqx*' >"$ff/classes"
 printf ' , \0!\0:x' >"$ff/errors"
+# ---- HTTP requests to profctl open: the UI's fetch, its preflight, its probe, bad ones --
+hr=$CORPUS/fuzz_http_request
+printf 'GET /t.pftrace HTTP/1.1\r\nHost: 127.0.0.1:9001\r\nOrigin: https://ui.perfetto.dev\r\n\r\n' \
+	>"$hr/ui-get"
+printf 'OPTIONS /t.pftrace HTTP/1.1\r\nHost: 127.0.0.1:9001\r\nOrigin: https://ui.perfetto.dev\r\nAccess-Control-Request-Method: GET\r\nAccess-Control-Request-Private-Network: true\r\n\r\n' \
+	>"$hr/preflight"
+printf 'POST /status HTTP/1.1\r\nHost: 127.0.0.1:9001\r\nContent-Length: 0\r\n\r\n' >"$hr/rpc-probe"
+printf 'HEAD /t.pftrace HTTP/1.0\r\n\r\n' >"$hr/head-1.0"
+printf 'GET /t.pftrace HTTP/1.1\nHost: a\n folded\r\n\r\n' >"$hr/bad"
 du -cb "$CORPUS" | tail -n 1

@@ -28,9 +28,10 @@ target_deps() {
 	fuzz_trace_reader)
 		echo "viewer-export/trace_reader.c viewer-export/trace_model.c" \
 		     "viewer-export/trace_stream.c viewer-export/trace_slices.c" \
-		     "viewer-export/perfetto_intern.c $OUT/gen/perfetto_trace_subset.pb-c.c" \
-		     "-lprotobuf-c" ;;
+		     "viewer-export/packet_decompress.c viewer-export/perfetto_intern.c" \
+		     "$OUT/gen/perfetto_trace_subset.pb-c.c -lprotobuf-c -lz -lzstd" ;;
 	fuzz_func_filter) echo "common/func_filter.c" ;;
+	fuzz_http_request) echo "profctl/http_serve.c" ;;
 	fuzz_control_messages) echo "proto/frame.c daemon/func_registry.c $OUT/gen/profd.pb-c.c -lprotobuf-c" ;;
 	*) return 1 ;;
 	esac

@@ -129,10 +129,12 @@ static void aggregates(uint32_t tid, int f)
 	for (int r = 0; r < AGG_DROP_REASONS; r++)
 		p = event_put_varint(p, r == AGG_DROP_BUFFER_FULL ? (uint64_t)f : 0);
 	p = event_put_varint(p, 0); /* unattributed */
+	for (int r = 0; r < AGG_FILTER_REASONS; r++)
+		p = event_put_varint(p, r == AGG_FILTER_SHORT ? (uint64_t)f : 0);
 	for (uint32_t fn = 1; fn <= n_funcs; fn++) {
 		uint64_t calls = (uint64_t)(f + 1) * fn;
 		const uint64_t fixed[AGG_WIRE_FIELDS] = {
-			fn, calls, calls, 0, (uint64_t)f, 250 * calls, 200 * calls, 100 + 20 * fn
+			fn, calls, calls, 0, (uint64_t)f, 0, 250 * calls, 200 * calls, 100 + 20 * fn
 		};
 		uint32_t buckets[2] = { agg_bucket(90), agg_bucket(100 + 20 * fn) };
 

@@ -143,24 +143,25 @@ static void put_varint_chunk(struct builder *b, uint32_t kind, uint32_t count, c
 
 /* One function's figures as the agent keeps them, in ticks. */
 struct test_agg {
-	uint64_t func_id, entered, exited, untimed, unrecorded, total, self, max;
+	uint64_t func_id, entered, exited, untimed, unrecorded, total, self, max, filtered;
 	uint32_t hist[AGG_BUCKETS];
 };
 
 struct test_thread_drops {
-	uint64_t by_reason[AGG_DROP_REASONS], unattributed;
+	uint64_t by_reason[AGG_DROP_REASONS], unattributed, filtered_by[AGG_FILTER_REASONS];
 };
 
 /* Room for an aggregates body of n functions. */
 #define AGG_BODY_MAX(n)                                                                  \
-	((AGG_DROP_REASONS + 1 + (size_t)(n) * (AGG_WIRE_FIELDS + 1 + 2 * AGG_BUCKETS)) * \
+	((AGG_DROP_REASONS + 1 + AGG_FILTER_REASONS +                                     \
+	  (size_t)(n) * (AGG_WIRE_FIELDS + 1 + 2 * AGG_BUCKETS)) *                         \
 	 EVENT_VARINT_MAX)
 
 static uint8_t *encode_agg(uint8_t *p, const struct test_agg *a)
 {
 	const uint64_t fixed[AGG_WIRE_FIELDS] = { a->func_id, a->entered, a->exited,
-						  a->untimed, a->unrecorded, a->total,
-						  a->self, a->max };
+						  a->untimed, a->unrecorded, a->filtered,
+						  a->total, a->self, a->max };
 	uint32_t used = 0, next = 0;
 
 	for (int i = 0; i < AGG_WIRE_FIELDS; i++)
@@ -186,6 +187,8 @@ static size_t encode_aggregates(uint8_t *out, const struct test_thread_drops *td
 	for (int i = 0; i < AGG_DROP_REASONS; i++)
 		p = event_put_varint(p, td->by_reason[i]);
 	p = event_put_varint(p, td->unattributed);
+	for (int i = 0; i < AGG_FILTER_REASONS; i++)
+		p = event_put_varint(p, td->filtered_by[i]);
 	for (uint32_t i = 0; i < n; i++)
 		p = encode_agg(p, &aggs[i]);
 	return (size_t)(p - out);
@@ -1660,6 +1663,7 @@ static void check_agg(const struct delivered_agg *got, uint32_t tid, const struc
 	CHECK_EQ_U64(got->fa.exited, want->exited);
 	CHECK_EQ_U64(got->fa.untimed, want->untimed);
 	CHECK_EQ_U64(got->fa.unrecorded, want->unrecorded);
+	CHECK_EQ_U64(got->fa.filtered, want->filtered);
 	CHECK_EQ_U64(got->fa.total_ns, event_decoder_ticks_to_ns(d, want->total));
 	CHECK_EQ_U64(got->fa.self_ns, event_decoder_ticks_to_ns(d, want->self));
 	CHECK_EQ_U64(got->fa.max_ns, event_decoder_ticks_to_ns(d, want->max));
@@ -1688,10 +1692,11 @@ static void test_aggregates_round_trip(void)
 	const struct pair p0 = { BASE_TSC, BASE_MONO };
 	const struct pair p1 = { BASE_TSC + 3000000, BASE_MONO + 1000000 };
 	const struct pair p2 = { BASE_TSC + 9000000, BASE_MONO + 5000000 };
-	const struct test_thread_drops td = { { 1, 2, UINT64_MAX, 4 }, 5 }, none = { { 0 }, 0 };
+	const struct test_thread_drops td = { { 1, 2, UINT64_MAX, 4 }, 5, { 6, 1ull << 40 } },
+				       none = { { 0 }, 0, { 0 } };
 	static struct test_agg aggs[4] = {
 		{ .func_id = 1, .entered = 10, .exited = 7, .untimed = 2, .unrecorded = 3,
-		  .total = 123456789, .self = 100000000, .max = 99999999 },
+		  .total = 123456789, .self = 100000000, .max = 99999999, .filtered = 4 },
 		{ .func_id = 42, .untimed = 5 }, /* never timed: no bucket */
 		{ .func_id = UINT32_MAX, .entered = 1ull << 40, .exited = 1ull << 40,
 		  .total = UINT64_MAX / 2, .self = UINT64_MAX / 3, .max = 1ull << 44 },
@@ -1728,6 +1733,8 @@ static void test_aggregates_round_trip(void)
 	for (int i = 0; i < AGG_DROP_REASONS; i++)
 		CHECK_EQ_U64(r.thread_drops[0].by_reason[i], td.by_reason[i]);
 	CHECK_EQ_U64(r.thread_drops[0].unattributed, 5);
+	CHECK_EQ_U64(r.thread_drops[0].filtered_by[AGG_FILTER_SHORT], 6);
+	CHECK_EQ_U64(r.thread_drops[0].filtered_by[AGG_FILTER_DEEP], 1ull << 40);
 	CHECK_EQ_INT(r.thread_drops_tids[1], 9);
 	CHECK_EQ_INT(r.aggs_at_thread_drops[1], 4);
 	for (int i = 0; i < AGG_DROP_REASONS; i++)
@@ -1782,32 +1789,33 @@ static void test_hostile_aggregates_before_two_pairs(void)
 	event_decoder_free(d);
 }
 
-#define DROPS0 0, 0, 0, 0, 0               /* the thread's drop counters, unattributed */
-#define FUNC1 1, 10, 7, 0, 3, 1000, 900, 400 /* func_id .. max: AGG_WIRE_FIELDS */
+#define DROPS0 0, 0, 0, 0, 0, 0, 0 /* the thread's drop counters, unattributed, filter counters */
+#define FUNC1 1, 10, 7, 0, 3, 1, 1000, 900, 400 /* func_id .. max: AGG_WIRE_FIELDS */
 
 struct varint_case {
 	const char *what;
 	uint32_t count;
 	size_t n;
-	uint64_t v[20];
+	uint64_t v[24];
 };
 
 static void test_hostile_aggregates(void)
 {
 	static const struct varint_case cases[] = {
-		{ "bucket index past the last", 1, 16, { DROPS0, FUNC1, 1, AGG_BUCKETS, 1 } },
-		{ "second bucket past the last", 1, 18,
+		{ "bucket index past the last", 1, 19, { DROPS0, FUNC1, 1, AGG_BUCKETS, 1 } },
+		{ "second bucket past the last", 1, 21,
 		  { DROPS0, FUNC1, 2, AGG_BUCKETS - 1, 1, 0, 1 } },
-		{ "more buckets used than there are", 1, 14, { DROPS0, FUNC1, AGG_BUCKETS + 1 } },
-		{ "exited > entered", 1, 14, { DROPS0, 1, 7, 8, 0, 0, 1000, 900, 400, 0 } },
-		{ "func id 0", 1, 14, { DROPS0, 0, 10, 7, 0, 3, 1000, 900, 400, 0 } },
-		{ "func id past 32 bits", 1, 14,
-		  { DROPS0, 1ull << 32, 10, 7, 0, 3, 1000, 900, 400, 0 } },
-		{ "bucket count past 32 bits", 1, 16, { DROPS0, FUNC1, 1, 3, 1ull << 32 } },
-		{ "count 2 of one function", 2, 14, { DROPS0, FUNC1, 0 } },
-		{ "a byte after the functions", 1, 15, { DROPS0, FUNC1, 0, 0 } },
-		{ "count 0 before a function", 0, 14, { DROPS0, FUNC1, 0 } },
+		{ "more buckets used than there are", 1, 17, { DROPS0, FUNC1, AGG_BUCKETS + 1 } },
+		{ "exited > entered", 1, 17, { DROPS0, 1, 7, 8, 0, 0, 0, 1000, 900, 400, 0 } },
+		{ "func id 0", 1, 17, { DROPS0, 0, 10, 7, 0, 3, 0, 1000, 900, 400, 0 } },
+		{ "func id past 32 bits", 1, 17,
+		  { DROPS0, 1ull << 32, 10, 7, 0, 3, 0, 1000, 900, 400, 0 } },
+		{ "bucket count past 32 bits", 1, 19, { DROPS0, FUNC1, 1, 3, 1ull << 32 } },
+		{ "count 2 of one function", 2, 17, { DROPS0, FUNC1, 0 } },
+		{ "a byte after the functions", 1, 18, { DROPS0, FUNC1, 0, 0 } },
+		{ "count 0 before a function", 0, 17, { DROPS0, FUNC1, 0 } },
 		{ "drop counters cut short", 0, 4, { 0, 0, 0, 0 } },
+		{ "filter counters cut short", 0, 6, { 0, 0, 0, 0, 0, 0 } },
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
@@ -1841,14 +1849,16 @@ static void test_hostile_aggregates_truncated(void)
  */
 static void test_aggregates_at_limits(void)
 {
-	uint64_t v[AGG_DROP_REASONS + 1 + AGG_WIRE_FIELDS + 1 + 2 * AGG_BUCKETS] = { 0 };
-	static const uint64_t fixed[AGG_WIRE_FIELDS] = { 9, 7, 7, 0, 7, 1000, 900, 400 };
-	const size_t head = AGG_DROP_REASONS + 1 + AGG_WIRE_FIELDS;
+	uint64_t v[AGG_DROP_REASONS + 1 + AGG_FILTER_REASONS + AGG_WIRE_FIELDS + 1 +
+		   2 * AGG_BUCKETS] = { 0 };
+	static const uint64_t fixed[AGG_WIRE_FIELDS] = { 9, 7, 7, 0, 7, 0, 1000, 900, 400 };
+	const size_t start = AGG_DROP_REASONS + 1 + AGG_FILTER_REASONS;
+	const size_t head = start + AGG_WIRE_FIELDS;
 	struct event_decoder *d = event_decoder_new();
 	struct recorder r = { 0 };
 	struct builder b;
 
-	memcpy(v + AGG_DROP_REASONS + 1, fixed, sizeof(fixed));
+	memcpy(v + start, fixed, sizeof(fixed));
 	builder_init(&b, 0);
 	put_valid_prefix(&b);
 	/* one bucket, the last, reached by its skip alone */
@@ -1864,7 +1874,7 @@ static void test_aggregates_at_limits(void)
 	}
 	put_varint_chunk(&b, EVENT_CHUNK_AGGREGATES, 1, v, head + 1 + 2 * AGG_BUCKETS);
 	/* unrecorded 9 of 7 entered, no bucket */
-	v[AGG_DROP_REASONS + 1 + 4] = 9;
+	v[start + 4] = 9;
 	v[head] = 0;
 	put_varint_chunk(&b, EVENT_CHUNK_AGGREGATES, 1, v, head + 1);
 	CHECK_EQ_INT(feed_frame(d, &b, &r), 0);

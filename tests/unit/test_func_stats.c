@@ -323,6 +323,8 @@ static void set_drops(struct decoded_thread_drops *td, uint64_t full, uint64_t s
 	td->by_reason[AGG_DROP_IN_HOOK] = in_hook;
 	td->by_reason[AGG_DROP_UNDER_UNWINDER] = unwinder;
 	td->unattributed = unattributed;
+	td->filtered_by[AGG_FILTER_SHORT] = 0;
+	td->filtered_by[AGG_FILTER_DEEP] = 0;
 }
 
 static void check_reasons(const struct func_stats_summary *sum, uint64_t full, uint64_t shadow,
@@ -420,6 +422,77 @@ static void test_summary_made_is_recorded_plus_dropped(void)
 	func_stats_free(fs);
 }
 
+/*
+ * Filtered calls (--min-duration, --max-depth) are neither recorded nor
+ * dropped: made = recorded + dropped + filtered, per function and in all;
+ * a new agent's counters add to the earlier one's.
+ */
+static void test_filtered_apart_from_dropped(void)
+{
+	struct func_stats *fs = func_stats_new();
+	struct decoded_thread_drops td;
+	struct decoded_func_agg a = agg(1000, 1000, 0, 10, 50000, 50000, 900);
+	struct func_stats_summary sum;
+	struct func_totals *rows;
+	long n;
+
+	a.filtered = 600;
+	CHECK_EQ_INT(func_stats_update(fs, 1, 1, &a, 1.0), 0);
+	set_drops(&td, 10, 0, 0, 0, 0);
+	td.filtered_by[AGG_FILTER_SHORT] = 550;
+	td.filtered_by[AGG_FILTER_DEEP] = 50;
+	func_stats_thread_drops(fs, 1, &td);
+	func_stats_new_agent(fs); /* an exec: the next agent counts from zero */
+	a = agg(100, 100, 0, 0, 5000, 5000, 90);
+	a.filtered = 30;
+	CHECK_EQ_INT(func_stats_update(fs, 1, 1, &a, 1.0), 0);
+	set_drops(&td, 0, 0, 0, 0, 0);
+	td.filtered_by[AGG_FILTER_SHORT] = 30;
+	func_stats_thread_drops(fs, 1, &td);
+	func_stats_summarize(fs, &sum);
+	CHECK_EQ_U64(sum.made, 1100);
+	CHECK_EQ_U64(sum.dropped, 10);
+	CHECK_EQ_U64(sum.filtered, 630);
+	CHECK_EQ_U64(sum.filtered_by_reason[AGG_FILTER_SHORT], 580);
+	CHECK_EQ_U64(sum.filtered_by_reason[AGG_FILTER_DEEP], 50);
+	CHECK_EQ_U64(sum.recorded, 1100 - 10 - 630);
+	rows = totals(fs, 0, &n);
+	CHECK_EQ_INT(n, 1);
+	if (n == 1) {
+		CHECK_EQ_U64(rows[0].filtered, 630);
+		CHECK_EQ_U64(rows[0].dropped, 10);
+	}
+	free(rows);
+	func_stats_free(fs);
+}
+
+/*
+ * The --min-duration suggestion: the lowest bucket bound that keeps at most
+ * the limit of the longest calls, from the histograms of every thread.
+ */
+static void test_min_duration_suggestion(void)
+{
+	struct func_stats *fs = func_stats_new();
+	struct decoded_func_agg a = agg(1000, 1000, 0, 0, 0, 0, 0);
+
+	a.hist[agg_bucket(10)] = 900;   /* 900 calls of 10 ticks */
+	a.hist[agg_bucket(1000)] = 90;  /* 90 of 1000 */
+	a.hist[agg_bucket(100000)] = 10; /* 10 of 100000 */
+	CHECK_EQ_INT(func_stats_update(fs, 1, 1, &a, 2.0), 0);
+	CHECK_EQ_INT(func_stats_update(fs, 2, 1, &a, 2.0), 0); /* as much on another thread */
+	CHECK_EQ_U64(func_stats_min_duration_for(fs, 2000), 0);          /* all fit */
+	/* just past the bucket of the calls that must go: the lowest bound that leaves them out */
+	CHECK_EQ_U64(func_stats_min_duration_for(fs, 200), 2 * agg_bucket_low(agg_bucket(10) + 1));
+	CHECK_EQ_U64(func_stats_min_duration_for(fs, 199), 2 * agg_bucket_low(agg_bucket(1000) + 1));
+	CHECK_EQ_U64(func_stats_min_duration_for(fs, 20), 2 * agg_bucket_low(agg_bucket(1000) + 1));
+	CHECK_EQ_U64(func_stats_min_duration_for(fs, 19),
+		     2 * agg_bucket_low(agg_bucket(100000) + 1));
+	/* the bound keeps the calls above it: 10-tick calls are under the one for 200 */
+	CHECK(2 * agg_bucket_low(agg_bucket(10) + 1) > 2 * 10);
+	CHECK(2 * agg_bucket_low(agg_bucket(10) + 1) <= 2 * 1000);
+	func_stats_free(fs);
+}
+
 /* Many (thread, function) pairs: the table grows and loses none. */
 static void test_many_entries(void)
 {
@@ -456,5 +529,7 @@ int main(void)
 	RUN_TEST(test_new_agent_keeps_earlier_figures);
 	RUN_TEST(test_summary_made_is_recorded_plus_dropped);
 	RUN_TEST(test_many_entries);
+	RUN_TEST(test_filtered_apart_from_dropped);
+	RUN_TEST(test_min_duration_suggestion);
 	return unit_summary();
 }
