@@ -4,9 +4,11 @@
 # report and of `report --dump >/dev/null` (bench/README.md, "Report").
 # Usage: bench/report.sh [BUILD_DIR] [SECONDS] [TRACE]
 # Makes TRACE (default: a temporary one) from Debian's python3 doing JSON
-# round trips for SECONDS (default 5: about 1.7 GB) under --funcs 'Py*,_Py*'
-# unless TRACE exists already, then measures each reading twice. Not run by
-# `make bench`: the trace takes minutes to read and gigabytes of disk.
+# round trips for SECONDS (default 5: about 80 M slices) under --funcs
+# 'Py*,_Py*' unless TRACE exists already, written with --trace-compression
+# $COMPRESSION (default none: about 1.7 GB; deflate: about 240 MB), then
+# measures each reading twice. Not run by `make bench`: it takes minutes and
+# gigabytes of disk.
 set -eu
 BUILD=${1:-build}
 SECS=${2:-5}
@@ -29,7 +31,8 @@ while time.time() - t0 < float(sys.argv[1]):
     n += len(json.loads(json.dumps(d)))
 print(n)
 EOF
-	"$PROFCTL" run --funcs 'Py*,_Py*' -o "$TRACE" -- "$PY" "$tmp/work.py" "$SECS" \
+	"$PROFCTL" run --funcs 'Py*,_Py*' --trace-compression "${COMPRESSION:-none}" -o "$TRACE" \
+		-- "$PY" "$tmp/work.py" "$SECS" \
 		>/dev/null 2>"$tmp/run.err" || { cat "$tmp/run.err" >&2; exit 1; }
 fi
 echo "trace: $TRACE ($(stat -c %s "$TRACE") bytes)"
