@@ -40,6 +40,7 @@ struct trd_hist {
 	const char *at_name, *after_name;
 };
 
+/* Samples waiting for their thread's slices: a min-heap by (ts, file order). */
 struct trd_sample_heap {
 	struct trace_stream_sample *v;
 	size_t n, cap;
