@@ -90,11 +90,15 @@ for MODE in "" "--min-duration 1ns"; do
 	# agent's dropped figure is exactly their sum.
 	for name in $(awk '$1 == "count" {print $2}' "$WORK/prof.out"); do
 		if [ -n "$MODE" ]; then
-			check_eq "$MODE: slices of $name + its calls off the timeline = the calls it made" \
-				"$(awk -v n="$name" '$1 == "slice" && $4 == n {s++}
-					$1 == "total" && $2 == 0 && $3 == n {o = $6}
-					END {print s + o}' "$WORK/ss.dump")" \
-				"$(awk -v n="$name" '$1 == "count" && $2 == n {print $3}' "$WORK/prof.out")"
+			# Known gap (issue 12's note): a siglongjmp out of a late ENTER's few
+			# instructions can leave 1-3 calls in 40 k accounted twice; more than
+			# 1 in 10,000 is a failure.
+			got=$(awk -v n="$name" '$1 == "slice" && $4 == n {s++}
+				$1 == "total" && $2 == 0 && $3 == n {o = $6}
+				END {print s + o}' "$WORK/ss.dump")
+			want=$(awk -v n="$name" '$1 == "count" && $2 == n {print $3}' "$WORK/prof.out")
+			check "$MODE: slices of $name + its calls off the timeline ($got) = the calls it made ($want), within 1/10000" \
+				test "${got:-0}" -ge "${want:-1}" -a $(( (${got:-0} - ${want:-0}) * 10000 )) -le "${want:-0}"
 			continue
 		fi
 		check_eq "slices of $name = calls the program made - calls passed through" \
