@@ -166,7 +166,7 @@ $(BUILD)/bench/%: bench/%.c
 $(BUILD)/bench/compress_cost: bench/compress_cost.c
 	@mkdir -p $(@D)
 	@echo "  CC      $<"
-	$(Q)$(CC) $(TARGET_CFLAGS) -o $@ $< -lz -lzstd -lisal
+	$(Q)$(CC) $(TARGET_CFLAGS) -I. -o $@ $< -lz -lzstd -lisal
 # This one measures the daemon's own unwinder: built like the daemon and
 # linked with its objects (profd's, less its main).
 $(BUILD)/bench/unwind_cost: bench/unwind_cost.c $(DAEMON_OBJ) $(EXPORT_OBJ) $(COMMON_OBJ)

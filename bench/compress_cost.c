@@ -14,10 +14,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <isa-l/igzip_lib.h>
 #include <time.h>
 #include <zlib.h>
 #include <zstd.h>
+
+#include "viewer-export/igzip_block.h"
 
 static double cpu_ns(void)
 {
@@ -68,27 +69,15 @@ static size_t deflate_block(int level, const uint8_t *in, size_t n, uint8_t *out
 	return olen;
 }
 
-static size_t igzip_block(int level, const uint8_t *in, size_t n, uint8_t *out, size_t cap)
+static size_t igzip_level(int level, const uint8_t *in, size_t n, uint8_t *out, size_t cap)
 {
 	static const uint32_t buf_size[] = { ISAL_DEF_LVL0_DEFAULT, ISAL_DEF_LVL1_DEFAULT,
 					     ISAL_DEF_LVL2_DEFAULT, ISAL_DEF_LVL3_DEFAULT };
 	static uint8_t *level_buf[4];
-	struct isal_zstream z;
 
 	if (!level_buf[level] && !(level_buf[level] = malloc(buf_size[level])))
 		return 0;
-	isal_deflate_stateless_init(&z);
-	z.gzip_flag = IGZIP_ZLIB;
-	z.level = (uint32_t)level;
-	z.level_buf = level_buf[level];
-	z.level_buf_size = buf_size[level];
-	z.end_of_stream = 1;
-	z.flush = NO_FLUSH;
-	z.next_in = (uint8_t *)in;
-	z.avail_in = (uint32_t)n;
-	z.next_out = out;
-	z.avail_out = (uint32_t)cap;
-	return isal_deflate_stateless(&z) == COMP_OK ? z.total_out : 0;
+	return igzip_block((uint32_t)level, level_buf[level], buf_size[level], in, n, out, cap);
 }
 
 int main(int argc, char **argv)
@@ -131,7 +120,7 @@ int main(int argc, char **argv)
 					if (!len)
 						break;
 					total += codec == 1 ? ZSTD_compressCCtx(z, out, cap, buf + off, len, level)
-						 : codec == 2 ? igzip_block(level, buf + off, len, out, cap)
+						 : codec == 2 ? igzip_level(level, buf + off, len, out, cap)
 							      : deflate_block(level, buf + off, len, out, cap);
 					off += len;
 				}

@@ -9,11 +9,11 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <isa-l/igzip_lib.h>
 #include <unistd.h>
 #include <zlib.h>
 #include <zstd.h>
 
+#include "viewer-export/igzip_block.h"
 #include "viewer-export/perfetto_intern.h"
 #include "viewer-export/trace_sink.h"
 
@@ -94,25 +94,10 @@ struct trace_sink {
 static int codec_deflate(struct sink_codec *c, const uint8_t *in, size_t n, uint8_t *out,
 			 size_t cap, size_t *out_len)
 {
-	struct isal_zstream z;
-
 	if (!c->igzip_buf && !(c->igzip_buf = malloc(SINK_IGZIP_LEVEL_BUF)))
 		return -ENOMEM;
-	isal_deflate_stateless_init(&z);
-	z.gzip_flag = IGZIP_ZLIB;
-	z.level = SINK_IGZIP_LEVEL;
-	z.level_buf = c->igzip_buf;
-	z.level_buf_size = SINK_IGZIP_LEVEL_BUF;
-	z.end_of_stream = 1;
-	z.flush = NO_FLUSH;
-	z.next_in = (uint8_t *)in;
-	z.avail_in = (uint32_t)n;
-	z.next_out = out;
-	z.avail_out = (uint32_t)cap;
-	if (isal_deflate_stateless(&z) != COMP_OK)
-		return -EIO; /* did not fit: the block goes out plain */
-	*out_len = z.total_out;
-	return 0;
+	*out_len = igzip_block(SINK_IGZIP_LEVEL, c->igzip_buf, SINK_IGZIP_LEVEL_BUF, in, n, out, cap);
+	return *out_len ? 0 : -EIO; /* did not fit: the block goes out plain */
 }
 
 static int codec_zstd(struct sink_codec *c, const uint8_t *in, size_t n, uint8_t *out,
