@@ -50,7 +50,7 @@ COMMON_SRC  := $(wildcard common/*.c) $(wildcard proto/*.c)
 TRAMP_SRC   := $(wildcard trampolines/*.c)
 TRAMP_ASM   := $(wildcard trampolines/*.S)
 AGENT_SRC   := $(wildcard agent/*.c)
-DAEMON_SRC  := $(filter-out daemon/profd.c,$(wildcard daemon/*.c))
+DAEMON_SRC  := $(filter-out daemon/profd.c,$(wildcard daemon/*.c daemon/*/*.c))
 EXPORT_SRC  := $(wildcard viewer-export/*.c)
 PROFCTL_SRC := $(filter-out profctl/profctl.c,$(wildcard profctl/*.c))
 

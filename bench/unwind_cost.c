@@ -26,9 +26,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "daemon/dwarf_unwind.h"
-#include "daemon/sampler.h"
-#include "daemon/symbols.h"
+#include "daemon/sampling/dwarf_unwind.h"
+#include "daemon/sampling/sampler.h"
+#include "daemon/symbols/symbols.h"
 
 #define MAX_FRAMES 64
 #define WARMUP_PASSES 2 /* after the cold pass, not timed */

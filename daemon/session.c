@@ -22,19 +22,19 @@
 
 #include "common/mono_clock.h"
 #include "daemon/access.h"
-#include "daemon/call_stacks.h"
-#include "daemon/demangle.h"
-#include "daemon/dwarf_unwind.h"
-#include "daemon/event_decoder.h"
-#include "daemon/func_registry.h"
-#include "daemon/func_stats.h"
-#include "daemon/kernel_symbols.h"
-#include "daemon/sample_pipeline.h"
-#include "daemon/sampler.h"
+#include "daemon/sampling/call_stacks.h"
+#include "daemon/symbols/demangle.h"
+#include "daemon/sampling/dwarf_unwind.h"
+#include "daemon/events/event_decoder.h"
+#include "daemon/events/func_registry.h"
+#include "daemon/events/func_stats.h"
+#include "daemon/symbols/kernel_symbols.h"
+#include "daemon/sampling/sample_pipeline.h"
+#include "daemon/sampling/sampler.h"
 #include "daemon/session.h"
-#include "daemon/stub_map.h"
-#include "daemon/symbols.h"
-#include "daemon/tsc_rate.h"
+#include "daemon/sampling/stub_map.h"
+#include "daemon/symbols/symbols.h"
+#include "daemon/events/tsc_rate.h"
 #include "proto/event_wire.h"
 #include "profd.pb-c.h"
 #include "viewer-export/perfetto_writer.h"
@@ -862,7 +862,7 @@ static int fill_summary(struct session *s, Profd__SessionSummary *sum,
 	return 0;
 }
 
-/* Samples that are the profiler's own cost, by part (see daemon/overhead.h). */
+/* Samples that are the profiler's own cost, by part (see daemon/sampling/overhead.h). */
 static void fill_summary_overhead(Profd__SessionSummary *sum,
 				  const struct sample_pipeline_stats *samples)
 {

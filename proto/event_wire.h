@@ -2,7 +2,7 @@
 /*
  * The decompressed content of FRAME_EVENTS frames: a sequence of chunks,
  * each a fixed 24-byte header then its body. The agent writes it, the daemon
- * decodes it (daemon/event_decoder.c) treating every field as hostile.
+ * decodes it (daemon/events/event_decoder.c) treating every field as hostile.
  * One zstd stream per connection; each frame ends at a ZSTD_e_flush boundary,
  * so each frame decompresses to whole chunks.
  */

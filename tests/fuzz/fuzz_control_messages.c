@@ -5,7 +5,7 @@
  * unpacked as the protobuf-c message its type carries (the receiver's unpack
  * call), every field is read, the message is packed again and re-read, then
  * freed. Function tables go through the daemon's own registry
- * (daemon/func_registry.c), whose ids index its names, then the ids of
+ * (daemon/events/func_registry.c), whose ids index its names, then the ids of
  * events are looked up as on_record() does; requests and hellos go through
  * a copy of session.c's few checks on them. Never exits.
  */
@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/func_registry.h"
-#include "daemon/sampler.h"
+#include "daemon/events/func_registry.h"
+#include "daemon/sampling/sampler.h"
 #include "proto/frame.h"
 #include "profd.pb-c.h"
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * libFuzzer target for daemon/event_decoder.c. Input: one mode byte, then
+ * libFuzzer target for daemon/events/event_decoder.c. Input: one mode byte, then
  * frames, each a 2-byte little-endian length and that many bytes. Mode bit 0
  * clear: the frames are fed as they are (compressed bytes). Set: they are the
  * decompressed chunks, compressed here like agent/flusher.c does, so that the
@@ -14,7 +14,7 @@
 #include <string.h>
 #include <zstd.h>
 
-#include "daemon/event_decoder.h"
+#include "daemon/events/event_decoder.h"
 #include "proto/event_wire.h"
 #include "proto/func_aggregates.h"
 

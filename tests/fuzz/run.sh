@@ -22,7 +22,7 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
 # The sources and libraries each target links against.
 target_deps() {
 	case $1 in
-	fuzz_event_decoder) echo "daemon/event_decoder.c -lzstd" ;;
+	fuzz_event_decoder) echo "daemon/events/event_decoder.c -lzstd" ;;
 	fuzz_frame_reader) echo "proto/frame.c" ;;
 	fuzz_elf_symbols) echo "agent/elf_symbols.c" ;;
 	fuzz_trace_reader)
@@ -32,7 +32,7 @@ target_deps() {
 		     "$OUT/gen/perfetto_trace_subset.pb-c.c -lprotobuf-c -lz -lzstd" ;;
 	fuzz_func_filter) echo "common/func_filter.c" ;;
 	fuzz_http_request) echo "profctl/http_serve.c" ;;
-	fuzz_control_messages) echo "proto/frame.c daemon/func_registry.c $OUT/gen/profd.pb-c.c -lprotobuf-c" ;;
+	fuzz_control_messages) echo "proto/frame.c daemon/events/func_registry.c $OUT/gen/profd.pb-c.c -lprotobuf-c" ;;
 	*) return 1 ;;
 	esac
 }

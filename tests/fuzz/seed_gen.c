@@ -4,7 +4,7 @@
  * and trace reader targets (run by make-seeds.sh, not built by run.sh). The
  * inputs come from the project's own writers and wire structs, in each
  * target's input format; every valid event seed is decoded here with
- * daemon/event_decoder.c, so a wire change that breaks a seed fails the run.
+ * daemon/events/event_decoder.c, so a wire change that breaks a seed fails the run.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -14,7 +14,7 @@
 #include <unistd.h>
 #include <zstd.h>
 
-#include "daemon/event_decoder.h"
+#include "daemon/events/event_decoder.h"
 #include "proto/event_wire.h"
 #include "proto/func_aggregates.h"
 #include "proto/frame.h"

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
-/* Unit tests for daemon/call_stacks.c: the daemon's replay of shadow stacks. */
+/* Unit tests for daemon/sampling/call_stacks.c: the daemon's replay of shadow stacks. */
 #include <errno.h>
 #include <stdlib.h>
 
-#include "daemon/call_stacks.h"
+#include "daemon/sampling/call_stacks.h"
 #include "tests/unit/unit.h"
 
 static struct call_frame frame(uint32_t func, uint64_t slot)

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Unit tests of daemon/dwarf_unwind.c: this process unwinds a copy of its own
+ * Unit tests of daemon/sampling/dwarf_unwind.c: this process unwinds a copy of its own
  * stack taken three frames deep in code without frame pointers; a sampled
  * target without frame pointers (tests/targets/nofp_target) is unwound sample
  * by sample, directly, through libc's qsort and through the vdso, and
@@ -25,9 +25,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "daemon/dwarf_unwind.h"
-#include "daemon/sampler.h"
-#include "daemon/symbols.h"
+#include "daemon/sampling/dwarf_unwind.h"
+#include "daemon/sampling/sampler.h"
+#include "daemon/symbols/symbols.h"
 #include "tests/unit/unit.h"
 
 #define NOFP __attribute__((noinline, noipa, optimize("omit-frame-pointer")))

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Unit tests for daemon/event_decoder.c. Streams are built the way
+ * Unit tests for daemon/events/event_decoder.c. Streams are built the way
  * agent/flusher.c builds them (one ZSTD_CCtx at level 1, ZSTD_e_flush per
  * frame, events through the shared event_encode()); aggregates bodies are
  * written here from the layout proto/func_aggregates.h documents; expected
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <zstd.h>
 
-#include "daemon/event_decoder.h"
+#include "daemon/events/event_decoder.h"
 #include "proto/event_wire.h"
 #include "proto/func_aggregates.h"
 #include "tests/unit/unit.h"

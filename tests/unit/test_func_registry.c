@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: MIT
-/* daemon/func_registry.c: ids from hostile tables, agents after an exec, later tables. */
+/* daemon/events/func_registry.c: ids from hostile tables, agents after an exec, later tables. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/func_registry.h"
+#include "daemon/events/func_registry.h"
 #include "tests/unit/unit.h"
 
 /* A table as the agent would send it: functions id_i named name_i. */

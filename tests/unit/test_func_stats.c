@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Unit tests for daemon/func_stats.c: cumulative figures replace each other,
+ * Unit tests for daemon/events/func_stats.c: cumulative figures replace each other,
  * 32-bit bucket counters are added up across their wrap, threads add up into
  * a function's totals, percentiles come out of the merged buckets, a new
  * agent (exec) keeps what the last one reported, and the summary's calls
@@ -8,7 +8,7 @@
  */
 #include <stdlib.h>
 
-#include "daemon/func_stats.h"
+#include "daemon/events/func_stats.h"
 #include "proto/func_aggregates.h"
 #include "tests/unit/unit.h"
 

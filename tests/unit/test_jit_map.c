@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Unit tests of daemon/jit_map.c: line validation (good lines kept, bad ones
+ * Unit tests of daemon/symbols/jit_map.c: line validation (good lines kept, bad ones
  * counted), overlapping entries, partial last lines, incremental rereads of
  * an appended file, and the refusals that keep a root daemon safe: symlinks,
  * FIFOs, files others may write or that belong to another user, oversize
@@ -15,7 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "daemon/jit_map.h"
+#include "daemon/symbols/jit_map.h"
 #include "tests/unit/unit.h"
 
 static long parse_str(struct jit_map *m, const char *text)

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Unit tests of daemon/kernel_symbols.c on kallsyms fixtures (aliases, data
+ * Unit tests of daemon/symbols/kernel_symbols.c on kallsyms fixtures (aliases, data
  * symbols skipped, module names, bad lines, the all-zero table kptr_restrict
  * gives) and on this machine's /proc/kallsyms checked against grep. Also
  * access_may_see_kernel (daemon/access.c), the gate in front of kernel
@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #include "daemon/access.h"
-#include "daemon/kernel_symbols.h"
+#include "daemon/symbols/kernel_symbols.h"
 #include "tests/unit/unit.h"
 
 static const char fixture[] =

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-/* Unit tests for daemon/overhead.c: which samples are the profiler's own cost. */
-#include "daemon/overhead.h"
+/* Unit tests for daemon/sampling/overhead.c: which samples are the profiler's own cost. */
+#include "daemon/sampling/overhead.h"
 #include "tests/unit/unit.h"
 
 #define AGENT "/usr/lib/profd/libprofagent.so"

@@ -460,7 +460,7 @@ out:
 	close(fd);
 }
 
-/* An overhead mark as profd writes it (daemon/sample_pipeline.c): its own mapping and pc. */
+/* An overhead mark as profd writes it (daemon/sampling/sample_pipeline.c): its own mapping and pc. */
 static struct perfetto_frame overhead_mark(const char *name, uint64_t rel_pc)
 {
 	return (struct perfetto_frame){ .function = name, .rel_pc = rel_pc,

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Unit tests of daemon/sampler.c. Live cases sample this binary re-executed
+ * Unit tests of daemon/sampling/sampler.c. Live cases sample this binary re-executed
  * with "--spin" (two threads in profd_spin_worker) through enable_on_exec, or
  * attach to it running; they skip with a printed reason where
  * perf_event_open is not permitted. With copy_stack, "--stack-spin" spins
@@ -28,9 +28,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "daemon/kernel_symbols.h"
-#include "daemon/sampler.h"
-#include "daemon/symbols.h"
+#include "daemon/symbols/kernel_symbols.h"
+#include "daemon/sampling/sampler.h"
+#include "daemon/symbols/symbols.h"
 #include "tests/unit/unit.h"
 
 #define SPIN_FUNCTION "profd_spin_worker"

@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: MIT
-/* Unit tests for daemon/stub_map.c: samples in stubs moved to their function. */
+/* Unit tests for daemon/sampling/stub_map.c: samples in stubs moved to their function. */
 #include <asm/perf_regs.h>
 #include <errno.h>
 #include <string.h>
 
-#include "daemon/stub_map.h"
+#include "daemon/sampling/stub_map.h"
 #include "tests/unit/unit.h"
 #include "trampolines/trampoline_layout.h"
 

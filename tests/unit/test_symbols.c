@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Unit tests of daemon/symbols.c and daemon/elf_module.c: this process's own
+ * Unit tests of daemon/symbols/symbols.c and daemon/symbols/elf_module.c: this process's own
  * functions, libc and the vdso symbolized through /proc/self/maps and checked
  * against an independent libelf reading and readelf; symbol rules (aliases,
  * size 0, nesting) on an ELF written here; broken ELF files never crash;
@@ -24,7 +24,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "daemon/symbols.h"
+#include "daemon/symbols/symbols.h"
 #include "tests/unit/unit.h"
 
 #define PUBLIC __attribute__((noinline, used, visibility("default")))

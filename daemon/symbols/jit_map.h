@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Internal to daemon/symbols.c: perf's JIT symbol convention, the file
+ * Internal to daemon/symbols/symbols.c: perf's JIT symbol convention, the file
  * /tmp/perf-PID.map a JIT (V8, perf-map-agent, LuaJIT, ...) appends
  * "START SIZE name" lines to (hex, no 0x). The file belongs to the target,
  * so it is hostile: it must be a regular file owned by the target's user and

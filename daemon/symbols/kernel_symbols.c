@@ -5,7 +5,7 @@
  * module names. Lines are validated one by one; a bad line is counted and
  * skipped, never trusted. Built once, then only read: no global state.
  */
-#include "daemon/kernel_symbols.h"
+#include "daemon/symbols/kernel_symbols.h"
 
 #include <errno.h>
 #include <stdbool.h>

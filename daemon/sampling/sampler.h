@@ -5,7 +5,7 @@
  * CLOCK_MONOTONIC timestamps, frame-pointer user callchains, MMAP2/COMM/
  * FORK/EXIT side records, one mmap ring per CPU, and optionally a copy of
  * each sample's user registers and stack for DWARF unwinding (see
- * daemon/dwarf_unwind.h). Reading parses records defensively (sizes checked
+ * daemon/sampling/dwarf_unwind.h). Reading parses records defensively (sizes checked
  * against the ring) and hands them to callbacks.
  */
 #ifndef PROFD_SAMPLER_H

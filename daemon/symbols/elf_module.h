@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Internal to daemon/symbols.c: one ELF file of a target process, loaded
+ * Internal to daemon/symbols/symbols.c: one ELF file of a target process, loaded
  * lazily with libelf. Owns the file's function symbols, PT_LOAD segments and
  * build id. Loading never fails as such: a file that cannot be opened or read
  * leaves a module without symbols and a reason in load_error.

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/demangle.h"
+#include "daemon/symbols/demangle.h"
 
 char *__cxa_demangle(const char *mangled, char *out, size_t *len, int *status);
 

@@ -6,7 +6,7 @@
  * key on their addresses; a byte cap keeps a target that keeps rewriting its
  * map from growing us without bound. Never trusts the file's contents.
  */
-#include "daemon/jit_map.h"
+#include "daemon/symbols/jit_map.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -6,7 +6,7 @@
  */
 #include <string.h>
 
-#include "daemon/overhead.h"
+#include "daemon/sampling/overhead.h"
 #include "viewer-export/perfetto_writer.h"
 
 #define AGENT_FILE "libprofagent.so"

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/stub_map.h"
+#include "daemon/sampling/stub_map.h"
 #include "trampolines/trampoline_layout.h"
 
 struct stub_entry {

@@ -9,15 +9,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/call_stacks.h"
-#include "daemon/demangle.h"
-#include "daemon/dwarf_unwind.h"
-#include "daemon/kernel_symbols.h"
-#include "daemon/overhead.h"
-#include "daemon/sample_pipeline.h"
-#include "daemon/sampler.h"
-#include "daemon/stub_map.h"
-#include "daemon/symbols.h"
+#include "daemon/sampling/call_stacks.h"
+#include "daemon/symbols/demangle.h"
+#include "daemon/sampling/dwarf_unwind.h"
+#include "daemon/symbols/kernel_symbols.h"
+#include "daemon/sampling/overhead.h"
+#include "daemon/sampling/sample_pipeline.h"
+#include "daemon/sampling/sampler.h"
+#include "daemon/sampling/stub_map.h"
+#include "daemon/symbols/symbols.h"
 #include "viewer-export/perfetto_writer.h"
 
 #define HELD_BUCKETS 1024            /* power of two */

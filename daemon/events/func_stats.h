@@ -11,13 +11,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "daemon/event_decoder.h"
+#include "daemon/events/event_decoder.h"
 
 struct func_stats;
 
 /* One function's figures, on one thread (tid != 0) or over all of them (tid 0). */
 struct func_totals {
-	uint32_t func_id;  /* session id (daemon/func_registry.h) */
+	uint32_t func_id;  /* session id (daemon/events/func_registry.h) */
 	uint32_t tid;
 	uint64_t calls;    /* made: timed from their enter, or untimed */
 	uint64_t exited;   /* timed calls that returned: total, self and the durations are theirs */

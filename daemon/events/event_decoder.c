@@ -11,7 +11,7 @@
 #include <string.h>
 #include <zstd.h>
 
-#include "daemon/event_decoder.h"
+#include "daemon/events/event_decoder.h"
 #include "proto/event_wire.h"
 
 #define CLOCK_PAIRS_KEPT 64

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Per-file ELF loading for daemon/symbols.c (libelf): function symbols from
+ * Per-file ELF loading for daemon/symbols/symbols.c (libelf): function symbols from
  * .symtab, else a build-id debug file's .symtab, else the .symtab of the
  * file .gnu_debuglink names (CRC-32 checked), else .dynsym; PT_LOAD
  * segments; the GNU build id. Every file is hostile: sizes are checked
@@ -8,7 +8,7 @@
  * module with fewer or no symbols, never a crash. Files are read with pread
  * (ELF_C_READ), never mmapped, so a file truncated underneath cannot SIGBUS.
  */
-#include "daemon/elf_module.h"
+#include "daemon/symbols/elf_module.h"
 
 #include <elf.h>
 #include <errno.h>

@@ -10,7 +10,7 @@
  * truncated underneath cannot SIGBUS the daemon), from descriptors opened
  * when their mapping was added.
  */
-#include "daemon/dwarf_unwind.h"
+#include "daemon/sampling/dwarf_unwind.h"
 
 #include <asm/perf_regs.h>
 #include <elfutils/libdwfl.h>

@@ -7,7 +7,7 @@
  * copies included). Kernel frames are only asked for, and only handed on,
  * with kernel_callchain. No global state.
  */
-#include "daemon/sampler.h"
+#include "daemon/sampling/sampler.h"
 
 #include <asm/perf_regs.h>
 #include <dirent.h>

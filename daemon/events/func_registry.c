@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/func_registry.h"
+#include "daemon/events/func_registry.h"
 
 void func_registry_new_agent(struct func_registry *r)
 {

@@ -32,7 +32,7 @@ enum overhead_frame {
 /*
  * Whose code a symbolized pc is, from its mapping's path and its function
  * (either may be NULL). Stub code lies in anonymous memory: the caller asks
- * daemon/stub_map.h about it first.
+ * daemon/sampling/stub_map.h about it first.
  */
 enum overhead_frame overhead_frame_of(const char *mapping_path, const char *function);
 

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/func_stats.h"
+#include "daemon/events/func_stats.h"
 
 struct stat_entry {
 	uint32_t tid, func_id; /* func_id 0: empty */

@@ -2,7 +2,7 @@
 /*
  * From perf samples to trace samples for one session: each sample is held
  * until the agent's events have reached its time, so that the thread's open
- * instrumented calls are known exactly (daemon/call_stacks.h); then the
+ * instrumented calls are known exactly (daemon/sampling/call_stacks.h); then the
  * return addresses our trampolines hijacked are put back into its stack
  * copy, it is unwound (DWARF, else the kernel's frame-pointer chain),
  * symbolized without any trampoline frame, told apart as profiling overhead
@@ -17,7 +17,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "daemon/overhead.h"
+#include "daemon/sampling/overhead.h"
 
 struct call_stacks;
 struct demangle_cache;
@@ -89,7 +89,7 @@ struct sample_pipeline_stats {
 	uint64_t released_early;    /* written before the agent's events reached them (memory bound) */
 	/*
 	 * Written samples by whose cost they are: [OVERHEAD_NONE] the program's,
-	 * the others profiling overhead (daemon/overhead.h), marked so in the
+	 * the others profiling overhead (daemon/sampling/overhead.h), marked so in the
 	 * trace and charged to no call's self time. They add up to written.
 	 */
 	uint64_t by_kind[OVERHEAD_KINDS];
@@ -99,7 +99,7 @@ void sample_pipeline_get_stats(const struct sample_pipeline *p, struct sample_pi
 
 /*
  * Thread tid is now named name (perf COMM): the agent's own threads'
- * samples are profiling overhead (daemon/overhead.h), also those taken
+ * samples are profiling overhead (daemon/sampling/overhead.h), also those taken
  * before the name came and still held.
  */
 void sample_pipeline_thread_named(struct sample_pipeline *p, uint32_t tid, const char *name);

@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 #include "common/mono_clock.h"
-#include "daemon/tsc_rate.h"
+#include "daemon/events/tsc_rate.h"
 
 #define PAIR_TRIES 16
 #define SPAN_NS 2000000L

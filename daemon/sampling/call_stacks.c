@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/call_stacks.h"
+#include "daemon/sampling/call_stacks.h"
 
 struct slot_return {
 	uint64_t slot, return_address;

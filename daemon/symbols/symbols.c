@@ -2,12 +2,12 @@
 /*
  * Symbolizer of one target process: a sorted, non-overlapping array of its
  * executable mappings, each pointing at a module (one per distinct path,
- * ELF loading in daemon/elf_module.c, lazily on the first lookup that hits
- * it), plus the target's JIT map for anonymous code (daemon/jit_map.c).
+ * ELF loading in daemon/symbols/elf_module.c, lazily on the first lookup that hits
+ * it), plus the target's JIT map for anonymous code (daemon/symbols/jit_map.c).
  * Not thread-safe: one owner thread per symbolizer. Never trusts the target:
  * paths and files it names only ever yield "no symbols".
  */
-#include "daemon/symbols.h"
+#include "daemon/symbols/symbols.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -16,8 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/elf_module.h"
-#include "daemon/jit_map.h"
+#include "daemon/symbols/elf_module.h"
+#include "daemon/symbols/jit_map.h"
 
 struct mapping {
 	uint64_t start, end, pgoff;

@@ -13,7 +13,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "daemon/symbols.h"
+#include "daemon/symbols/symbols.h"
 
 #define KERNEL_SYMBOLS_MAPPING "[kernel.kallsyms]"
 

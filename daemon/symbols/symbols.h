@@ -62,7 +62,7 @@ int symbolizer_load_proc_maps(struct symbolizer *s);
 
 /*
  * Anonymous code is looked up in perf's JIT map, /tmp/perf-NSPID.map inside
- * the target's root (see daemon/jit_map.h for the checks it must pass). It
+ * the target's root (see daemon/symbols/jit_map.h for the checks it must pass). It
  * is read on the first pc in an anonymous mapping, then re-checked (a stat,
  * then only the lines appended since) once every SYMBOLIZER_JIT_RECHECK_MISSES
  * anonymous pcs it does not cover.
