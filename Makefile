@@ -32,8 +32,8 @@ ALL_CFLAGS := $(CFLAGS_BASE) $(CFLAGS)
 
 LIBS_COMMON := -lprotobuf-c -lzstd -lz -lisal -lpthread
 LIBS_AGENT  := -lprotobuf-c -lZydis -lpthread -ldl
-LIBS_DAEMON := -lelf -ldw -lzstd -lz -lisal -lprotobuf-c -lsystemd -lpthread -lstdc++
-LIBS_TEST   := -lelf -ldw -lzstd -lz -lisal -lprotobuf-c -lZydis -lsystemd -lpthread -ldl -lstdc++
+LIBS_DAEMON := -lbpf -lelf -ldw -lzstd -lz -lisal -lprotobuf-c -lsystemd -lpthread -lstdc++
+LIBS_TEST   := -lbpf -lelf -ldw -lzstd -lz -lisal -lprotobuf-c -lZydis -lsystemd -lpthread -ldl -lstdc++
 
 ifeq ($(V),1)
 Q :=
@@ -50,7 +50,7 @@ COMMON_SRC  := $(wildcard common/*.c) $(wildcard proto/*.c)
 TRAMP_SRC   := $(wildcard trampolines/*.c)
 TRAMP_ASM   := $(wildcard trampolines/*.S)
 AGENT_SRC   := $(wildcard agent/*.c)
-DAEMON_SRC  := $(filter-out daemon/profd.c,$(wildcard daemon/*.c daemon/*/*.c))
+DAEMON_SRC  := $(filter-out daemon/profd.c %.bpf.c,$(wildcard daemon/*.c daemon/*/*.c))
 EXPORT_SRC  := $(wildcard viewer-export/*.c)
 PROFCTL_SRC := $(filter-out profctl/profctl.c,$(wildcard profctl/*.c))
 
@@ -92,6 +92,29 @@ $(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c
 
 # every object may include generated headers
 $(COMMON_OBJ) $(TRAMP_OBJ) $(AGENT_OBJ) $(DAEMON_OBJ) $(EXPORT_OBJ) $(PROFCTL_OBJ): | $(PROTO_GEN_H)
+
+# ---- the scheduler's BPF probe (CO-RE) -----------------------------------------
+# vmlinux.h from this machine's kernel BTF; the program, compiled once, runs on
+# any kernel with BTF (libbpf relocates its field accesses at load time).
+BPF_CLANG ?= clang
+KERNEL_BTF ?= /sys/kernel/btf/vmlinux
+$(BUILD)/gen/vmlinux.h:
+	@mkdir -p $(@D)
+	@test -r $(KERNEL_BTF) || { echo "no kernel BTF at $(KERNEL_BTF): profd's BPF probe needs it to build (KERNEL_BTF=...)"; exit 1; }
+	@echo "  BTF     $@"
+	$(Q)bpftool btf dump file $(KERNEL_BTF) format c > $@.tmp && mv $@.tmp $@
+
+$(BUILD)/bpf/sched.bpf.o: daemon/sched/sched.bpf.c daemon/sched/sched_record.h $(BUILD)/gen/vmlinux.h
+	@mkdir -p $(@D)
+	@echo "  BPF     $<"
+	$(Q)$(BPF_CLANG) -g -O2 -target bpf -Wall -Werror -I$(BUILD)/gen -I. -c -o $@ $<
+	$(Q)llvm-strip -g $@
+
+$(BUILD)/gen/sched.skel.h: $(BUILD)/bpf/sched.bpf.o
+	@echo "  SKEL    $@"
+	$(Q)bpftool gen skeleton $< name sched_bpf > $@.tmp && mv $@.tmp $@
+
+$(BUILD)/obj/daemon/sched/sched_tracer.o: $(BUILD)/gen/sched.skel.h
 
 # ---- objects ----------------------------------------------------------------
 # The hooks' fast path must not touch vector registers: the trampolines save
