@@ -207,3 +207,12 @@ bool access_may_see_kernel(const struct ucred *client)
 	 */
 	return read_client(client, &st) == 0 && caps_see_kernel(st.cap_eff);
 }
+
+bool access_may_see_other_tasks(const struct ucred *client)
+{
+	struct proc_status st;
+
+	/* perf's rule for system-wide events: CAP_PERFMON (or CAP_SYS_ADMIN before it existed) */
+	return read_client(client, &st) == 0 &&
+	       ((st.cap_eff >> CAP_PERFMON_BIT & 1) || (st.cap_eff >> CAP_SYS_ADMIN_BIT & 1));
+}

@@ -39,6 +39,15 @@ const char *access_check_target(const struct ucred *client, pid_t target, bool m
  */
 bool access_may_see_kernel(const struct ucred *client);
 
+/*
+ * Whether the client may see other processes' scheduling (who ran, woke or
+ * waited beside its target, and when): with CAP_PERFMON or CAP_SYS_ADMIN in
+ * its effective capabilities (root has them) and its connecting euid, as
+ * perf requires for system-wide events. Others see such tasks as "another
+ * task", without pid or name. False when anything cannot be read.
+ */
+bool access_may_see_other_tasks(const struct ucred *client);
+
 /* The target's start time (clock ticks since boot), to notice a pid reused; 0 if gone. */
 unsigned long long access_start_time(pid_t pid);
 

@@ -27,6 +27,7 @@
 #include <systemd/sd-daemon.h>
 
 #include "common/mono_clock.h"
+#include "daemon/sched/sched_tracer.h"
 #include "daemon/server.h"
 #include "daemon/session.h"
 #include "proto/frame_io.h"
@@ -284,6 +285,34 @@ int server_init(struct server *srv, const struct server_options *opt)
 	return 0;
 }
 
+int server_sched_get(struct server *srv, char *why, size_t len)
+{
+	if (srv->sched)
+		return 0;
+	srv->sched = sched_tracer_open(why, len);
+	if (!srv->sched)
+		return -1;
+	/* data.ptr &srv->sched: the ring is filling up (it is read on every tick anyway) */
+	if (epoll_add(srv->epoll_fd, sched_tracer_fd(srv->sched), &srv->sched)) {
+		snprintf(why, len, "cannot watch the BPF ring buffer: %s", strerror(errno));
+		sched_tracer_close(srv->sched);
+		srv->sched = NULL;
+		return -1;
+	}
+	server_log("scheduler probe loaded");
+	return 0;
+}
+
+void server_sched_put(struct server *srv)
+{
+	if (!srv->sched || sched_tracer_targets(srv->sched))
+		return;
+	epoll_ctl(srv->epoll_fd, EPOLL_CTL_DEL, sched_tracer_fd(srv->sched), NULL);
+	sched_tracer_close(srv->sched);
+	srv->sched = NULL;
+	server_log("scheduler probe unloaded");
+}
+
 /*
  * Out of descriptors (or over CONN_MAX): a pending connection left in the
  * backlog keeps the listener readable and the loop spinning. Take it with
@@ -535,6 +564,8 @@ int server_run(struct server *srv)
 			} else if (ptr == &srv->signal_fd) {
 				server_stopping(srv);
 				return 0;
+			} else if (ptr == &srv->sched) {
+				session_sched_drain(srv);
 			} else if (ptr == &srv->timer_fd) {
 				uint64_t expirations;
 
@@ -575,6 +606,8 @@ static void drain_output(struct server *srv)
 void server_fini(struct server *srv)
 {
 	session_finish_all(srv);
+	sched_tracer_close(srv->sched); /* every session gave its target back */
+	srv->sched = NULL;
 	drain_output(srv);
 	reap_closing(srv);
 	while (srv->conns)

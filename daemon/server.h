@@ -10,6 +10,7 @@
 #define PROFD_SERVER_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
 #include <sys/types.h>
@@ -60,6 +61,8 @@ struct server {
 	size_t n_conns;
 	int spare_fd;             /* kept free for accept-and-close when descriptors run out */
 	bool told_full;           /* "too many connections" logged once per episode */
+	/* the scheduler probe, loaded while a session uses it (daemon/sched/sched_tracer.h) */
+	struct sched_tracer *sched;
 };
 
 struct server_options {
@@ -74,7 +77,14 @@ int server_init(struct server *srv, const struct server_options *opt);
 int server_run(struct server *srv);
 void server_fini(struct server *srv);
 
-/* Sends a frame; on failure the connection is marked closing. */
+/*
+ * The scheduler probe for one more session: loaded (and its ring watched)
+ * by the first. 0, or -1 with a one-line reason in why.
+ * server_sched_put: unloads it once no session follows a target with it.
+ */
+int server_sched_get(struct server *srv, char *why, size_t len);
+void server_sched_put(struct server *srv);
+
 /*
  * Queues one frame for the peer and sends what the socket takes now; the
  * rest goes out as the peer reads (EPOLLOUT). Never blocks. A peer that lets

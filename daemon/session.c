@@ -35,6 +35,8 @@
 #include "daemon/sampling/stub_map.h"
 #include "daemon/symbols/symbols.h"
 #include "daemon/events/tsc_rate.h"
+#include "daemon/sched/sched_session.h"
+#include "daemon/sched/sched_tracer.h"
 #include "proto/event_wire.h"
 #include "profd.pb-c.h"
 #include "viewer-export/perfetto_writer.h"
@@ -83,6 +85,9 @@ struct session {
 	struct dwarf_unwinder *unwinder; /* NULL: frame-pointer callchains only */
 	struct call_stacks *calls;       /* the agent's shadow stacks, replayed */
 	struct stub_map *stubs;          /* where the agent's stubs are */
+	struct sched_session *sched;     /* NULL: no scheduler states (sched_why says why) */
+	bool sched_off;                  /* --sched off */
+	char sched_why[192];
 	struct kernel_symbols *kernel;   /* NULL: the client may not see kernel frames */
 	struct sample_pipeline *samples_out; /* NULL until sampling starts */
 	uint32_t call_graph;             /* CALL_GRAPH_* */
@@ -162,6 +167,7 @@ static void session_free(struct session *s)
 		free(s->patterns[i]);
 	free(s->patterns);
 	free(s->threads);
+	sched_session_free(s->sched);
 	free(s->comm);
 	free(s->output_name);
 	free(s);
@@ -217,6 +223,7 @@ static struct session *session_new(struct server *srv, struct conn *c, const Pro
 	s->buffer_size = req->buffer_size;
 	s->min_duration_ns = req->min_duration_ns;
 	s->max_depth = req->max_depth;
+	s->sched_off = req->sched_off;
 	/* at least one tick: a filter asked for is never silently off */
 	if (req->min_duration_ns)
 		s->min_duration_ticks = (uint64_t)((double)req->min_duration_ns * tsc_ticks_per_ns()) + 1;
@@ -229,6 +236,7 @@ static struct session *session_new(struct server *srv, struct conn *c, const Pro
 }
 
 static void session_start_sampling(struct session *s, Profd__SamplingReady *ready);
+static void session_start_sched(struct server *srv, struct session *s);
 
 /* Names every thread the running target has now (later ones come from perf COMM and the agent). */
 static void describe_running_threads(struct session *s)
@@ -276,6 +284,7 @@ static int session_attach(struct session *s, pid_t pid)
 	perfetto_writer_process(s->writer, pid, s->comm);
 	describe_running_threads(s);
 	session_start_sampling(s, NULL);
+	session_start_sched(s->client->srv, s);
 	return 0;
 }
 
@@ -493,6 +502,61 @@ static void session_start_sampling(struct session *s, Profd__SamplingReady *read
 	}
 }
 
+/* ---- scheduler states (daemon/sched) ------------------------------------------ */
+
+static void sched_route(void *ctx, const struct sched_record *r)
+{
+	struct server *srv = ctx;
+
+	for (struct session *s = srv->sessions; s; s = s->next)
+		if (s->sched && ((pid_t)r->prev_tgid == s->target || (pid_t)r->next_tgid == s->target))
+			sched_session_record(s->sched, r);
+}
+
+void session_sched_drain(struct server *srv)
+{
+	if (srv->sched)
+		sched_tracer_drain(srv->sched, sched_route, srv);
+}
+
+/*
+ * On unless --sched off: the probe is loaded with the first session that
+ * wants it. Where it cannot be, s->sched_why says why and the session goes on.
+ */
+static void session_start_sched(struct server *srv, struct session *s)
+{
+	int err;
+
+	if (s->sched_off || s->sched)
+		return;
+	if (server_sched_get(srv, s->sched_why, sizeof(s->sched_why)))
+		return;
+	err = sched_tracer_add(srv->sched, s->target);
+	if (!err) {
+		s->sched = sched_session_new(&(struct sched_session_config){
+			.target = s->target, .writer = s->writer,
+			.see_other_tasks = access_may_see_other_tasks(&s->client_cred) });
+		if (s->sched)
+			return;
+		sched_tracer_remove(srv->sched, s->target);
+		err = -ENOMEM;
+	}
+	snprintf(s->sched_why, sizeof(s->sched_why), "cannot follow PID %d: %s", (int)s->target,
+		 strerror(-err));
+	server_sched_put(srv);
+}
+
+/* The target's last records in, its entry out of the probe (unloaded after the last). */
+static void session_stop_sched(struct server *srv, struct session *s)
+{
+	if (!s->sched || !srv->sched)
+		return;
+	session_sched_drain(srv);
+	sched_session_set_lost(s->sched, sched_tracer_lost(srv->sched, s->target));
+	sched_tracer_remove(srv->sched, s->target);
+	server_sched_put(srv);
+}
+
 static void handle_target_forked(struct session *s, const uint8_t *p, size_t len)
 {
 	Profd__TargetForked *msg = profd__target_forked__unpack(NULL, len, p);
@@ -514,6 +578,9 @@ static void handle_target_forked(struct session *s, const uint8_t *p, size_t len
 	s->target = msg->pid;
 	perfetto_writer_process(s->writer, s->target, s->comm);
 	session_start_sampling(s, &ready);
+	session_start_sched(s->client->srv, s);
+	if (s->sched_why[0])
+		ready.sched_unavailable = s->sched_why;
 	if (profd__sampling_ready__get_packed_size(&ready) <= sizeof(buf))
 		conn_send(s->client, FRAME_SAMPLING_READY, buf,
 			  profd__sampling_ready__pack(&ready, buf));
@@ -522,17 +589,36 @@ out:
 		profd__target_forked__free_unpacked(msg, NULL);
 }
 
-/* A call returned: its slice ends, with the samples it took as the innermost call. */
+/*
+ * A call returned: its slice ends, with the samples it took as the innermost
+ * call and, when the thread was switched out during it, its on-CPU and
+ * off-CPU time (a slice without them ran throughout, if the trace has
+ * scheduler states).
+ */
 static void end_call(struct session *s, uint32_t tid, uint64_t ts, uint32_t func_id)
 {
 	struct call_frame done = { 0 };
+	struct perfetto_arg args[4];
+	size_t n = 0;
 
-	call_stacks_exit(s->calls, tid, func_id, &done);
+	if (call_stacks_exit(s->calls, tid, func_id, &done) == 0 && s->sched) {
+		struct offcpu_time now = sched_session_offcpu_before(s->sched, tid, ts);
+		struct offcpu_time in = { now.off_ns - done.off_at_enter.off_ns,
+					  now.runnable_ns - done.off_at_enter.runnable_ns };
+		uint64_t dur = ts >= done.enter_ts ? ts - done.enter_ts : 0;
+
+		sched_session_call(s->sched, func_id, dur, &in);
+		if (in.off_ns) {
+			if (in.off_ns > dur) /* its enter and the switches: two clocks, one order */
+				in.off_ns = dur;
+			args[n++] = (struct perfetto_arg){ "on_cpu_ns", dur - in.off_ns };
+			args[n++] = (struct perfetto_arg){ "off_cpu_ns", in.off_ns };
+			args[n++] = (struct perfetto_arg){ "runnable_ns", in.runnable_ns };
+		}
+	}
 	if (done.self_samples)
-		perfetto_writer_slice_end_arg(s->writer, s->target, (pid_t)tid, ts, "self_samples",
-					      done.self_samples);
-	else
-		perfetto_writer_slice_end(s->writer, s->target, (pid_t)tid, ts);
+		args[n++] = (struct perfetto_arg){ "self_samples", done.self_samples };
+	perfetto_writer_slice_end_args(s->writer, s->target, (pid_t)tid, ts, args, n);
 }
 
 /*
@@ -567,7 +653,9 @@ static void on_events(void *ctx, uint32_t tid, const struct decoded_event *evs, 
 		}
 		call_stacks_enter(s->calls, tid, &(struct call_frame){
 			.func_id = func_id, .return_address = ev->return_address,
-			.return_slot = ev->return_slot });
+			.return_slot = ev->return_slot, .enter_ts = ts,
+			.off_at_enter = s->sched ? sched_session_offcpu_before(s->sched, tid, ts) :
+						   (struct offcpu_time){ 0 } });
 		perfetto_writer_slice_begin(s->writer, s->target, (pid_t)tid, ts, func_id);
 	}
 	if (t)
@@ -580,6 +668,8 @@ static void on_watermark(void *ctx, uint64_t ts)
 
 	if (s->samples_out)
 		sample_pipeline_watermark(s->samples_out, ts);
+	if (s->sched)
+		sched_session_watermark(s->sched, ts);
 }
 
 /* Its samples are all read (before this frame): they are written with its calls, then forgotten. */
@@ -590,6 +680,8 @@ static void on_thread_exit(void *ctx, uint32_t tid)
 	if (s->samples_out)
 		sample_pipeline_thread_reached(s->samples_out, tid, UINT64_MAX);
 	call_stacks_thread_gone(s->calls, tid);
+	if (s->sched)
+		sched_session_thread_gone(s->sched, tid);
 }
 
 static void on_thread_name(void *ctx, uint32_t tid, const char *name)
@@ -730,7 +822,8 @@ static void handle_function_table(struct session *s, const uint8_t *p, size_t le
 		sample_pipeline_set_agent(s->samples_out, true, t->exit_trampoline);
 }
 
-static void handle_events(struct session *s, const uint8_t *p, size_t len, bool raw)
+static void handle_events(struct server *srv, struct session *s, const uint8_t *p, size_t len,
+			  bool raw)
 {
 	char err[160];
 	int r;
@@ -743,6 +836,8 @@ static void handle_events(struct session *s, const uint8_t *p, size_t len, bool 
 	/* every sample up to now in hand, so none arrives after the events that pass it */
 	if (s->sampler)
 		session_read_samples(s);
+	/* and every switch: the calls' on/off-CPU clocks must not miss one before them */
+	session_sched_drain(srv);
 	r = raw ? event_decoder_feed_raw(s->decoder, p, len, &decoder_cb, s, err, sizeof(err)) :
 		  event_decoder_feed(s->decoder, p, len, &decoder_cb, s, err, sizeof(err));
 	if (r) {
@@ -782,7 +877,7 @@ void session_agent_frame(struct server *srv, struct conn *c, uint32_t type,
 		break;
 	case FRAME_EVENTS:
 	case FRAME_EVENTS_RAW:
-		handle_events(s, payload, len, type == FRAME_EVENTS_RAW);
+		handle_events(srv, s, payload, len, type == FRAME_EVENTS_RAW);
 		break;
 	case FRAME_AGENT_GOODBYE:
 		s->agent_said_goodbye = 1; /* nothing more will come, whenever its socket closes */
@@ -824,6 +919,17 @@ static int fill_summary(struct session *s, Profd__SessionSummary *sum,
 		sum->suggested_min_duration_ns =
 			func_stats_min_duration_for(s->stats, UI_SLICE_LIMIT);
 	sum->calls_open = calls.open;
+	if (s->sched) {
+		struct sched_session_stats ss;
+
+		sched_session_get_stats(s->sched, &ss);
+		sum->sched_switches = ss.switches;
+		sum->sched_wakeups = ss.wakeups;
+		sum->sched_lost = ss.lost;
+		sum->sched_hidden = ss.hidden;
+	} else if (s->sched_why[0]) {
+		sum->sched_unavailable = s->sched_why;
+	}
 	sum->buffer_budget = s->buffer_budget;
 	sum->buffer_peak = s->buffer_peak;
 	sum->samples = samples->written;
@@ -903,6 +1009,18 @@ static size_t top_self_samples(const struct session *s, Profd__FunctionSelfSampl
 
 #define SUMMARY_TOP_FUNCTIONS 10
 
+static void fill_sched_time(const struct session *s, uint32_t func_id, Profd__FunctionTotals *f)
+{
+	struct sched_func_time t;
+
+	if (!s->sched || !sched_session_func_time(s->sched, func_id, &t))
+		return;
+	f->sched_calls = t.calls;
+	f->on_cpu_ns = t.on_ns;
+	f->off_cpu_ns = t.off_ns;
+	f->runnable_ns = t.runnable_ns;
+}
+
 static size_t fill_top_functions(struct session *s, const struct func_totals *totals, size_t n,
 				 Profd__FunctionTotals *top, Profd__FunctionTotals **ptrs)
 {
@@ -924,6 +1042,7 @@ static size_t fill_top_functions(struct session *s, const struct func_totals *to
 		top[k].p99_ns = totals[i].p99_ns;
 		top[k].dropped = totals[i].dropped;
 		top[k].filtered = totals[i].filtered;
+		fill_sched_time(s, totals[i].func_id, &top[k]);
 		ptrs[k] = &top[k];
 		k++;
 	}
@@ -1004,6 +1123,14 @@ static void write_func_totals(struct session *s)
 				.max_ns = t->max_ns, .p50_ns = t->p50_ns, .p90_ns = t->p90_ns,
 				.p99_ns = t->p99_ns,
 			};
+			struct sched_func_time st;
+
+			if (!t->tid && s->sched && sched_session_func_time(s->sched, t->func_id, &st)) {
+				out.sched_calls = st.calls;
+				out.on_cpu_ns = st.on_ns;
+				out.off_cpu_ns = st.off_ns;
+				out.runnable_ns = st.runnable_ns;
+			}
 
 			perfetto_writer_func_totals(s->writer, s->target, ts, &out);
 		}
@@ -1033,6 +1160,7 @@ static void session_finish(struct server *srv, struct session *s)
 		sample_pipeline_flush(s->samples_out);
 		sample_pipeline_get_stats(s->samples_out, &samples);
 	}
+	session_stop_sched(srv, s);
 	if (s->writer) {
 		if (s->target)
 			write_func_totals(s);
@@ -1299,6 +1427,7 @@ void session_tick_all(struct server *srv)
 	struct session *s = srv->sessions, *next;
 	uint64_t now = mono_clock_ns();
 
+	session_sched_drain(srv);
 	for (; s; s = next) {
 		next = s->next;
 		if (s->sampler)
@@ -1309,6 +1438,8 @@ void session_tick_all(struct server *srv)
 			s->rate_mark = s->events;
 			s->rate_at_ns = now;
 		}
+		if (s->sched && srv->sched) /* a loss marks the trace as it happens */
+			sched_session_set_lost(s->sched, sched_tracer_lost(srv->sched, s->target));
 		if (s->samples_out && now > SAMPLE_HOLD_MAX_NS) /* an agent that went quiet */
 			sample_pipeline_release_older(s->samples_out, now - SAMPLE_HOLD_MAX_NS);
 		if (s->writer) /* never waits for the compressor */

@@ -23,6 +23,8 @@ void session_agent_frame(struct server *srv, struct conn *c, uint32_t type,
 void session_conn_closed(struct server *srv, struct conn *c);
 /* Periodic work: read perf rings, flush the trace, deadlines. */
 void session_tick_all(struct server *srv);
+/* Hands the scheduler probe's records to their sessions (on the tick, and when its ring fills). */
+void session_sched_drain(struct server *srv);
 /* Finalizes every session (daemon shutdown). */
 void session_finish_all(struct server *srv);
 /* Sessions open now (for the service manager's STATUS=). */

@@ -28,7 +28,7 @@
 #define CALL_TIMEOUT_MS 15000
 
 static const char attach_usage[] =
-	"usage: profctl attach PID --funcs GLOBS [--freq HZ] [-o FILE] [--duration S] [--call-graph fp|dwarf[,BYTES]|auto] [--mmap-pages N] [--buffer-size SIZE] [--min-duration DUR] [--max-depth N] [--trace-compression deflate|zstd|none] [--ring SIZE] [-v]\n";
+	"usage: profctl attach PID --funcs GLOBS [--freq HZ] [-o FILE] [--duration S] [--call-graph fp|dwarf[,BYTES]|auto] [--mmap-pages N] [--buffer-size SIZE] [--min-duration DUR] [--max-depth N] [--trace-compression deflate|zstd|none] [--ring SIZE] [--sched on|off] [-v]\n";
 
 static double seconds_since(const struct timespec *t0)
 {

@@ -36,7 +36,7 @@ struct run_state {
 };
 
 static const char run_usage[] =
-	"usage: profctl run [--funcs GLOBS] [--freq HZ] [-o FILE] [--duration S] [--call-graph fp|dwarf[,BYTES]|auto] [--mmap-pages N] [--buffer-size SIZE] [--min-duration DUR] [--max-depth N] [--trace-compression deflate|zstd|none] [--ring SIZE] [-v] -- CMD "
+	"usage: profctl run [--funcs GLOBS] [--freq HZ] [-o FILE] [--duration S] [--call-graph fp|dwarf[,BYTES]|auto] [--mmap-pages N] [--buffer-size SIZE] [--min-duration DUR] [--max-depth N] [--trace-compression deflate|zstd|none] [--ring SIZE] [--sched on|off] [-v] -- CMD "
 	"[ARGS...]\n";
 
 static int parse_run_options(int argc, char **argv, struct run_state *rs)
@@ -171,6 +171,8 @@ static int announce_target(struct run_state *rs)
 	free(reply);
 	if (ready && ready->warning && ready->warning[0])
 		fprintf(stderr, "profctl: warning: %s\n", ready->warning);
+	if (ready && ready->sched_unavailable && ready->sched_unavailable[0])
+		fprintf(stderr, "profctl: no scheduler states: %s\n", ready->sched_unavailable);
 	if (ready)
 		profd__sampling_ready__free_unpacked(ready, NULL);
 	return 0;

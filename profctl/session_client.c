@@ -163,6 +163,7 @@ int profile_options_parse(int argc, char **argv, struct profile_options *o, cons
 		{ "max-depth", required_argument, NULL, 'D' },
 		{ "trace-compression", required_argument, NULL, 'C' },
 		{ "ring", required_argument, NULL, 'R' },
+		{ "sched", required_argument, NULL, 'S' },
 		{ 0 },
 	};
 	int c;
@@ -201,6 +202,13 @@ int profile_options_parse(int argc, char **argv, struct profile_options *o, cons
 			if (parse_size(optarg, "--ring", 256ull << 10, 4ull << 30,
 				       "256K (one compression block) to 4G", &o->ring_size))
 				return -EINVAL;
+			break;
+		case 'S':
+			if (strcmp(optarg, "on") && strcmp(optarg, "off")) {
+				fprintf(stderr, "profctl: --sched must be on or off, not '%s'\n", optarg);
+				return -EINVAL;
+			}
+			o->sched_off = strcmp(optarg, "off") == 0;
 			break;
 		case 'M':
 			if (parse_min_duration(optarg, &o->min_duration_ns))
@@ -330,6 +338,7 @@ int session_client_start(struct session_client *c, const char *comm, pid_t attac
 	req.ring_pages = c->opt->mmap_pages;
 	req.buffer_size = c->opt->buffer_size;
 	req.min_duration_ns = c->opt->min_duration_ns;
+	req.sched_off = c->opt->sched_off;
 	req.max_depth = c->opt->max_depth;
 	req.trace_compression = c->opt->trace_compression;
 	req.ring_size = c->opt->ring_size;
@@ -455,6 +464,25 @@ static void print_filtered(const Profd__SessionSummary *s)
 }
 
 /*
+ * A function's off-CPU time (switched out inside its calls) and, of it, the
+ * time it was runnable: over its recorded calls, marked '*' when some of its
+ * calls were not recorded (the figure then covers fewer calls than total).
+ */
+static void print_off_cpu(const Profd__FunctionTotals *t)
+{
+	char off[16], run[16], cell[40];
+
+	if (!t->sched_calls) {
+		fprintf(stderr, "%22s ", "-");
+		return;
+	}
+	fmt_ns(off, sizeof(off), t->off_cpu_ns);
+	fmt_ns(run, sizeof(run), t->runnable_ns);
+	snprintf(cell, sizeof(cell), "%s (%s)%s", off, run, t->sched_calls < t->exited ? "*" : "");
+	fprintf(stderr, "%22s ", cell);
+}
+
+/*
  * Calls in one unit: made = recorded + dropped + filtered, and why; then the
  * exact per-function figures.
  */
@@ -497,18 +525,41 @@ static void print_calls(const Profd__SessionSummary *s)
 		return;
 	fprintf(stderr, "profctl: functions by total time (exact, every call; p50/p99 within 12 %%), "
 			"%u called:\n", s->functions_called);
-	fprintf(stderr, "profctl: %12s %10s %10s %10s %10s %10s %10s  %s\n", "calls", "total",
-		"self", "avg", "p50~", "p99~", "max", "function");
+	fprintf(stderr, "profctl: %12s %10s %10s %10s %10s %10s %10s %s %s\n", "calls", "total",
+		"self", "avg", "p50~", "p99~", "max", s->sched_switches ? "   off-CPU (runnable) " : "",
+		"function");
 	for (size_t i = 0; i < s->n_top_functions; i++) {
 		const Profd__FunctionTotals *t = s->top_functions[i];
 
-		fprintf(stderr, "profctl: %12llu %10s %10s %10s %10s %10s %10s  %s\n",
+		fprintf(stderr, "profctl: %12llu %10s %10s %10s %10s %10s %10s ",
 			(unsigned long long)t->calls, fmt_ns(a, sizeof(a), t->total_ns),
 			fmt_ns(b, sizeof(b), t->self_ns),
 			fmt_ns(c, sizeof(c), t->exited ? t->total_ns / t->exited : 0),
 			fmt_ns(d, sizeof(d), t->p50_ns), fmt_ns(e, sizeof(e), t->p99_ns),
-			fmt_ns(f, sizeof(f), t->max_ns), t->name);
+			fmt_ns(f, sizeof(f), t->max_ns));
+		if (s->sched_switches)
+			print_off_cpu(t);
+		fprintf(stderr, "%s\n", t->name);
 	}
+}
+
+/* Scheduler states: what was recorded, or why nothing was (said at the start too). */
+static void print_sched(const struct session_client *c, const Profd__SessionSummary *s)
+{
+	if (c->opt->sched_off)
+		return;
+	if (s->sched_unavailable && s->sched_unavailable[0]) {
+		fprintf(stderr, "profctl: scheduler states: none: %s\n", s->sched_unavailable);
+		return;
+	}
+	fprintf(stderr, "profctl: scheduler: %llu switches, %llu wakeups (%llu lost%s)",
+		(unsigned long long)s->sched_switches, (unsigned long long)s->sched_wakeups,
+		(unsigned long long)s->sched_lost,
+		s->sched_lost ? ": on/off-CPU times are estimates" : "");
+	if (s->sched_hidden)
+		fprintf(stderr, "; %llu naming other users' tasks, shown as \"another task\"",
+			(unsigned long long)s->sched_hidden);
+	fprintf(stderr, "\n");
 }
 
 static void print_summary(const struct session_client *c, const Profd__SessionSummary *s)
@@ -532,6 +583,7 @@ static void print_summary(const struct session_client *c, const Profd__SessionSu
 		print_calls(s);
 	fprintf(stderr, "profctl: samples: %llu (%llu lost)\n", (unsigned long long)s->samples,
 		(unsigned long long)s->samples_lost);
+	print_sched(c, s);
 	print_overhead(s);
 	print_self_samples(s);
 	fprintf(stderr, "profctl: trace: %s (%llu bytes); open it at https://ui.perfetto.dev\n",

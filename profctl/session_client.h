@@ -34,11 +34,12 @@ struct profile_options {
 	unsigned max_depth;             /* --max-depth: deeper calls off the timeline; 0 = no limit */
 	unsigned trace_compression; /* --trace-compression: 0 profd's default (deflate), 1 none, 2 deflate, 3 zstd */
 	unsigned long long ring_size; /* --ring: a flight recorder of this many bytes; 0 = none */
+	bool sched_off;               /* --sched off: no scheduler states */
 };
 
 /*
  * Parses --funcs/--freq/-o/--duration/-v/--call-graph/--mmap-pages/--buffer-size/
- * --trace-compression/--ring. With stop_at_operand (run: what
+ * --trace-compression/--ring/--sched. With stop_at_operand (run: what
  * follows is CMD's) parsing stops at the first operand; otherwise operands
  * are moved to the end. Returns the index of the first operand, or a
  * negative errno after printing why (and usage).

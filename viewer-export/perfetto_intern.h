@@ -171,6 +171,14 @@ static inline void pwb_uint(struct pwb *b, uint32_t field, uint64_t v)
 }
 
 void pwb_bytes(struct pwb *b, uint32_t field, const void *data, size_t len);
+/* Bytes already encoded (whole fields), appended as they are. */
+static inline void pwb_raw(struct pwb *b, const void *data, size_t len)
+{
+	if (b->cap - b->len < len && !pwb_grow(b, len))
+		return;
+	memcpy(b->p + b->len, data, len);
+	b->len += len;
+}
 static inline void pwb_str(struct pwb *b, uint32_t field, const char *s)
 {
 	pwb_bytes(b, field, s, strlen(s));

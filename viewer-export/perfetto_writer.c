@@ -88,6 +88,7 @@ int perfetto_writer_flush(struct perfetto_writer *w)
 {
 	int ret;
 
+	pw_sched_flush(w);
 	pw_handover(w);
 	ret = trace_sink_drain(w->sink);
 	w->write_error = trace_sink_write_error(w->sink);
@@ -96,6 +97,7 @@ int perfetto_writer_flush(struct perfetto_writer *w)
 
 void perfetto_writer_poll(struct perfetto_writer *w)
 {
+	pw_sched_flush(w); /* every tick: scheduler events wait at most that long */
 	if (!w->compressed && !w->ring) {
 		perfetto_writer_flush(w); /* plain writes: as cheap now as later */
 		return;
@@ -125,7 +127,7 @@ static void pw_append(struct perfetto_writer *w, const uint8_t *p, size_t n)
 
 /* ---- packets built in the scratch buffer ---------------------------------- */
 
-static size_t pw_packet_open(struct perfetto_writer *w)
+size_t pw_packet_open(struct perfetto_writer *w)
 {
 	w->pkt.len = 0;
 	w->pkt.oom = false;
@@ -657,18 +659,20 @@ int perfetto_writer_slice_begin(struct perfetto_writer *w, pid_t pid, pid_t tid,
 	return 0;
 }
 
-/* An END carrying one unsigned debug annotation: trace processor adds it to the slice's args. */
-static int pw_emit_end_with_arg(struct perfetto_writer *w, struct pw_thread *t, uint64_t ts,
-				const char *arg_name, uint64_t value)
+/* An END carrying unsigned debug annotations: trace processor adds them to the slice's args. */
+static int pw_emit_end_with_args(struct perfetto_writer *w, struct pw_thread *t, uint64_t ts,
+				 const struct perfetto_arg *args, size_t n)
 {
 	size_t mark = pw_thread_packet_begin(w, t, ts), ev, da;
 
 	ev = pwb_open(&w->pkt, PW_F_TRACK_EVENT);
 	pwb_uint(&w->pkt, 9, PW_TYPE_SLICE_END);
-	da = pwb_open(&w->pkt, 4); /* debug_annotations */
-	pwb_str(&w->pkt, 10, arg_name);
-	pwb_uint(&w->pkt, 3, value); /* uint_value */
-	pwb_close(&w->pkt, da);
+	for (size_t i = 0; i < n; i++) {
+		da = pwb_open(&w->pkt, 4); /* debug_annotations */
+		pwb_str(&w->pkt, 10, args[i].name);
+		pwb_uint(&w->pkt, 3, args[i].value); /* uint_value */
+		pwb_close(&w->pkt, da);
+	}
 	pwb_close(&w->pkt, ev);
 	return pw_packet_end(w, mark);
 }
@@ -708,6 +712,14 @@ int perfetto_writer_slice_end(struct perfetto_writer *w, pid_t pid, pid_t tid, u
 int perfetto_writer_slice_end_arg(struct perfetto_writer *w, pid_t pid, pid_t tid, uint64_t ts,
 				  const char *arg_name, uint64_t value)
 {
+	struct perfetto_arg arg = { arg_name, value };
+
+	return perfetto_writer_slice_end_args(w, pid, tid, ts, &arg, 1);
+}
+
+int perfetto_writer_slice_end_args(struct perfetto_writer *w, pid_t pid, pid_t tid, uint64_t ts,
+				   const struct perfetto_arg *args, size_t n)
+{
 	struct pw_thread *t;
 
 	pw_chunk_check(w);
@@ -718,7 +730,11 @@ int perfetto_writer_slice_end_arg(struct perfetto_writer *w, pid_t pid, pid_t ti
 		return 0;
 	if (!t->seq_started && pw_thread_seq_start(w, t, ts) < 0)
 		return -ENOMEM;
-	return pw_emit_end_with_arg(w, t, ts, arg_name, value);
+	if (!n) {
+		pw_emit_slice(w, t, ts, PW_TYPE_SLICE_END, 0);
+		return 0;
+	}
+	return pw_emit_end_with_args(w, t, ts, args, n);
 }
 
 /* ---- function totals ------------------------------------------------------- */
@@ -794,6 +810,12 @@ int perfetto_writer_func_totals(struct perfetto_writer *w, pid_t pid, uint64_t t
 	pw_uint_arg(&w->pkt, "p90_ns_estimate", t->p90_ns);
 	pw_uint_arg(&w->pkt, "p99_ns_estimate", t->p99_ns);
 	pw_uint_arg(&w->pkt, "max_ns", t->max_ns);
+	if (t->sched_calls) { /* scheduler states: over the recorded calls that returned */
+		pw_uint_arg(&w->pkt, "sched_calls", t->sched_calls);
+		pw_uint_arg(&w->pkt, "on_cpu_ns", t->on_cpu_ns);
+		pw_uint_arg(&w->pkt, "off_cpu_ns", t->off_cpu_ns);
+		pw_uint_arg(&w->pkt, "runnable_ns", t->runnable_ns);
+	}
 	pwb_close(&w->pkt, ev);
 	return pw_packet_end(w, mark);
 }
@@ -953,6 +975,8 @@ static int pw_build_header(struct perfetto_writer *w)
 	w->side.len = 0;
 	w->side.oom = false;
 	pw_side_take(w, pw_build_clock_snapshot(w, true));
+	if (w->sched)
+		pw_side_take(w, pw_sched_system_info(w));
 	for (i = 0; i < w->procs.n; i++) {
 		const struct pw_proc *p = pw_table_at(&w->procs, i);
 
@@ -1128,6 +1152,7 @@ int perfetto_writer_free(struct perfetto_writer *w)
 	pw_strtab_free(&w->event_names);
 	free(w->func_iid_cache);
 	pw_symbols_free(&w->sym);
+	pw_sched_free(w);
 	pwb_free(&w->pkt);
 	pwb_free(&w->side);
 	free(w->buf);

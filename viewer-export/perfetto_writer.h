@@ -119,6 +119,13 @@ int perfetto_writer_slice_end(struct perfetto_writer *w, pid_t pid, pid_t tid, u
  */
 int perfetto_writer_slice_end_arg(struct perfetto_writer *w, pid_t pid, pid_t tid, uint64_t ts,
 				  const char *arg_name, uint64_t value);
+/* The same with n arguments (n 0: a plain END). Names are not copied: literals. */
+struct perfetto_arg {
+	const char *name;
+	uint64_t value;
+};
+int perfetto_writer_slice_end_args(struct perfetto_writer *w, pid_t pid, pid_t tid, uint64_t ts,
+				   const struct perfetto_arg *args, size_t n);
 
 /*
  * Process-scoped counter track named `name` (e.g. "dropped events"), created
@@ -181,9 +188,53 @@ struct perfetto_func_totals {
 	uint32_t tid;
 	uint64_t calls, exited, dropped, total_ns, self_ns, max_ns, p50_ns, p90_ns, p99_ns;
 	uint64_t filtered; /* off the timeline by --min-duration/--max-depth (not in dropped) */
+	/* scheduler states, over sched_calls recorded calls that returned (0: none) */
+	uint64_t sched_calls, on_cpu_ns, off_cpu_ns, runnable_ns;
 };
 int perfetto_writer_func_totals(struct perfetto_writer *w, pid_t pid, uint64_t ts,
 				const struct perfetto_func_totals *t);
+
+/*
+ * Scheduler events (daemon/sched), written as ftrace events in
+ * FtraceEventBundles, one per CPU per flush (timestamps given in
+ * CLOCK_MONOTONIC, written in BOOTTIME as ftrace's must be), with one
+ * SystemInfo packet naming the running kernel before them, which trace
+ * processor needs to decode prev_state. Trace processor then fills `sched`
+ * and `thread_state`, and the UI draws each thread's state under its slices.
+ *
+ * Only switches that involve a traced thread are given: on each CPU the
+ * writer chains them, naming the task a traced thread handed the CPU to as
+ * the prev of the next switch to a traced thread, so the CPU tracks show
+ * who ran between them without a mismatch. Tasks a client may not see are
+ * given as PERFETTO_SCHED_HIDDEN_TID + cpu (above any pid, one per CPU so that
+ * one placeholder never runs on two CPUs) named PERFETTO_SCHED_HIDDEN_NAME.
+ */
+#define PERFETTO_SCHED_HIDDEN_TID 4194304 /* PID_MAX_LIMIT */
+#define PERFETTO_SCHED_HIDDEN_NAME "another task"
+#define PERFETTO_SCHED_MAX_CPUS 1024      /* trace processor's limit */
+struct perfetto_sched_task {
+	int32_t tid;        /* 0: the CPU's idle task */
+	const char *comm;
+	int32_t prio;
+	bool traced;        /* one of the target's threads: every switch of it is given */
+};
+/* prev_state: the kernel tracepoint's encoding (daemon/sched/sched_record.h). */
+int perfetto_writer_sched_switch(struct perfetto_writer *w, uint64_t ts, uint32_t cpu,
+				 const struct perfetto_sched_task *prev, uint32_t prev_state,
+				 const struct perfetto_sched_task *next);
+/* waker (running on cpu) makes woken runnable on target_cpu. */
+int perfetto_writer_sched_waking(struct perfetto_writer *w, uint64_t ts, uint32_t cpu,
+				 const struct perfetto_sched_task *waker,
+				 const struct perfetto_sched_task *woken, uint32_t target_cpu);
+/* parent (running on cpu) started task: a thread of its process when same_process. */
+int perfetto_writer_sched_new_task(struct perfetto_writer *w, uint64_t ts, uint32_t cpu,
+				   const struct perfetto_sched_task *parent,
+				   const struct perfetto_sched_task *task, bool same_process);
+/* task is gone for good (after its last switch): later events of its tid are another thread. */
+int perfetto_writer_sched_task_free(struct perfetto_writer *w, uint64_t ts, uint32_t cpu,
+				    const struct perfetto_sched_task *task);
+/* The ring lost records: the CPUs' next bundles say so (lost_events). */
+void perfetto_writer_sched_lost(struct perfetto_writer *w);
 
 struct perfetto_writer_stats {
 	uint64_t bytes;          /* written to fd so far (after the last flush) */
@@ -193,6 +244,7 @@ struct perfetto_writer_stats {
 	uint64_t slices_clamped;
 	uint64_t ends_unmatched;
 	uint64_t samples;
+	uint64_t sched_events;
 	int write_error;         /* first errno of a failed write, 0 if none */
 };
 void perfetto_writer_get_stats(const struct perfetto_writer *w, struct perfetto_writer_stats *st);

@@ -67,6 +67,7 @@ struct pw_symbols {
 };
 
 struct trace_sink;
+struct pw_sched; /* perfetto_sched.c */
 
 struct perfetto_writer {
 	int fd;
@@ -99,9 +100,12 @@ struct perfetto_writer {
 	struct pw_strtab event_names;
 	uint32_t last_thread;      /* index + 1 of the last thread used, 0 = none */
 	struct pw_symbols sym;
+	struct pw_sched *sched;    /* NULL until the first scheduler event */
 };
 
 /* perfetto_writer.c */
+/* Starts a bare packet in w->pkt (no sequence, no timestamp); returns its mark. */
+size_t pw_packet_open(struct perfetto_writer *w);
 /*
  * Starts a packet in w->pkt on `seq` (a ClockSnapshot first if none was
  * written; CLEARED + defaults if it is the sequence's first packet); returns
@@ -118,6 +122,13 @@ static inline void pw_chunk_check(struct perfetto_writer *w)
 	if (__builtin_expect(w->chunk_due, 0))
 		pw_chunk_start(w);
 }
+
+/* perfetto_sched.c */
+/* Writes every CPU's pending events (the SystemInfo packet first, once). */
+void pw_sched_flush(struct perfetto_writer *w);
+/* Builds the SystemInfo packet in w->pkt (a ring window's header repeats it); its mark. */
+size_t pw_sched_system_info(struct perfetto_writer *w);
+void pw_sched_free(struct perfetto_writer *w);
 
 /* perfetto_samples.c */
 void pw_symbols_init(struct pw_symbols *s);

@@ -14,6 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "daemon/sched/offcpu.h"
+
 struct call_stacks;
 
 struct call_frame {
@@ -21,6 +23,8 @@ struct call_frame {
 	uint32_t self_samples;    /* samples taken while this was the innermost open call */
 	uint64_t return_address;  /* the caller's, as the agent found it */
 	uint64_t return_slot;     /* where it lived on the thread's stack */
+	uint64_t enter_ts;        /* CLOCK_MONOTONIC ns */
+	struct offcpu_time off_at_enter; /* the thread's off-CPU clock then (daemon/sched/offcpu.h) */
 };
 
 /* Deeper than the agent's shadow stack (1024): past it enters are refused. */

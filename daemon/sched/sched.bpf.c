@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 /*
  * profd's scheduler probe (CO-RE, BTF tracepoints): sched_switch,
- * sched_waking, sched_wakeup_new and sched_process_exit, for the threads of
+ * sched_waking and sched_wakeup_new, for the threads of
  * the processes in `targets` only (filtered here by tgid, so threads created
  * later are followed), one struct sched_record each into `events`. Costs one
  * load and a branch per event while no target is set, two hash lookups
@@ -108,7 +108,7 @@ static __always_inline void submit(struct sched_record *r)
 
 /* Two tasks: prev (current, or the one switched out) and next. */
 static __always_inline int emit(__u32 kind, struct task_struct *prev, struct task_struct *next,
-				__u32 prev_state, __u32 cpu)
+				__u32 prev_state, __u32 target_cpu)
 {
 	struct sched_target *a, *b = NULL;
 	struct sched_record *r;
@@ -125,9 +125,9 @@ static __always_inline int emit(__u32 kind, struct task_struct *prev, struct tas
 		return 0;
 	r->ts = bpf_ktime_get_ns();
 	r->kind = kind;
-	r->cpu = cpu;
+	r->cpu = bpf_get_smp_processor_id();
 	r->prev_state = prev_state;
-	r->irq = 0;
+	r->target_cpu = target_cpu;
 	fill_task(prev, &r->prev_tid, &r->prev_tgid, &r->prev_prio, r->prev_comm);
 	if (next) {
 		fill_task(next, &r->next_tid, &r->next_tgid, &r->next_prio, r->next_comm);
@@ -145,8 +145,7 @@ int BPF_PROG(profd_sched_switch, bool preempt, struct task_struct *prev, struct 
 {
 	if (!n_targets)
 		return 0;
-	return emit(SCHED_RECORD_SWITCH, prev, next, reported_state(preempt, prev),
-		    bpf_get_smp_processor_id());
+	return emit(SCHED_RECORD_SWITCH, prev, next, reported_state(preempt, prev), 0);
 }
 
 /* In the waker's context; the woken task will run on wake_cpu. */
@@ -166,12 +165,4 @@ int BPF_PROG(profd_sched_wakeup_new, struct task_struct *p)
 		return 0;
 	return emit(SCHED_RECORD_WAKEUP_NEW, bpf_get_current_task_btf(), p, 0,
 		    BPF_CORE_READ(p, wake_cpu));
-}
-
-SEC("tp_btf/sched_process_exit")
-int BPF_PROG(profd_sched_exit, struct task_struct *p)
-{
-	if (!n_targets)
-		return 0;
-	return emit(SCHED_RECORD_EXIT, p, NULL, 0, bpf_get_smp_processor_id());
 }

@@ -15,8 +15,7 @@
 enum sched_record_kind {
 	SCHED_RECORD_SWITCH = 1,     /* prev stops running on cpu, next starts */
 	SCHED_RECORD_WAKING = 2,     /* prev (the waker, current) wakes next */
-	SCHED_RECORD_WAKEUP_NEW = 3, /* prev (the creator, current) starts new thread next */
-	SCHED_RECORD_EXIT = 4,       /* prev (current) exits */
+	SCHED_RECORD_WAKEUP_NEW = 3, /* prev (the creator, current) starts new task next */
 };
 
 /*
@@ -32,12 +31,12 @@ enum sched_record_kind {
 struct sched_record {
 	__u64 ts;               /* CLOCK_MONOTONIC ns (bpf_ktime_get_ns) */
 	__u32 kind;             /* enum sched_record_kind */
-	__u32 cpu;              /* where it happened; WAKING: where next will run */
+	__u32 cpu;              /* where it happened */
 	__u32 prev_tid, prev_tgid;
 	__u32 next_tid, next_tgid;
 	__s32 prev_prio, next_prio;
 	__u32 prev_state;       /* SWITCH only */
-	__u32 irq;              /* WAKING from interrupt context: prev is whoever it interrupted */
+	__u32 target_cpu;       /* WAKING, WAKEUP_NEW: where next will run */
 	char prev_comm[SCHED_COMM_LEN];
 	char next_comm[SCHED_COMM_LEN];
 };

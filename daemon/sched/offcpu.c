@@ -1,0 +1,218 @@
+// SPDX-License-Identifier: MIT
+/* Per-thread off-CPU clocks (see offcpu.h). */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon/sched/offcpu.h"
+
+struct pending_switch {
+	uint64_t ts;
+	enum offcpu_state state;
+};
+
+struct thread_clock {
+	uint32_t tid;                  /* 0: free slot */
+	enum offcpu_state state;       /* since `since` */
+	uint64_t since;
+	struct offcpu_time total;      /* up to `since` */
+	struct pending_switch *queue;  /* ring, oldest at head */
+	uint32_t head, count, cap;
+};
+
+struct offcpu_clocks {
+	struct thread_clock *slots;    /* open addressing on tid */
+	uint32_t cap, used;
+};
+
+struct offcpu_clocks *offcpu_clocks_new(void)
+{
+	struct offcpu_clocks *oc = calloc(1, sizeof(*oc));
+
+	if (oc && !(oc->slots = calloc(oc->cap = 64, sizeof(*oc->slots)))) {
+		free(oc);
+		return NULL;
+	}
+	return oc;
+}
+
+void offcpu_clocks_free(struct offcpu_clocks *oc)
+{
+	if (!oc)
+		return;
+	for (uint32_t i = 0; i < oc->cap; i++)
+		free(oc->slots[i].queue);
+	free(oc->slots);
+	free(oc);
+}
+
+static struct thread_clock *slot_for(struct thread_clock *slots, uint32_t cap, uint32_t tid)
+{
+	uint32_t i = (tid * 2654435761u) & (cap - 1);
+
+	while (slots[i].tid && slots[i].tid != tid)
+		i = (i + 1) & (cap - 1);
+	return &slots[i];
+}
+
+static int grow_table(struct offcpu_clocks *oc)
+{
+	uint32_t cap = oc->cap * 2;
+	struct thread_clock *slots = calloc(cap, sizeof(*slots));
+
+	if (!slots)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < oc->cap; i++)
+		if (oc->slots[i].tid)
+			*slot_for(slots, cap, oc->slots[i].tid) = oc->slots[i];
+	free(oc->slots);
+	oc->slots = slots;
+	oc->cap = cap;
+	return 0;
+}
+
+/* The thread's clock; created when `create`, else NULL when unknown. */
+static struct thread_clock *clock_of(struct offcpu_clocks *oc, uint32_t tid, bool create)
+{
+	struct thread_clock *c;
+
+	if (!tid)
+		return NULL;
+	c = slot_for(oc->slots, oc->cap, tid);
+	if (c->tid || !create)
+		return c->tid ? c : NULL;
+	if ((oc->used + 1) * 4 > oc->cap * 3) { /* keep probes short */
+		if (grow_table(oc))
+			return NULL;
+		c = slot_for(oc->slots, oc->cap, tid);
+	}
+	c->tid = tid;
+	oc->used++;
+	return c;
+}
+
+/* The clock read at ts >= since, in its current state. */
+static struct offcpu_time read_at(const struct thread_clock *c, uint64_t ts)
+{
+	struct offcpu_time t = c->total;
+	uint64_t d = ts > c->since ? ts - c->since : 0;
+
+	if (c->state != OFFCPU_RUNNING)
+		t.off_ns += d;
+	if (c->state == OFFCPU_RUNNABLE)
+		t.runnable_ns += d;
+	return t;
+}
+
+static void apply(struct thread_clock *c, const struct pending_switch *p)
+{
+	enum offcpu_state to = p->state;
+
+	/* a wakeup matters to a blocked thread only (it may race its own switch-out) */
+	if (to == OFFCPU_WOKEN) {
+		if (c->state != OFFCPU_BLOCKED)
+			return;
+		to = OFFCPU_RUNNABLE;
+	}
+	c->total = read_at(c, p->ts);
+	if (p->ts > c->since)
+		c->since = p->ts;
+	c->state = to;
+}
+
+static void apply_oldest(struct thread_clock *c)
+{
+	apply(c, &c->queue[c->head]);
+	c->head = (c->head + 1) & (c->cap - 1);
+	c->count--;
+}
+
+static void apply_until(struct thread_clock *c, uint64_t ts)
+{
+	while (c->count && c->queue[c->head].ts <= ts)
+		apply_oldest(c);
+}
+
+static int queue_push(struct thread_clock *c, const struct pending_switch *p)
+{
+	if (c->count == c->cap) {
+		uint32_t cap = c->cap ? c->cap * 2 : 16;
+		struct pending_switch *q;
+
+		if (cap > OFFCPU_QUEUE_MAX) {
+			apply_oldest(c); /* calls lag too far: the oldest counts from now */
+		} else {
+			if (!(q = malloc(cap * sizeof(*q))))
+				return -ENOMEM;
+			for (uint32_t i = 0; i < c->count; i++)
+				q[i] = c->queue[(c->head + i) & (c->cap - 1)];
+			free(c->queue);
+			c->queue = q;
+			c->cap = cap;
+			c->head = 0;
+		}
+	}
+	c->queue[(c->head + c->count) & (c->cap - 1)] = *p;
+	c->count++;
+	return 0;
+}
+
+int offcpu_transition(struct offcpu_clocks *oc, uint32_t tid, uint64_t ts,
+		      enum offcpu_state state)
+{
+	struct thread_clock *c = clock_of(oc, tid, true);
+
+	if (!c)
+		return tid ? -ENOMEM : 0;
+	return queue_push(c, &(struct pending_switch){ .ts = ts, .state = state });
+}
+
+struct offcpu_time offcpu_before(struct offcpu_clocks *oc, uint32_t tid, uint64_t ts)
+{
+	struct thread_clock *c = clock_of(oc, tid, false);
+
+	if (!c)
+		return (struct offcpu_time){ 0 };
+	apply_until(c, ts);
+	return read_at(c, ts);
+}
+
+void offcpu_watermark(struct offcpu_clocks *oc, uint64_t ts)
+{
+	for (uint32_t i = 0; i < oc->cap; i++)
+		if (oc->slots[i].tid)
+			apply_until(&oc->slots[i], ts);
+}
+
+/* Removes a slot of an open-addressed table: later slots of its run move back. */
+static void remove_slot(struct offcpu_clocks *oc, struct thread_clock *c)
+{
+	uint32_t i = (uint32_t)(c - oc->slots), j = i;
+
+	free(c->queue);
+	memset(c, 0, sizeof(*c));
+	oc->used--;
+	for (;;) {
+		uint32_t home;
+
+		j = (j + 1) & (oc->cap - 1);
+		if (!oc->slots[j].tid)
+			return;
+		home = (oc->slots[j].tid * 2654435761u) & (oc->cap - 1);
+		/* j's entry may fill the hole at i unless its home lies cyclically in (i, j] */
+		if ((j > i && (home <= i || home > j)) || (j < i && home <= i && home > j)) {
+			oc->slots[i] = oc->slots[j];
+			memset(&oc->slots[j], 0, sizeof(oc->slots[j]));
+			i = j;
+		}
+	}
+}
+
+void offcpu_thread_gone(struct offcpu_clocks *oc, uint32_t tid)
+{
+	struct thread_clock *c = clock_of(oc, tid, false);
+
+	if (c)
+		remove_slot(oc, c);
+}

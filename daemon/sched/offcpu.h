@@ -1,0 +1,56 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Per-thread off-CPU clocks: how long each target thread has spent switched
+ * out, and how much of that runnable (waiting for a CPU, not for an event),
+ * read at any instant of its instrumented calls, so that each call gets its
+ * on-CPU and off-CPU time exactly (off = clock at exit - clock at enter). Switches come from the BPF ring in real time, calls from the agent
+ * a flush later: switches wait in a per-thread queue until the thread's
+ * calls reach their time. Queries of one thread must not go back in time.
+ */
+#ifndef PROFD_OFFCPU_H
+#define PROFD_OFFCPU_H
+
+#include <stdint.h>
+
+struct offcpu_clocks;
+
+enum offcpu_state {
+	OFFCPU_RUNNING = 0,
+	OFFCPU_RUNNABLE,  /* preempted, or woken and not yet running */
+	OFFCPU_BLOCKED,   /* sleeping, waiting on a lock, I/O, stopped ... */
+	OFFCPU_WOKEN,     /* a transition only: BLOCKED -> RUNNABLE */
+};
+
+/* A thread's clock at some instant: time spent switched out since profd knew it. */
+struct offcpu_time {
+	uint64_t off_ns;
+	uint64_t runnable_ns; /* of off_ns */
+};
+
+/* Switches a thread may hold for calls that have not reached them; past it the oldest apply. */
+#define OFFCPU_QUEUE_MAX 65536
+
+struct offcpu_clocks *offcpu_clocks_new(void);
+void offcpu_clocks_free(struct offcpu_clocks *oc);
+
+/*
+ * tid entered `state` at ts: switched in (RUNNING), switched out (RUNNABLE
+ * when preempted, else BLOCKED), or woken (WOKEN: a wakeup of a thread not
+ * blocked changes nothing). 0 or -ENOMEM.
+ */
+int offcpu_transition(struct offcpu_clocks *oc, uint32_t tid, uint64_t ts,
+		      enum offcpu_state state);
+
+/*
+ * The time tid spent switched out before ts, as far as the switches up
+ * to ts are known (a thread never seen switching was running). Switches at
+ * or before ts are applied and forgotten.
+ */
+struct offcpu_time offcpu_before(struct offcpu_clocks *oc, uint32_t tid, uint64_t ts);
+
+/* Switches before ts will never be asked about (the agent's stream passed ts). */
+void offcpu_watermark(struct offcpu_clocks *oc, uint64_t ts);
+
+void offcpu_thread_gone(struct offcpu_clocks *oc, uint32_t tid);
+
+#endif

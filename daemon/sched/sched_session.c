@@ -1,0 +1,181 @@
+// SPDX-License-Identifier: MIT
+/* One session's scheduler view (see sched_session.h). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon/sched/offcpu.h"
+#include "daemon/sched/sched_session.h"
+#include "viewer-export/perfetto_writer.h"
+
+/* States after which the thread never runs again: its clock is of no more use. */
+#define STATE_DEAD (0x10u | 0x20u) /* X, Z */
+
+struct sched_session {
+	struct sched_session_config cfg;
+	struct offcpu_clocks *clocks;
+	struct sched_func_time *funcs; /* by session function id */
+	uint32_t n_funcs;
+	struct sched_session_stats st;
+};
+
+struct sched_session *sched_session_new(const struct sched_session_config *cfg)
+{
+	struct sched_session *ss = calloc(1, sizeof(*ss));
+
+	if (!ss)
+		return NULL;
+	ss->cfg = *cfg;
+	ss->clocks = offcpu_clocks_new();
+	if (!ss->clocks) {
+		free(ss);
+		return NULL;
+	}
+	return ss;
+}
+
+void sched_session_free(struct sched_session *ss)
+{
+	if (!ss)
+		return;
+	offcpu_clocks_free(ss->clocks);
+	free(ss->funcs);
+	free(ss);
+}
+
+/*
+ * A task as the client may see it: the target's threads and the CPUs' idle
+ * tasks as they are; any other task, to a client that may not see other
+ * processes, as the CPU's placeholder (perfetto_writer.h). True when hidden.
+ */
+static bool describe(const struct sched_session *ss, uint32_t tid, uint32_t tgid,
+		     const char *comm, int32_t prio, uint32_t cpu, struct perfetto_sched_task *out)
+{
+	bool ours = tid && (pid_t)tgid == ss->cfg.target;
+
+	if (tid && !ours && !ss->cfg.see_other_tasks) {
+		*out = (struct perfetto_sched_task){ .tid = PERFETTO_SCHED_HIDDEN_TID + (int32_t)cpu,
+						     .comm = PERFETTO_SCHED_HIDDEN_NAME, .prio = 120 };
+		return true;
+	}
+	*out = (struct perfetto_sched_task){ .tid = (int32_t)tid, .comm = comm, .prio = prio,
+					     .traced = ours };
+	return false;
+}
+
+static void on_switch(struct sched_session *ss, const struct sched_record *r,
+		      const struct perfetto_sched_task *prev, const struct perfetto_sched_task *next)
+{
+	bool runnable = r->prev_state == 0 || r->prev_state == SCHED_STATE_PREEMPTED;
+	bool dead = r->prev_state & STATE_DEAD;
+
+	if (prev->traced && !dead)
+		offcpu_transition(ss->clocks, r->prev_tid, r->ts,
+				  runnable ? OFFCPU_RUNNABLE : OFFCPU_BLOCKED);
+	if (next->traced)
+		offcpu_transition(ss->clocks, r->next_tid, r->ts, OFFCPU_RUNNING);
+	perfetto_writer_sched_switch(ss->cfg.writer, r->ts, r->cpu, prev, r->prev_state, next);
+	/* its last switch: later events of its tid are another thread's */
+	if (prev->traced && dead)
+		perfetto_writer_sched_task_free(ss->cfg.writer, r->ts, r->cpu, prev);
+	ss->st.switches++;
+}
+
+void sched_session_record(struct sched_session *ss, const struct sched_record *r)
+{
+	struct perfetto_sched_task prev, next;
+	char prev_comm[SCHED_COMM_LEN + 1], next_comm[SCHED_COMM_LEN + 1];
+	uint32_t next_cpu = r->kind == SCHED_RECORD_SWITCH ? r->cpu : r->target_cpu;
+	bool hidden;
+
+	if (r->cpu >= PERFETTO_SCHED_MAX_CPUS || next_cpu >= PERFETTO_SCHED_MAX_CPUS)
+		return;
+	/* the kernel's strings, but a record is bytes: bound them */
+	memcpy(prev_comm, r->prev_comm, SCHED_COMM_LEN);
+	memcpy(next_comm, r->next_comm, SCHED_COMM_LEN);
+	prev_comm[SCHED_COMM_LEN] = next_comm[SCHED_COMM_LEN] = '\0';
+	hidden = describe(ss, r->prev_tid, r->prev_tgid, prev_comm, r->prev_prio, r->cpu, &prev);
+	hidden |= describe(ss, r->next_tid, r->next_tgid, next_comm, r->next_prio, next_cpu, &next);
+	switch (r->kind) {
+	case SCHED_RECORD_SWITCH:
+		on_switch(ss, r, &prev, &next);
+		break;
+	case SCHED_RECORD_WAKING:
+		if (next.traced)
+			offcpu_transition(ss->clocks, r->next_tid, r->ts, OFFCPU_WOKEN);
+		perfetto_writer_sched_waking(ss->cfg.writer, r->ts, r->cpu, &prev, &next,
+					     r->target_cpu);
+		ss->st.wakeups++;
+		break;
+	case SCHED_RECORD_WAKEUP_NEW: /* a new task starts runnable, its creator the waker */
+		perfetto_writer_sched_new_task(ss->cfg.writer, r->ts, r->cpu, &prev, &next,
+					       r->prev_tgid == r->next_tgid);
+		ss->st.wakeups++;
+		break;
+	default:
+		return;
+	}
+	ss->st.hidden += hidden;
+}
+
+struct offcpu_time sched_session_offcpu_before(struct sched_session *ss, uint32_t tid,
+					       uint64_t ts)
+{
+	return offcpu_before(ss->clocks, tid, ts);
+}
+
+void sched_session_watermark(struct sched_session *ss, uint64_t ts)
+{
+	offcpu_watermark(ss->clocks, ts);
+}
+
+void sched_session_thread_gone(struct sched_session *ss, uint32_t tid)
+{
+	offcpu_thread_gone(ss->clocks, tid);
+}
+
+void sched_session_call(struct sched_session *ss, uint32_t func_id, uint64_t dur_ns,
+			const struct offcpu_time *in_call)
+{
+	uint64_t off_ns = in_call->off_ns, runnable_ns = in_call->runnable_ns;
+
+	if (func_id >= ss->n_funcs) {
+		uint32_t n = func_id + 1 > 2 * ss->n_funcs ? func_id + 1 : 2 * ss->n_funcs;
+		struct sched_func_time *f = realloc(ss->funcs, n * sizeof(*f));
+
+		if (!f)
+			return; /* its sums are missing, and read as such */
+		memset(f + ss->n_funcs, 0, (n - ss->n_funcs) * sizeof(*f));
+		ss->funcs = f;
+		ss->n_funcs = n;
+	}
+	if (off_ns > dur_ns)
+		off_ns = dur_ns;
+	if (runnable_ns > off_ns)
+		runnable_ns = off_ns;
+	ss->funcs[func_id].calls++;
+	ss->funcs[func_id].off_ns += off_ns;
+	ss->funcs[func_id].runnable_ns += runnable_ns;
+	ss->funcs[func_id].on_ns += dur_ns - off_ns;
+}
+
+bool sched_session_func_time(const struct sched_session *ss, uint32_t func_id,
+			     struct sched_func_time *out)
+{
+	if (func_id >= ss->n_funcs || !ss->funcs[func_id].calls)
+		return false;
+	*out = ss->funcs[func_id];
+	return true;
+}
+
+void sched_session_set_lost(struct sched_session *ss, uint64_t lost)
+{
+	if (lost > ss->st.lost)
+		perfetto_writer_sched_lost(ss->cfg.writer);
+	ss->st.lost = lost;
+}
+
+void sched_session_get_stats(const struct sched_session *ss, struct sched_session_stats *st)
+{
+	*st = ss->st;
+}

@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * One session's view of the scheduler: the probe's records for its target
+ * (daemon/sched/sched_tracer.h) written to its trace as sched_switch and
+ * sched_waking events, with every other process's tasks shown as "another
+ * task" to a client that may not see them (daemon/access.h); the target's
+ * threads' off-CPU clocks (daemon/sched/offcpu.h) that give each
+ * instrumented call its on-CPU and off-CPU time, and their sums per function.
+ */
+#ifndef PROFD_SCHED_SESSION_H
+#define PROFD_SCHED_SESSION_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "daemon/sched/offcpu.h"
+#include "daemon/sched/sched_record.h"
+
+struct perfetto_writer;
+struct sched_session;
+
+struct sched_session_config {
+	pid_t target;
+	struct perfetto_writer *writer;
+	bool see_other_tasks; /* else their pid, name and priority are hidden */
+};
+
+struct sched_session_stats {
+	uint64_t switches, wakeups;        /* written to the trace (wakeups: of new tasks too) */
+	uint64_t lost;                     /* the ring had no room (set by the caller) */
+	uint64_t hidden;                   /* events whose other task was anonymized */
+};
+
+/* Per instrumented function, over its calls on the timeline (recorded ones). */
+struct sched_func_time {
+	uint64_t calls;   /* recorded calls that returned */
+	uint64_t on_ns, off_ns;
+	uint64_t runnable_ns; /* of off_ns: waiting for a CPU */
+};
+
+struct sched_session *sched_session_new(const struct sched_session_config *cfg);
+void sched_session_free(struct sched_session *ss);
+
+/* A probe record naming the target as prev or next. */
+void sched_session_record(struct sched_session *ss, const struct sched_record *r);
+
+/* The off-CPU clock of the target's thread tid at ts (offcpu_before). */
+struct offcpu_time sched_session_offcpu_before(struct sched_session *ss, uint32_t tid,
+					       uint64_t ts);
+void sched_session_watermark(struct sched_session *ss, uint64_t ts);
+void sched_session_thread_gone(struct sched_session *ss, uint32_t tid);
+
+/* A recorded call of func_id returned after dur_ns, in_call of it switched out. */
+void sched_session_call(struct sched_session *ss, uint32_t func_id, uint64_t dur_ns,
+			const struct offcpu_time *in_call);
+/* func_id's sums; false when none of its calls was recorded returning. */
+bool sched_session_func_time(const struct sched_session *ss, uint32_t func_id,
+			     struct sched_func_time *out);
+
+/* The probe's loss count for the target so far: a rise marks the trace (lost_events). */
+void sched_session_set_lost(struct sched_session *ss, uint64_t lost);
+void sched_session_get_stats(const struct sched_session *ss, struct sched_session_stats *st);
+
+#endif

@@ -1,0 +1,279 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The writer's scheduler events (perfetto_writer.h, "Scheduler events"):
+ * ftrace sched_switch / sched_waking / task_newtask / sched_process_free
+ * events, gathered per CPU and written as one FtraceEventBundle per CPU at
+ * each flush, with the SystemInfo packet trace processor needs first.
+ * Field numbers: protos/perfetto/trace/ftrace/{ftrace_event_bundle,
+ * ftrace_event,sched,task}.proto and system_info.proto.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/utsname.h>
+#include <time.h>
+
+#include "viewer-export/perfetto_writer_internal.h"
+
+enum {
+	PW_F_FTRACE_EVENTS = 1,  /* TracePacket.ftrace_events */
+	PW_F_SYSTEM_INFO = 45,   /* TracePacket.system_info */
+	FB_CPU = 1, FB_EVENT = 2, FB_LOST_EVENTS = 3, /* FtraceEventBundle */
+	FE_TIMESTAMP = 1, FE_PID = 2,                 /* FtraceEvent */
+	FE_SCHED_SWITCH = 4, FE_SCHED_WAKING = 20, FE_TASK_NEWTASK = 235,
+	FE_SCHED_PROCESS_FREE = 240,
+};
+#define CLONE_THREAD_FLAG 0x10000u
+/* A CPU's events go out once they fill this much, or at the next flush. */
+#define PW_SCHED_BUNDLE_BYTES (16u << 10)
+
+struct pw_sched_cpu {
+	struct pwb events;     /* FtraceEvent records, each as field FB_EVENT */
+	bool has_last;         /* last_next names the task running since the last switch */
+	int32_t last_tid, last_prio;
+	char last_comm[32];
+};
+
+struct pw_sched {
+	struct pw_sched_cpu *cpus;
+	uint32_t n_cpus;
+	bool system_info_written;
+	bool lost_pending;
+	int64_t boot_minus_mono; /* refreshed at every flush: it moves only across suspend */
+};
+
+static int64_t clock_ns(clockid_t id)
+{
+	struct timespec t;
+
+	clock_gettime(id, &t);
+	return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+static struct pw_sched_cpu *pw_sched_cpu(struct perfetto_writer *w, uint32_t cpu)
+{
+	struct pw_sched *s = w->sched;
+
+	if (cpu >= PERFETTO_SCHED_MAX_CPUS)
+		return NULL;
+	if (!s) {
+		if (!(s = w->sched = calloc(1, sizeof(*s))))
+			return NULL;
+		s->boot_minus_mono = clock_ns(CLOCK_BOOTTIME) - clock_ns(CLOCK_MONOTONIC);
+	}
+	if (cpu >= s->n_cpus) {
+		uint32_t n = cpu + 1;
+		struct pw_sched_cpu *c = realloc(s->cpus, n * sizeof(*c));
+
+		if (!c)
+			return NULL;
+		memset(c + s->n_cpus, 0, (n - s->n_cpus) * sizeof(*c));
+		s->cpus = c;
+		s->n_cpus = n;
+	}
+	return &s->cpus[cpu];
+}
+
+/* The SystemInfo packet: trace processor decodes prev_state by the kernel's version. */
+static size_t pw_build_system_info(struct perfetto_writer *w)
+{
+	struct utsname u;
+	size_t mark = pw_packet_open(w), si, un;
+
+	pwb_uint(&w->pkt, PW_F_SEQ_ID, PW_SEQ_TRACK);
+	si = pwb_open(&w->pkt, PW_F_SYSTEM_INFO);
+	un = pwb_open(&w->pkt, 1); /* utsname */
+	if (uname(&u) == 0) {
+		pwb_str(&w->pkt, 1, "Linux"); /* exactly: anything else and the version is ignored */
+		pwb_str(&w->pkt, 2, u.version);
+		pwb_str(&w->pkt, 3, u.release);
+		pwb_str(&w->pkt, 4, u.machine);
+	}
+	pwb_close(&w->pkt, un);
+	pwb_close(&w->pkt, si);
+	return mark;
+}
+
+size_t pw_sched_system_info(struct perfetto_writer *w)
+{
+	return pw_build_system_info(w);
+}
+
+static void pw_sched_put_bundle(struct perfetto_writer *w, uint32_t cpu, struct pw_sched_cpu *c)
+{
+	size_t mark = pw_packet_begin(w, PW_SEQ_TRACK, 0, false), b;
+
+	b = pwb_open(&w->pkt, PW_F_FTRACE_EVENTS);
+	pwb_uint(&w->pkt, FB_CPU, cpu);
+	if (w->sched->lost_pending)
+		pwb_uint(&w->pkt, FB_LOST_EVENTS, 1);
+	pwb_raw(&w->pkt, c->events.p, c->events.len);
+	pwb_close(&w->pkt, b);
+	pw_packet_end(w, mark);
+	c->events.len = 0;
+}
+
+void pw_sched_flush(struct perfetto_writer *w)
+{
+	struct pw_sched *s = w->sched;
+
+	if (!s)
+		return;
+	if (!s->system_info_written) {
+		bool any = false;
+
+		for (uint32_t i = 0; i < s->n_cpus; i++)
+			any |= s->cpus[i].events.len > 0;
+		if (!any)
+			return;
+		s->system_info_written = pw_packet_end(w, pw_build_system_info(w)) == 0;
+	}
+	for (uint32_t i = 0; i < s->n_cpus; i++)
+		if (s->cpus[i].events.len)
+			pw_sched_put_bundle(w, i, &s->cpus[i]);
+	s->lost_pending = false;
+	s->boot_minus_mono = clock_ns(CLOCK_BOOTTIME) - clock_ns(CLOCK_MONOTONIC);
+}
+
+void pw_sched_free(struct perfetto_writer *w)
+{
+	if (!w->sched)
+		return;
+	for (uint32_t i = 0; i < w->sched->n_cpus; i++)
+		pwb_free(&w->sched->cpus[i].events);
+	free(w->sched->cpus);
+	free(w->sched);
+	w->sched = NULL;
+}
+
+/* Opens one FtraceEvent on c; returns its mark. */
+static size_t pw_sched_event(struct perfetto_writer *w, struct pw_sched_cpu *c, uint64_t ts,
+			     int32_t common_pid)
+{
+	size_t mark = pwb_open(&c->events, FB_EVENT);
+
+	pwb_uint(&c->events, FE_TIMESTAMP, (uint64_t)((int64_t)ts + w->sched->boot_minus_mono));
+	pwb_uint(&c->events, FE_PID, (uint32_t)common_pid);
+	return mark;
+}
+
+static int pw_sched_event_end(struct perfetto_writer *w, uint32_t cpu, struct pw_sched_cpu *c,
+			      size_t mark)
+{
+	pwb_close(&c->events, mark);
+	if (c->events.oom) {
+		c->events.len = 0;
+		c->events.oom = false;
+		return -ENOMEM;
+	}
+	w->st.sched_events++;
+	if (c->events.len >= PW_SCHED_BUNDLE_BYTES && w->sched->system_info_written)
+		pw_sched_put_bundle(w, cpu, c);
+	return 0;
+}
+
+/* A signed int32 field: negative values (deadline priorities) as the 10-byte varint they are. */
+static void pw_int(struct pwb *b, uint32_t field, int32_t v)
+{
+	pwb_uint(b, field, (uint64_t)(int64_t)v);
+}
+
+int perfetto_writer_sched_switch(struct perfetto_writer *w, uint64_t ts, uint32_t cpu,
+				 const struct perfetto_sched_task *prev, uint32_t prev_state,
+				 const struct perfetto_sched_task *next)
+{
+	struct pw_sched_cpu *c;
+	struct perfetto_sched_task from = *prev;
+	size_t ev, sw;
+
+	pw_chunk_check(w);
+	if (!(c = pw_sched_cpu(w, cpu)))
+		return -ENOMEM;
+	/* who ran since a traced thread left this CPU: the task it handed it to */
+	if (!prev->traced && c->has_last) {
+		from.tid = c->last_tid;
+		from.comm = c->last_comm;
+		from.prio = c->last_prio;
+	}
+	ev = pw_sched_event(w, c, ts, from.tid);
+	sw = pwb_open(&c->events, FE_SCHED_SWITCH);
+	pwb_str(&c->events, 1, from.comm);
+	pw_int(&c->events, 2, from.tid);
+	pw_int(&c->events, 3, from.prio);
+	if (prev_state)
+		pwb_uint(&c->events, 4, prev_state);
+	pwb_str(&c->events, 5, next->comm);
+	pw_int(&c->events, 6, next->tid);
+	pw_int(&c->events, 7, next->prio);
+	pwb_close(&c->events, sw);
+	c->has_last = true;
+	c->last_tid = next->tid;
+	c->last_prio = next->prio;
+	snprintf(c->last_comm, sizeof(c->last_comm), "%s", next->comm);
+	return pw_sched_event_end(w, cpu, c, ev);
+}
+
+int perfetto_writer_sched_waking(struct perfetto_writer *w, uint64_t ts, uint32_t cpu,
+				 const struct perfetto_sched_task *waker,
+				 const struct perfetto_sched_task *woken, uint32_t target_cpu)
+{
+	struct pw_sched_cpu *c;
+	size_t ev, wk;
+
+	pw_chunk_check(w);
+	if (!(c = pw_sched_cpu(w, cpu)))
+		return -ENOMEM;
+	ev = pw_sched_event(w, c, ts, waker->tid); /* the waker: trace processor's waker_utid */
+	wk = pwb_open(&c->events, FE_SCHED_WAKING);
+	pwb_str(&c->events, 1, woken->comm);
+	pw_int(&c->events, 2, woken->tid);
+	pw_int(&c->events, 3, woken->prio);
+	pwb_uint(&c->events, 4, 1); /* success */
+	pwb_uint(&c->events, 5, target_cpu);
+	pwb_close(&c->events, wk);
+	return pw_sched_event_end(w, cpu, c, ev);
+}
+
+int perfetto_writer_sched_new_task(struct perfetto_writer *w, uint64_t ts, uint32_t cpu,
+				   const struct perfetto_sched_task *parent,
+				   const struct perfetto_sched_task *task, bool same_process)
+{
+	struct pw_sched_cpu *c;
+	size_t ev, nt;
+
+	pw_chunk_check(w);
+	if (!(c = pw_sched_cpu(w, cpu)))
+		return -ENOMEM;
+	ev = pw_sched_event(w, c, ts, parent->tid);
+	nt = pwb_open(&c->events, FE_TASK_NEWTASK);
+	pw_int(&c->events, 1, task->tid);
+	pwb_str(&c->events, 2, task->comm);
+	pwb_uint(&c->events, 3, same_process ? CLONE_THREAD_FLAG : 0);
+	pwb_close(&c->events, nt);
+	return pw_sched_event_end(w, cpu, c, ev);
+}
+
+int perfetto_writer_sched_task_free(struct perfetto_writer *w, uint64_t ts, uint32_t cpu,
+				    const struct perfetto_sched_task *task)
+{
+	struct pw_sched_cpu *c;
+	size_t ev, fr;
+
+	pw_chunk_check(w);
+	if (!(c = pw_sched_cpu(w, cpu)))
+		return -ENOMEM;
+	ev = pw_sched_event(w, c, ts, c->has_last ? c->last_tid : 0);
+	fr = pwb_open(&c->events, FE_SCHED_PROCESS_FREE);
+	pwb_str(&c->events, 1, task->comm);
+	pw_int(&c->events, 2, task->tid);
+	pw_int(&c->events, 3, task->prio);
+	pwb_close(&c->events, fr);
+	return pw_sched_event_end(w, cpu, c, ev);
+}
+
+void perfetto_writer_sched_lost(struct perfetto_writer *w)
+{
+	if (w->sched)
+		w->sched->lost_pending = true;
+}
