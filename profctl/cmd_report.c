@@ -16,8 +16,12 @@
  *                               parent's line comes after its children's.
  *   sample TID CPU FRAMES       file order, frames root first, ';'-separated
  *   total TID NAME CALLS RETURNED OFF_TIMELINE TOTAL_NS SELF_NS P50 P99 MAX
+ *   slice_cpu TID TS ON_CPU_NS OFF_CPU_NS RUNNABLE_NS
+ *                               after the slice line of a call its thread was
+ *                               switched out during (TS: the slice's start)
  *   counter NAME TS VALUE
  *   problem TEXT
+ *   sched ..., state ...        scheduler events and thread states (report_sched.h)
  * Order between kinds is the file's: consumers that need an order sort.
  */
 #include <errno.h>
@@ -27,6 +31,7 @@
 #include <string.h>
 
 #include "profctl/profctl.h"
+#include "profctl/report_sched.h"
 #include "viewer-export/perfetto_writer.h"
 #include "viewer-export/trace_stream.h"
 
@@ -128,6 +133,7 @@ struct report {
 	struct profctl_overhead overhead;
 	char *problems[REPORT_PROBLEMS_SHOWN];
 	uint64_t n_problems;
+	struct report_sched sched;
 	bool oom;
 };
 
@@ -208,6 +214,11 @@ static int report_func_total(void *ctx, const struct trace_func_total *t)
 	return 0;
 }
 
+static int report_sched(void *ctx, const struct trace_sched_event *e)
+{
+	return report_sched_event(&((struct report *)ctx)->sched, e);
+}
+
 static int report_problem(void *ctx, const char *line)
 {
 	struct report *rp = ctx;
@@ -254,6 +265,19 @@ static void print_ns(FILE *out, uint64_t ns)
 		fprintf(out, " %8.2fs ", (double)ns / 1e9);
 }
 
+/* Off-CPU time of a function's recorded calls, and of it runnable ('-': no scheduler data). */
+static void print_off_cpu(FILE *out, const struct trace_func_total *t)
+{
+	if (!t->sched_calls) {
+		fprintf(out, " %10s %10s", "-", "-");
+		return;
+	}
+	print_ns(out, t->off_cpu_ns);
+	print_ns(out, t->runnable_ns);
+	if (t->sched_calls < t->returned)
+		fputc('*', out);
+}
+
 /*
  * The exact figures profd wrote (every call, on the timeline or not), over
  * all threads; the sampled self time beside them. 0 when the trace has none.
@@ -262,14 +286,20 @@ static int report_exact_functions(struct report *rp)
 {
 	FILE *out = rp->out;
 
+	bool sched = false;
+
 	if (!rp->n_totals)
 		return 0;
+	for (size_t i = 0; i < rp->n_totals; i++)
+		sched |= rp->totals[i].sched_calls > 0;
 	qsort(rp->totals, rp->n_totals, sizeof(*rp->totals), totals_by_total_desc);
 	fprintf(out, "\ninstrumented functions (%zu called; exact, every call; p50/p99 estimated "
-		"within 12 %%; self samples: CPU samples taken while it was the innermost call):\n"
-		"%12s %10s %10s %10s %10s %10s %10s %12s %12s  %s\n", rp->n_totals, "calls",
-		"total", "self", "avg", "p50~", "p99~", "max", "off timeline", "self samples",
-		"name");
+		"within 12 %%; self samples: CPU samples taken while it was the innermost call%s):\n"
+		"%12s %10s %10s %10s %10s %10s %10s %12s %12s%s  %s\n", rp->n_totals,
+		sched ? "; off-CPU: switched out inside its recorded calls, of it runnable, "
+			"* when some calls were not recorded" : "",
+		"calls", "total", "self", "avg", "p50~", "p99~", "max", "off timeline",
+		"self samples", sched ? "    off-CPU   runnable" : "", "name");
 	for (size_t i = 0; i < rp->n_totals; i++) {
 		const struct trace_func_total *t = &rp->totals[i];
 		const struct name_stat *st = t->name ? name_table_find(&rp->funcs, t->name) : NULL;
@@ -281,8 +311,11 @@ static int report_exact_functions(struct report *rp)
 		print_ns(out, t->p50_ns);
 		print_ns(out, t->p99_ns);
 		print_ns(out, t->max_ns);
-		fprintf(out, " %12" PRIu64 " %12" PRIu64 "  %s\n", t->not_on_timeline,
-			st ? st->self_samples : 0, or_unnamed(t->name));
+		fprintf(out, " %12" PRIu64 " %12" PRIu64, t->not_on_timeline,
+			st ? st->self_samples : 0);
+		if (sched)
+			print_off_cpu(out, t);
+		fprintf(out, "  %s\n", or_unnamed(t->name));
 	}
 	return 1;
 }
@@ -345,6 +378,7 @@ static void report_human(struct report *rp, const char *path, const struct trace
 	rp->overhead.freq_hz = st->sample_freq;
 	profctl_print_overhead(out, "\n", &rp->overhead);
 	report_samples(rp, st);
+	report_sched_print(&rp->sched, ts);
 	if (rp->n_problems) {
 		fprintf(out, "\nproblems (%" PRIu64 "):\n", rp->n_problems);
 		for (size_t i = 0; i < rp->n_problems && i < REPORT_PROBLEMS_SHOWN; i++)
@@ -357,15 +391,26 @@ static const struct trace_stream_ops report_ops = {
 	.sample = report_sample,
 	.func_total = report_func_total,
 	.problem = report_problem,
+	.sched = report_sched,
 };
 
 /* ---- --dump: one line per item, as it comes ----------------------------------------- */
+
+struct dump {
+	FILE *out;
+	struct report_sched sched;
+};
+
+static FILE *dump_out(void *ctx)
+{
+	return ((struct dump *)ctx)->out;
+}
 
 static int dump_process(void *ctx, size_t index, int32_t pid, const char *name, bool is_new)
 {
 	(void)index;
 	(void)is_new;
-	fprintf(ctx, "process %d %s\n", pid, name ? name : "");
+	fprintf(dump_out(ctx), "process %d %s\n", pid, name ? name : "");
 	return 0;
 }
 
@@ -373,17 +418,20 @@ static int dump_thread(void *ctx, size_t index, const struct trace_thread *t, bo
 {
 	(void)index;
 	(void)is_new;
-	fprintf(ctx, "thread %d %d %s\n", t->pid, t->tid, t->name ? t->name : "");
+	fprintf(dump_out(ctx), "thread %d %d %s\n", t->pid, t->tid, t->name ? t->name : "");
 	return 0;
 }
 
 static int dump_slice(void *ctx, const struct trace_stream_slice *s)
 {
-	fprintf(ctx, "slice %d %u %s %" PRIu64 " %" PRId64 " %" PRId64, s->tid, s->depth,
+	fprintf(dump_out(ctx), "slice %d %u %s %" PRIu64 " %" PRId64 " %" PRId64, s->tid, s->depth,
 		or_unnamed(s->name), s->ts, s->dur, s->parent);
 	if (s->self_samples >= 0) /* samples taken while it was the innermost call */
-		fprintf(ctx, " %" PRId64, s->self_samples);
-	fputc('\n', ctx);
+		fprintf(dump_out(ctx), " %" PRId64, s->self_samples);
+	fputc('\n', dump_out(ctx));
+	if (s->args.off_cpu_ns >= 0) /* switched out during it: its on/off-CPU split */
+		fprintf(dump_out(ctx), "slice_cpu %d %" PRIu64 " %" PRId64 " %" PRId64 " %" PRId64 "\n",
+			s->tid, s->ts, s->args.on_cpu_ns, s->args.off_cpu_ns, s->args.runnable_ns);
 	return 0;
 }
 
@@ -391,16 +439,16 @@ static int dump_sample(void *ctx, const struct trace_stream_sample *smp)
 {
 	const struct trace_sample *s = &smp->s;
 
-	fprintf(ctx, "sample %d %u ", s->tid, s->cpu);
+	fprintf(dump_out(ctx), "sample %d %u ", s->tid, s->cpu);
 	for (size_t k = 0; k < s->n_frames; k++)
-		fprintf(ctx, "%s%s", k ? ";" : "", s->frames[k]);
-	fputc('\n', ctx);
+		fprintf(dump_out(ctx), "%s%s", k ? ";" : "", s->frames[k]);
+	fputc('\n', dump_out(ctx));
 	return 0;
 }
 
 static int dump_func_total(void *ctx, const struct trace_func_total *t)
 {
-	fprintf(ctx, "total %u %s %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64
+	fprintf(dump_out(ctx), "total %u %s %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64
 		" %" PRIu64 " %" PRIu64 " %" PRIu64 "\n", t->tid, or_unnamed(t->name), t->calls,
 		t->returned, t->not_on_timeline, t->total_ns, t->self_ns, t->p50_ns, t->p99_ns,
 		t->max_ns);
@@ -410,15 +458,20 @@ static int dump_func_total(void *ctx, const struct trace_func_total *t)
 static int dump_counter(void *ctx, const struct trace_counter_value *v, size_t order)
 {
 	(void)order;
-	fprintf(ctx, "counter %s %" PRIu64 " %.0f\n", v->track_name ? v->track_name : "(null)",
+	fprintf(dump_out(ctx), "counter %s %" PRIu64 " %.0f\n", v->track_name ? v->track_name : "(null)",
 		v->ts, v->value);
 	return 0;
 }
 
 static int dump_problem(void *ctx, const char *line)
 {
-	fprintf(ctx, "problem %s\n", line);
+	fprintf(dump_out(ctx), "problem %s\n", line);
 	return 0;
+}
+
+static int dump_sched(void *ctx, const struct trace_sched_event *e)
+{
+	return report_sched_event(&((struct dump *)ctx)->sched, e);
 }
 
 static const struct trace_stream_ops dump_ops = {
@@ -429,6 +482,7 @@ static const struct trace_stream_ops dump_ops = {
 	.counter = dump_counter,
 	.func_total = dump_func_total,
 	.problem = dump_problem,
+	.sched = dump_sched,
 };
 
 /* ---- entry points ---------------------------------------------------------------------- */
@@ -438,6 +492,7 @@ static void report_free(struct report *rp)
 	for (size_t i = 0; i < rp->n_problems && i < REPORT_PROBLEMS_SHOWN; i++)
 		free(rp->problems[i]);
 	free(rp->totals);
+	report_sched_free(&rp->sched);
 	name_table_free(&rp->funcs);
 	name_table_free(&rp->leaves);
 }
@@ -450,18 +505,24 @@ int profctl_report(const char *path, FILE *out, const struct profctl_report_opts
 		.attribute_samples = !o->dump, /* self samples per innermost call */
 	};
 	struct report rp = { .out = out };
+	struct dump dump = { .out = out };
 	struct trace_stream *ts;
 	int err;
 
-	ts = trace_stream_new(o->dump ? &dump_ops : &report_ops, o->dump ? (void *)out : &rp, &so);
-	if (!ts)
+	if (report_sched_init(o->dump ? &dump.sched : &rp.sched, out, o->dump))
 		return -ENOMEM;
+	ts = trace_stream_new(o->dump ? &dump_ops : &report_ops, o->dump ? (void *)&dump : &rp, &so);
+	if (!ts) {
+		report_sched_free(o->dump ? &dump.sched : &rp.sched);
+		return -ENOMEM;
+	}
 	err = trace_stream_read_file(ts, path);
 	if (!err && !o->dump)
 		report_human(&rp, path, ts);
 	if (o->stats)
 		*o->stats = *trace_stream_get_stats(ts);
 	trace_stream_free(ts);
+	report_sched_free(&dump.sched);
 	report_free(&rp);
 	return err;
 }

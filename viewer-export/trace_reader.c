@@ -432,19 +432,34 @@ static const char *trd_event_name(struct trd *r, struct trd_seq *s,
 	return e->s;
 }
 
-/* profd's per-slice argument, as trace processor would add it to the slice's args. */
-static int64_t trd_self_samples_arg(const Perfetto__Protos__TrackEvent *te)
+/* profd's per-slice arguments, as trace processor would add them to the slice's args. */
+static struct trace_slice_args trd_slice_args(const Perfetto__Protos__TrackEvent *te)
 {
+	struct trace_slice_args args = TRACE_SLICE_ARGS_NONE;
+	static const struct {
+		const char *name;
+		size_t offset;
+	} known[] = {
+		{ "self_samples", offsetof(struct trace_slice_args, self_samples) },
+		{ "on_cpu_ns", offsetof(struct trace_slice_args, on_cpu_ns) },
+		{ "off_cpu_ns", offsetof(struct trace_slice_args, off_cpu_ns) },
+		{ "runnable_ns", offsetof(struct trace_slice_args, runnable_ns) },
+	};
+
 	for (size_t i = 0; i < te->n_debug_annotations; i++) {
 		const Perfetto__Protos__DebugAnnotation *a = te->debug_annotations[i];
+		int64_t v;
 
-		if (a->name_field_case == PERFETTO__PROTOS__DEBUG_ANNOTATION__NAME_FIELD_NAME &&
-		    strcmp(a->name, "self_samples") == 0 &&
-		    a->value_case == PERFETTO__PROTOS__DEBUG_ANNOTATION__VALUE_UINT_VALUE &&
-		    a->uint_value <= INT64_MAX)
-			return (int64_t)a->uint_value;
+		if (a->name_field_case != PERFETTO__PROTOS__DEBUG_ANNOTATION__NAME_FIELD_NAME ||
+		    a->value_case != PERFETTO__PROTOS__DEBUG_ANNOTATION__VALUE_UINT_VALUE ||
+		    a->uint_value > INT64_MAX)
+			continue;
+		v = (int64_t)a->uint_value;
+		for (size_t k = 0; k < sizeof(known) / sizeof(known[0]); k++)
+			if (strcmp(a->name, known[k].name) == 0)
+				memcpy((uint8_t *)&args + known[k].offset, &v, sizeof(v));
 	}
-	return -1;
+	return args;
 }
 
 static bool trd_is_totals_track(const struct trd *r, uint64_t uuid)
@@ -477,6 +492,10 @@ static void trd_func_total(struct trd *r, struct trd_seq *s, const trd_packet *p
 		{ "p90_ns_estimate", offsetof(struct trace_func_total, p90_ns) },
 		{ "p99_ns_estimate", offsetof(struct trace_func_total, p99_ns) },
 		{ "max_ns", offsetof(struct trace_func_total, max_ns) },
+		{ "sched_calls", offsetof(struct trace_func_total, sched_calls) },
+		{ "on_cpu_ns", offsetof(struct trace_func_total, on_cpu_ns) },
+		{ "off_cpu_ns", offsetof(struct trace_func_total, off_cpu_ns) },
+		{ "runnable_ns", offsetof(struct trace_func_total, runnable_ns) },
 	};
 
 	ft->pid = parent ? parent->pid : 0;
@@ -533,7 +552,7 @@ static void trd_track_event(struct trd *r, struct trd_seq *s, const trd_packet *
 	ev.uuid = uuid;
 	ev.type = type;
 	ev.name = trd_event_name(r, s, te);
-	ev.self_samples = trd_self_samples_arg(te);
+	ev.args = trd_slice_args(te);
 	trd_slice_event(r, &ev);
 }
 
@@ -855,6 +874,7 @@ static void trd_tokenize(struct trd *r, const trd_packet *p)
 	}
 	if (p->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_CLOCK_SNAPSHOT) {
 		trd_clock_snapshot(r, p->clock_snapshot);
+		trd_sched_clock_snapshot(r, p->clock_snapshot);
 		if (s)
 			trd_seq_clock_snapshot(r, s, p->clock_snapshot);
 		return; /* the importer stops here for snapshots */
@@ -874,6 +894,10 @@ static void trd_tokenize(struct trd *r, const trd_packet *p)
 		trd_track_event(r, s, p);
 	else if (s && p->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_PERF_SAMPLE)
 		trd_perf_sample(r, s, p);
+	else if (p->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_FTRACE_EVENTS)
+		trd_ftrace_bundle(r, p->ftrace_events);
+	else if (p->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_SYSTEM_INFO)
+		trd_system_info(r, p->system_info);
 }
 
 /* ---- the packet dispatch ------------------------------------------------------- */

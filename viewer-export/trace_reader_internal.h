@@ -55,7 +55,7 @@ struct trd_event {
 	uint64_t uuid;
 	const char *name;
 	int type;
-	int64_t self_samples; /* END: its "self_samples" debug annotation, else -1 */
+	struct trace_slice_args args; /* END: its profd debug annotations */
 };
 
 struct trd {
@@ -95,6 +95,13 @@ struct trd {
 	uint64_t next_slice_id;
 	struct trd_sample_heap *orphans; /* samples of threads not described yet */
 	size_t samples_held;
+	/* trace_sched.c */
+	struct trace_sched_event *sched_heap; /* held for order, a min-heap on (ts, order) */
+	size_t n_sched, cap_sched;
+	uint64_t sched_newest, sched_last_ts;
+	bool sched_delivered;
+	int64_t boot_to_trace;     /* trace clock - BOOTTIME, from the clock snapshot */
+	bool has_boot_to_trace;
 };
 
 /* The importer's order: timestamp, then file order. */
@@ -150,5 +157,16 @@ void trd_slices_thread_described(struct trd *r, int32_t pid, int32_t tid);
 /* End of file: everything held is matched; open slices go out with dur -1. */
 void trd_slices_finish(struct trd *r);
 void trd_slices_free(struct trd *r);
+
+/* trace_sched.c */
+struct Perfetto__Protos__ClockSnapshot;
+struct Perfetto__Protos__FtraceEventBundle;
+struct Perfetto__Protos__SystemInfo;
+void trd_sched_clock_snapshot(struct trd *r, const struct Perfetto__Protos__ClockSnapshot *cs);
+void trd_ftrace_bundle(struct trd *r, const struct Perfetto__Protos__FtraceEventBundle *b);
+void trd_system_info(struct trd *r, const struct Perfetto__Protos__SystemInfo *si);
+/* End of file: every held event goes out. */
+void trd_sched_finish(struct trd *r);
+void trd_sched_free(struct trd *r);
 
 #endif

@@ -26,7 +26,7 @@ struct trd_open {
 	uint64_t ts;
 	size_t order;
 	const char *name;
-	int64_t self_samples;
+	struct trace_slice_args args;
 };
 
 /*
@@ -357,7 +357,8 @@ static void trd_deliver_slice(struct trd *r, struct trd_lane *l, size_t pos,
 		.dur = dur,
 		.depth = (uint32_t)pos,
 		.name = o->name,
-		.self_samples = o->self_samples,
+		.self_samples = o->args.self_samples,
+		.args = o->args,
 		.order = o->order,
 	};
 
@@ -367,7 +368,8 @@ static void trd_deliver_slice(struct trd *r, struct trd_lane *l, size_t pos,
 
 static struct trd_open trd_open_of(struct trd *r, const struct trd_event *ev)
 {
-	return (struct trd_open){ r->next_slice_id++, ev->ts, ev->order, ev->name, -1 };
+	return (struct trd_open){ r->next_slice_id++, ev->ts, ev->order, ev->name,
+				  TRACE_SLICE_ARGS_NONE };
 }
 
 static void trd_match_begin(struct trd *r, struct trd_lane *l, const struct trd_event *ev)
@@ -417,8 +419,7 @@ static void trd_match_end(struct trd *r, struct trd_lane *l, const struct trd_ev
 			       "that is not the innermost (misplaced_end_event)", l->uuid, ev->name,
 			       ev->ts);
 	/* the END's args go to the slice it closes (trace processor's SliceTracker::End) */
-	if (ev->self_samples >= 0)
-		l->stack[(ev->name ? k : l->depth) - 1].self_samples = ev->self_samples;
+	l->stack[(ev->name ? k : l->depth) - 1].args = ev->args;
 	for (k = ev->name ? k : l->depth; l->depth >= k && l->depth > 0 && !r->stop;)
 		trd_close_top(r, l, ev->ts);
 	trd_hist_note(r, l, ev->ts, NULL);

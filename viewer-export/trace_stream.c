@@ -467,6 +467,7 @@ static int trd_run(struct trd *r, struct trd_src *src)
 	if (!r->oom && !r->stop && !src->err) {
 		trd_reader_finish(r);
 		trd_slices_finish(r);
+		trd_sched_finish(r);
 	}
 	if (src->err)
 		return src->err;
@@ -526,6 +527,7 @@ void trace_stream_free(struct trace_stream *ts)
 	if (!r)
 		return;
 	trd_slices_free(r);
+	trd_sched_free(r);
 	trd_reader_free(r);
 	trd_store_free(r->store);
 	free(r);

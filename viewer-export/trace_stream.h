@@ -22,6 +22,14 @@
 
 struct trace_stream;
 
+/* profd's arguments on a slice's END, as trace processor adds them to its args; -1: absent. */
+struct trace_slice_args {
+	int64_t self_samples; /* samples while it was the innermost call */
+	/* scheduler states, on slices whose thread was switched out during them */
+	int64_t on_cpu_ns, off_cpu_ns, runnable_ns;
+};
+#define TRACE_SLICE_ARGS_NONE ((struct trace_slice_args){ -1, -1, -1, -1 })
+
 struct trace_stream_slice {
 	uint64_t id;          /* slices are numbered from 0 in the order they open */
 	int64_t parent;       /* id of the enclosing slice, -1 at depth 0 */
@@ -32,6 +40,7 @@ struct trace_stream_slice {
 	uint32_t depth;
 	const char *name;     /* NULL: the event had no usable name */
 	int64_t self_samples; /* the END's "self_samples" argument (profd), -1 if none */
+	struct trace_slice_args args; /* all of the END's profd arguments */
 	size_t order;         /* packet index of its BEGIN: (ts, order) sorts as the importer does */
 };
 
@@ -56,6 +65,32 @@ struct trace_stream_sample {
 };
 
 /*
+ * A scheduler event (ftrace events in FtraceEventBundles), in the importer's
+ * terms. Delivered in (ts, file order) within opts.sched_reorder_ns.
+ */
+enum trace_sched_kind {
+	TRACE_SCHED_SWITCH = 1, /* prev stops, tid starts running on cpu */
+	TRACE_SCHED_WAKING,     /* common_pid (the waker) makes tid runnable */
+	TRACE_SCHED_NEW_TASK,   /* common_pid (the parent) started tid, runnable */
+	TRACE_SCHED_FREE,       /* tid is gone: a later tid of that number is another task */
+};
+struct trace_sched_event {
+	enum trace_sched_kind kind;
+	uint64_t ts;            /* trace clock: ftrace's BOOTTIME placed by the clock snapshot */
+	uint32_t cpu;
+	int32_t common_pid;     /* the task running on cpu when it happened */
+	int32_t prev_tid, prev_prio; /* SWITCH */
+	const char *prev_comm;
+	int64_t prev_state;     /* the kernel's encoding (0 R, 1 S, 2 D, ..., 0x100 R+) */
+	int32_t tid, prio;      /* SWITCH: next; else the task woken, started or freed */
+	const char *comm;
+	int32_t target_cpu;     /* WAKING */
+	uint64_t clone_flags;   /* NEW_TASK */
+	bool lost_before;       /* its bundle says the CPU lost events before it */
+	size_t order;           /* packet index */
+};
+
+/*
  * Callbacks, each optional. Pointers they get (names, frames) stay valid
  * until trace_stream_free. A non-zero return stops the read, which returns
  * it. Called on the reading thread, never concurrently.
@@ -69,6 +104,7 @@ struct trace_stream_ops {
 	int (*sample)(void *ctx, const struct trace_stream_sample *s);
 	int (*counter)(void *ctx, const struct trace_counter_value *v, size_t order);
 	int (*func_total)(void *ctx, const struct trace_func_total *t);
+	int (*sched)(void *ctx, const struct trace_sched_event *e);
 	/* one line per violation of an importer rule or damage to the file */
 	int (*problem)(void *ctx, const char *line);
 };
@@ -88,6 +124,11 @@ struct trace_stream_opts {
 	bool attribute_samples;
 	/* per thread track: timestamps kept for samples that come after their slices; 0: 4096 */
 	size_t history;
+	/*
+	 * Scheduler events are held this long (trace ns) to deliver them in
+	 * time order across CPUs: a writer flushes each CPU's bundle apart. 0: 2 s.
+	 */
+	uint64_t sched_reorder_ns;
 	/* tests: decode every packet with protobuf-c, none by the hot-packet decoder */
 	bool no_fast_decode;
 };
@@ -106,6 +147,10 @@ struct trace_stream_stats {
 	size_t window_peak;        /* largest read window held (bytes) */
 	size_t events_held_peak;   /* most slice events held at once, all tracks */
 	size_t samples_held_peak;  /* most samples waiting for their thread's slices */
+	uint64_t sched_events;     /* scheduler events delivered */
+	uint64_t sched_late;       /* ... of them behind the reorder window (out of order) */
+	bool sched_lost;           /* a bundle said events were lost */
+	const char *kernel_release; /* SystemInfo's utsname.release, NULL: none */
 };
 
 /*
