@@ -171,8 +171,10 @@ static int announce_target(struct run_state *rs)
 	free(reply);
 	if (ready && ready->warning && ready->warning[0])
 		fprintf(stderr, "profctl: warning: %s\n", ready->warning);
-	if (ready && ready->sched_unavailable && ready->sched_unavailable[0])
+	if (ready && ready->sched_unavailable && ready->sched_unavailable[0]) {
 		fprintf(stderr, "profctl: no scheduler states: %s\n", ready->sched_unavailable);
+		rs->client.sched_told = true;
+	}
 	if (ready)
 		profd__sampling_ready__free_unpacked(ready, NULL);
 	return 0;

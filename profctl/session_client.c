@@ -549,7 +549,8 @@ static void print_sched(const struct session_client *c, const Profd__SessionSumm
 	if (c->opt->sched_off)
 		return;
 	if (s->sched_unavailable && s->sched_unavailable[0]) {
-		fprintf(stderr, "profctl: scheduler states: none: %s\n", s->sched_unavailable);
+		if (!c->sched_told)
+			fprintf(stderr, "profctl: no scheduler states: %s\n", s->sched_unavailable);
 		return;
 	}
 	fprintf(stderr, "profctl: scheduler: %llu switches, %llu wakeups (%llu lost%s)",

@@ -55,6 +55,7 @@ struct session_client {
 	struct daemon_link link;
 	char output_path[PATH_MAX];
 	int out_fd;
+	bool sched_told;  /* why there are no scheduler states was said at the start */
 };
 
 void session_client_init(struct session_client *c, const struct profile_options *opt);

@@ -133,4 +133,29 @@ check "an unprivileged profd says why there are no scheduler states, in one line
 check "... and records the calls" grep -q "calls: 13 made, 13 recorded" "$WORK/p.err"
 check_eq "... with no scheduler event in its trace" \
 	"$("$PROFCTL" report --dump "$WORK/p.pftrace" | grep -c '^sched ')" 0
+
+# the service's capabilities (systemd/profd.service.in) are enough without root, and
+# CAP_BPF is the one that makes the difference
+caps=$(sed -n 's/^AmbientCapabilities=//p' "$ROOT/systemd/profd.service.in" |
+	tr 'A-Z ' 'a-z\n' | sed -n 's/^cap_/+/p' | paste -sd, -)
+with_caps() { # caps, socket: root's client profiles through a profd of the second user
+	local sock=$1 c=$2 pid
+	setpriv --reuid "$USER_NAME" --regid "$USER_NAME" --clear-groups --inh-caps "$c" \
+		--ambient-caps "$c" "$ROOT/$BUILD/profd" --socket "$sock" 2>/dev/null &
+	pid=$!
+	for _ in $(seq 100); do [ -S "$sock" ] && break; sleep 0.05; done
+	PROFD_SOCKET="$sock" "$PROFCTL" run --funcs "$FUNCS" -o "$WORK/c.pftrace" -- "$TARGET" \
+		2>&1 >/dev/null | grep 'sched'
+	kill "$pid"
+	wait "$pid"
+}
+if command -v setpriv >/dev/null && [ -n "$caps" ]; then
+	check "the unit's capabilities ($caps) load the probe without root" \
+		grep -q "scheduler: [1-9]" <<<"$(with_caps "$WORK/c1.sock" "$caps")"
+	check "without CAP_BPF the probe is refused, and said so" \
+		grep -q "no scheduler states: .*CAP_BPF" \
+		<<<"$(with_caps "$WORK/c2.sock" "$(sed 's/,*+bpf//' <<<"$caps")")"
+else
+	skip "no setpriv: the unit's capabilities are not tried"
+fi
 finish
