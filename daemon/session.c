@@ -607,6 +607,10 @@ static void end_call(struct session *s, uint32_t tid, uint64_t ts, uint32_t func
 					  now.runnable_ns - done.off_at_enter.runnable_ns };
 		uint64_t dur = ts >= done.enter_ts ? ts - done.enter_ts : 0;
 
+		/* a clock behind its value at enter was forgotten meanwhile: no figure */
+		if (now.off_ns < done.off_at_enter.off_ns ||
+		    now.runnable_ns < done.off_at_enter.runnable_ns)
+			goto end;
 		sched_session_call(s->sched, func_id, dur, &in);
 		if (in.off_ns) {
 			if (in.off_ns > dur) /* its enter and the switches: two clocks, one order */
@@ -616,6 +620,7 @@ static void end_call(struct session *s, uint32_t tid, uint64_t ts, uint32_t func
 			args[n++] = (struct perfetto_arg){ "runnable_ns", in.runnable_ns };
 		}
 	}
+end:
 	if (done.self_samples)
 		args[n++] = (struct perfetto_arg){ "self_samples", done.self_samples };
 	perfetto_writer_slice_end_args(s->writer, s->target, (pid_t)tid, ts, args, n);
@@ -1438,8 +1443,12 @@ void session_tick_all(struct server *srv)
 			s->rate_mark = s->events;
 			s->rate_at_ns = now;
 		}
-		if (s->sched && srv->sched) /* a loss marks the trace as it happens */
+		if (s->sched && srv->sched) { /* a loss marks the trace as it happens */
 			sched_session_set_lost(s->sched, sched_tracer_lost(srv->sched, s->target));
+			/* switches of threads whose calls never come (or lag) must not pile up */
+			if (now > SAMPLE_HOLD_MAX_NS)
+				sched_session_watermark(s->sched, now - SAMPLE_HOLD_MAX_NS);
+		}
 		if (s->samples_out && now > SAMPLE_HOLD_MAX_NS) /* an agent that went quiet */
 			sample_pipeline_release_older(s->samples_out, now - SAMPLE_HOLD_MAX_NS);
 		if (s->writer) /* never waits for the compressor */

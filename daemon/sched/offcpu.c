@@ -15,6 +15,7 @@ struct pending_switch {
 struct thread_clock {
 	uint32_t tid;                  /* 0: free slot */
 	enum offcpu_state state;       /* since `since` */
+	bool gone;                     /* its last switch applied */
 	uint64_t since;
 	struct offcpu_time total;      /* up to `since` */
 	struct pending_switch *queue;  /* ring, oldest at head */
@@ -109,6 +110,10 @@ static void apply(struct thread_clock *c, const struct pending_switch *p)
 {
 	enum offcpu_state to = p->state;
 
+	if (to == OFFCPU_GONE) {
+		c->gone = true;
+		return;
+	}
 	/* a wakeup matters to a blocked thread only (it may race its own switch-out) */
 	if (to == OFFCPU_WOKEN) {
 		if (c->state != OFFCPU_BLOCKED)
@@ -178,11 +183,22 @@ struct offcpu_time offcpu_before(struct offcpu_clocks *oc, uint32_t tid, uint64_
 	return read_at(c, ts);
 }
 
+static void remove_slot(struct offcpu_clocks *oc, struct thread_clock *c);
+
 void offcpu_watermark(struct offcpu_clocks *oc, uint64_t ts)
 {
-	for (uint32_t i = 0; i < oc->cap; i++)
-		if (oc->slots[i].tid)
-			apply_until(&oc->slots[i], ts);
+	for (uint32_t i = 0; i < oc->cap; i++) {
+		struct thread_clock *c = &oc->slots[i];
+
+		if (!c->tid)
+			continue;
+		apply_until(c, ts);
+		/* a removal moves later slots back: look at this one again */
+		if (c->gone && !c->count) {
+			remove_slot(oc, c);
+			i--;
+		}
+	}
 }
 
 /* Removes a slot of an open-addressed table: later slots of its run move back. */

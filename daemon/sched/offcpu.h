@@ -19,6 +19,7 @@ enum offcpu_state {
 	OFFCPU_RUNNABLE,  /* preempted, or woken and not yet running */
 	OFFCPU_BLOCKED,   /* sleeping, waiting on a lock, I/O, stopped ... */
 	OFFCPU_WOKEN,     /* a transition only: BLOCKED -> RUNNABLE */
+	OFFCPU_GONE,      /* a transition only: its last switch; forgotten once the watermark passes */
 };
 
 /* A thread's clock at some instant: time spent switched out since profd knew it. */
@@ -48,7 +49,11 @@ int offcpu_transition(struct offcpu_clocks *oc, uint32_t tid, uint64_t ts,
  */
 struct offcpu_time offcpu_before(struct offcpu_clocks *oc, uint32_t tid, uint64_t ts);
 
-/* Switches before ts will never be asked about (the agent's stream passed ts). */
+/*
+ * Switches before ts will never be asked about (the agent's stream passed
+ * ts, or they are older than calls can lag): they apply, and threads gone
+ * before ts are forgotten.
+ */
 void offcpu_watermark(struct offcpu_clocks *oc, uint64_t ts);
 
 void offcpu_thread_gone(struct offcpu_clocks *oc, uint32_t tid);

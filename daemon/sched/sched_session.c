@@ -69,9 +69,9 @@ static void on_switch(struct sched_session *ss, const struct sched_record *r,
 	bool runnable = r->prev_state == 0 || r->prev_state == SCHED_STATE_PREEMPTED;
 	bool dead = r->prev_state & STATE_DEAD;
 
-	if (prev->traced && !dead)
+	if (prev->traced)
 		offcpu_transition(ss->clocks, r->prev_tid, r->ts,
-				  runnable ? OFFCPU_RUNNABLE : OFFCPU_BLOCKED);
+				  dead ? OFFCPU_GONE : runnable ? OFFCPU_RUNNABLE : OFFCPU_BLOCKED);
 	if (next->traced)
 		offcpu_transition(ss->clocks, r->next_tid, r->ts, OFFCPU_RUNNING);
 	perfetto_writer_sched_switch(ss->cfg.writer, r->ts, r->cpu, prev, r->prev_state, next);
