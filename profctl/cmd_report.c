@@ -16,7 +16,7 @@
  *                               parent's line comes after its children's.
  *   sample TID CPU FRAMES       file order, frames root first, ';'-separated
  *   total TID NAME CALLS RETURNED OFF_TIMELINE TOTAL_NS SELF_NS P50 P99 MAX
- *   slice_cpu TID TS ON_CPU_NS OFF_CPU_NS RUNNABLE_NS
+ *   offcpu TID TS ON_CPU_NS OFF_CPU_NS RUNNABLE_NS
  *                               after the slice line of a call its thread was
  *                               switched out during (TS: the slice's start)
  *   counter NAME TS VALUE
@@ -430,7 +430,7 @@ static int dump_slice(void *ctx, const struct trace_stream_slice *s)
 		fprintf(dump_out(ctx), " %" PRId64, s->self_samples);
 	fputc('\n', dump_out(ctx));
 	if (s->args.off_cpu_ns >= 0) /* switched out during it: its on/off-CPU split */
-		fprintf(dump_out(ctx), "slice_cpu %d %" PRIu64 " %" PRId64 " %" PRId64 " %" PRId64 "\n",
+		fprintf(dump_out(ctx), "offcpu %d %" PRIu64 " %" PRId64 " %" PRId64 " %" PRId64 "\n",
 			s->tid, s->ts, s->args.on_cpu_ns, s->args.off_cpu_ns, s->args.runnable_ns);
 	return 0;
 }

@@ -27,7 +27,7 @@ target_deps() {
 	fuzz_elf_symbols) echo "agent/elf_symbols.c" ;;
 	fuzz_trace_reader)
 		echo "viewer-export/trace_reader.c viewer-export/trace_model.c" \
-		     "viewer-export/trace_stream.c viewer-export/trace_slices.c" \
+		     "viewer-export/trace_stream.c viewer-export/trace_slices.c viewer-export/trace_sched.c" \
 		     "viewer-export/packet_decompress.c viewer-export/perfetto_intern.c" \
 		     "$OUT/gen/perfetto_trace_subset.pb-c.c -lprotobuf-c -lz -lzstd" ;;
 	fuzz_func_filter) echo "common/func_filter.c" ;;

@@ -41,16 +41,16 @@ state_ns() { awk -v t="$1" -v s="$2" -v a="${3:-0}" -v b="${4:-0}" '$1 == "state
 within() { awk -v a="$1" -v b="$2" -v p="$3" 'BEGIN { d = a - b; if (d < 0) d = -d;
 	exit !(b > 0 && d <= b * p / 100) }'; }
 
-slept=$(role napper ns)
+asked=$(role napper asked)
 sleeping=$(state_ns "$napper" Sleeping)
-check "the napper sleeps as long as its naps (${sleeping} ns of ${slept}, within 5 %)" \
-	within "$sleeping" "$slept" 5
+check "the napper sleeps as long as its naps asked (${sleeping} ns of ${asked}, within 5 %)" \
+	within "$sleeping" "$asked" 5
 naps=$(awk -v t="$napper" '$1 == "slice" && $2 == t && $4 == "nap"' "$WORK/dump.txt" | wc -l)
 check_eq "ten nap slices" "$naps" 10
 
 read -r w_ts w_dur < <(awk -v t="$waiter" '$1 == "slice" && $2 == t && $4 == "lock_wait" {
 	print $5, $6 }' "$WORK/dump.txt")
-read -r w_on w_off < <(awk -v t="$waiter" -v ts="${w_ts:-0}" '$1 == "slice_cpu" && $2 == t &&
+read -r w_on w_off < <(awk -v t="$waiter" -v ts="${w_ts:-0}" '$1 == "offcpu" && $2 == t &&
 	$3 == ts { print $4, $5 }' "$WORK/dump.txt")
 check "lock_wait is off-CPU for most of its ${w_dur:-?} ns (${w_off:-none} off)" \
 	awk -v off="${w_off:-0}" -v d="${w_dur:-1}" 'BEGIN { exit !(off >= d * 0.9) }'
@@ -65,12 +65,24 @@ check "the thread that released the lock woke it (holder $holder; wakers: $waker
 
 read -r s_ts s_dur < <(awk -v t="$spinner" '$1 == "slice" && $2 == t && $4 == "spin" {
 	print $5, $6 }' "$WORK/dump.txt")
-running=$(state_ns "$spinner" Running "${s_ts:-0}" $(( ${s_ts:-0} + ${s_dur:-0} )))
-check "the spinner is Running through spin (${running} of ${s_dur:-?} ns, at least 80 %)" \
-	awk -v n="$running" -v d="${s_dur:-1}" 'BEGIN { exit !(n >= d * 0.8) }'
+s_end=$(( ${s_ts:-0} + ${s_dur:-0} ))
+running=$(state_ns "$spinner" Running "${s_ts:-0}" "$s_end")
+waiting=$(( $(state_ns "$spinner" Runnable "${s_ts:-0}" "$s_end") +
+	$(state_ns "$spinner" Preempted "${s_ts:-0}" "$s_end") ))
+blocked=$(( $(state_ns "$spinner" Sleeping "${s_ts:-0}" "$s_end") +
+	$(state_ns "$spinner" Uninterruptible "${s_ts:-0}" "$s_end") ))
+s_on=$(awk -v t="$spinner" -v ts="${s_ts:-0}" '$1 == "offcpu" && $2 == t && $3 == ts { print $4 }' \
+	"$WORK/dump.txt")
+s_on=${s_on:-${s_dur:-0}} # no offcpu line: never switched out
+check "spin's Running time by trace processor's rules is its on-CPU time by profd's clock ($running vs $s_on ns)" \
+	within "$running" "$s_on" 2
+check "the spinner never blocks in spin ($blocked ns of ${s_dur:-?} asleep)" \
+	awk -v n="$blocked" -v d="${s_dur:-1}" 'BEGIN { exit !(n <= d * 0.01) }'
+check "Running + Runnable cover spin ($((running + waiting)) of ${s_dur:-?} ns)" \
+	awk -v n="$((running + waiting))" -v d="${s_dur:-1}" 'BEGIN { exit !(n >= d * 0.99) }'
 
 # every split slice: on + off = its duration within 1 %; runnable <= off
-bad=$(awk '$1 == "slice" { d[$2 " " $5] = $6 } $1 == "slice_cpu" { k = $2 " " $3;
+bad=$(awk '$1 == "slice" { d[$2 " " $5] = $6 } $1 == "offcpu" { k = $2 " " $3;
 	if (!(k in d) || $4 + $5 < d[k] * 0.99 || $4 + $5 > d[k] * 1.01 || $6 > $5) n++; m++ }
 	END { print (m ? n + 0 : "none") }' "$WORK/dump.txt")
 check_eq "each split slice's on + off-CPU is its duration" "$bad" 0

@@ -8,7 +8,8 @@
  *            (off-CPU, woken by the holder's unlock)
  *   spinner: spin() computes for SPIN_MS (Running)
  * Prints what each thread measured itself, for the test to compare with the
- * trace: "ROLE tid=N calls=N ns=N" (ns: the total time inside the calls).
+ * trace: "ROLE tid=N calls=N ns=N asked=N" (ns: the total time inside the
+ * calls; asked: the sleep they asked for, 0 for none).
  */
 #include <pthread.h>
 #include <stdint.h>
@@ -35,10 +36,10 @@ static uint64_t now_ns(void)
 	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
-static void report(const char *role, int calls, uint64_t ns)
+static void report(const char *role, int calls, uint64_t ns, uint64_t asked_ms)
 {
-	printf("%s tid=%ld calls=%d ns=%llu\n", role, (long)syscall(SYS_gettid), calls,
-	       (unsigned long long)ns);
+	printf("%s tid=%ld calls=%d ns=%llu asked=%llu\n", role, (long)syscall(SYS_gettid), calls,
+	       (unsigned long long)ns, (unsigned long long)asked_ms * 1000000);
 }
 
 __attribute__((noinline)) void nap(void)
@@ -83,7 +84,7 @@ static void *napper(void *arg)
 	(void)arg;
 	for (int i = 0; i < NAPS; i++)
 		nap();
-	report("napper", NAPS, now_ns() - t0);
+	report("napper", NAPS, now_ns() - t0, NAPS * NAP_MS);
 	return NULL;
 }
 
@@ -93,7 +94,7 @@ static void *holder(void *arg)
 
 	(void)arg;
 	hold_lock();
-	report("holder", 1, now_ns() - t0);
+	report("holder", 1, now_ns() - t0, HOLD_MS);
 	return NULL;
 }
 
@@ -105,7 +106,7 @@ static void *waiter(void *arg)
 	pthread_barrier_wait(&start);
 	t0 = now_ns();
 	lock_wait();
-	report("waiter", 1, now_ns() - t0);
+	report("waiter", 1, now_ns() - t0, 0);
 	return NULL;
 }
 
@@ -115,7 +116,7 @@ static void *spinner(void *arg)
 
 	(void)arg;
 	spin();
-	report("spinner", 1, now_ns() - t0);
+	report("spinner", 1, now_ns() - t0, 0);
 	return NULL;
 }
 

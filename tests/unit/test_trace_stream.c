@@ -607,7 +607,8 @@ static void test_report_heap_stays_bounded(void)
 				    &(struct profctl_report_opts){ .dump = true, .window = 4096 }), 0);
 	if (HEAP_COUNTED) {
 		fprintf(stderr, "heap peak: dump %lld KiB\n", (heap_peak - base) / 1024);
-		CHECK(heap_peak - base < 512 * 1024);
+		/* held slice events carry every END argument (self samples, on/off-CPU): 72 bytes */
+		CHECK(heap_peak - base < 640 * 1024);
 	}
 	/* the probe sees a reader that holds the trace: the model does */
 	heap_peak = heap_live;
