@@ -295,11 +295,11 @@ static int report_exact_functions(struct report *rp)
 	qsort(rp->totals, rp->n_totals, sizeof(*rp->totals), totals_by_total_desc);
 	fprintf(out, "\ninstrumented functions (%zu called; exact, every call; p50/p99 estimated "
 		"within 12 %%; self samples: CPU samples taken while it was the innermost call%s):\n"
-		"%12s %10s %10s %10s %10s %10s %10s %12s %12s%s  %s\n", rp->n_totals,
+		"%12s %10s %10s %10s %10s %10s %10s %12s%s %12s  %s\n", rp->n_totals,
 		sched ? "; off-CPU: switched out inside its recorded calls, of it runnable, "
 			"* when some calls were not recorded" : "",
 		"calls", "total", "self", "avg", "p50~", "p99~", "max", "off timeline",
-		"self samples", sched ? "    off-CPU   runnable" : "", "name");
+		sched ? "    off-CPU   runnable" : "", "self samples", "name");
 	for (size_t i = 0; i < rp->n_totals; i++) {
 		const struct trace_func_total *t = &rp->totals[i];
 		const struct name_stat *st = t->name ? name_table_find(&rp->funcs, t->name) : NULL;
@@ -311,11 +311,10 @@ static int report_exact_functions(struct report *rp)
 		print_ns(out, t->p50_ns);
 		print_ns(out, t->p99_ns);
 		print_ns(out, t->max_ns);
-		fprintf(out, " %12" PRIu64 " %12" PRIu64, t->not_on_timeline,
-			st ? st->self_samples : 0);
+		fprintf(out, " %12" PRIu64, t->not_on_timeline);
 		if (sched)
 			print_off_cpu(out, t);
-		fprintf(out, "  %s\n", or_unnamed(t->name));
+		fprintf(out, " %12" PRIu64 "  %s\n", st ? st->self_samples : 0, or_unnamed(t->name));
 	}
 	return 1;
 }
