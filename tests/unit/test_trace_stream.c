@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include "perfetto_trace_subset.pb-c.h"
@@ -626,6 +627,85 @@ static void test_report_heap_stays_bounded(void)
 	close(fd);
 }
 
+struct sched_seen {
+	struct trace_sched_event ev[8];
+	int n;
+	struct trace_stream_slice last_slice;
+};
+
+static int on_sched(void *ctx, const struct trace_sched_event *e)
+{
+	struct sched_seen *s = ctx;
+
+	if (s->n < 8)
+		s->ev[s->n++] = *e;
+	return 0;
+}
+
+static int on_slice_args(void *ctx, const struct trace_stream_slice *sl)
+{
+	((struct sched_seen *)ctx)->last_slice = *sl;
+	return 0;
+}
+
+static uint64_t abs_diff(uint64_t a, uint64_t b)
+{
+	return a > b ? a - b : b - a;
+}
+
+/*
+ * The writer's scheduler events read back: BOOTTIME on the wire, the trace
+ * clock (MONOTONIC) again after the reader places them through the clock
+ * snapshot; delivered in time order although CPU 1's bundle comes first;
+ * the kernel release from SystemInfo; an END's on/off-CPU arguments.
+ */
+static void test_sched_events_round_trip(void)
+{
+	int fd = new_fd();
+	struct perfetto_writer *w = perfetto_writer_new(fd);
+	struct perfetto_sched_task a = { .tid = PID, .comm = "main", .prio = 120, .traced = true };
+	struct perfetto_sched_task b = { .tid = PID + 1, .comm = "worker", .prio = 120,
+					 .traced = true };
+	struct perfetto_sched_task idle = { .tid = 0, .comm = "swapper/0" };
+	struct perfetto_arg args[] = { { "on_cpu_ns", 30 }, { "off_cpu_ns", 70 },
+				       { "runnable_ns", 20 } };
+	struct sched_seen seen = { 0 };
+	struct trace_stream_ops ops = { .sched = on_sched, .slice = on_slice_args };
+	struct trace_stream *ts = trace_stream_new(&ops, &seen, NULL);
+	struct utsname u;
+
+	perfetto_writer_thread(w, PID, PID, "main");
+	perfetto_writer_slice_begin(w, PID, PID, T0, 1);
+	perfetto_writer_sched_switch(w, T0 + 200, 1, &b, 0x1, &idle);
+	perfetto_writer_sched_switch(w, T0 + 100, 0, &a, 0x100, &b);
+	perfetto_writer_sched_waking(w, T0 + 150, 0, &idle, &a, 1);
+	perfetto_writer_slice_end_args(w, PID, PID, T0 + 100, args, 3);
+	CHECK_EQ_INT(perfetto_writer_free(w), 0);
+	CHECK_EQ_INT(trace_stream_read_file(ts, fd_path(fd)), 0);
+	CHECK_EQ_INT(seen.n, 3);
+	CHECK_EQ_INT(seen.ev[0].kind, TRACE_SCHED_SWITCH);
+	CHECK(abs_diff(seen.ev[0].ts, T0 + 100) < 10000); /* two clocks read apart: within 10 us */
+	CHECK_EQ_INT(seen.ev[0].prev_tid, PID);
+	CHECK_EQ_INT(seen.ev[0].prev_state, 0x100);
+	CHECK_EQ_INT(seen.ev[0].tid, PID + 1);
+	CHECK_EQ_STR(seen.ev[0].comm, "worker");
+	CHECK_EQ_INT(seen.ev[1].kind, TRACE_SCHED_WAKING);
+	CHECK_EQ_INT(seen.ev[1].common_pid, 0);
+	CHECK_EQ_INT(seen.ev[1].tid, PID);
+	CHECK_EQ_INT(seen.ev[1].target_cpu, 1);
+	CHECK_EQ_INT(seen.ev[2].cpu, 1);
+	CHECK_EQ_U64(seen.ev[2].ts - seen.ev[0].ts, 100); /* one offset for all */
+	CHECK(uname(&u) == 0 && trace_stream_get_stats(ts)->kernel_release &&
+	      strcmp(trace_stream_get_stats(ts)->kernel_release, u.release) == 0);
+	CHECK_EQ_INT(seen.last_slice.args.on_cpu_ns, 30);
+	CHECK_EQ_INT(seen.last_slice.args.off_cpu_ns, 70);
+	CHECK_EQ_INT(seen.last_slice.args.runnable_ns, 20);
+	CHECK_EQ_INT(seen.last_slice.self_samples, -1);
+	CHECK_EQ_INT(trace_stream_get_stats(ts)->problems, 0);
+	trace_stream_free(ts);
+	close(fd);
+}
+
 int main(void)
 {
 	RUN_TEST(test_slices_across_tiny_windows);
@@ -638,6 +718,7 @@ int main(void)
 	RUN_TEST(test_samples_after_their_slices);
 	RUN_TEST(test_samples_older_than_the_history);
 	RUN_TEST(test_report_heap_stays_bounded);
+	RUN_TEST(test_sched_events_round_trip);
 	printf("%d passed, %d failed\n", unit_cases_passed, unit_cases_failed);
 	return unit_cases_failed ? 1 : 0;
 }
