@@ -152,7 +152,7 @@ $(BUILD)/profctl: $(BUILD)/obj/profctl/profctl.o $(PROFCTL_OBJ) $(EXPORT_OBJ) $(
 # ---- tests, targets, benchmarks ---------------------------------------------
 TEST_LINK_OBJ := $(AGENT_OBJ) $(TRAMP_OBJ) $(DAEMON_OBJ) $(EXPORT_OBJ) $(PROFCTL_OBJ) $(COMMON_OBJ)
 
-$(BUILD)/tests/%: tests/unit/%.c $(TEST_LINK_OBJ) tests/unit/unit.h tests/unit/trace_hand.h
+$(BUILD)/tests/%: tests/unit/%.c $(TEST_LINK_OBJ) $(wildcard tests/unit/*.h)
 	@mkdir -p $(@D)
 	@echo "  CC      $<"
 	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $< $(TEST_LINK_OBJ) $(LDFLAGS_SAN) $(LIBS_TEST)

@@ -11,13 +11,7 @@
 
 #include "daemon/sched/offcpu.h"
 #include "tests/unit/unit.h"
-
-#define CHECK_TIME(t, off, runnable)                  \
-	do {                                          \
-		struct offcpu_time unit_t = (t);      \
-		CHECK_EQ_U64(unit_t.off_ns, (off));   \
-		CHECK_EQ_U64(unit_t.runnable_ns, (runnable)); \
-	} while (0)
+#include "tests/unit/offcpu_check.h"
 
 static struct offcpu_clocks *clocks(void)
 {
