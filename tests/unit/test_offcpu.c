@@ -201,6 +201,24 @@ static void test_thread_gone_then_reused_tid(void)
 	offcpu_clocks_free(oc);
 }
 
+/* A thread's last switch: its clock reads on until the watermark passes it, then is forgotten. */
+static void test_gone_forgotten_after_watermark(void)
+{
+	struct offcpu_clocks *oc = clocks();
+
+	out_in(oc, 40, 100, OFFCPU_BLOCKED, 130);
+	CHECK_EQ_INT(offcpu_transition(oc, 40, 200, OFFCPU_GONE), 0);
+	CHECK_TIME(offcpu_before(oc, 40, 150), 30, 0);
+	offcpu_watermark(oc, 190);
+	CHECK_TIME(offcpu_before(oc, 40, 195), 30, 0);
+	CHECK_TIME(offcpu_before(oc, 40, 210), 30, 0); /* gone, not yet passed: its calls may come */
+	offcpu_watermark(oc, 250);
+	CHECK_TIME(offcpu_before(oc, 40, 300), 0, 0);
+	out_in(oc, 40, 400, OFFCPU_RUNNABLE, 405); /* a new thread with the tid: from 0 */
+	CHECK_TIME(offcpu_before(oc, 40, 500), 5, 5);
+	offcpu_clocks_free(oc);
+}
+
 /* Each test thread's off time is its own: 3 * tid + 1 ns (runnable when tid is odd). */
 static void give_clock(struct offcpu_clocks *oc, uint32_t tid)
 {
@@ -270,6 +288,36 @@ static void test_remove_from_wrapping_run(void)
 	offcpu_clocks_free(oc);
 }
 
+/*
+ * One watermark forgets several gone threads of one colliding, wrapping
+ * run: each removal moves later entries back, none is skipped or lost.
+ */
+static void test_watermark_forgets_across_a_run(void)
+{
+	struct offcpu_clocks *oc = clocks();
+	uint32_t a = tid_with_home(63, 64), z = tid_with_home(1, 64);
+	uint32_t b = a + 64, w = a + 128, v = 64, x = a + 192;
+
+	/* slots: a 63, b 0, z 1, w 2, v 3, x 4 */
+	give_clock(oc, a);
+	give_clock(oc, b);
+	give_clock(oc, z);
+	give_clock(oc, w);
+	give_clock(oc, v);
+	give_clock(oc, x);
+	offcpu_transition(oc, a, 500, OFFCPU_GONE);
+	offcpu_transition(oc, b, 500, OFFCPU_GONE);
+	offcpu_transition(oc, w, 500, OFFCPU_GONE);
+	offcpu_watermark(oc, 1000);
+	CHECK_TIME(offcpu_before(oc, a, 1u << 30), 0, 0);
+	CHECK_TIME(offcpu_before(oc, b, 1u << 30), 0, 0);
+	CHECK_TIME(offcpu_before(oc, w, 1u << 30), 0, 0);
+	check_clock(oc, z);
+	check_clock(oc, v);
+	check_clock(oc, x);
+	offcpu_clocks_free(oc);
+}
+
 /* Hundreds of tids (the table grows past 64 twice over), colliding ones among them; some go. */
 static void test_many_tids(void)
 {
@@ -306,6 +354,26 @@ static void test_many_tids(void)
 	offcpu_clocks_free(oc);
 }
 
+/* Half of hundreds of threads gone at once: one watermark forgets exactly those. */
+static void test_watermark_forgets_many(void)
+{
+	struct offcpu_clocks *oc = clocks();
+
+	for (uint32_t tid = 1; tid <= 400; tid++) {
+		give_clock(oc, tid);
+		if (tid % 2)
+			offcpu_transition(oc, tid, 5000, OFFCPU_GONE);
+	}
+	offcpu_watermark(oc, 6000);
+	for (uint32_t tid = 1; tid <= 400; tid++) {
+		if (tid % 2)
+			CHECK_TIME(offcpu_before(oc, tid, 1u << 30), 0, 0);
+		else
+			check_clock(oc, tid);
+	}
+	offcpu_clocks_free(oc);
+}
+
 /* A long run's threads come and go, each under a new tid: removed slots are reused, not leaked. */
 static void test_churn_of_threads(void)
 {
@@ -335,8 +403,11 @@ int main(void)
 	RUN_TEST(test_late_record_not_counted_twice);
 	RUN_TEST(test_queue_bound);
 	RUN_TEST(test_thread_gone_then_reused_tid);
+	RUN_TEST(test_gone_forgotten_after_watermark);
 	RUN_TEST(test_remove_from_wrapping_run);
+	RUN_TEST(test_watermark_forgets_across_a_run);
 	RUN_TEST(test_many_tids);
+	RUN_TEST(test_watermark_forgets_many);
 	RUN_TEST(test_churn_of_threads);
 	return unit_summary();
 }

@@ -2,11 +2,12 @@
 /*
  * Unit tests for daemon/sched/sched_session.c and the writer's scheduler
  * events (viewer-export/perfetto_sched.c): probe records go in, the trace
- * comes out on a memfd and is decoded here field by field (the reader's
- * protobuf subset has no ftrace messages): SystemInfo first, sched_switch /
- * sched_waking / task_newtask / sched_process_free with their fields, BOOTTIME
- * timestamps, per-CPU chaining, other processes' tasks hidden or shown, the
- * target's off-CPU clocks, per-function sums and the session's counts.
+ * comes out on a memfd and is decoded here field by field, apart from the
+ * trace reader (test_trace_stream reads them back through it): SystemInfo
+ * first, sched_switch / sched_waking / task_newtask / sched_process_free
+ * with their fields, BOOTTIME timestamps, per-CPU chaining, other processes'
+ * tasks hidden or shown, the target's off-CPU clocks, per-function sums and
+ * the session's counts.
  */
 #include <errno.h>
 #include <sched.h>
@@ -899,7 +900,10 @@ static void test_switches_drive_clocks(void)
 	trace_free(t);
 }
 
-/* A dead thread's last switch-out starts no off-CPU time. */
+/*
+ * A dead thread's last switch-out starts no off-CPU time; once the
+ * watermark passes it, the thread's clock is forgotten.
+ */
 static void test_dead_switch_stops_clock(void)
 {
 	struct fixture fx;
@@ -907,8 +911,12 @@ static void test_dead_switch_stops_clock(void)
 
 	fx_open(&fx, false);
 	sw(&fx, T0 + 50, 1, &idle, 0, &worker);
+	sw(&fx, T0 + 60, 1, &worker, 1, &idle);
+	sw(&fx, T0 + 80, 1, &idle, 0, &worker);
 	sw(&fx, T0 + 100, 1, &worker, 0x10, &idle);
-	CHECK_TIME(sched_session_offcpu_before(fx.ss, TARGET + 1, T0 + 500), 0, 0);
+	CHECK_TIME(sched_session_offcpu_before(fx.ss, TARGET + 1, T0 + 500), 20, 0);
+	sched_session_watermark(fx.ss, T0 + 600);
+	CHECK_TIME(sched_session_offcpu_before(fx.ss, TARGET + 1, T0 + 700), 0, 0);
 	t = fx_close(&fx);
 	trace_free(t);
 }
