@@ -114,6 +114,13 @@ static void apply(struct thread_clock *c, const struct pending_switch *p)
 		c->gone = true;
 		return;
 	}
+	/*
+	 * Switched in after its last switch: a new thread under the tid (tids
+	 * wrap), whose clock must outlive the old one's. Only a switch-in says
+	 * so: a dead thread is never switched in again, a late wakeup may come.
+	 */
+	if (to == OFFCPU_RUNNING)
+		c->gone = false;
 	/* a wakeup matters to a blocked thread only (it may race its own switch-out) */
 	if (to == OFFCPU_WOKEN) {
 		if (c->state != OFFCPU_BLOCKED)

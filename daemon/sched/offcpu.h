@@ -19,7 +19,8 @@ enum offcpu_state {
 	OFFCPU_RUNNABLE,  /* preempted, or woken and not yet running */
 	OFFCPU_BLOCKED,   /* sleeping, waiting on a lock, I/O, stopped ... */
 	OFFCPU_WOKEN,     /* a transition only: BLOCKED -> RUNNABLE */
-	OFFCPU_GONE,      /* a transition only: its last switch; forgotten once the watermark passes */
+	OFFCPU_GONE,      /* a transition only: its last switch; forgotten once the watermark
+			   * passes, unless switched in since (a new thread under the tid) */
 };
 
 /* A thread's clock at some instant: time spent switched out since profd knew it. */

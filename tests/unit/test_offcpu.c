@@ -219,6 +219,28 @@ static void test_gone_forgotten_after_watermark(void)
 	offcpu_clocks_free(oc);
 }
 
+/*
+ * The kernel's tids wrap: a new thread may take a gone thread's tid before
+ * the watermark passes the gone one's last switch. Its clock must survive
+ * that watermark, or a call spanning it loses the thread's off-CPU time.
+ */
+static void test_tid_reused_before_watermark_kept(void)
+{
+	struct offcpu_clocks *oc = clocks();
+	struct offcpu_time at_enter, at_exit;
+
+	out_in(oc, 41, 100, OFFCPU_BLOCKED, 130);    /* the old thread */
+	offcpu_transition(oc, 41, 200, OFFCPU_GONE);
+	offcpu_transition(oc, 41, 250, OFFCPU_RUNNING); /* the new one, first run */
+	out_in(oc, 41, 300, OFFCPU_BLOCKED, 350);
+	at_enter = offcpu_before(oc, 41, 260);        /* a call of the new thread */
+	offcpu_watermark(oc, 400);
+	at_exit = offcpu_before(oc, 41, 450);
+	CHECK(at_exit.off_ns >= at_enter.off_ns);
+	CHECK_EQ_U64(at_exit.off_ns - at_enter.off_ns, 50);
+	offcpu_clocks_free(oc);
+}
+
 /* Each test thread's off time is its own: 3 * tid + 1 ns (runnable when tid is odd). */
 static void give_clock(struct offcpu_clocks *oc, uint32_t tid)
 {
@@ -404,6 +426,7 @@ int main(void)
 	RUN_TEST(test_queue_bound);
 	RUN_TEST(test_thread_gone_then_reused_tid);
 	RUN_TEST(test_gone_forgotten_after_watermark);
+	RUN_TEST(test_tid_reused_before_watermark_kept);
 	RUN_TEST(test_remove_from_wrapping_run);
 	RUN_TEST(test_watermark_forgets_across_a_run);
 	RUN_TEST(test_many_tids);

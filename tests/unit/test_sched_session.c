@@ -921,6 +921,31 @@ static void test_dead_switch_stops_clock(void)
 	trace_free(t);
 }
 
+/*
+ * A new thread under a dead thread's tid before the watermark passed the
+ * dead one's last switch (the kernel's tids wrap): the watermark keeps the
+ * new thread's clock, so its call gets its off-CPU time, not 0.
+ */
+static void test_reused_tid_keeps_clock(void)
+{
+	struct offcpu_time at_enter, at_exit;
+	struct fixture fx;
+	struct trace *t;
+
+	fx_open(&fx, false);
+	sw(&fx, T0 + 50, 1, &idle, 0, &worker);
+	sw(&fx, T0 + 100, 1, &worker, 0x10, &idle);  /* the old thread, never off */
+	sw(&fx, T0 + 250, 0, &idle, 0, &worker);     /* the new one */
+	sw(&fx, T0 + 300, 0, &worker, 1, &idle);
+	sw(&fx, T0 + 350, 0, &idle, 0, &worker);
+	at_enter = sched_session_offcpu_before(fx.ss, TARGET + 1, T0 + 260);
+	sched_session_watermark(fx.ss, T0 + 400);
+	at_exit = sched_session_offcpu_before(fx.ss, TARGET + 1, T0 + 450);
+	CHECK_EQ_U64(at_exit.off_ns - at_enter.off_ns, 50);
+	t = fx_close(&fx);
+	trace_free(t);
+}
+
 /* Switches the watermark passed are applied (a read before them sees them). */
 static void test_watermark_passes_through(void)
 {
@@ -1036,6 +1061,7 @@ int main(void)
 	RUN_TEST(test_lost_marks_next_bundles);
 	RUN_TEST(test_switches_drive_clocks);
 	RUN_TEST(test_dead_switch_stops_clock);
+	RUN_TEST(test_reused_tid_keeps_clock);
 	RUN_TEST(test_watermark_passes_through);
 	RUN_TEST(test_func_sums_clamped);
 	RUN_TEST(test_stats_counted);
