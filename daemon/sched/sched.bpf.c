@@ -61,7 +61,7 @@ static __always_inline __u32 reported_state(bool preempt, struct task_struct *pr
 		return SCHED_STATE_PREEMPTED;
 	st = task_state(prev);
 	bits = (st | (__u32)BPF_CORE_READ(prev, exit_state)) & TASK_REPORT;
-	if (st == TASK_IDLE)
+	if ((st & TASK_IDLE) == TASK_IDLE) /* as __task_state_index tests it */
 		bits = TASK_REPORT_IDLE;
 	/* the highest bit, as fls() picks (BPF has no count-leading-zeros) */
 	for (__u32 bit = TASK_REPORT_IDLE; bit; bit >>= 1)

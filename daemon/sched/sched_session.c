@@ -108,6 +108,8 @@ void sched_session_record(struct sched_session *ss, const struct sched_record *r
 		ss->st.wakeups++;
 		break;
 	case SCHED_RECORD_WAKEUP_NEW: /* a new task starts runnable, its creator the waker */
+		if (hidden && !next.traced && next.tid >= PERFETTO_SCHED_HIDDEN_TID)
+			return; /* a child process the client may not see: not even that it began */
 		perfetto_writer_sched_new_task(ss->cfg.writer, r->ts, r->cpu, &prev, &next,
 					       r->prev_tgid == r->next_tgid);
 		ss->st.wakeups++;
