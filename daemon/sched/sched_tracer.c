@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: MIT
 /* The scheduler probe's loader and ring reader (see sched_tracer.h). */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <bpf/bpf.h>
@@ -27,9 +29,26 @@ static int quiet_libbpf(enum libbpf_print_level level, const char *fmt, va_list 
 	return 0;
 }
 
+/* BTF tracepoints need 5.5, the BPF ring buffer 5.8. */
+static bool kernel_too_old(char *release, size_t len)
+{
+	struct utsname u;
+	int major = 0, minor = 0;
+
+	if (uname(&u) || sscanf(u.release, "%d.%d", &major, &minor) != 2)
+		return false;
+	snprintf(release, len, "%s", u.release);
+	return major < 5 || (major == 5 && minor < 8);
+}
+
 static void explain(int err, const char *step, char *why, size_t len)
 {
-	if (access("/sys/kernel/btf/vmlinux", R_OK))
+	char release[65];
+
+	if (kernel_too_old(release, sizeof(release)))
+		snprintf(why, len, "kernel %s is older than 5.8 (BPF ring buffer, BTF tracepoints)",
+			 release);
+	else if (access("/sys/kernel/btf/vmlinux", R_OK))
 		snprintf(why, len, "the kernel has no BTF (/sys/kernel/btf/vmlinux)");
 	else if (err == -EPERM || err == -EACCES)
 		snprintf(why, len, "%s: not permitted (needs CAP_BPF and CAP_PERFMON; "
