@@ -10,12 +10,16 @@
  *
  * With --cpu N both threads run on CPU N only: every switch goes straight
  * from one thread to the other (2 per round trip), with no idle task and no
- * cross-CPU wakeup in between, whose cost on a VM dwarfs the rest.
+ * cross-CPU wakeup in between, whose cost on a VM dwarfs the rest. With
+ * --cpu N,M ping runs on N and pong on M: every byte is a wakeup of another
+ * CPU, and each CPU switches to its idle task and back (4 per round trip).
+ * Unpinned, the scheduler moves them between the two cases as it likes.
  *
  * Prints one line of key=value figures (see print_result) for the timed
- * round trips; a warm-up of WARMUP_ROUND_TRIPS comes first and is not timed.
+ * round trips; a warm-up of WARMUP_ROUND_TRIPS comes first and is not timed
+ * (a profiler's counts include it: the line says how many).
  *
- * Usage: pingpong [--cpu N] [ROUND_TRIPS]   (default 200000, either CPU)
+ * Usage: pingpong [--cpu N[,M]] [ROUND_TRIPS]   (default 200000, any CPU)
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -133,10 +137,10 @@ static void print_result(long n, const struct measure *m)
 {
 	printf("pingpong: round_trips=%ld wall_s=%.3f round_trips_per_s=%.0f ns_per_round_trip=%.1f "
 	       "cpu_ns_per_round_trip=%.1f switches_per_round_trip=%.3f "
-	       "involuntary_per_round_trip=%.4f\n",
+	       "involuntary_per_round_trip=%.4f warmup_round_trips=%d\n",
 	       n, m->wall_ns / 1e9, n / (m->wall_ns / 1e9), m->wall_ns / (double)n,
 	       m->cpu_ns / (double)n, (double)(m->nvcsw + m->nivcsw) / (double)n,
-	       (double)m->nivcsw / (double)n);
+	       (double)m->nivcsw / (double)n, WARMUP_ROUND_TRIPS);
 }
 
 static int parse_long(const char *s, long lo, long hi, long *out)
@@ -148,15 +152,28 @@ static int parse_long(const char *s, long lo, long hi, long *out)
 	return errno || end == s || *end || *out < lo || *out > hi ? -EINVAL : 0;
 }
 
-static int parse_args(int argc, char **argv, long *n, long *cpu)
+/* --cpu N or N,M: the CPUs of ping and pong (both N when M is not given). */
+static int parse_cpus(char *s, long cpu[2])
+{
+	char *comma = strchr(s, ',');
+
+	if (comma)
+		*comma = '\0';
+	if (parse_long(s, 0, CPU_SETSIZE - 1, &cpu[0]))
+		return -EINVAL;
+	cpu[1] = cpu[0];
+	return comma ? parse_long(comma + 1, 0, CPU_SETSIZE - 1, &cpu[1]) : 0;
+}
+
+static int parse_args(int argc, char **argv, long *n, long cpu[2])
 {
 	int positional = 0;
 
 	*n = 200000;
-	*cpu = -1;
+	cpu[0] = cpu[1] = -1;
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--cpu") == 0) {
-			if (++i == argc || parse_long(argv[i], 0, CPU_SETSIZE - 1, cpu))
+			if (++i == argc || parse_cpus(argv[i], cpu))
 				return -EINVAL;
 		} else if (positional++ || parse_long(argv[i], 1, 1000000000L, n)) {
 			return -EINVAL;
@@ -165,7 +182,7 @@ static int parse_args(int argc, char **argv, long *n, long *cpu)
 	return 0;
 }
 
-/* Before pong is created: it inherits the mask. */
+/* The calling thread only; a thread created afterwards inherits the mask. */
 static int pin_to(long cpu)
 {
 	cpu_set_t set;
@@ -173,7 +190,7 @@ static int pin_to(long cpu)
 	CPU_ZERO(&set);
 	CPU_SET((int)cpu, &set);
 	if (sched_setaffinity(0, sizeof(set), &set)) {
-		fprintf(stderr, "pingpong: --cpu %ld: %s\n", cpu, strerror(errno));
+		fprintf(stderr, "pingpong: cannot run on CPU %ld: %s\n", cpu, strerror(errno));
 		return -errno;
 	}
 	return 0;
@@ -184,14 +201,14 @@ int main(int argc, char **argv)
 	struct pingpong p = { 0 };
 	struct measure m = { 0 };
 	pthread_t pong;
-	long n, cpu;
+	long n, cpu[2];
 	int err = 0;
 
-	if (parse_args(argc, argv, &n, &cpu)) {
-		fprintf(stderr, "usage: %s [--cpu N] [ROUND_TRIPS 1-1000000000]\n", argv[0]);
+	if (parse_args(argc, argv, &n, cpu)) {
+		fprintf(stderr, "usage: %s [--cpu N[,M]] [ROUND_TRIPS 1-1000000000]\n", argv[0]);
 		return 2;
 	}
-	if (cpu >= 0 && pin_to(cpu))
+	if (cpu[1] >= 0 && pin_to(cpu[1])) /* pong's CPU, inherited by pong */
 		return 1;
 	p.round_trips = n + WARMUP_ROUND_TRIPS;
 	if (pipe(p.to_pong) || pipe(p.to_ping)) {
@@ -203,6 +220,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "pingpong: pthread_create: %s\n", strerror(err));
 		return 1;
 	}
+	if (cpu[0] != cpu[1] && pin_to(cpu[0]))
+		return 1; /* pong waits in read(): exit ends it */
 	err = 0;
 	for (long i = 0; i < p.round_trips && !err; i++) {
 		if (i == WARMUP_ROUND_TRIPS)

@@ -7,8 +7,10 @@
 #   (sched on); (d) bare, while another session follows an idle process (the
 #   probe is loaded and filters every switch on the machine in the kernel).
 # Each in two modes: both threads on one CPU (2 switches per round trip, no
-# idle task between) and free to spread over the CPUs.
-# Usage: bench/sched.sh [--quick] [--reps N] [--cpu N] [BUILD_DIR]; see bench/README.md.
+# idle task between) and one thread on each of two CPUs (4 switches, through
+# the idle tasks, and a cross-CPU wakeup per byte). Left free, the scheduler
+# mixes the two from run to run, and the median means nothing.
+# Usage: bench/sched.sh [--quick] [--reps N] [--cpus N,M] [BUILD_DIR]; see bench/README.md.
 # Prints "n/a" and exits 0 when the probe cannot load here (not root, no BTF);
 # exits non-zero when a session failed or the probe recorded what it should not have.
 set -eu
@@ -16,19 +18,26 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=build
 QUICK=0
 REPS=
-CPU=0
+CPUS=0,1
 usage() {
-	echo "usage: $0 [--quick] [--reps N] [--cpu N] [BUILD_DIR]" \
+	echo "usage: $0 [--quick] [--reps N] [--cpus N,M] [BUILD_DIR]" \
 		"  (default: 5 repetitions, about 2.5 minutes; --quick: 3, about 40 s)" >&2
 	exit 2
 }
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--quick) QUICK=1 ;;
-	--reps | --cpu)
+	--reps)
 		[ $# -ge 2 ] || usage
 		case "$2" in '' | *[!0-9]*) usage ;; esac
-		if [ "$1" = --reps ]; then REPS=$2; else CPU=$2; fi
+		REPS=$2
+		shift
+		;;
+	--cpus)
+		[ $# -ge 2 ] || usage
+		case "$2" in [0-9]*,[0-9]*) ;; *) usage ;; esac
+		case "$2" in *[!0-9,]* | *,*,*) usage ;; esac
+		CPUS=$2
 		shift
 		;;
 	-*) usage ;;
@@ -36,13 +45,14 @@ while [ $# -gt 0 ]; do
 	esac
 	shift
 done
-# Round trips per run: about 2 s each (4 us per round trip on one CPU, 40 us
-# spread over two on the 2-vCPU VM, where a cross-CPU wakeup is expensive).
+# Round trips per run: about 2 s each (4 us per round trip on one CPU, 40-70
+# us over two on the 2-vCPU VM, where a cross-CPU wakeup is expensive).
 if [ "$QUICK" -eq 1 ]; then
-	REPS=${REPS:-3} RT_SAME=150000 RT_SPREAD=15000
+	REPS=${REPS:-3} RT_SAME=150000 RT_SPLIT=10000
 else
-	REPS=${REPS:-5} RT_SAME=500000 RT_SPREAD=50000
+	REPS=${REPS:-5} RT_SAME=500000 RT_SPLIT=40000
 fi
+CPU=${CPUS%,*} CPU2=${CPUS#*,}
 [ "$REPS" -ge 1 ] || usage
 # Probe load + unload cost: this many short sessions with --sched on, and as many with off.
 LOAD_SESSIONS=10
@@ -58,8 +68,8 @@ for f in profd profctl libprofagent.so bench/pingpong; do
 		exit 1
 	fi
 done
-if [ "$CPU" -ge "$(nproc)" ]; then
-	echo "FAIL: --cpu $CPU: this machine has CPUs 0-$(($(nproc) - 1))" >&2
+if [ "$CPU" -ge "$(nproc)" ] || [ "$CPU2" -ge "$(nproc)" ] || [ "$CPU" -eq "$CPU2" ]; then
+	echo "FAIL: --cpus $CPUS: two different CPUs of 0-$(($(nproc) - 1)) (one CPU alone: bench/pingpong --cpu N)" >&2
 	exit 1
 fi
 
@@ -144,12 +154,12 @@ idle_stop() {
 	fi
 }
 
-# One run: appends "MODE CFG REP ROUND_TRIPS NS/RT CPU_NS/RT SWITCHES/RT PROFD_TICKS
+# One run: appends "MODE CFG REP ALL_ROUND_TRIPS NS/RT CPU_NS/RT SWITCHES/RT PROFD_TICKS
 # SCHED_SWITCHES SCHED_WAKEUPS LOST OTHERS_PROGS" to $tmp/results.
-run_one() { # MODE(same|spread) CFG(a-d) REP
+run_one() { # MODE(same|split) CFG(a-d) REP
 	local args out="$tmp/pp.out" err="$tmp/pp.err" rc=0 t0 t1 sw=0 wk=0 lost=0 rt others
 	others=$(sched_progs)
-	if [ "$1" = same ]; then rt=$RT_SAME args=(--cpu "$CPU" "$RT_SAME"); else rt=$RT_SPREAD args=("$RT_SPREAD"); fi
+	if [ "$1" = same ]; then rt=$RT_SAME args=(--cpu "$CPU" "$RT_SAME"); else rt=$RT_SPLIT args=(--cpu "$CPUS" "$RT_SPLIT"); fi
 	local pp=("$ROOT/$BUILD/bench/pingpong" "${args[@]}")
 	local run=("$ROOT/$BUILD/profctl" run --freq 0 -o "$tmp/pp.pftrace")
 	: >"$err"
@@ -171,10 +181,11 @@ run_one() { # MODE(same|spread) CFG(a-d) REP
 		;;
 	esac
 	rm -f "$tmp/pp.pftrace"
-	sed -nE 's/.*ns_per_round_trip=([0-9.]+) cpu_ns_per_round_trip=([0-9.]+) switches_per_round_trip=([0-9.]+).*/\1 \2 \3/p' \
+	# profctl's counts include pingpong's untimed warm-up: ROUND_TRIPS is warm-up + timed
+	sed -nE 's/.*round_trips=([0-9]+) .* ns_per_round_trip=([0-9.]+) cpu_ns_per_round_trip=([0-9.]+) switches_per_round_trip=([0-9.]+) .*warmup_round_trips=([0-9]+).*/\2 \3 \4 \5/p' \
 		"$out" | awk -v m="$1" -v c="$2" -v r="$3" -v rt="$rt" -v t="$((t1 - t0))" \
 		-v s="$sw" -v w="$wk" -v l="$lost" -v o="${others:-0}" \
-		'{ print m, c, r, rt, $1, $2, $3, t, s, w, l, o; n++ }
+		'{ print m, c, r, rt + $4, $1, $2, $3, t, s, w, l, o; n++ }
 		END { exit n != 1 }' >>"$tmp/results" || fail_with "$1 ($2): no figures from pingpong" "$out"
 }
 
@@ -212,7 +223,7 @@ load_ticks=$(load_cost_ticks)
 cfgs=(a b c d)
 : >"$tmp/results"
 for rep in $(seq "$REPS"); do
-	for mode in same spread; do
+	for mode in same split; do
 		for i in 0 1 2 3; do
 			run_one "$mode" "${cfgs[$(((i + rep) % 4))]}" "$rep"
 		done
@@ -222,7 +233,7 @@ echo "load average after:  $(cut -d' ' -f1-3 /proc/loadavg)"
 others_after=$(sched_progs)
 [ "$others" = "$others_after" ] || echo "BPF programs on the sched tracepoints after the run: $others_after"
 
-awk -v reps="$REPS" -v cpu="$CPU" -v hz="$HZ" -v load="$load_ticks" -v nload="$LOAD_SESSIONS" '
+awk -v reps="$REPS" -v cpu="$CPU" -v cpu2="$CPU2" -v hz="$HZ" -v load="$load_ticks" -v nload="$LOAD_SESSIONS" '
 	function median(arr, n,   i, j, t) {
 		for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++)
 			if (arr[j] < arr[i]) { t = arr[i]; arr[i] = arr[j]; arr[j] = t }
@@ -250,11 +261,12 @@ awk -v reps="$REPS" -v cpu="$CPU" -v hz="$HZ" -v load="$load_ticks" -v nload="$L
 		name["c"] = "(c) profctl run --freq 0 (sched on)"
 		name["d"] = "(d) bare, probe following another process"
 		title["same"] = sprintf("both threads on CPU %d", cpu)
-		title["spread"] = "threads free to spread over the CPUs"
-		split("same spread", modes, " ")
+		title["split"] = sprintf("ping on CPU %d, pong on CPU %d", cpu, cpu2)
+		split("same split", modes, " ")
 		for (k = 1; k <= 2; k++) {
 			m = modes[k]
-			printf "\n-- %s: %d round trips per run, median of %d runs --\n", title[m], val[m, "a", 1, 4], reps
+			printf "\n-- %s: %d round trips per run (warm-up included), median of %d runs --\n", title[m],
+				val[m, "a", 1, 4], reps
 			printf "%-42s %12s %12s %14s %10s\n", "configuration", "ns/rt wall", "ns/rt CPU", "round trips/s", "switches/rt"
 			for (c = 0; c < 4; c++) {
 				cf = substr("abcd", c + 1, 1)
