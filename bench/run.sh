@@ -78,7 +78,7 @@ echo
 echo
 "$ROOT/bench/pipeline.sh" --quick "$BUILD"
 
-# --quick: about 40 s; bench/README.md has the full run's figures.
+# --quick: about 30 s; bench/README.md has the full run's figures.
 # sched.sh fails when a session failed or the probe recorded a program it does not follow.
 echo
 "$ROOT/bench/sched.sh" --quick "$BUILD"
