@@ -203,7 +203,8 @@ bench: all $(BENCH_BIN)
 
 unit: $(UNIT_BIN)
 
-test: all $(UNIT_BIN)
+# tests/integration/test_sched_pingpong.sh runs bench/pingpong
+test: all $(UNIT_BIN) $(BUILD)/bench/pingpong
 	$(Q)BUILD=$(BUILD) tests/run.sh
 
 deps:

@@ -77,3 +77,8 @@ echo
 # pipeline.sh fails when a session failed or the events do not add up to the calls.
 echo
 "$ROOT/bench/pipeline.sh" --quick "$BUILD"
+
+# --quick: about 30 s; bench/README.md has the full run's figures.
+# sched.sh fails when a session failed or the probe recorded a program it does not follow.
+echo
+"$ROOT/bench/sched.sh" --quick "$BUILD"
