@@ -41,6 +41,9 @@ struct sched_record {
 	char next_comm[SCHED_COMM_LEN];
 };
 
+/* The probe's first filter: targets per tgid % SCHED_HINT_SLOTS (a power of two). */
+#define SCHED_HINT_SLOTS 4096
+
 /* A target's entry in the BPF program's filter (key: tgid). */
 struct sched_target {
 	__u64 lost;             /* records the ring had no room for */

@@ -123,6 +123,8 @@ int sched_tracer_add(struct sched_tracer *t, pid_t tgid)
 
 	if (bpf_map__update_elem(t->skel->maps.targets, &key, sizeof(key), &v, sizeof(v), BPF_NOEXIST))
 		return -errno;
+	/* after the entry: a task through the hint is always found */
+	t->skel->bss->hint[key % SCHED_HINT_SLOTS]++;
 	t->skel->bss->n_targets = ++t->n_targets;
 	return 0;
 }
@@ -131,8 +133,10 @@ void sched_tracer_remove(struct sched_tracer *t, pid_t tgid)
 {
 	__u32 key = (__u32)tgid;
 
-	if (bpf_map__delete_elem(t->skel->maps.targets, &key, sizeof(key), 0) == 0)
+	if (bpf_map__delete_elem(t->skel->maps.targets, &key, sizeof(key), 0) == 0) {
+		t->skel->bss->hint[key % SCHED_HINT_SLOTS]--;
 		t->skel->bss->n_targets = --t->n_targets;
+	}
 }
 
 unsigned sched_tracer_targets(const struct sched_tracer *t)
