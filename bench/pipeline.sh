@@ -2,7 +2,7 @@
 # Pipeline: what the event pipeline (the agent's flusher thread in the target,
 # then profd) costs per event, and the highest event rate that one session
 # sustains without dropping a call, for 1, 2 and 4 target threads.
-# Usage: bench/pipeline.sh [--quick] [--trace-compression C] [BUILD_DIR]; see bench/README.md.
+# Usage: bench/pipeline.sh [--quick] [--trace-compression C] [--sched on|off] [BUILD_DIR]; see bench/README.md.
 # Exits non-zero when a session failed or its events do not add up to the calls.
 set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -10,7 +10,7 @@ BUILD=build
 QUICK=0
 COMPRESSION=deflate # profctl's default
 usage() {
-	echo "usage: $0 [--quick] [--trace-compression deflate|zstd|none] [BUILD_DIR]" \
+	echo "usage: $0 [--quick] [--trace-compression deflate|zstd|none] [--sched on|off] [BUILD_DIR]" \
 		"  (default: about 1 minute; --quick: about 15 s)" >&2
 	exit 2
 }
@@ -20,6 +20,11 @@ while [ $# -gt 0 ]; do
 	--trace-compression)
 		[ $# -ge 2 ] || usage
 		COMPRESSION=$2
+		shift
+		;;
+	--sched)
+		[ $# -ge 2 ] || usage
+		SCHED=$2
 		shift
 		;;
 	-*) usage ;;
@@ -161,6 +166,7 @@ run_session() {
 	p0=$(profd_cpu_ns)
 	t0=$EPOCHREALTIME
 	"$ROOT/$BUILD/profctl" run --funcs "$FUNCS" --freq 0 --trace-compression "$COMPRESSION" \
+		--sched "${SCHED:-on}" \
 		-o "$tmp/run.pftrace" -- \
 		"$ROOT/$BUILD/bench/load_target" "${args[@]}" >"$tmp/run.out" 2>"$tmp/run.err" &
 	profctl_pid=$!

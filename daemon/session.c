@@ -595,14 +595,15 @@ out:
  * off-CPU time (a slice without them ran throughout, if the trace has
  * scheduler states).
  */
-static void end_call(struct session *s, uint32_t tid, uint64_t ts, uint32_t func_id)
+static void end_call(struct session *s, uint32_t tid, uint64_t ts, uint32_t func_id,
+		     struct offcpu_thread *clock)
 {
 	struct call_frame done = { 0 };
 	struct perfetto_arg args[4];
 	size_t n = 0;
 
 	if (call_stacks_exit(s->calls, tid, func_id, &done) == 0 && s->sched) {
-		struct offcpu_time now = sched_session_offcpu_before(s->sched, tid, ts);
+		struct offcpu_time now = offcpu_thread_before(clock, ts);
 		struct offcpu_time in = { now.off_ns - done.off_at_enter.off_ns,
 					  now.runnable_ns - done.off_at_enter.runnable_ns };
 		uint64_t dur = ts >= done.enter_ts ? ts - done.enter_ts : 0;
@@ -635,6 +636,8 @@ static void on_events(void *ctx, uint32_t tid, const struct decoded_event *evs, 
 	struct session *s = ctx;
 	struct thread_slot *t = session_thread(s, tid);
 	uint64_t last_ts = t ? t->last_ts : 0;
+	/* no switch is drained while a batch is decoded: one lookup serves it */
+	struct offcpu_thread *clock = s->sched ? sched_session_clock(s->sched, tid) : NULL;
 
 	for (size_t i = 0; i < n; i++) {
 		const struct decoded_event *ev = &evs[i];
@@ -653,14 +656,13 @@ static void on_events(void *ctx, uint32_t tid, const struct decoded_event *evs, 
 		if (s->samples_out)
 			sample_pipeline_thread_reached(s->samples_out, tid, ts);
 		if (ev->kind == EVENT_EXIT) {
-			end_call(s, tid, ts, func_id);
+			end_call(s, tid, ts, func_id, clock);
 			continue;
 		}
 		call_stacks_enter(s->calls, tid, &(struct call_frame){
 			.func_id = func_id, .return_address = ev->return_address,
 			.return_slot = ev->return_slot, .enter_ts = ts,
-			.off_at_enter = s->sched ? sched_session_offcpu_before(s->sched, tid, ts) :
-						   (struct offcpu_time){ 0 } });
+			.off_at_enter = offcpu_thread_before(clock, ts) });
 		perfetto_writer_slice_begin(s->writer, s->target, (pid_t)tid, ts, func_id);
 	}
 	if (t)

@@ -53,7 +53,10 @@ static int64_t clock_ns(clockid_t id)
 
 static struct pw_sched_cpu *pw_sched_cpu(struct perfetto_writer *w, uint32_t cpu)
 {
-	struct pw_sched *s = w->sched;
+	struct pw_sched *s;
+
+	pw_chunk_check(w);
+	s = w->sched;
 
 	if (cpu >= PERFETTO_SCHED_MAX_CPUS)
 		return NULL;
@@ -147,21 +150,28 @@ void pw_sched_free(struct perfetto_writer *w)
 	w->sched = NULL;
 }
 
-/* Opens one FtraceEvent on c; returns its mark. */
-static size_t pw_sched_event(struct perfetto_writer *w, struct pw_sched_cpu *c, uint64_t ts,
-			     int32_t common_pid)
+/* One FtraceEvent being written: its mark and its payload's (field `kind`). */
+struct pw_sched_ev {
+	size_t ev, payload;
+};
+
+/* Opens FtraceEvent { timestamp, pid, kind { ... } } on c. */
+static struct pw_sched_ev pw_sched_event(struct perfetto_writer *w, struct pw_sched_cpu *c,
+					 uint64_t ts, int32_t common_pid, uint32_t kind)
 {
-	size_t mark = pwb_open(&c->events, FB_EVENT);
+	struct pw_sched_ev e = { .ev = pwb_open(&c->events, FB_EVENT) };
 
 	pwb_uint(&c->events, FE_TIMESTAMP, (uint64_t)((int64_t)ts + w->sched->boot_minus_mono));
 	pwb_uint(&c->events, FE_PID, (uint32_t)common_pid);
-	return mark;
+	e.payload = pwb_open(&c->events, kind);
+	return e;
 }
 
 static int pw_sched_event_end(struct perfetto_writer *w, uint32_t cpu, struct pw_sched_cpu *c,
-			      size_t mark)
+			      struct pw_sched_ev e)
 {
-	pwb_close(&c->events, mark);
+	pwb_close(&c->events, e.payload);
+	pwb_close(&c->events, e.ev);
 	if (c->events.oom) {
 		c->events.len = 0;
 		c->events.oom = false;
@@ -185,9 +195,8 @@ int perfetto_writer_sched_switch(struct perfetto_writer *w, uint64_t ts, uint32_
 {
 	struct pw_sched_cpu *c;
 	struct perfetto_sched_task from = *prev;
-	size_t ev, sw;
+	struct pw_sched_ev e;
 
-	pw_chunk_check(w);
 	if (!(c = pw_sched_cpu(w, cpu)))
 		return -ENOMEM;
 	/* who ran since a traced thread left this CPU: the task it handed it to */
@@ -196,8 +205,7 @@ int perfetto_writer_sched_switch(struct perfetto_writer *w, uint64_t ts, uint32_
 		from.comm = c->last_comm;
 		from.prio = c->last_prio;
 	}
-	ev = pw_sched_event(w, c, ts, from.tid);
-	sw = pwb_open(&c->events, FE_SCHED_SWITCH);
+	e = pw_sched_event(w, c, ts, from.tid, FE_SCHED_SWITCH);
 	pwb_str(&c->events, 1, from.comm);
 	pw_int(&c->events, 2, from.tid);
 	pw_int(&c->events, 3, from.prio);
@@ -206,12 +214,11 @@ int perfetto_writer_sched_switch(struct perfetto_writer *w, uint64_t ts, uint32_
 	pwb_str(&c->events, 5, next->comm);
 	pw_int(&c->events, 6, next->tid);
 	pw_int(&c->events, 7, next->prio);
-	pwb_close(&c->events, sw);
 	c->has_last = true;
 	c->last_tid = next->tid;
 	c->last_prio = next->prio;
 	snprintf(c->last_comm, sizeof(c->last_comm), "%s", next->comm);
-	return pw_sched_event_end(w, cpu, c, ev);
+	return pw_sched_event_end(w, cpu, c, e);
 }
 
 int perfetto_writer_sched_waking(struct perfetto_writer *w, uint64_t ts, uint32_t cpu,
@@ -219,20 +226,18 @@ int perfetto_writer_sched_waking(struct perfetto_writer *w, uint64_t ts, uint32_
 				 const struct perfetto_sched_task *woken, uint32_t target_cpu)
 {
 	struct pw_sched_cpu *c;
-	size_t ev, wk;
+	struct pw_sched_ev e;
 
-	pw_chunk_check(w);
 	if (!(c = pw_sched_cpu(w, cpu)))
 		return -ENOMEM;
-	ev = pw_sched_event(w, c, ts, waker->tid); /* the waker: trace processor's waker_utid */
-	wk = pwb_open(&c->events, FE_SCHED_WAKING);
+	/* the waker as the running task: trace processor's waker_utid */
+	e = pw_sched_event(w, c, ts, waker->tid, FE_SCHED_WAKING);
 	pwb_str(&c->events, 1, woken->comm);
 	pw_int(&c->events, 2, woken->tid);
 	pw_int(&c->events, 3, woken->prio);
 	pwb_uint(&c->events, 4, 1); /* success */
 	pwb_uint(&c->events, 5, target_cpu);
-	pwb_close(&c->events, wk);
-	return pw_sched_event_end(w, cpu, c, ev);
+	return pw_sched_event_end(w, cpu, c, e);
 }
 
 int perfetto_writer_sched_new_task(struct perfetto_writer *w, uint64_t ts, uint32_t cpu,
@@ -240,36 +245,30 @@ int perfetto_writer_sched_new_task(struct perfetto_writer *w, uint64_t ts, uint3
 				   const struct perfetto_sched_task *task, bool same_process)
 {
 	struct pw_sched_cpu *c;
-	size_t ev, nt;
+	struct pw_sched_ev e;
 
-	pw_chunk_check(w);
 	if (!(c = pw_sched_cpu(w, cpu)))
 		return -ENOMEM;
-	ev = pw_sched_event(w, c, ts, parent->tid);
-	nt = pwb_open(&c->events, FE_TASK_NEWTASK);
+	e = pw_sched_event(w, c, ts, parent->tid, FE_TASK_NEWTASK);
 	pw_int(&c->events, 1, task->tid);
 	pwb_str(&c->events, 2, task->comm);
 	pwb_uint(&c->events, 3, same_process ? CLONE_THREAD_FLAG : 0);
-	pwb_close(&c->events, nt);
-	return pw_sched_event_end(w, cpu, c, ev);
+	return pw_sched_event_end(w, cpu, c, e);
 }
 
 int perfetto_writer_sched_task_free(struct perfetto_writer *w, uint64_t ts, uint32_t cpu,
 				    const struct perfetto_sched_task *task)
 {
 	struct pw_sched_cpu *c;
-	size_t ev, fr;
+	struct pw_sched_ev e;
 
-	pw_chunk_check(w);
 	if (!(c = pw_sched_cpu(w, cpu)))
 		return -ENOMEM;
-	ev = pw_sched_event(w, c, ts, c->has_last ? c->last_tid : 0);
-	fr = pwb_open(&c->events, FE_SCHED_PROCESS_FREE);
+	e = pw_sched_event(w, c, ts, c->has_last ? c->last_tid : 0, FE_SCHED_PROCESS_FREE);
 	pwb_str(&c->events, 1, task->comm);
 	pw_int(&c->events, 2, task->tid);
 	pw_int(&c->events, 3, task->prio);
-	pwb_close(&c->events, fr);
-	return pw_sched_event_end(w, cpu, c, ev);
+	return pw_sched_event_end(w, cpu, c, e);
 }
 
 void perfetto_writer_sched_lost(struct perfetto_writer *w)

@@ -7,23 +7,8 @@
 
 #include "daemon/sched/offcpu.h"
 
-struct pending_switch {
-	uint64_t ts;
-	enum offcpu_state state;
-};
-
-struct thread_clock {
-	uint32_t tid;                  /* 0: free slot */
-	enum offcpu_state state;       /* since `since` */
-	bool gone;                     /* its last switch applied */
-	uint64_t since;
-	struct offcpu_time total;      /* up to `since` */
-	struct pending_switch *queue;  /* ring, oldest at head */
-	uint32_t head, count, cap;
-};
-
 struct offcpu_clocks {
-	struct thread_clock *slots;    /* open addressing on tid */
+	struct offcpu_thread *slots;    /* open addressing on tid */
 	uint32_t cap, used;
 };
 
@@ -48,7 +33,7 @@ void offcpu_clocks_free(struct offcpu_clocks *oc)
 	free(oc);
 }
 
-static struct thread_clock *slot_for(struct thread_clock *slots, uint32_t cap, uint32_t tid)
+static struct offcpu_thread *slot_for(struct offcpu_thread *slots, uint32_t cap, uint32_t tid)
 {
 	uint32_t i = (tid * 2654435761u) & (cap - 1);
 
@@ -60,7 +45,7 @@ static struct thread_clock *slot_for(struct thread_clock *slots, uint32_t cap, u
 static int grow_table(struct offcpu_clocks *oc)
 {
 	uint32_t cap = oc->cap * 2;
-	struct thread_clock *slots = calloc(cap, sizeof(*slots));
+	struct offcpu_thread *slots = calloc(cap, sizeof(*slots));
 
 	if (!slots)
 		return -ENOMEM;
@@ -74,9 +59,9 @@ static int grow_table(struct offcpu_clocks *oc)
 }
 
 /* The thread's clock; created when `create`, else NULL when unknown. */
-static struct thread_clock *clock_of(struct offcpu_clocks *oc, uint32_t tid, bool create)
+static struct offcpu_thread *clock_of(struct offcpu_clocks *oc, uint32_t tid, bool create)
 {
-	struct thread_clock *c;
+	struct offcpu_thread *c;
 
 	if (!tid)
 		return NULL;
@@ -93,20 +78,12 @@ static struct thread_clock *clock_of(struct offcpu_clocks *oc, uint32_t tid, boo
 	return c;
 }
 
-/* The clock read at ts >= since, in its current state. */
-static struct offcpu_time read_at(const struct thread_clock *c, uint64_t ts)
+static struct offcpu_time read_at(const struct offcpu_thread *c, uint64_t ts)
 {
-	struct offcpu_time t = c->total;
-	uint64_t d = ts > c->since ? ts - c->since : 0;
-
-	if (c->state != OFFCPU_RUNNING)
-		t.off_ns += d;
-	if (c->state == OFFCPU_RUNNABLE)
-		t.runnable_ns += d;
-	return t;
+	return offcpu_thread_read(c, ts);
 }
 
-static void apply(struct thread_clock *c, const struct pending_switch *p)
+static void apply(struct offcpu_thread *c, const struct pending_switch *p)
 {
 	enum offcpu_state to = p->state;
 
@@ -133,20 +110,20 @@ static void apply(struct thread_clock *c, const struct pending_switch *p)
 	c->state = to;
 }
 
-static void apply_oldest(struct thread_clock *c)
+static void apply_oldest(struct offcpu_thread *c)
 {
 	apply(c, &c->queue[c->head]);
 	c->head = (c->head + 1) & (c->cap - 1);
 	c->count--;
 }
 
-static void apply_until(struct thread_clock *c, uint64_t ts)
+void offcpu_thread_apply(struct offcpu_thread *c, uint64_t ts)
 {
 	while (c->count && c->queue[c->head].ts <= ts)
 		apply_oldest(c);
 }
 
-static int queue_push(struct thread_clock *c, const struct pending_switch *p)
+static int queue_push(struct offcpu_thread *c, const struct pending_switch *p)
 {
 	if (c->count == c->cap) {
 		uint32_t cap = c->cap ? c->cap * 2 : 16;
@@ -173,7 +150,7 @@ static int queue_push(struct thread_clock *c, const struct pending_switch *p)
 int offcpu_transition(struct offcpu_clocks *oc, uint32_t tid, uint64_t ts,
 		      enum offcpu_state state)
 {
-	struct thread_clock *c = clock_of(oc, tid, true);
+	struct offcpu_thread *c = clock_of(oc, tid, true);
 
 	if (!c)
 		return tid ? -ENOMEM : 0;
@@ -182,24 +159,24 @@ int offcpu_transition(struct offcpu_clocks *oc, uint32_t tid, uint64_t ts,
 
 struct offcpu_time offcpu_before(struct offcpu_clocks *oc, uint32_t tid, uint64_t ts)
 {
-	struct thread_clock *c = clock_of(oc, tid, false);
-
-	if (!c)
-		return (struct offcpu_time){ 0 };
-	apply_until(c, ts);
-	return read_at(c, ts);
+	return offcpu_thread_before(clock_of(oc, tid, false), ts);
 }
 
-static void remove_slot(struct offcpu_clocks *oc, struct thread_clock *c);
+struct offcpu_thread *offcpu_thread(struct offcpu_clocks *oc, uint32_t tid)
+{
+	return clock_of(oc, tid, false);
+}
+
+static void remove_slot(struct offcpu_clocks *oc, struct offcpu_thread *c);
 
 void offcpu_watermark(struct offcpu_clocks *oc, uint64_t ts)
 {
 	for (uint32_t i = 0; i < oc->cap; i++) {
-		struct thread_clock *c = &oc->slots[i];
+		struct offcpu_thread *c = &oc->slots[i];
 
 		if (!c->tid)
 			continue;
-		apply_until(c, ts);
+		offcpu_thread_apply(c, ts);
 		/* a removal moves later slots back: look at this one again */
 		if (c->gone && !c->count) {
 			remove_slot(oc, c);
@@ -209,7 +186,7 @@ void offcpu_watermark(struct offcpu_clocks *oc, uint64_t ts)
 }
 
 /* Removes a slot of an open-addressed table: later slots of its run move back. */
-static void remove_slot(struct offcpu_clocks *oc, struct thread_clock *c)
+static void remove_slot(struct offcpu_clocks *oc, struct offcpu_thread *c)
 {
 	uint32_t i = (uint32_t)(c - oc->slots), j = i;
 
@@ -234,7 +211,7 @@ static void remove_slot(struct offcpu_clocks *oc, struct thread_clock *c)
 
 void offcpu_thread_gone(struct offcpu_clocks *oc, uint32_t tid)
 {
-	struct thread_clock *c = clock_of(oc, tid, false);
+	struct offcpu_thread *c = clock_of(oc, tid, false);
 
 	if (c)
 		remove_slot(oc, c);

@@ -10,6 +10,7 @@
 #ifndef PROFD_OFFCPU_H
 #define PROFD_OFFCPU_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 struct offcpu_clocks;
@@ -49,6 +50,53 @@ int offcpu_transition(struct offcpu_clocks *oc, uint32_t tid, uint64_t ts,
  * or before ts are applied and forgotten.
  */
 struct offcpu_time offcpu_before(struct offcpu_clocks *oc, uint32_t tid, uint64_t ts);
+
+/*
+ * One thread's clock, for profd's per-event path: looked up once per batch of
+ * the thread's events, read inline. Valid until the next offcpu_transition,
+ * offcpu_watermark or offcpu_thread_gone (none runs while a batch is decoded).
+ * The fields are offcpu.c's.
+ */
+struct pending_switch {
+	uint64_t ts;
+	enum offcpu_state state;
+};
+struct offcpu_thread {
+	uint32_t tid;                  /* 0: free slot */
+	enum offcpu_state state;       /* since `since` */
+	bool gone;                     /* its last switch applied */
+	uint64_t since;
+	struct offcpu_time total;      /* up to `since` */
+	struct pending_switch *queue;  /* ring, oldest at head */
+	uint32_t head, count, cap;
+};
+/* NULL: tid never switched (it has been running since profd knew it). */
+struct offcpu_thread *offcpu_thread(struct offcpu_clocks *oc, uint32_t tid);
+/* Applies its switches up to ts (out of line: most reads have none due). */
+void offcpu_thread_apply(struct offcpu_thread *c, uint64_t ts);
+
+/* The clock read at ts >= since, in its current state. */
+static inline struct offcpu_time offcpu_thread_read(const struct offcpu_thread *c, uint64_t ts)
+{
+	struct offcpu_time t = c->total;
+	uint64_t d = ts > c->since ? ts - c->since : 0;
+
+	if (c->state != OFFCPU_RUNNING)
+		t.off_ns += d;
+	if (c->state == OFFCPU_RUNNABLE)
+		t.runnable_ns += d;
+	return t;
+}
+
+/* offcpu_before for a thread already looked up (c NULL: 0). */
+static inline struct offcpu_time offcpu_thread_before(struct offcpu_thread *c, uint64_t ts)
+{
+	if (!c)
+		return (struct offcpu_time){ 0 };
+	if (c->count && c->queue[c->head].ts <= ts)
+		offcpu_thread_apply(c, ts);
+	return offcpu_thread_read(c, ts);
+}
 
 /*
  * Switches before ts will never be asked about (the agent's stream passed

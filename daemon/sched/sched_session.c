@@ -126,6 +126,11 @@ struct offcpu_time sched_session_offcpu_before(struct sched_session *ss, uint32_
 	return offcpu_before(ss->clocks, tid, ts);
 }
 
+struct offcpu_thread *sched_session_clock(struct sched_session *ss, uint32_t tid)
+{
+	return offcpu_thread(ss->clocks, tid);
+}
+
 void sched_session_watermark(struct sched_session *ss, uint64_t ts)
 {
 	offcpu_watermark(ss->clocks, ts);

@@ -48,6 +48,8 @@ void sched_session_record(struct sched_session *ss, const struct sched_record *r
 /* The off-CPU clock of the target's thread tid at ts (offcpu_before). */
 struct offcpu_time sched_session_offcpu_before(struct sched_session *ss, uint32_t tid,
 					       uint64_t ts);
+/* The thread's clock for a batch of its events (offcpu_thread; NULL: never switched). */
+struct offcpu_thread *sched_session_clock(struct sched_session *ss, uint32_t tid);
 void sched_session_watermark(struct sched_session *ss, uint64_t ts);
 void sched_session_thread_gone(struct sched_session *ss, uint32_t tid);
 
