@@ -125,7 +125,7 @@ profd_pid=$!
 for _ in $(seq 100); do [ -S "$SOCK" ] && break; sleep 0.05; done
 chmod o+rw "$SOCK"
 as_user "PROFD_SOCKET='$SOCK' '$PROFCTL' run --funcs '$FUNCS' -o '$WORK/u.pftrace' -- '$TARGET'" \
-	>/dev/null 2>"$WORK/u.err"
+	>"$WORK/u.out" 2>"$WORK/u.err"
 kill "$profd_pid"
 wait "$profd_pid"
 check "root's profd follows the second user's program" grep -q "scheduler: [1-9]" "$WORK/u.err"
@@ -140,8 +140,12 @@ leaked=$(awk -v ours=" $ours" -v h="$HIDDEN_TID" '$1 == "sched" { for (i = 5; i 
 check_eq "no pid of another process reaches the second user" "$leaked" 0
 check "other tasks appear as placeholders" \
 	awk -v h="$HIDDEN_TID" '$1 == "sched" && $8 >= h { f = 1 } END { exit !f }' "$WORK/u.dump"
-check "the waiter's wait still has its waker (a thread of its own)" \
-	test "$(grep -c '^state' "$WORK/u.dump")" -gt 0
+u_waiter=$(awk '$1 == "waiter" { sub("tid=", "", $2); print $2 }' "$WORK/u.out")
+u_holder=$(awk '$1 == "holder" { sub("tid=", "", $2); print $2 }' "$WORK/u.out")
+u_wakers=$(awk -v t="$u_waiter" '$1 == "state" && $2 == t && $3 == "Runnable" { print $6 }' \
+	"$WORK/u.dump" | sort -u | tr '\n' ' ')
+check "its own threads keep their names: the holder woke the waiter ($u_holder in: $u_wakers)" \
+	grep -qw "${u_holder:-none}" <<<"$u_wakers"
 
 # the second user's own profd: no BPF for it; it says why and records the rest
 as_user "'$PROFCTL' run --funcs '$FUNCS' -o '$WORK/p.pftrace' -- '$TARGET'" \
