@@ -48,6 +48,14 @@ static void print_ms(FILE *out, uint64_t ns)
 	fprintf(out, " %10.1f", (double)ns / 1e6);
 }
 
+/* pid 0 wakes from interrupts on an idle CPU (timers, I/O): trace processor's swapper. */
+static const char *waker_name(int32_t tid, const char *comm)
+{
+	if (!tid)
+		return "idle/irq";
+	return comm ? comm : "?";
+}
+
 /* The traced process's threads only: the others are whoever shared their CPUs. */
 static bool described(const struct trace_thread *th, size_t n, int32_t tid)
 {
@@ -86,7 +94,7 @@ void report_sched_print(struct report_sched *rs, const struct trace_stream *ts)
 		for (size_t k = 0; k < THREAD_STATES_WAKERS; k++)
 			if (t[i].wakers[k].count)
 				fprintf(rs->out, " %d:%s(%" PRIu64 ")", t[i].wakers[k].tid,
-					t[i].wakers[k].comm ? t[i].wakers[k].comm : "?",
+					waker_name(t[i].wakers[k].tid, t[i].wakers[k].comm),
 					t[i].wakers[k].count);
 		fprintf(rs->out, "  [%s]\n", t[i].comm ? t[i].comm : "");
 	}
