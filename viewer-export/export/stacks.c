@@ -34,24 +34,39 @@ static bool grow(void **arr, size_t *cap, size_t need, size_t size)
 
 /* ---- names ------------------------------------------------------------------- */
 
+/*
+ * Doubles an index of items (slots hold item + 1, open addressing), placing
+ * item i at hash(t, i): shared by the names and the stacks tables.
+ */
+static int slots_grow(uint32_t **slots, size_t *mask, size_t n, size_t first_cap,
+		      size_t (*hash)(const void *t, size_t i), const void *t)
+{
+	size_t cap = *mask ? (*mask + 1) * 2 : first_cap;
+	uint32_t *ns = calloc(cap, sizeof(*ns));
+
+	if (!ns)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		size_t k = hash(t, i) & (cap - 1);
+
+		while (ns[k])
+			k = (k + 1) & (cap - 1);
+		ns[k] = (uint32_t)i + 1;
+	}
+	free(*slots);
+	*slots = ns;
+	*mask = cap - 1;
+	return 0;
+}
+
+static size_t name_at(const void *t, size_t i)
+{
+	return ptr_hash(((const struct export_names *)t)->names[i]);
+}
+
 static int names_rehash(struct export_names *t)
 {
-	size_t cap = t->mask ? (t->mask + 1) * 2 : 256;
-	uint32_t *slots = calloc(cap, sizeof(*slots));
-
-	if (!slots)
-		return -ENOMEM;
-	for (size_t i = 0; i < t->n; i++) {
-		size_t k = ptr_hash(t->names[i]) & (cap - 1);
-
-		while (slots[k])
-			k = (k + 1) & (cap - 1);
-		slots[k] = (uint32_t)i + 1;
-	}
-	free(t->slots);
-	t->slots = slots;
-	t->mask = cap - 1;
-	return 0;
+	return slots_grow(&t->slots, &t->mask, t->n, 256, name_at, t);
 }
 
 int64_t export_names_id(struct export_names *t, const char *name)
@@ -88,24 +103,16 @@ static size_t ids_hash(const uint32_t *ids, size_t n)
 	return (size_t)(h ^ (h >> 29));
 }
 
+static size_t stack_at(const void *t, size_t i)
+{
+	const struct export_stacks *st = t;
+
+	return ids_hash(st->pool + st->items[i].off, st->items[i].n);
+}
+
 static int stacks_rehash(struct export_stacks *t)
 {
-	size_t cap = t->mask ? (t->mask + 1) * 2 : 64;
-	uint32_t *slots = calloc(cap, sizeof(*slots));
-
-	if (!slots)
-		return -ENOMEM;
-	for (size_t i = 0; i < t->n; i++) {
-		size_t k = ids_hash(t->pool + t->items[i].off, t->items[i].n) & (cap - 1);
-
-		while (slots[k])
-			k = (k + 1) & (cap - 1);
-		slots[k] = (uint32_t)i + 1;
-	}
-	free(t->slots);
-	t->slots = slots;
-	t->mask = cap - 1;
-	return 0;
+	return slots_grow(&t->slots, &t->mask, t->n, 64, stack_at, t);
 }
 
 int export_stacks_add(struct export_stacks *t, const uint32_t *ids, size_t n,
