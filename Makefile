@@ -51,7 +51,7 @@ TRAMP_SRC   := $(wildcard trampolines/*.c)
 TRAMP_ASM   := $(wildcard trampolines/*.S)
 AGENT_SRC   := $(wildcard agent/*.c)
 DAEMON_SRC  := $(filter-out daemon/profd.c %.bpf.c,$(wildcard daemon/*.c daemon/*/*.c))
-EXPORT_SRC  := $(wildcard viewer-export/*.c)
+EXPORT_SRC  := $(wildcard viewer-export/*.c viewer-export/export/*.c)
 PROFCTL_SRC := $(filter-out profctl/profctl.c,$(wildcard profctl/*.c))
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(patsubst %.S,$(BUILD)/obj/%.o,$(1)))

@@ -20,6 +20,7 @@ static void usage(FILE *out)
 		"       profctl stop ID\n"
 		"       profctl open [--port N] [--no-browser] [--timeout S] [--origin URL] [-v] FILE\n"
 		"       profctl snapshot ID [-o FILE]\n"
+		"       profctl export --format pprof|chrome|folded [-o OUT|-] [--with-calls] FILE\n"
 		"\n"
 		"  run      start CMD with the agent preloaded, instrument the functions GLOBS\n"
 		"           selects (comma-separated, !GLOB excludes, MODULE:GLOB restricts),\n"
@@ -36,7 +37,12 @@ static void usage(FILE *out)
 		"           may fetch from) and print the ui.perfetto.dev link that loads it,\n"
 		"           or open it with xdg-open when there is a display\n"
 		"  snapshot write the current window of flight-recorder session ID (--ring)\n"
-		"           to FILE (default profd-ID-snapshot-TIME.pftrace); it records on\n");
+		"           to FILE (default profd-ID-snapshot-TIME.pftrace); it records on\n"
+		"  export   convert FILE for other tools: pprof (gzipped profile.proto: CPU\n"
+		"           samples, instrumented calls and their self time), chrome (Trace\n"
+		"           Event Format JSON) or folded stacks (`a;b;c COUNT`; --with-calls\n"
+		"           adds the calls' chains under [calls ns], weighted in nanoseconds);\n"
+		"           OUT defaults to FILE with .pb.gz, .json or .folded\n");
 }
 
 int main(int argc, char **argv)
@@ -61,6 +67,8 @@ int main(int argc, char **argv)
 		return cmd_open(argc - 1, argv + 1);
 	if (strcmp(argv[1], "snapshot") == 0)
 		return cmd_snapshot(argc - 1, argv + 1);
+	if (strcmp(argv[1], "export") == 0)
+		return cmd_export(argc - 1, argv + 1);
 	if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
 		usage(stdout);
 		return 0;

@@ -18,6 +18,7 @@ int cmd_status(int argc, char **argv);
 int cmd_stop(int argc, char **argv);
 int cmd_open(int argc, char **argv);
 int cmd_snapshot(int argc, char **argv);
+int cmd_export(int argc, char **argv);
 
 struct trace_stream_stats;
 

@@ -38,6 +38,7 @@ struct trd_mapping {
 	uint64_t iid;
 	size_t off, n;    /* path_string_ids in the sequence's u64 pool */
 	const char *path; /* joined path, once resolved */
+	uint64_t build_id_iid; /* 0: none */
 };
 
 enum { TRD_STACK_NEW, TRD_STACK_OK, TRD_STACK_BAD };
@@ -46,7 +47,7 @@ struct trd_stack {
 	uint64_t iid;
 	size_t off, n;    /* frame_ids in the sequence's u64 pool */
 	int state;
-	char **frames, **maps; /* resolved once, shared by every sample using it */
+	char **frames, **maps, **bids; /* resolved once, shared by every sample using it */
 };
 
 struct trd_seq {
@@ -173,6 +174,30 @@ static void trd_intern_strings(struct trd *r, struct pw_table *t,
 	}
 }
 
+/* Build ids are raw bytes (NULs included): kept as lowercase hex text. */
+static void trd_intern_build_ids(struct trd *r, struct trd_seq *s,
+				 Perfetto__Protos__InternedData *d)
+{
+	static const char digits[] = "0123456789abcdef";
+	char hex[129];
+
+	for (size_t i = 0; i < d->n_build_ids; i++) {
+		Perfetto__Protos__InternedString *v = d->build_ids[i];
+		struct trd_iid_str *e = trd_define(r, &s->build_ids, v->has_iid, v->iid, "build id");
+		size_t len = v->has_str && v->str.data ? v->str.len : 0;
+
+		if (!e)
+			continue;
+		if (len > 64)
+			len = 64; /* longer than any build id note: keep a prefix */
+		for (size_t k = 0; k < len; k++) {
+			hex[2 * k] = digits[v->str.data[k] >> 4];
+			hex[2 * k + 1] = digits[v->str.data[k] & 15];
+		}
+		e->s = trd_str(r, hex, 2 * len);
+	}
+}
+
 static void trd_intern_names(struct trd *r, struct trd_seq *s, Perfetto__Protos__InternedData *d)
 {
 	size_t i;
@@ -213,6 +238,7 @@ static void trd_intern_profile(struct trd *r, struct trd_seq *s, Perfetto__Proto
 		e->off = trd_pool_add(r, s, mp->path_string_ids, mp->n_path_string_ids);
 		e->n = e->off == SIZE_MAX ? 0 : mp->n_path_string_ids;
 		e->path = NULL;
+		e->build_id_iid = mp->has_build_id ? mp->build_id : 0;
 	}
 	for (i = 0; i < d->n_callstacks; i++) {
 		Perfetto__Protos__Callstack *cs = d->callstacks[i];
@@ -233,7 +259,7 @@ static void trd_intern(struct trd *r, struct trd_seq *s, Perfetto__Protos__Inter
 	trd_intern_strings(r, &s->functions, d->function_names, d->n_function_names,
 			   "function name");
 	trd_intern_strings(r, &s->paths, d->mapping_paths, d->n_mapping_paths, "mapping path");
-	trd_intern_strings(r, &s->build_ids, d->build_ids, d->n_build_ids, "build id");
+	trd_intern_build_ids(r, s, d);
 	trd_intern_profile(r, s, d);
 }
 
@@ -281,7 +307,19 @@ static const char *trd_mapping_path(struct trd *r, struct trd_seq *s, uint64_t i
 	return mp->path;
 }
 
-/* Resolves frame i of st into st->frames[i] / st->maps[i]; false with a problem. */
+/* The mapping's build id as hex, NULL when it has none (or names an undefined one). */
+static const char *trd_mapping_build_id(struct trd_seq *s, uint64_t iid)
+{
+	struct trd_mapping *mp = pw_table_find(&s->mappings, &iid);
+	struct trd_iid_str *b;
+
+	if (!mp || !mp->build_id_iid)
+		return NULL;
+	b = pw_table_find(&s->build_ids, &mp->build_id_iid);
+	return b && b->s && b->s[0] ? b->s : NULL;
+}
+
+/* Resolves frame i of st into st->frames[i] / maps[i] / bids[i]; false with a problem. */
 static bool trd_resolve_frame(struct trd *r, struct trd_seq *s, struct trd_stack *st, size_t i)
 {
 	uint64_t fid = s->pool[st->off + i];
@@ -313,6 +351,7 @@ static bool trd_resolve_frame(struct trd *r, struct trd_seq *s, struct trd_stack
 		map = trd_mapping_path(r, s, f->mapping_iid);
 		if (!map)
 			return false;
+		st->bids[i] = (char *)trd_mapping_build_id(s, f->mapping_iid);
 	}
 	st->maps[i] = (char *)map;
 	return true;
@@ -338,13 +377,15 @@ static struct trd_stack *trd_resolve_stack(struct trd *r, struct trd_seq *s, uin
 	}
 	st->frames = calloc(st->n, sizeof(char *));
 	st->maps = calloc(st->n, sizeof(char *));
-	if (!st->frames || !st->maps) {
+	st->bids = calloc(st->n, sizeof(char *));
+	if (!st->frames || !st->maps || !st->bids) {
 		free(st->frames);
 		free(st->maps);
+		free(st->bids);
 		r->oom = true;
 		return NULL;
 	}
-	if (!trd_keep(r, st->frames) || !trd_keep(r, st->maps))
+	if (!trd_keep(r, st->frames) || !trd_keep(r, st->maps) || !trd_keep(r, st->bids))
 		return NULL;
 	for (i = 0; i < st->n; i++)
 		if (!trd_resolve_frame(r, s, st, i))
@@ -382,6 +423,7 @@ static void trd_perf_sample(struct trd *r, struct trd_seq *s, const trd_packet *
 		out.s.n_frames = st->n;
 		out.s.frames = st->frames;
 		out.s.frame_mappings = st->maps;
+		out.s.frame_build_ids = st->bids;
 	}
 	trd_sample_event(r, &out);
 }

@@ -37,6 +37,7 @@ struct trace_sample {
 	size_t n_frames;
 	char **frames;       /* function names, root first; "?" when unnamed */
 	char **frame_mappings; /* mapping path per frame */
+	char **frame_build_ids; /* its mapping's build id (lowercase hex) per frame, NULL: none */
 };
 
 struct trace_counter_value {

@@ -7,7 +7,9 @@
  * their innermost slice whether they come before or after it; and
  * `profctl report` staying within a heap budget far below the trace's size
  * (malloc is counted here, so the budget is the real allocation high-water
- * mark). Traces come from the writer, into memfds.
+ * mark), and so do the exports (viewer-export/export/), whose instrumented
+ * call chains must also sum to the root calls' time. Traces come from the
+ * writer, into memfds.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -22,6 +24,7 @@
 #include "perfetto_trace_subset.pb-c.h"
 #include "profctl/profctl.h"
 #include "tests/unit/unit.h"
+#include "viewer-export/export/export.h"
 #include "viewer-export/perfetto_writer.h"
 #include "viewer-export/trace_reader.h"
 #include "viewer-export/trace_stream.h"
@@ -627,6 +630,54 @@ static void test_report_heap_stays_bounded(void)
 	close(fd);
 }
 
+/* ---- exports: bounded memory, call chains' self time ---------------------------------------- */
+
+static void test_exports_heap_stays_bounded(void)
+{
+	int (*const run[])(const char *, FILE *, const struct export_opts *, char *) = {
+		export_pprof, export_chrome, export_folded,
+	};
+	struct export_opts o = { .with_calls = true, .window = 4096 };
+	int fd = new_fd(), calls = 60000;
+	FILE *out = tmpfile();
+	char err[EXPORT_ERR_LEN], line[256];
+	long long base, chain_ns = 0, want_ns = 0;
+	size_t size, lines = 0;
+
+	write_nested(fd, calls); /* ~180,000 slices, depth 1-5 */
+	size = fd_size(fd);
+	for (int i = 0; i < calls; i++) /* the depth-0 call: 12 x depth - 7 ns */
+		want_ns += 12 * (1 + i % 5) - 7;
+	for (size_t k = 0; k < sizeof(run) / sizeof(run[0]); k++) {
+		fflush(out);
+		CHECK(ftruncate(fileno(out), 0) == 0);
+		rewind(out);
+		base = heap_live;
+		heap_peak = heap_live;
+		CHECK_EQ_INT(run[k](fd_path(fd), out, &o, err), 0);
+		if (HEAP_COUNTED) {
+			fprintf(stderr, "heap peak: export %zu: %lld KiB (trace %zu KiB)\n", k,
+				(heap_peak - base) / 1024, size / 1024);
+			CHECK(heap_peak - base < 1024 * 1024);
+			CHECK(heap_peak - base < (long long)size / 4);
+		}
+	}
+	/* folded (last): the 5 distinct chains, their self times adding up to the roots' time */
+	fflush(out);
+	rewind(out);
+	while (fgets(line, sizeof(line), out)) {
+		const char *sp = strrchr(line, ' ');
+
+		CHECK(strncmp(line, "[calls ns];fn1", 14) == 0);
+		chain_ns += sp ? atoll(sp + 1) : 0;
+		lines++;
+	}
+	CHECK_EQ_INT(lines, 5);
+	CHECK_EQ_INT(chain_ns, want_ns);
+	fclose(out);
+	close(fd);
+}
+
 struct sched_seen {
 	struct trace_sched_event ev[8];
 	int n;
@@ -718,6 +769,7 @@ int main(void)
 	RUN_TEST(test_samples_after_their_slices);
 	RUN_TEST(test_samples_older_than_the_history);
 	RUN_TEST(test_report_heap_stays_bounded);
+	RUN_TEST(test_exports_heap_stays_bounded);
 	RUN_TEST(test_sched_events_round_trip);
 	printf("%d passed, %d failed\n", unit_cases_passed, unit_cases_failed);
 	return unit_cases_failed ? 1 : 0;

@@ -1,0 +1,172 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Chrome's Trace Event Format (JSON object form, {"traceEvents":[...]}), as
+ * chrome://tracing and trace_processor's JSON importer load it, written while
+ * the trace streams:
+ *  - one complete event ("ph":"X") per instrumented call, on its pid/tid, with
+ *    the trace's ts and dur (microseconds, 3 decimals keep the nanoseconds);
+ *    a call still open at the end is a "B" with no "E" (open to the end).
+ *    Events come in END order: the format needs no sort, nesting follows
+ *    from ts/dur;
+ *  - "M" metadata events naming processes and threads (each descriptor: the
+ *    last name wins);
+ *  - the CPU samples as instant events ("ph":"i", thread scope) on a pseudo
+ *    thread per sampled thread, "TID samples" (tid + EXPORT_SAMPLES_TID), so
+ *    they do not interleave with the calls' slices; name: the leaf frame,
+ *    args.stack: the frames root first, ';'-separated.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+
+#include "viewer-export/export/export.h"
+
+#define CHROME_SAMPLES_TID (1 << 30) /* above any Linux tid (PID_MAX_LIMIT is 2^22) */
+
+struct chrome {
+	struct export_base base;
+	FILE *out;
+	bool first;
+	struct export_names sampled; /* threads given a samples pseudo thread, by (pid, tid) key */
+};
+
+/* s's characters as JSON string content (no quotes). */
+static void json_chars(FILE *out, const char *s)
+{
+	for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+		if (*p == '"' || *p == '\\')
+			fprintf(out, "\\%c", *p);
+		else if (*p == '\n')
+			fputs("\\n", out);
+		else if (*p < 0x20 || *p == 0x7f)
+			fprintf(out, "\\u%04x", *p);
+		else
+			fputc(*p, out); /* UTF-8 passes through as the program named it */
+	}
+}
+
+static void json_str(FILE *out, const char *s)
+{
+	fputc('"', out);
+	json_chars(out, s);
+	fputc('"', out);
+}
+
+/* Trace ns as microseconds with 3 decimals, exact. */
+static void json_us(FILE *out, uint64_t ns)
+{
+	fprintf(out, "%" PRIu64 ".%03u", ns / 1000, (unsigned)(ns % 1000));
+}
+
+static FILE *event(struct chrome *c)
+{
+	fputs(c->first ? "\n" : ",\n", c->out);
+	c->first = false;
+	return c->out;
+}
+
+static void meta(struct chrome *c, const char *what, int32_t pid, int32_t tid, const char *name)
+{
+	FILE *out = event(c);
+
+	fprintf(out, "{\"ph\":\"M\",\"name\":\"%s\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":", what,
+		pid, tid);
+	json_str(out, name);
+	fputs("}}", out);
+}
+
+static int chrome_process(void *ctx, size_t index, int32_t pid, const char *name, bool is_new)
+{
+	(void)index;
+	(void)is_new;
+	if (name)
+		meta(ctx, "process_name", pid, 0, name);
+	return 0;
+}
+
+static int chrome_thread(void *ctx, size_t index, const struct trace_thread *t, bool is_new)
+{
+	(void)index;
+	(void)is_new;
+	if (t->name)
+		meta(ctx, "thread_name", t->pid, t->tid, t->name);
+	return 0;
+}
+
+static int chrome_slice(void *ctx, const struct trace_stream_slice *s)
+{
+	struct chrome *c = ctx;
+	FILE *out = event(c);
+
+	fprintf(out, "{\"ph\":\"%s\",\"pid\":%d,\"tid\":%d,\"ts\":", s->dur < 0 ? "B" : "X",
+		s->pid, s->tid);
+	json_us(out, s->ts);
+	if (s->dur >= 0) {
+		fputs(",\"dur\":", out);
+		json_us(out, (uint64_t)s->dur);
+	}
+	fputs(",\"name\":", out);
+	json_str(out, s->name ? s->name : "?");
+	fputc('}', out);
+	return 0;
+}
+
+/* The sampled thread's pseudo thread, named once. */
+static int samples_thread(struct chrome *c, int32_t pid, int32_t tid)
+{
+	/* a (pid, tid) key as a fake pointer: export_names only compares them */
+	const char *key = (const char *)(uintptr_t)(((uint64_t)(uint32_t)pid << 32) | (uint32_t)tid);
+	size_t before = c->sampled.n;
+	int64_t id = export_names_id(&c->sampled, key);
+	char name[48];
+
+	if (id < 0)
+		return (int)id;
+	if (c->sampled.n != before) {
+		snprintf(name, sizeof(name), "%d samples", tid);
+		meta(c, "thread_name", pid, tid + CHROME_SAMPLES_TID, name);
+	}
+	return 0;
+}
+
+static int chrome_sample(void *ctx, const struct trace_stream_sample *smp)
+{
+	struct chrome *c = ctx;
+	const struct trace_sample *s = &smp->s;
+	int rc = samples_thread(c, s->pid, s->tid);
+	FILE *out;
+
+	if (rc)
+		return rc;
+	out = event(c);
+	fprintf(out, "{\"ph\":\"i\",\"s\":\"t\",\"pid\":%d,\"tid\":%d,\"ts\":", s->pid,
+		s->tid + CHROME_SAMPLES_TID);
+	json_us(out, s->ts);
+	fputs(",\"name\":", out);
+	json_str(out, s->n_frames ? s->frames[s->n_frames - 1] : "[unknown]");
+	fprintf(out, ",\"args\":{\"cpu\":%u,\"stack\":\"", s->cpu);
+	for (size_t k = 0; k < s->n_frames; k++) {
+		if (k)
+			fputc(';', out);
+		json_chars(out, s->frames[k]);
+	}
+	fputs("\"}}", out);
+	return 0;
+}
+
+int export_chrome(const char *path, FILE *out, const struct export_opts *o, char *err)
+{
+	static const struct trace_stream_ops ops = {
+		.process = chrome_process, .thread = chrome_thread,
+		.slice = chrome_slice, .sample = chrome_sample,
+	};
+	struct chrome c = { .base.err = err, .out = out, .first = true };
+	int rc;
+
+	err[0] = 0;
+	fputs("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[", out);
+	rc = export_stream_run(path, &ops, &c.base, o, false);
+	fputs("\n]}\n", out);
+	export_names_free(&c.sampled);
+	return rc;
+}
