@@ -61,6 +61,8 @@ if command -v go >/dev/null; then
 	bid=$(readelf -n "$DEMO" | awk '/Build ID/ { print $3 }')
 	check "pprof: the demo's mapping carries its build id" \
 		test -n "$bid" -a "$(pp -raw | awk -v d="$DEMO" '$3 == d { print $4 }')" = "$bid"
+	check_eq "pprof: the program is its main binary (the first mapping)" \
+		"$(sed -n 's/^File: //p' "$WORK/top.txt")" "$(basename "$DEMO")"
 	check "pprof: worker calls fib (instrumented chain)" \
 		grep -q 'fib' <(pp -peek '^worker$' -sample_index=calls)
 else

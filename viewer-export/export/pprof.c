@@ -42,6 +42,8 @@ struct pprof {
 	uint64_t *buf;                 /* location ids of the stack being built */
 	uint32_t *ids;
 	size_t buf_cap;
+	const char *main_path;         /* the mapping of a sampled stack's root frame */
+	bool main_from_main_thread;    /* ... of the main thread's: _start's, the executable */
 };
 
 static int64_t str_id(struct pprof *p, const char *s)
@@ -110,6 +112,12 @@ static int pprof_sample(void *ctx, const struct trace_stream_sample *smp)
 
 	if (!reserve(p, n))
 		return -ENOMEM;
+	/* the main thread's root frame is _start, in the executable; another thread's is libc's */
+	if ((!p->main_path || !p->main_from_main_thread) && s->n_frames && s->frame_mappings &&
+	    s->frame_mappings[0] && s->frame_mappings[0][0] != '[') {
+		p->main_path = s->frame_mappings[0];
+		p->main_from_main_thread = s->tid == s->pid;
+	}
 	for (size_t i = 0; i < n; i++) { /* leaf first */
 		size_t k = s->n_frames - 1 - i;
 		int64_t loc = !s->n_frames ? location(p, fixed[S_UNKNOWN], NULL, NULL)
@@ -178,19 +186,45 @@ static void encode_samples(struct pwb *b, const struct pprof *p, uint64_t period
 	}
 }
 
+/*
+ * The order pprof should see a mapping in: 0 the program's executable (the
+ * mapping of a sampled stack's root frame), 1 another file, 2 a pseudo-mapping
+ * ("[kernel.kallsyms]", "[vdso]", "[profd]").
+ */
+static int mapping_rank(const struct pprof *p, const struct export_stack *s)
+{
+	uint32_t path = export_stack_ids(&p->maps, s)[0];
+	const char *name = path < p->strings.n ? p->strings.names[path] : "";
+
+	if (p->main_path && strcmp(name, p->main_path) == 0)
+		return 0;
+	return name[0] == '[' ? 2 : 1;
+}
+
+static void encode_mappings(struct pwb *b, const struct pprof *p)
+{
+	/* pprof takes the first mapping for the main binary */
+	for (int rank = 0; rank <= 2; rank++) {
+		for (size_t i = 0; i < p->maps.n; i++) {
+			const struct export_stack *s = &p->maps.items[i];
+			size_t m;
+
+			if (mapping_rank(p, s) != rank)
+				continue;
+			m = pwb_open(b, 3);
+			pwb_uint(b, 1, (uint64_t)s->v[0]);
+			pwb_uint(b, 5, export_stack_ids(&p->maps, s)[0]);
+			if (s->v[1])
+				pwb_uint(b, 6, (uint64_t)s->v[1]);
+			pwb_uint(b, 7, 1); /* has_functions */
+			pwb_close(b, m);
+		}
+	}
+}
+
 static void encode_tables(struct pwb *b, const struct pprof *p)
 {
-	for (size_t i = 0; i < p->maps.n; i++) { /* Mapping */
-		const struct export_stack *s = &p->maps.items[i];
-		size_t m = pwb_open(b, 3);
-
-		pwb_uint(b, 1, (uint64_t)s->v[0]);
-		pwb_uint(b, 5, export_stack_ids(&p->maps, s)[0]);
-		if (s->v[1])
-			pwb_uint(b, 6, (uint64_t)s->v[1]);
-		pwb_uint(b, 7, 1); /* has_functions */
-		pwb_close(b, m);
-	}
+	encode_mappings(b, p);
 	for (size_t i = 0; i < p->locs.n; i++) { /* Location with one Line */
 		const struct export_stack *s = &p->locs.items[i];
 		const uint32_t *key = export_stack_ids(&p->locs, s);
