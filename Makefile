@@ -52,7 +52,7 @@ TRAMP_ASM   := $(wildcard trampolines/*.S)
 AGENT_SRC   := $(wildcard agent/*.c)
 DAEMON_SRC  := $(filter-out daemon/profd.c %.bpf.c,$(wildcard daemon/*.c daemon/*/*.c))
 EXPORT_SRC  := $(wildcard viewer-export/*.c)
-PROFCTL_SRC := $(filter-out profctl/profctl.c,$(wildcard profctl/*.c))
+PROFCTL_SRC := $(filter-out profctl/profctl.c profctl/agent_link.c,$(wildcard profctl/*.c))
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(patsubst %.S,$(BUILD)/obj/%.o,$(1)))
 
@@ -62,6 +62,9 @@ AGENT_OBJ   := $(call obj,$(AGENT_SRC))
 DAEMON_OBJ  := $(call obj,$(DAEMON_SRC))
 EXPORT_OBJ  := $(call obj,$(EXPORT_SRC))
 PROFCTL_OBJ := $(call obj,$(PROFCTL_SRC))
+# `profctl funcs` decides with the agent's own code (agent/instrument.c), run on mapped files
+PROFCTL_AGENT_OBJ := $(call obj,agent/instrument.c agent/elf_symbols.c agent/patcher.c \
+	agent/proc_maps.c trampolines/relocator_x86_64.c profctl/agent_link.c)
 
 UNIT_SRC    := $(wildcard tests/unit/test_*.c)
 UNIT_BIN    := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
@@ -145,9 +148,10 @@ $(BUILD)/profd: $(BUILD)/obj/daemon/profd.o $(DAEMON_OBJ) $(EXPORT_OBJ) $(COMMON
 	@echo "  LD      $@"
 	$(Q)$(CC) -o $@ $^ $(LDFLAGS_SAN) $(LIBS_DAEMON)
 
-$(BUILD)/profctl: $(BUILD)/obj/profctl/profctl.o $(PROFCTL_OBJ) $(EXPORT_OBJ) $(COMMON_OBJ)
+$(BUILD)/profctl: $(BUILD)/obj/profctl/profctl.o $(PROFCTL_OBJ) $(PROFCTL_AGENT_OBJ) $(EXPORT_OBJ) \
+		$(COMMON_OBJ)
 	@echo "  LD      $@"
-	$(Q)$(CC) -o $@ $^ $(LDFLAGS_SAN) $(LIBS_COMMON)
+	$(Q)$(CC) -o $@ $^ $(LDFLAGS_SAN) $(LIBS_COMMON) -lZydis
 
 # ---- tests, targets, benchmarks ---------------------------------------------
 TEST_LINK_OBJ := $(AGENT_OBJ) $(TRAMP_OBJ) $(DAEMON_OBJ) $(EXPORT_OBJ) $(PROFCTL_OBJ) $(COMMON_OBJ)

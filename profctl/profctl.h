@@ -18,6 +18,10 @@ int cmd_status(int argc, char **argv);
 int cmd_stop(int argc, char **argv);
 int cmd_open(int argc, char **argv);
 int cmd_snapshot(int argc, char **argv);
+int cmd_funcs(int argc, char **argv);
+
+/* CMD's file as execvp would find it (PATH), in out; 0 or a negative errno. */
+int profctl_find_command(const char *cmd, char *out, size_t len);
 
 struct trace_stream_stats;
 struct func_filter;
