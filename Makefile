@@ -233,12 +233,15 @@ PKGLIBDIR      ?= $(PREFIX)/lib/profd
 DOCDIR         ?= $(PREFIX)/share/doc/profd
 SYSTEMDUNITDIR ?= $(PREFIX)/lib/systemd/system
 SYSUSERSDIR    ?= $(PREFIX)/lib/sysusers.d
+MANDIR         ?= $(PREFIX)/share/man
+BASHCOMPDIR    ?= $(PREFIX)/share/bash-completion/completions
 INSTALL        ?= install
 
 install: $(BUILD)/profd $(BUILD)/profctl $(BUILD)/libprofagent.so $(BUILD)/libprofagent.so-gdb.py
 	@echo "  INSTALL $(DESTDIR)$(PREFIX)"
 	$(Q)$(INSTALL) -d $(DESTDIR)$(PKGLIBDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(SBINDIR) \
-		$(DESTDIR)$(DOCDIR) $(DESTDIR)$(SYSTEMDUNITDIR) $(DESTDIR)$(SYSUSERSDIR)
+		$(DESTDIR)$(DOCDIR) $(DESTDIR)$(SYSTEMDUNITDIR) $(DESTDIR)$(SYSUSERSDIR) \
+		$(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(BASHCOMPDIR)
 	$(Q)$(INSTALL) -m 0755 $(BUILD)/profd $(BUILD)/profctl $(DESTDIR)$(PKGLIBDIR)/
 	$(Q)$(INSTALL) -m 0644 $(BUILD)/libprofagent.so $(BUILD)/libprofagent.so-gdb.py \
 		$(DESTDIR)$(PKGLIBDIR)/
@@ -250,12 +253,17 @@ install: $(BUILD)/profd $(BUILD)/profctl $(BUILD)/libprofagent.so $(BUILD)/libpr
 	$(Q)chmod 0644 $(DESTDIR)$(SYSTEMDUNITDIR)/profd.service
 	$(Q)$(INSTALL) -m 0644 systemd/profd.sysusers $(DESTDIR)$(SYSUSERSDIR)/profd.conf
 	$(Q)$(INSTALL) -m 0644 README.md $(DESTDIR)$(DOCDIR)/README.md
+	$(Q)$(INSTALL) -m 0644 man/profctl.1 $(DESTDIR)$(MANDIR)/man1/profctl.1
+	$(Q)$(INSTALL) -m 0644 man/profd.8 $(DESTDIR)$(MANDIR)/man8/profd.8
+	$(Q)$(INSTALL) -m 0644 completion/profctl.bash $(DESTDIR)$(BASHCOMPDIR)/profctl
 	@echo "  then: systemd-sysusers; systemctl daemon-reload; systemctl enable --now profd.socket"
 
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/profctl $(DESTDIR)$(SBINDIR)/profd \
 		$(DESTDIR)$(SYSTEMDUNITDIR)/profd.socket $(DESTDIR)$(SYSTEMDUNITDIR)/profd.service \
 		$(DESTDIR)$(SYSUSERSDIR)/profd.conf $(DESTDIR)$(DOCDIR)/README.md \
+		$(DESTDIR)$(MANDIR)/man1/profctl.1 $(DESTDIR)$(MANDIR)/man8/profd.8 \
+		$(DESTDIR)$(BASHCOMPDIR)/profctl \
 		$(addprefix $(DESTDIR)$(PKGLIBDIR)/,profd profctl libprofagent.so libprofagent.so-gdb.py)
 	-rmdir $(DESTDIR)$(PKGLIBDIR) $(DESTDIR)$(DOCDIR)
 
