@@ -52,7 +52,7 @@ TRAMP_ASM   := $(wildcard trampolines/*.S)
 AGENT_SRC   := $(wildcard agent/*.c)
 DAEMON_SRC  := $(filter-out daemon/profd.c %.bpf.c,$(wildcard daemon/*.c daemon/*/*.c))
 EXPORT_SRC  := $(wildcard viewer-export/*.c viewer-export/export/*.c)
-PROFCTL_SRC := $(filter-out profctl/profctl.c,$(wildcard profctl/*.c))
+PROFCTL_SRC := $(filter-out profctl/profctl.c profctl/agent_link.c,$(wildcard profctl/*.c))
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(patsubst %.S,$(BUILD)/obj/%.o,$(1)))
 
@@ -62,6 +62,9 @@ AGENT_OBJ   := $(call obj,$(AGENT_SRC))
 DAEMON_OBJ  := $(call obj,$(DAEMON_SRC))
 EXPORT_OBJ  := $(call obj,$(EXPORT_SRC))
 PROFCTL_OBJ := $(call obj,$(PROFCTL_SRC))
+# `profctl funcs` decides with the agent's own code (agent/instrument.c), run on mapped files
+PROFCTL_AGENT_OBJ := $(call obj,agent/instrument.c agent/elf_symbols.c agent/patcher.c \
+	agent/proc_maps.c trampolines/relocator_x86_64.c profctl/agent_link.c)
 
 UNIT_SRC    := $(wildcard tests/unit/test_*.c)
 UNIT_BIN    := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
@@ -145,9 +148,10 @@ $(BUILD)/profd: $(BUILD)/obj/daemon/profd.o $(DAEMON_OBJ) $(EXPORT_OBJ) $(COMMON
 	@echo "  LD      $@"
 	$(Q)$(CC) -o $@ $^ $(LDFLAGS_SAN) $(LIBS_DAEMON)
 
-$(BUILD)/profctl: $(BUILD)/obj/profctl/profctl.o $(PROFCTL_OBJ) $(EXPORT_OBJ) $(COMMON_OBJ)
+$(BUILD)/profctl: $(BUILD)/obj/profctl/profctl.o $(PROFCTL_OBJ) $(PROFCTL_AGENT_OBJ) $(EXPORT_OBJ) \
+		$(COMMON_OBJ)
 	@echo "  LD      $@"
-	$(Q)$(CC) -o $@ $^ $(LDFLAGS_SAN) $(LIBS_COMMON)
+	$(Q)$(CC) -o $@ $^ $(LDFLAGS_SAN) $(LIBS_COMMON) -lZydis
 
 # ---- tests, targets, benchmarks ---------------------------------------------
 TEST_LINK_OBJ := $(AGENT_OBJ) $(TRAMP_OBJ) $(DAEMON_OBJ) $(EXPORT_OBJ) $(PROFCTL_OBJ) $(COMMON_OBJ)
@@ -229,12 +233,15 @@ PKGLIBDIR      ?= $(PREFIX)/lib/profd
 DOCDIR         ?= $(PREFIX)/share/doc/profd
 SYSTEMDUNITDIR ?= $(PREFIX)/lib/systemd/system
 SYSUSERSDIR    ?= $(PREFIX)/lib/sysusers.d
+MANDIR         ?= $(PREFIX)/share/man
+BASHCOMPDIR    ?= $(PREFIX)/share/bash-completion/completions
 INSTALL        ?= install
 
 install: $(BUILD)/profd $(BUILD)/profctl $(BUILD)/libprofagent.so $(BUILD)/libprofagent.so-gdb.py
 	@echo "  INSTALL $(DESTDIR)$(PREFIX)"
 	$(Q)$(INSTALL) -d $(DESTDIR)$(PKGLIBDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(SBINDIR) \
-		$(DESTDIR)$(DOCDIR) $(DESTDIR)$(SYSTEMDUNITDIR) $(DESTDIR)$(SYSUSERSDIR)
+		$(DESTDIR)$(DOCDIR) $(DESTDIR)$(SYSTEMDUNITDIR) $(DESTDIR)$(SYSUSERSDIR) \
+		$(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(BASHCOMPDIR)
 	$(Q)$(INSTALL) -m 0755 $(BUILD)/profd $(BUILD)/profctl $(DESTDIR)$(PKGLIBDIR)/
 	$(Q)$(INSTALL) -m 0644 $(BUILD)/libprofagent.so $(BUILD)/libprofagent.so-gdb.py \
 		$(DESTDIR)$(PKGLIBDIR)/
@@ -246,12 +253,17 @@ install: $(BUILD)/profd $(BUILD)/profctl $(BUILD)/libprofagent.so $(BUILD)/libpr
 	$(Q)chmod 0644 $(DESTDIR)$(SYSTEMDUNITDIR)/profd.service
 	$(Q)$(INSTALL) -m 0644 systemd/profd.sysusers $(DESTDIR)$(SYSUSERSDIR)/profd.conf
 	$(Q)$(INSTALL) -m 0644 README.md $(DESTDIR)$(DOCDIR)/README.md
+	$(Q)$(INSTALL) -m 0644 man/profctl.1 $(DESTDIR)$(MANDIR)/man1/profctl.1
+	$(Q)$(INSTALL) -m 0644 man/profd.8 $(DESTDIR)$(MANDIR)/man8/profd.8
+	$(Q)$(INSTALL) -m 0644 completion/profctl.bash $(DESTDIR)$(BASHCOMPDIR)/profctl
 	@echo "  then: systemd-sysusers; systemctl daemon-reload; systemctl enable --now profd.socket"
 
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/profctl $(DESTDIR)$(SBINDIR)/profd \
 		$(DESTDIR)$(SYSTEMDUNITDIR)/profd.socket $(DESTDIR)$(SYSTEMDUNITDIR)/profd.service \
 		$(DESTDIR)$(SYSUSERSDIR)/profd.conf $(DESTDIR)$(DOCDIR)/README.md \
+		$(DESTDIR)$(MANDIR)/man1/profctl.1 $(DESTDIR)$(MANDIR)/man8/profd.8 \
+		$(DESTDIR)$(BASHCOMPDIR)/profctl \
 		$(addprefix $(DESTDIR)$(PKGLIBDIR)/,profd profctl libprofagent.so libprofagent.so-gdb.py)
 	-rmdir $(DESTDIR)$(PKGLIBDIR) $(DESTDIR)$(DOCDIR)
 

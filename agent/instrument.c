@@ -21,15 +21,6 @@
 #include "trampolines/relocator_x86_64.h"
 #include "trampolines/trampoline_layout.h"
 
-#define MAX_EXEC_SEGMENTS 8
-
-struct loaded_module {
-	char *path;
-	uint64_t base;
-	uint64_t seg_lo[MAX_EXEC_SEGMENTS], seg_hi[MAX_EXEC_SEGMENTS];
-	int n_segs;
-};
-
 struct module_list {
 	struct loaded_module *items;
 	size_t n, cap;
@@ -150,7 +141,7 @@ static int collect_module(struct dl_phdr_info *info, size_t size, void *ctx)
 	(void)size;
 	if (is_own_module(info) || strncmp(info->dlpi_name, "linux-vdso", 10) == 0)
 		return 0;
-	for (int i = 0; i < info->dlpi_phnum && m.n_segs < MAX_EXEC_SEGMENTS; i++) {
+	for (int i = 0; i < info->dlpi_phnum && m.n_segs < LOADED_MODULE_MAX_SEGMENTS; i++) {
 		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
 
 		if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X))
@@ -519,6 +510,25 @@ static int plan_knows(const struct instrument_plan *plan, const struct loaded_mo
 	return 0;
 }
 
+/* Instruments the modules of list[0..n) that the plan has not seen yet. */
+static int plan_modules(const struct func_filter *filter, const struct loaded_module *list,
+			size_t n, struct instrument_plan *plan)
+{
+	int err;
+
+	proc_maps_free(&plan->maps);
+	err = proc_maps_load(&plan->maps);
+	for (size_t i = 0; i < n && !err; i++) {
+		if (plan_knows(plan, &list[i]))
+			continue;
+		module_instrument(&list[i], filter, &plan->maps, plan);
+		/* Stub regions were mapped: the next module must see them. */
+		proc_maps_free(&plan->maps);
+		err = proc_maps_load(&plan->maps);
+	}
+	return err;
+}
+
 /* Instruments the modules loaded now that the plan has not seen yet. */
 static int plan_new_modules(const struct func_filter *filter, struct instrument_plan *plan)
 {
@@ -526,16 +536,7 @@ static int plan_new_modules(const struct func_filter *filter, struct instrument_
 	int err;
 
 	dl_iterate_phdr(collect_module, &list);
-	proc_maps_free(&plan->maps);
-	err = proc_maps_load(&plan->maps);
-	for (size_t i = 0; i < list.n && !err; i++) {
-		if (plan_knows(plan, &list.items[i]))
-			continue;
-		module_instrument(&list.items[i], filter, &plan->maps, plan);
-		/* Stub regions were mapped: the next module must see them. */
-		proc_maps_free(&plan->maps);
-		err = proc_maps_load(&plan->maps);
-	}
+	err = plan_modules(filter, list.items, list.n, plan);
 	for (size_t i = 0; i < list.n; i++)
 		free(list.items[i].path);
 	free(list.items);
@@ -549,6 +550,19 @@ int instrument_prepare(const struct func_filter *filter, struct instrument_plan 
 
 	memset(plan, 0, sizeof(*plan));
 	err = plan_new_modules(filter, plan);
+	plan->report.elapsed_ns = now_ns() - start;
+	return err;
+}
+
+int instrument_prepare_modules(const struct func_filter *filter,
+			       const struct loaded_module *modules, size_t n,
+			       struct instrument_plan *plan)
+{
+	uint64_t start = now_ns();
+	int err;
+
+	memset(plan, 0, sizeof(*plan));
+	err = plan_modules(filter, modules, n, plan);
 	plan->report.elapsed_ns = now_ns() - start;
 	return err;
 }

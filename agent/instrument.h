@@ -77,11 +77,32 @@ struct instrument_plan {
 };
 
 /*
+ * A module as the walk sees it: its file and where its executable segments
+ * are in this process's memory (the function bytes are read from there).
+ */
+#define LOADED_MODULE_MAX_SEGMENTS 8
+struct loaded_module {
+	char *path;
+	uint64_t base; /* load bias: ELF address + base = address here */
+	uint64_t seg_lo[LOADED_MODULE_MAX_SEGMENTS], seg_hi[LOADED_MODULE_MAX_SEGMENTS];
+	int n_segs;
+};
+
+/*
  * Finds every function filter selects in the modules loaded now and builds
  * its stub. Returns 0 (even if some or all functions were skipped) or a
  * negative errno for a failure that stopped it.
  */
 int instrument_prepare(const struct func_filter *filter, struct instrument_plan *plan);
+
+/*
+ * The same decisions over modules[0..n) instead of the loaded ones: `profctl
+ * funcs` maps each file's segments for reading and gets the split `profctl
+ * run` would get, stubs built (never run), nothing patched.
+ */
+int instrument_prepare_modules(const struct func_filter *filter,
+			       const struct loaded_module *modules, size_t n,
+			       struct instrument_plan *plan);
 
 /*
  * Writes the entry jumps. A function whose patched bytes hold one of ips[]

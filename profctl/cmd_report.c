@@ -30,7 +30,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/func_filter.h"
 #include "profctl/profctl.h"
+#include "profctl/report_callers.h"
+#include "profctl/report_names.h"
+#include "profctl/report_options.h"
 #include "profctl/report_sched.h"
 #include "viewer-export/perfetto_writer.h"
 #include "viewer-export/trace_stream.h"
@@ -38,98 +42,19 @@
 #define REPORT_PROBLEMS_SHOWN 20
 #define REPORT_REORDER 1024 /* slice events per track put back in order (profd writes them in order) */
 
-/* ---- names: a table keyed by the stream's interned pointers ------------------- */
-
-struct name_stat {
-	const char *name;      /* the stream's interned string: one pointer per name */
-	uint64_t count;        /* slices, or samples with this leaf */
-	int64_t total_ns;
-	uint64_t self_samples; /* CPU samples taken while this was the innermost call */
-};
-
-struct name_table {
-	struct name_stat *items;
-	size_t n, cap;
-	uint32_t *slots;       /* index + 1, open addressing on the pointer */
-	size_t mask;
-};
-
-static size_t name_hash(const char *p)
-{
-	uint64_t h = (uint64_t)(uintptr_t)p * 0x9e3779b97f4a7c15ull;
-
-	return (size_t)(h >> 32);
-}
-
-static int name_table_rehash(struct name_table *t)
-{
-	size_t cap = t->mask ? (t->mask + 1) * 2 : 256;
-	uint32_t *slots = calloc(cap, sizeof(*slots));
-
-	if (!slots)
-		return -ENOMEM;
-	for (size_t i = 0; i < t->n; i++) {
-		size_t k = name_hash(t->items[i].name) & (cap - 1);
-
-		while (slots[k])
-			k = (k + 1) & (cap - 1);
-		slots[k] = (uint32_t)i + 1;
-	}
-	free(t->slots);
-	t->slots = slots;
-	t->mask = cap - 1;
-	return 0;
-}
-
-/* The entry of name (created at zero); NULL on ENOMEM. */
-static struct name_stat *name_table_get(struct name_table *t, const char *name)
-{
-	size_t k;
-
-	if ((t->n + 1) * 2 > t->mask + 1 && name_table_rehash(t) < 0)
-		return NULL;
-	for (k = name_hash(name) & t->mask; t->slots[k]; k = (k + 1) & t->mask)
-		if (t->items[t->slots[k] - 1].name == name)
-			return &t->items[t->slots[k] - 1];
-	if (t->n == t->cap) {
-		size_t ncap = t->cap ? t->cap * 2 : 64;
-		struct name_stat *n = realloc(t->items, ncap * sizeof(*n));
-
-		if (!n)
-			return NULL;
-		t->items = n;
-		t->cap = ncap;
-	}
-	t->items[t->n] = (struct name_stat){ .name = name };
-	t->slots[k] = (uint32_t)++t->n;
-	return &t->items[t->n - 1];
-}
-
-static const struct name_stat *name_table_find(const struct name_table *t, const char *name)
-{
-	if (!t->mask)
-		return NULL;
-	for (size_t k = name_hash(name) & t->mask; t->slots[k]; k = (k + 1) & t->mask)
-		if (t->items[t->slots[k] - 1].name == name)
-			return &t->items[t->slots[k] - 1];
-	return NULL;
-}
-
-static void name_table_free(struct name_table *t)
-{
-	free(t->items);
-	free(t->slots);
-}
-
 /* ---- the report's state ---------------------------------------------------------- */
 
 struct report {
 	FILE *out;
+	const struct profctl_report_opts *opt;
 	size_t n_slices, n_samples;
 	struct name_table funcs;   /* slices by name */
 	struct name_table leaves;  /* the program's samples by leaf frame */
 	struct trace_func_total *totals; /* the tid-0 rows: over all threads */
 	size_t n_totals, cap_totals;
+	struct trace_func_total *thread_totals; /* --threads: tid != 0 rows */
+	size_t n_thread_totals, cap_thread_totals;
+	struct report_callers callers;   /* --callers */
 	struct profctl_overhead overhead;
 	char *problems[REPORT_PROBLEMS_SHOWN];
 	uint64_t n_problems;
@@ -163,6 +88,8 @@ static int report_slice(void *ctx, const struct trace_stream_slice *s)
 	struct name_stat *st = name_table_get(&rp->funcs, or_unnamed(s->name));
 
 	if (!st)
+		return -ENOMEM;
+	if (rp->opt->callers && report_callers_slice(&rp->callers, s))
 		return -ENOMEM;
 	rp->n_slices++;
 	st->count++;
@@ -206,6 +133,12 @@ static int report_func_total(void *ctx, const struct trace_func_total *t)
 {
 	struct report *rp = ctx;
 
+	if (t->tid != 0 && rp->opt->threads) {
+		if (!report_grow((void **)&rp->thread_totals, &rp->cap_thread_totals,
+				 rp->n_thread_totals, sizeof(*t)))
+			return -ENOMEM;
+		rp->thread_totals[rp->n_thread_totals++] = *t;
+	}
 	if (t->tid != 0)
 		return 0;
 	if (!report_grow((void **)&rp->totals, &rp->cap_totals, rp->n_totals, sizeof(*t)))
@@ -232,11 +165,74 @@ static int report_problem(void *ctx, const char *line)
 
 /* ---- the human report --------------------------------------------------------------- */
 
-static int by_total_desc(const void *a, const void *b)
+static int desc(uint64_t x, uint64_t y)
 {
-	const struct name_stat *x = a, *y = b;
+	return x < y ? 1 : x > y ? -1 : 0;
+}
 
-	return x->total_ns < y->total_ns ? 1 : x->total_ns > y->total_ns ? -1 : 0;
+/* The --sort key of a row of the fallback table (no exact totals: no p99, sorted by total). */
+static uint64_t name_key(const struct name_stat *n, enum profctl_report_sort sort)
+{
+	switch (sort) {
+	case PROFCTL_SORT_CALLS:
+		return n->count;
+	case PROFCTL_SORT_SELF:
+		return n->self_samples;
+	case PROFCTL_SORT_AVG:
+		return n->count ? (uint64_t)n->total_ns / n->count : 0;
+	default:
+		return (uint64_t)n->total_ns;
+	}
+}
+
+static int names_by_key(const void *a, const void *b, void *sort)
+{
+	return desc(name_key(a, *(enum profctl_report_sort *)sort),
+		    name_key(b, *(enum profctl_report_sort *)sort));
+}
+
+static uint64_t total_key(const struct trace_func_total *t, enum profctl_report_sort sort)
+{
+	switch (sort) {
+	case PROFCTL_SORT_CALLS:
+		return t->calls;
+	case PROFCTL_SORT_SELF:
+		return t->self_ns;
+	case PROFCTL_SORT_AVG:
+		return t->avg_ns;
+	case PROFCTL_SORT_P99:
+		return t->p99_ns;
+	default:
+		return t->total_ns;
+	}
+}
+
+static int totals_by_key(const void *a, const void *b, void *sort)
+{
+	return desc(total_key(a, *(enum profctl_report_sort *)sort),
+		    total_key(b, *(enum profctl_report_sort *)sort));
+}
+
+/* --threads: by thread, then by the key within each thread. */
+static int threads_by_key(const void *a, const void *b, void *sort)
+{
+	const struct trace_func_total *x = a, *y = b;
+
+	if (x->tid != y->tid)
+		return x->tid < y->tid ? -1 : 1;
+	return totals_by_key(a, b, sort);
+}
+
+/* --funcs: whether name's rows are shown (the trace has no module: MODULE:GLOB never matches). */
+static bool report_selects(const struct report *rp, const char *name)
+{
+	return !rp->opt->funcs || func_filter_match(rp->opt->funcs, NULL, or_unnamed(name));
+}
+
+/* --top: whether one more row may be printed after shown of them. */
+static bool report_room(const struct report *rp, size_t shown)
+{
+	return !rp->opt->top || shown < rp->opt->top;
 }
 
 static int by_count_desc(const void *a, const void *b)
@@ -244,13 +240,6 @@ static int by_count_desc(const void *a, const void *b)
 	const struct name_stat *x = a, *y = b;
 
 	return x->count < y->count ? 1 : x->count > y->count ? -1 : 0;
-}
-
-static int totals_by_total_desc(const void *a, const void *b)
-{
-	const struct trace_func_total *x = a, *y = b;
-
-	return x->total_ns < y->total_ns ? 1 : x->total_ns > y->total_ns ? -1 : 0;
 }
 
 static void print_ns(FILE *out, uint64_t ns)
@@ -292,7 +281,8 @@ static int report_exact_functions(struct report *rp)
 		return 0;
 	for (size_t i = 0; i < rp->n_totals; i++)
 		sched |= rp->totals[i].sched_calls > 0;
-	qsort(rp->totals, rp->n_totals, sizeof(*rp->totals), totals_by_total_desc);
+	qsort_r(rp->totals, rp->n_totals, sizeof(*rp->totals), totals_by_key,
+		(void *)&rp->opt->sort);
 	fprintf(out, "\ninstrumented functions (%zu called; exact, every call; p50/p99 estimated "
 		"within 12 %%; self samples: CPU samples taken while it was the innermost call%s):\n"
 		"%12s %10s %10s %10s %10s %10s %10s %12s%s %12s  %s\n", rp->n_totals,
@@ -300,10 +290,13 @@ static int report_exact_functions(struct report *rp)
 			"* when some calls were not recorded" : "",
 		"calls", "total", "self", "avg", "p50~", "p99~", "max", "off timeline",
 		sched ? "    off-CPU   runnable" : "", "self samples", "name");
-	for (size_t i = 0; i < rp->n_totals; i++) {
+	for (size_t i = 0, shown = 0; i < rp->n_totals && report_room(rp, shown); i++) {
 		const struct trace_func_total *t = &rp->totals[i];
 		const struct name_stat *st = t->name ? name_table_find(&rp->funcs, t->name) : NULL;
 
+		if (!report_selects(rp, t->name))
+			continue;
+		shown++;
 		fprintf(out, "%12" PRIu64, t->calls);
 		print_ns(out, t->total_ns);
 		print_ns(out, t->self_ns);
@@ -327,16 +320,76 @@ static void report_functions(struct report *rp)
 		return;
 	/* the table's order changes: its index is of no use after this */
 	if (t->n)
-		qsort(t->items, t->n, sizeof(*t->items), by_total_desc);
+		qsort_r(t->items, t->n, sizeof(*t->items), names_by_key, (void *)&rp->opt->sort);
 	fprintf(rp->out, "\ninstrumented functions (%zu; self samples: CPU samples taken while it "
 		"was the innermost instrumented call, profiling overhead apart):\n"
 		"%12s %14s %12s %12s  %s\n", t->n, "calls", "total ms", "avg us", "self samples",
 		"name");
-	for (size_t i = 0; i < t->n; i++)
+	for (size_t i = 0, shown = 0; i < t->n && report_room(rp, shown); i++) {
+		if (!report_selects(rp, t->items[i].name))
+			continue;
+		shown++;
 		fprintf(rp->out, "%12" PRIu64 " %14.3f %12.3f %12" PRIu64 "  %s\n",
 			t->items[i].count, t->items[i].total_ns / 1e6,
 			t->items[i].total_ns / 1e3 / (double)t->items[i].count,
 			t->items[i].self_samples, t->items[i].name);
+	}
+}
+
+/* --percentiles: the exact aggregates' distribution per function, in --sort order. */
+static void report_percentiles(struct report *rp)
+{
+	FILE *out = rp->out;
+
+	if (!rp->n_totals) {
+		fprintf(out, "\npercentiles: the trace has no exact totals (profd writes them at the end)\n");
+		return;
+	}
+	fprintf(out, "\npercentiles (from profd's exact aggregates over every call; p50/p90/p99 "
+		"estimated within 12 %%):\n%12s %10s %10s %10s %10s %10s  %s\n", "calls", "avg",
+		"p50~", "p90~", "p99~", "max", "name");
+	for (size_t i = 0, shown = 0; i < rp->n_totals && report_room(rp, shown); i++) {
+		const struct trace_func_total *t = &rp->totals[i];
+
+		if (!report_selects(rp, t->name))
+			continue;
+		shown++;
+		fprintf(out, "%12" PRIu64, t->calls);
+		print_ns(out, t->avg_ns);
+		print_ns(out, t->p50_ns);
+		print_ns(out, t->p90_ns);
+		print_ns(out, t->p99_ns);
+		print_ns(out, t->max_ns);
+		fprintf(out, "  %s\n", or_unnamed(t->name));
+	}
+}
+
+/* --threads: each thread's exact rows (--top of them per thread), in --sort order. */
+static void report_threads(struct report *rp)
+{
+	FILE *out = rp->out;
+	size_t shown = 0;
+
+	if (rp->n_thread_totals)
+		qsort_r(rp->thread_totals, rp->n_thread_totals, sizeof(*rp->thread_totals),
+			threads_by_key, (void *)&rp->opt->sort);
+	fprintf(out, "\nper thread (exact, every call; %zu rows):\n%8s %12s %10s %10s %10s %10s  %s\n",
+		rp->n_thread_totals, "tid", "calls", "total", "self", "avg", "p99~", "name");
+	for (size_t i = 0; i < rp->n_thread_totals; i++) {
+		const struct trace_func_total *t = &rp->thread_totals[i];
+
+		if (i && t->tid != rp->thread_totals[i - 1].tid)
+			shown = 0;
+		if (!report_selects(rp, t->name) || !report_room(rp, shown))
+			continue;
+		shown++;
+		fprintf(out, "%8u %12" PRIu64, t->tid, t->calls);
+		print_ns(out, t->total_ns);
+		print_ns(out, t->self_ns);
+		print_ns(out, t->avg_ns);
+		print_ns(out, t->p99_ns);
+		fprintf(out, "  %s\n", or_unnamed(t->name));
+	}
 }
 
 /* By leaf frame, over the program's own samples (profiling overhead apart). */
@@ -347,13 +400,17 @@ static void report_samples(struct report *rp, const struct trace_stream_stats *s
 
 	if (t->n)
 		qsort(t->items, t->n, sizeof(*t->items), by_count_desc);
-	shown = t->n < 15 ? t->n : 15;
+	shown = rp->opt->top ? rp->opt->top : 15;
 	fprintf(rp->out, "\nhottest sampled functions (the program's own: %zu of %zu samples, "
 		"%" PRIu64 " lost, %" PRIu64 " not unwound):\n", program, rp->n_samples,
 		st->samples_lost, st->samples_skipped);
-	for (size_t i = 0; i < shown; i++)
+	for (size_t i = 0, n = 0; i < t->n && n < shown; i++) {
+		if (!report_selects(rp, t->items[i].name))
+			continue;
+		n++;
 		fprintf(rp->out, "%8" PRIu64 " %5.1f%%  %s\n", t->items[i].count,
 			100.0 * (double)t->items[i].count / (double)program, t->items[i].name);
+	}
 	if (st->samples_too_late)
 		fprintf(rp->out, "(%" PRIu64 " samples came too long after their thread's calls "
 			"to tell the innermost one: in no function's self samples)\n",
@@ -369,10 +426,18 @@ static void report_human(struct report *rp, const char *path, const struct trace
 
 	fprintf(out, "%s: %zu packets, %zu threads, %zu slices, %zu samples\n", path,
 		st->n_packets, n_threads, rp->n_slices, rp->n_samples);
+	if (rp->opt->callers) {
+		report_callers_print(&rp->callers, out, rp->opt->top);
+		return;
+	}
 	fprintf(out, "\nthreads:\n");
 	for (size_t i = 0; i < n_threads; i++)
 		fprintf(out, "  %d/%d %s\n", th[i].pid, th[i].tid, th[i].name ? th[i].name : "");
 	report_functions(rp);
+	if (rp->opt->percentiles)
+		report_percentiles(rp);
+	if (rp->opt->threads)
+		report_threads(rp);
 	rp->overhead.of_samples = rp->n_samples;
 	rp->overhead.freq_hz = st->sample_freq;
 	profctl_print_overhead(out, "\n", &rp->overhead);
@@ -491,6 +556,8 @@ static void report_free(struct report *rp)
 	for (size_t i = 0; i < rp->n_problems && i < REPORT_PROBLEMS_SHOWN; i++)
 		free(rp->problems[i]);
 	free(rp->totals);
+	free(rp->thread_totals);
+	report_callers_free(&rp->callers);
 	report_sched_free(&rp->sched);
 	name_table_free(&rp->funcs);
 	name_table_free(&rp->leaves);
@@ -503,11 +570,12 @@ int profctl_report(const char *path, FILE *out, const struct profctl_report_opts
 		.reorder = REPORT_REORDER,
 		.attribute_samples = !o->dump, /* self samples per innermost call */
 	};
-	struct report rp = { .out = out };
+	struct report rp = { .out = out, .opt = o };
 	struct dump dump = { .out = out };
 	struct trace_stream *ts;
 	int err;
 
+	report_callers_init(&rp.callers, o->callers);
 	if (report_sched_init(o->dump ? &dump.sched : &rp.sched, out, o->dump))
 		return -ENOMEM;
 	ts = trace_stream_new(o->dump ? &dump_ops : &report_ops, o->dump ? (void *)&dump : &rp, &so);
@@ -529,28 +597,20 @@ int profctl_report(const char *path, FILE *out, const struct profctl_report_opts
 int cmd_report(int argc, char **argv)
 {
 	struct profctl_report_opts o = { 0 };
+	struct func_filter *filter = NULL;
 	const char *path = NULL;
 	int err;
 
-	for (int i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "--dump") == 0) {
-			o.dump = true;
-		} else if (argv[i][0] == '-' && argv[i][1]) {
-			fprintf(stderr, "profctl: report: unknown option %s\n", argv[i]);
-			return 2;
-		} else if (!path) {
-			path = argv[i];
-		} else {
-			fprintf(stderr, "profctl: report: one trace at a time (%s, then %s)\n", path,
-				argv[i]);
-			return 2;
-		}
+	if (argc == 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
+		fputs(profctl_report_usage, stdout);
+		return 0;
 	}
-	if (!path) {
-		fprintf(stderr, "usage: profctl report [--dump] FILE\n");
+	if (profctl_report_parse(argc, argv, &o, &path, &filter)) {
+		func_filter_free(filter);
 		return 2;
 	}
 	err = profctl_report(path, stdout, &o);
+	func_filter_free(filter);
 	if (err) {
 		fflush(stdout);
 		fprintf(stderr, "profctl: cannot read trace %s: %s\n", path,

@@ -54,7 +54,7 @@ static int parse_run_options(int argc, char **argv, struct run_state *rs)
 }
 
 /* Like execvp's search, so "command not found" is said before anything starts. */
-static int find_command(const char *cmd, char *out, size_t len)
+int profctl_find_command(const char *cmd, char *out, size_t len)
 {
 	const char *path = getenv("PATH");
 	char *copy, *dir, *save = NULL;
@@ -252,7 +252,7 @@ static int prepare(struct run_state *rs)
 
 	if (profile_patterns_check(&rs->opt))
 		return -EINVAL;
-	if (find_command(rs->argv[0], cmd_path, sizeof(cmd_path))) {
+	if (profctl_find_command(rs->argv[0], cmd_path, sizeof(cmd_path))) {
 		fprintf(stderr, "profctl: %s: command not found\n", rs->argv[0]);
 		return -ENOENT;
 	}

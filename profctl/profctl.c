@@ -15,7 +15,9 @@ static void usage(FILE *out)
 		"       profctl attach PID --funcs GLOBS [--freq HZ] [-o FILE] [--duration S] [--call-graph fp|dwarf[,BYTES]|auto] [--mmap-pages N] [--buffer-size SIZE]\n"
 		"                   [--min-duration DUR] [--max-depth N] [--trace-compression deflate|zstd|none] [--ring SIZE] [--sched on|off] [-v]\n"
 		"       profctl detach PID\n"
-		"       profctl report [--dump] FILE\n"
+		"       profctl report [--dump | [--sort calls|total|self|avg|p99] [--top N] [--threads] [--percentiles]\n"
+		"                      [--funcs GLOBS] [--callers FUNC]] FILE\n"
+		"       profctl funcs GLOBS (--pid PID | -- CMD [ARGS...])\n"
 		"       profctl status\n"
 		"       profctl stop ID\n"
 		"       profctl open [--port N] [--no-browser] [--timeout S] [--origin URL] [-v] FILE\n"
@@ -29,7 +31,12 @@ static void usage(FILE *out)
 		"           rights), instrument GLOBS until Ctrl-C or S seconds, then detach\n"
 		"           and put every patched byte back\n"
 		"  detach   end an attach session from another terminal\n"
-		"  report   summarize a trace written by profctl run or attach\n"
+		"  report   summarize a trace written by profctl run or attach: functions\n"
+		"           sorted by KEY, the first N, per thread, with percentiles, only\n"
+		"           GLOBS, or FUNC's callers and callees\n"
+		"  funcs    list what GLOBS would instrument in PID's modules or in CMD and\n"
+		"           the libraries it loads at start, and every function skipped\n"
+		"           with its reason, without running anything of it\n"
 		"  status   list the sessions of the running profd (system service or\n"
 		"           $PROFD_SOCKET): target, functions, events/s, drops, output\n"
 		"  stop     end session ID (yours, or any as root); its trace is finalized\n"
@@ -69,6 +76,8 @@ int main(int argc, char **argv)
 		return cmd_snapshot(argc - 1, argv + 1);
 	if (strcmp(argv[1], "export") == 0)
 		return cmd_export(argc - 1, argv + 1);
+	if (strcmp(argv[1], "funcs") == 0)
+		return cmd_funcs(argc - 1, argv + 1);
 	if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
 		usage(stdout);
 		return 0;

@@ -19,12 +19,32 @@ int cmd_stop(int argc, char **argv);
 int cmd_open(int argc, char **argv);
 int cmd_snapshot(int argc, char **argv);
 int cmd_export(int argc, char **argv);
+int cmd_funcs(int argc, char **argv);
+
+/* CMD's file as execvp would find it (PATH), in out; 0 or a negative errno. */
+int profctl_find_command(const char *cmd, char *out, size_t len);
 
 struct trace_stream_stats;
+struct func_filter;
+
+/* --sort: the key the function tables are ordered by, largest first */
+enum profctl_report_sort {
+	PROFCTL_SORT_TOTAL = 0, /* the default */
+	PROFCTL_SORT_CALLS,
+	PROFCTL_SORT_SELF,
+	PROFCTL_SORT_AVG,
+	PROFCTL_SORT_P99,
+};
 
 /* What `profctl report` does, for its command and the tests. */
 struct profctl_report_opts {
 	bool dump;                        /* --dump: one line per item */
+	enum profctl_report_sort sort;
+	size_t top;                       /* --top N: rows per table, 0: all */
+	bool threads;                     /* --threads: per-thread rows (func_totals, tid != 0) */
+	bool percentiles;                 /* --percentiles: p50/p90/p99/max per function */
+	const struct func_filter *funcs;  /* --funcs GLOBS: only the functions it selects */
+	const char *callers;              /* --callers F: F's callers and callees instead */
 	size_t window;                    /* the reader's window in bytes, 0: its default */
 	struct trace_stream_stats *stats; /* non-NULL: the reader's figures, filled at the end */
 };
