@@ -62,21 +62,6 @@ struct report {
 	bool oom;
 };
 
-static bool report_grow(void **arr, size_t *cap, size_t n, size_t size)
-{
-	size_t ncap = *cap ? *cap * 2 : 16;
-	void *p;
-
-	if (n < *cap)
-		return true;
-	p = realloc(*arr, ncap * size);
-	if (!p)
-		return false;
-	*arr = p;
-	*cap = ncap;
-	return true;
-}
-
 static const char *or_unnamed(const char *name)
 {
 	return name ? name : "?";

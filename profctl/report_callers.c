@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "profctl/report_callers.h"
+#include "profctl/report_names.h"
 
 #define NO_CALLER "(no caller)"
 
@@ -28,21 +29,6 @@ void report_callers_init(struct report_callers *c, const char *func)
 	c->func = func;
 }
 
-static bool grow(void **arr, size_t *cap, size_t n, size_t size)
-{
-	size_t ncap = *cap ? *cap * 2 : 16;
-	void *p;
-
-	if (n < *cap)
-		return true;
-	p = realloc(*arr, ncap * size);
-	if (!p)
-		return false;
-	*arr = p;
-	*cap = ncap;
-	return true;
-}
-
 /* Adds count and time to name's row (rows are few: a linear scan). */
 static int rows_add(struct callers_row **rows, size_t *n, size_t *cap, const char *name,
 		    uint64_t count, int64_t total_ns)
@@ -53,7 +39,7 @@ static int rows_add(struct callers_row **rows, size_t *n, size_t *cap, const cha
 			(*rows)[i].total_ns += total_ns;
 			return 0;
 		}
-	if (!grow((void **)rows, cap, *n, sizeof(**rows)))
+	if (!report_grow((void **)rows, cap, *n, sizeof(**rows)))
 		return -ENOMEM;
 	(*rows)[(*n)++] = (struct callers_row){ name, count, total_ns };
 	return 0;
@@ -67,7 +53,7 @@ static int pending_add(struct report_callers *c, int64_t parent, const char *nam
 			c->pending[i].total_ns += dur;
 			return 0;
 		}
-	if (!grow((void **)&c->pending, &c->cap_pending, c->n_pending, sizeof(*c->pending)))
+	if (!report_grow((void **)&c->pending, &c->cap_pending, c->n_pending, sizeof(*c->pending)))
 		return -ENOMEM;
 	c->pending[c->n_pending++] = (struct callers_pending){ parent, name, 1, dur };
 	if (c->n_pending > c->pending_peak)

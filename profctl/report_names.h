@@ -6,6 +6,7 @@
 #ifndef PROFD_REPORT_NAMES_H
 #define PROFD_REPORT_NAMES_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -28,5 +29,8 @@ struct name_stat *name_table_get(struct name_table *t, const char *name);
 /* The entry of name, NULL if none. */
 const struct name_stat *name_table_find(const struct name_table *t, const char *name);
 void name_table_free(struct name_table *t);
+
+/* Grows *arr (elements of `size` bytes, doubling) to hold n + 1; false on ENOMEM. */
+bool report_grow(void **arr, size_t *cap, size_t n, size_t size);
 
 #endif
