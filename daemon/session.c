@@ -1023,7 +1023,7 @@ static void fill_sched_time(const struct session *s, uint32_t func_id, Profd__Fu
 	if (!s->sched || !sched_session_func_time(s->sched, func_id, &t))
 		return;
 	f->sched_calls = t.calls;
-	f->on_cpu_ns = t.on_ns;
+	f->on_cpu_ns = f->total_ns > t.off_ns ? f->total_ns - t.off_ns : 0;
 	f->off_cpu_ns = t.off_ns;
 	f->runnable_ns = t.runnable_ns;
 }
@@ -1134,7 +1134,7 @@ static void write_func_totals(struct session *s)
 
 			if (!t->tid && s->sched && sched_session_func_time(s->sched, t->func_id, &st)) {
 				out.sched_calls = st.calls;
-				out.on_cpu_ns = st.on_ns;
+				out.on_cpu_ns = t->total_ns > st.off_ns ? t->total_ns - st.off_ns : 0;
 				out.off_cpu_ns = st.off_ns;
 				out.runnable_ns = st.runnable_ns;
 			}

@@ -16,6 +16,7 @@
  *                               parent's line comes after its children's.
  *   sample TID CPU FRAMES       file order, frames root first, ';'-separated
  *   total TID NAME CALLS RETURNED OFF_TIMELINE TOTAL_NS SELF_NS P50 P99 MAX
+ *         SCHED_CALLS OFF_CPU_NS RUNNABLE_NS   (0 0 0 without scheduler states)
  *   offcpu TID TS ON_CPU_NS OFF_CPU_NS RUNNABLE_NS
  *                               after the slice line of a call its thread was
  *                               switched out during (TS: the slice's start)
@@ -498,9 +499,9 @@ static int dump_sample(void *ctx, const struct trace_stream_sample *smp)
 static int dump_func_total(void *ctx, const struct trace_func_total *t)
 {
 	fprintf(dump_out(ctx), "total %u %s %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64
-		" %" PRIu64 " %" PRIu64 " %" PRIu64 "\n", t->tid, or_unnamed(t->name), t->calls,
-		t->returned, t->not_on_timeline, t->total_ns, t->self_ns, t->p50_ns, t->p99_ns,
-		t->max_ns);
+		" %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 "\n", t->tid,
+		or_unnamed(t->name), t->calls, t->returned, t->not_on_timeline, t->total_ns, t->self_ns,
+		t->p50_ns, t->p99_ns, t->max_ns, t->sched_calls, t->off_cpu_ns, t->runnable_ns);
 	return 0;
 }
 

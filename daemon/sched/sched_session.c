@@ -163,7 +163,6 @@ void sched_session_call(struct sched_session *ss, uint32_t func_id, uint64_t dur
 	ss->funcs[func_id].calls++;
 	ss->funcs[func_id].off_ns += off_ns;
 	ss->funcs[func_id].runnable_ns += runnable_ns;
-	ss->funcs[func_id].on_ns += dur_ns - off_ns;
 }
 
 bool sched_session_func_time(const struct sched_session *ss, uint32_t func_id,

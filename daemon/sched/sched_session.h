@@ -32,10 +32,14 @@ struct sched_session_stats {
 	uint64_t hidden;                   /* events whose other task was anonymized */
 };
 
-/* Per instrumented function, over its calls on the timeline (recorded ones). */
+/*
+ * Per instrumented function, over its recorded calls that returned, each
+ * with its own inclusive time, as the exact totals count them (a recursive
+ * call's time is in its own and its caller's): on-CPU = total - off-CPU.
+ */
 struct sched_func_time {
-	uint64_t calls;   /* recorded calls that returned */
-	uint64_t on_ns, off_ns;
+	uint64_t calls;       /* recorded calls that returned */
+	uint64_t off_ns;
 	uint64_t runnable_ns; /* of off_ns: waiting for a CPU */
 };
 

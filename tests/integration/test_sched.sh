@@ -11,7 +11,7 @@
 set -u
 . "$(dirname "$0")/common.bash"
 TARGET="$ROOT/$BUILD/tests/targets/sched_target"
-FUNCS='nap,hold_lock,lock_wait,spin'
+FUNCS='nap,hold_lock,lock_wait,spin,deep'
 HIDDEN_TID=4194304 # PERFETTO_SCHED_HIDDEN_TID
 
 "$PROFCTL" run --funcs "$FUNCS" --trace-compression none -o "$WORK/s.pftrace" -- "$TARGET" \
@@ -93,6 +93,13 @@ bad=$(awk '$1 == "slice" { d[$2 " " $5] = $6 } $1 == "offcpu" { k = $2 " " $3;
 	END { print (m ? n + 0 : "none") }' "$WORK/dump.txt")
 check_eq "each split slice's on + off-CPU is its duration" "$bad" 0
 check "report shows the functions' off-CPU time" grep -q "off-CPU" "$WORK/report.txt"
+# deep() sleeps at the bottom of 3 nested calls of itself: each call's off-CPU time counts
+# in its function's sum, as its duration counts in the exact total (on-CPU = total - off-CPU)
+read -r d_calls d_total d_off < <(awk '$1 == "total" && $2 == 0 && $3 == "deep" { print $4, $7, $13 }' \
+	"$WORK/dump.txt")
+check_eq "deep: 9 calls (3 levels, 3 times)" "${d_calls:-none}" 9
+check "deep's off-CPU time is summed as its total is ($d_off of $d_total ns)" \
+	awk -v o="${d_off:-0}" -v t="${d_total:-0}" 'BEGIN { exit !(t > 0 && o <= t && o >= t * 0.9) }'
 check "report shows the threads' states with their wakers" \
 	grep -qE "^ +$waiter .*$holder:" "$WORK/report.txt"
 
@@ -101,7 +108,7 @@ check "report shows the threads' states with their wakers" \
 	>/dev/null 2>"$WORK/off.err"
 check_eq "--sched off writes no scheduler event" \
 	"$("$PROFCTL" report --dump "$WORK/off.pftrace" | grep -c '^sched ')" 0
-check "--sched off still records the calls" grep -q "calls: 13 made, 13 recorded" "$WORK/off.err"
+check "--sched off still records the calls" grep -q "calls: 22 made, 22 recorded" "$WORK/off.err"
 check "--sched off says nothing about scheduler states" \
 	test "$(grep -c 'scheduler' "$WORK/off.err")" -eq 0
 
@@ -152,7 +159,7 @@ as_user "'$PROFCTL' run --funcs '$FUNCS' -o '$WORK/p.pftrace' -- '$TARGET'" \
 	>/dev/null 2>"$WORK/p.err"
 check "an unprivileged profd says why there are no scheduler states, in one line" \
 	test "$(grep -c 'no scheduler states: .*not permitted' "$WORK/p.err")" -eq 1
-check "... and records the calls" grep -q "calls: 13 made, 13 recorded" "$WORK/p.err"
+check "... and records the calls" grep -q "calls: 22 made, 22 recorded" "$WORK/p.err"
 check_eq "... with no scheduler event in its trace" \
 	"$("$PROFCTL" report --dump "$WORK/p.pftrace" | grep -c '^sched ')" 0
 

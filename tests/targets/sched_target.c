@@ -7,6 +7,9 @@
  *   waiter:  lock_wait() blocks on that mutex until the holder lets go
  *            (off-CPU, woken by the holder's unlock)
  *   spinner: spin() computes for SPIN_MS (Running)
+ *   main:    deep() recurses DEEP_LEVELS deep and sleeps DEEP_MS at the
+ *            bottom, DEEP_CALLS times (one sleep inside nested calls of
+ *            one function: its off-CPU time counts once)
  * Prints what each thread measured itself, for the test to compare with the
  * trace: "ROLE tid=N calls=N ns=N asked=N" (ns: the total time inside the
  * calls; asked: the sleep they asked for, 0 for none).
@@ -23,6 +26,9 @@
 #define NAP_MS 20
 #define HOLD_MS 60
 #define SPIN_MS 150
+#define DEEP_LEVELS 3
+#define DEEP_MS 10
+#define DEEP_CALLS 3
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_barrier_t start;
@@ -75,6 +81,19 @@ __attribute__((noinline)) void spin(void)
 		for (int i = 0; i < 1000; i++)
 			x = x * 6364136223846793005ull + 1442695040888963407ull;
 	sink = x;
+}
+
+__attribute__((noinline)) void deep(int level)
+{
+	struct timespec t = { 0, DEEP_MS * 1000000L };
+
+	if (level > 1) {
+		deep(level - 1);
+		__asm__ volatile("" ::: "memory"); /* not a tail call */
+		return;
+	}
+	while (nanosleep(&t, &t))
+		;
 }
 
 static void *napper(void *arg)
@@ -132,5 +151,7 @@ int main(void)
 			return 1;
 	for (int i = 0; i < 4; i++)
 		pthread_join(t[i], NULL);
+	for (int i = 0; i < DEEP_CALLS; i++)
+		deep(DEEP_LEVELS);
 	return 0;
 }
