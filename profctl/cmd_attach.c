@@ -213,6 +213,20 @@ static int remove_agent(pid_t pid, char *err, size_t errlen)
 enum stop_cause { STOP_SIGNAL, STOP_DURATION, STOP_TARGET_EXITED, STOP_AGENT_GONE, STOP_DAEMON,
 		  STOP_REQUESTED };
 
+/*
+ * The agent's connection closed: a detach from elsewhere, or the target dying
+ * (a process closes its sockets before it is a zombie, and a zombie still
+ * answers kill(pid, 0)). Its pidfd tells, given a moment to finish exiting.
+ */
+static bool target_exiting(pid_t pid, int pidfd)
+{
+	struct pollfd p = { pidfd, POLLIN, 0 };
+
+	if (pidfd < 0)
+		return kill(pid, 0) != 0;
+	return poll(&p, 1, 200) > 0;
+}
+
 static enum stop_cause wait_for_stop_on(struct session_client *c, pid_t pid, unsigned duration_s,
 					int signal_fd, int pidfd)
 {
@@ -237,7 +251,8 @@ static enum stop_cause wait_for_stop_on(struct session_client *c, pid_t pid, uns
 				if (r < 0)
 					return STOP_DAEMON;
 				if (h.type == FRAME_AGENT_GONE)
-					return kill(pid, 0) ? STOP_TARGET_EXITED : STOP_AGENT_GONE;
+					return target_exiting(pid, pidfd) ? STOP_TARGET_EXITED :
+									    STOP_AGENT_GONE;
 				if (h.type == FRAME_STOP_NOTICE) /* profctl stop, from anywhere */
 					return STOP_REQUESTED;
 			}
