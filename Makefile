@@ -3,6 +3,8 @@
 # make test       every test (unit + integration), ends with "N passed, N failed"
 # make demo       install deps (Debian), build, profile examples/demo, print the trace path
 # V=1 full commands; DEBUG=1 -O0; SAN=address,undefined sanitizers (own build dir)
+# make ARCH=aarch64  cross-builds (Debian's gcc-aarch64-linux-gnu) into build/aarch64/
+# make test-aarch64  runs those builds under qemu-user (tests/aarch64/run.sh)
 
 CC      ?= cc
 PROTOC_C ?= protoc-c
@@ -13,6 +15,21 @@ BUILD := build/san
 endif
 ifneq ($(DEBUG),)
 BUILD := build/debug
+endif
+
+# ---- target architecture ------------------------------------------------------
+# ARCH other than the host's cross-compiles with $(ARCH)-linux-gnu-gcc into
+# build/$(ARCH)/ (multiarch :arm64 -dev packages give the libraries). Only the
+# architectures in AGENT_ARCHES build the agent; the others build the portable
+# test targets only, until their trampolines exist.
+HOST_ARCH := $(shell uname -m)
+ARCH ?= $(HOST_ARCH)
+AGENT_ARCHES := x86_64
+ifneq ($(ARCH),$(HOST_ARCH))
+CROSS_COMPILE ?= $(ARCH)-linux-gnu-
+CC  := $(CROSS_COMPILE)gcc
+CXX := $(CROSS_COMPILE)g++
+BUILD := build/$(ARCH)$(patsubst build%,%,$(BUILD))
 endif
 
 OPT := -O2
@@ -31,7 +48,8 @@ CFLAGS ?=
 ALL_CFLAGS := $(CFLAGS_BASE) $(CFLAGS)
 
 LIBS_COMMON := -lprotobuf-c -lzstd -lz -lisal -lpthread
-LIBS_AGENT  := -lprotobuf-c -lZydis -lpthread -ldl
+LIBS_AGENT_x86_64 := -lZydis
+LIBS_AGENT  := -lprotobuf-c -lpthread -ldl $(LIBS_AGENT_$(ARCH))
 LIBS_DAEMON := -lbpf -lelf -ldw -lzstd -lz -lisal -lprotobuf-c -lsystemd -lpthread -lstdc++
 LIBS_TEST   := -lbpf -lelf -ldw -lzstd -lz -lisal -lprotobuf-c -lZydis -lsystemd -lpthread -ldl -lstdc++
 
@@ -47,8 +65,13 @@ PROTO_GEN_C := $(patsubst proto/%.proto,$(BUILD)/gen/%.pb-c.c,$(PROTOS))
 PROTO_GEN_H := $(PROTO_GEN_C:.c=.h)
 
 COMMON_SRC  := $(wildcard common/*.c) $(wildcard proto/*.c)
-TRAMP_SRC   := $(wildcard trampolines/*.c)
-TRAMP_ASM   := $(wildcard trampolines/*.S)
+# Per architecture: the trampolines and the relocator (Zydis-based on x86-64).
+TRAMP_SRC_x86_64  := trampolines/relocator_x86_64.c
+TRAMP_ASM_x86_64  := trampolines/x86_64.S
+TRAMP_SRC_aarch64 :=
+TRAMP_ASM_aarch64 :=
+TRAMP_SRC   := $(TRAMP_SRC_$(ARCH))
+TRAMP_ASM   := $(TRAMP_ASM_$(ARCH))
 AGENT_SRC   := $(wildcard agent/*.c)
 DAEMON_SRC  := $(filter-out daemon/profd.c %.bpf.c,$(wildcard daemon/*.c daemon/*/*.c))
 EXPORT_SRC  := $(wildcard viewer-export/*.c viewer-export/export/*.c)
@@ -71,11 +94,18 @@ UNIT_BIN    := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
 TARGET_SRC  := $(wildcard tests/targets/*.c) $(wildcard tests/targets/*.cpp) $(wildcard examples/*.c)
 TARGET_BIN  := $(patsubst %.cpp,$(BUILD)/%,$(patsubst %.c,$(BUILD)/%,$(TARGET_SRC))) \
 	$(patsubst tests/targets/plugin/%.c,$(BUILD)/tests/targets/lib%.so,$(wildcard tests/targets/plugin/*.c))
+# Test targets in portable C (x86-64-only cases are #ifdef __x86_64__ inside),
+# built for every ARCH and compared under qemu-user by tests/aarch64/run.sh.
+PORTABLE_TARGET_BIN := $(BUILD)/tests/targets/abi_torture $(BUILD)/tests/targets/shadow_torture
 BENCH_SRC   := $(wildcard bench/*.c)
 BENCH_BIN   := $(patsubst %.c,$(BUILD)/%,$(BENCH_SRC))
 
+ifeq ($(ARCH),$(HOST_ARCH))
 all: $(BUILD)/profd $(BUILD)/profctl $(BUILD)/libprofagent.so $(BUILD)/libprofagent.so-gdb.py \
 	$(TARGET_BIN) $(BUILD)/tests/targets/fp_target
+else
+all: $(PORTABLE_TARGET_BIN) $(if $(filter $(ARCH),$(AGENT_ARCHES)),$(BUILD)/libprofagent.so)
+endif
 
 # gdb auto-loads it from next to the agent (once the directory is a safe path)
 $(BUILD)/libprofagent.so-gdb.py: tools/gdb/libprofagent.so-gdb.py
@@ -211,6 +241,11 @@ unit: $(UNIT_BIN)
 test: all $(UNIT_BIN) $(BUILD)/bench/pingpong
 	$(Q)BUILD=$(BUILD) tests/run.sh
 
+# arm64 builds of the portable targets under qemu-user against the host's
+# builds; prints `skip: ...` and 0 passed, 0 failed without the cross tools.
+test-aarch64: $(PORTABLE_TARGET_BIN)
+	$(Q)HOST_BUILD=$(BUILD) tests/aarch64/run.sh
+
 deps:
 	$(Q)tools/install-deps.sh
 
@@ -268,7 +303,7 @@ uninstall:
 	-rmdir $(DESTDIR)$(PKGLIBDIR) $(DESTDIR)$(DOCDIR)
 
 .PHONY: install uninstall
-.PHONY: all test unit bench deps demo clean
+.PHONY: all test test-aarch64 unit bench deps demo clean
 .DELETE_ON_ERROR:
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
