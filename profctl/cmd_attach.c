@@ -213,6 +213,24 @@ static int remove_agent(pid_t pid, char *err, size_t errlen)
 enum stop_cause { STOP_SIGNAL, STOP_DURATION, STOP_TARGET_EXITED, STOP_AGENT_GONE, STOP_DAEMON,
 		  STOP_REQUESTED };
 
+/* Gone or a zombie (which kill(pid, 0) cannot tell from alive): /proc/PID/stat's state. */
+static bool target_gone(pid_t pid)
+{
+	char path[64], line[512], *p;
+	bool gone = true;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return true;
+	/* the comm field may hold spaces and parentheses: the state follows the last ')' */
+	if (fgets(line, sizeof(line), f) && (p = strrchr(line, ')')) && p[1] == ' ')
+		gone = p[2] == 'Z' || p[2] == 'X';
+	fclose(f);
+	return gone;
+}
+
 /*
  * The agent's connection closed: a detach from elsewhere, or the target dying
  * (a process closes its sockets before it is a zombie, and a zombie still
@@ -314,6 +332,9 @@ static int record_and_detach(struct session_client *c, pid_t pid, int signal_fd)
 	struct timespec t0;
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
+	/* whatever ended the wait, a target that died meanwhile is what the user must hear */
+	if (why != STOP_DAEMON && why != STOP_TARGET_EXITED && target_gone(pid))
+		why = STOP_TARGET_EXITED;
 	if (why == STOP_REQUESTED)
 		fprintf(stderr, "profctl: session stopped by profctl stop: detaching\n");
 	if (why == STOP_SIGNAL || why == STOP_DURATION || why == STOP_DAEMON ||
@@ -364,6 +385,8 @@ int cmd_attach(int argc, char **argv)
 	r = opt.n_patterns ? inject_agent(pid, agent, client.link.socket_path, token, &patched,
 					  &pause_ms, err, sizeof(err))
 			   : 0;
+	if (r && target_gone(pid)) /* what failed is of no interest: it died under us */
+		snprintf(err, sizeof(err), "PID %d exited during the attach", (int)pid);
 	if (r) {
 		fprintf(stderr, "profctl: cannot attach to PID %d: %s\n", (int)pid, err);
 		session_client_finish(&client, 0); /* the trace so far is finalized all the same */

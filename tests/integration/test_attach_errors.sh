@@ -84,8 +84,8 @@ kill -9 "$victim"
 wait "$attacher"
 rc=$?
 check "target killed during the attach: profctl ends, no hang (exit $rc)" test "$rc" -ne 124
-check "target killed during the attach: says so" \
-	grep -qiE "exited|no such process" "$WORK/exiting.err"
+says_exited() { grep -qiE "exited|no such process" "$1" || { sed 's/^/  > /' "$1"; false; }; }
+check "target killed during the attach: says so" says_exited "$WORK/exiting.err"
 "$PROFCTL" report --dump "$WORK/exiting.pftrace" >/dev/null
 check "target killed during the attach: the trace written so far loads" test $? -eq 0
 wait "$victim" 2>/dev/null
