@@ -49,6 +49,8 @@ PROTO_GEN_H := $(PROTO_GEN_C:.c=.h)
 COMMON_SRC  := $(wildcard common/*.c) $(wildcard proto/*.c)
 TRAMP_SRC   := $(wildcard trampolines/*.c)
 TRAMP_ASM   := $(wildcard trampolines/*.S)
+# Other architectures' pure-encoding code: unit-tested on this host, never in its agent.
+TRAMP_FOREIGN_SRC := $(wildcard trampolines/aarch64/*.c)
 AGENT_SRC   := $(wildcard agent/*.c)
 DAEMON_SRC  := $(filter-out daemon/profd.c %.bpf.c,$(wildcard daemon/*.c daemon/*/*.c))
 EXPORT_SRC  := $(wildcard viewer-export/*.c viewer-export/export/*.c)
@@ -58,6 +60,7 @@ obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(patsubst %.S,$(BUILD)/obj/%.o,$(1)))
 
 COMMON_OBJ  := $(call obj,$(COMMON_SRC)) $(patsubst $(BUILD)/gen/%.c,$(BUILD)/obj/gen/%.o,$(PROTO_GEN_C))
 TRAMP_OBJ   := $(call obj,$(TRAMP_SRC) $(TRAMP_ASM))
+TRAMP_FOREIGN_OBJ := $(call obj,$(TRAMP_FOREIGN_SRC))
 AGENT_OBJ   := $(call obj,$(AGENT_SRC))
 DAEMON_OBJ  := $(call obj,$(DAEMON_SRC))
 EXPORT_OBJ  := $(call obj,$(EXPORT_SRC))
@@ -154,7 +157,7 @@ $(BUILD)/profctl: $(BUILD)/obj/profctl/profctl.o $(PROFCTL_OBJ) $(PROFCTL_AGENT_
 	$(Q)$(CC) -o $@ $^ $(LDFLAGS_SAN) $(LIBS_COMMON) -lZydis
 
 # ---- tests, targets, benchmarks ---------------------------------------------
-TEST_LINK_OBJ := $(AGENT_OBJ) $(TRAMP_OBJ) $(DAEMON_OBJ) $(EXPORT_OBJ) $(PROFCTL_OBJ) $(COMMON_OBJ)
+TEST_LINK_OBJ := $(AGENT_OBJ) $(TRAMP_OBJ) $(TRAMP_FOREIGN_OBJ) $(DAEMON_OBJ) $(EXPORT_OBJ) $(PROFCTL_OBJ) $(COMMON_OBJ)
 
 $(BUILD)/tests/%: tests/unit/%.c $(TEST_LINK_OBJ) $(wildcard tests/unit/*.h)
 	@mkdir -p $(@D)
