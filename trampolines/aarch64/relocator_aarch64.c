@@ -8,12 +8,12 @@
  * is a skip reason. It does not log: the caller names the function.
  */
 #include <errno.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "trampolines/aarch64/relocator_aarch64.h"
+#include "trampolines/skip_reason.h"
 
 #define A64_MAX_INSNS (RELOCATOR_A64_MAX_PATCH_LEN / 4)
 #define A64_MAX_WORDS (RELOCATOR_A64_MAX_CODE_LEN / 4)
@@ -53,19 +53,7 @@ struct emitter {
 	bool used_scratch;
 };
 
-static __thread char reason_buf[112];
-
-__attribute__((format(printf, 3, 4)))
-static int fail(struct relocation_a64 *reloc, int err, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(reason_buf, sizeof(reason_buf), fmt, ap);
-	va_end(ap);
-	reloc->skip_reason = reason_buf;
-	return err;
-}
+#define fail SKIP
 
 static uint32_t get_le32(const uint8_t *p)
 {
@@ -106,19 +94,13 @@ static uint32_t enc_b(uint64_t pc, uint64_t target, bool link)
 	       ((uint32_t)((int64_t)(target - pc) >> 2) & 0x3ffffffu);
 }
 
-/* imm19 at bits 23:5, in words: b.cond, cbz/cbnz, ldr literal */
-static uint32_t with_imm19(uint32_t w, uint64_t pc, uint64_t target)
+/* a `bits`-wide word offset at bit 5: imm19 (b.cond, cbz/cbnz, ldr literal), imm14 (tbz) */
+static uint32_t with_imm(uint32_t w, unsigned bits, uint64_t pc, uint64_t target)
 {
-	uint32_t imm = (uint32_t)((int64_t)(target - pc) >> 2) & 0x7ffffu;
+	uint32_t mask = (1u << bits) - 1;
+	uint32_t imm = (uint32_t)((int64_t)(target - pc) >> 2) & mask;
 
-	return (w & ~(0x7ffffu << 5)) | imm << 5;
-}
-
-static uint32_t with_imm14(uint32_t w, uint64_t pc, uint64_t target)
-{
-	uint32_t imm = (uint32_t)((int64_t)(target - pc) >> 2) & 0x3fffu;
-
-	return (w & ~(0x3fffu << 5)) | imm << 5;
+	return (w & ~(mask << 5)) | imm << 5;
 }
 
 static uint32_t enc_adr_like(uint32_t op, unsigned rd, int64_t imm)
@@ -271,15 +253,23 @@ static bool names_reg(const struct a64_insn *in, unsigned r)
 
 /* ---- rewriting ------------------------------------------------------------------- */
 
-/* inverted conditional over the absolute branch: taken = skip it */
-static void emit_cond_far(struct emitter *e, uint32_t inverted, uint64_t target, bool imm14)
+/*
+ * b.cond, cbz/cbnz, tbz/tbnz: re-aimed when the target is in reach, else the
+ * inverted condition skips over an absolute branch to it.
+ */
+static void emit_cond_branch(struct emitter *e, const struct a64_insn *in)
 {
+	unsigned bits = in->kind == K_TB ? 14 : 19;
+	uint32_t inverted = in->kind == K_BCOND ? in->word ^ 1 : in->word ^ (1u << 24);
 	size_t at = e->n;
 
+	if (fits((int64_t)(in->target - emit_pc(e)), bits, 2)) {
+		emit(e, with_imm(in->word, bits, emit_pc(e), in->target));
+		return;
+	}
 	emit(e, 0);
-	emit_branch_abs(e, target, false);
-	e->w[at] = imm14 ? with_imm14(inverted, e->base + 4 * at, emit_pc(e))
-			 : with_imm19(inverted, e->base + 4 * at, emit_pc(e));
+	emit_branch_abs(e, in->target, false);
+	e->w[at] = with_imm(inverted, bits, e->base + 4 * at, emit_pc(e));
 }
 
 static void emit_ldr_literal_far(struct emitter *e, uint32_t w, uint64_t addr)
@@ -321,26 +311,13 @@ static void emit_insn(struct emitter *e, const struct a64_insn *in, bool last, u
 		}
 		break;
 	case K_BCOND:
-		if (fits(d, 19, 2))
-			emit(e, with_imm19(w, emit_pc(e), in->target));
-		else
-			emit_cond_far(e, w ^ 1, in->target, false);
-		break;
 	case K_CB:
-		if (fits(d, 19, 2))
-			emit(e, with_imm19(w, emit_pc(e), in->target));
-		else
-			emit_cond_far(e, w ^ (1u << 24), in->target, false);
-		break;
 	case K_TB:
-		if (fits(d, 14, 2))
-			emit(e, with_imm14(w, emit_pc(e), in->target));
-		else
-			emit_cond_far(e, w ^ (1u << 24), in->target, true);
+		emit_cond_branch(e, in);
 		break;
 	case K_LDR_LIT:
 		if (fits(d, 19, 2))
-			emit(e, with_imm19(w, emit_pc(e), in->target));
+			emit(e, with_imm(w, 19, emit_pc(e), in->target));
 		else
 			emit_ldr_literal_far(e, w, in->target);
 		break;
