@@ -66,12 +66,15 @@ PROTO_GEN_H := $(PROTO_GEN_C:.c=.h)
 
 COMMON_SRC  := $(wildcard common/*.c) $(wildcard proto/*.c)
 # Per architecture: the trampolines and the relocator (Zydis-based on x86-64).
-TRAMP_SRC_x86_64  := trampolines/relocator_x86_64.c
+TRAMP_SRC_x86_64  := trampolines/relocator_x86_64.c trampolines/skip_reason.c
 TRAMP_ASM_x86_64  := trampolines/x86_64.S
 TRAMP_SRC_aarch64 :=
 TRAMP_ASM_aarch64 :=
 TRAMP_SRC   := $(TRAMP_SRC_$(ARCH))
 TRAMP_ASM   := $(TRAMP_ASM_$(ARCH))
+# Other architectures' pure-encoding code: unit-tested on this host, never in its agent.
+TRAMP_FOREIGN_SRC_x86_64 := $(wildcard trampolines/aarch64/*.c)
+TRAMP_FOREIGN_SRC := $(TRAMP_FOREIGN_SRC_$(ARCH))
 AGENT_SRC   := $(wildcard agent/*.c)
 DAEMON_SRC  := $(filter-out daemon/profd.c %.bpf.c,$(wildcard daemon/*.c daemon/*/*.c))
 EXPORT_SRC  := $(wildcard viewer-export/*.c viewer-export/export/*.c)
@@ -81,13 +84,14 @@ obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(patsubst %.S,$(BUILD)/obj/%.o,$(1)))
 
 COMMON_OBJ  := $(call obj,$(COMMON_SRC)) $(patsubst $(BUILD)/gen/%.c,$(BUILD)/obj/gen/%.o,$(PROTO_GEN_C))
 TRAMP_OBJ   := $(call obj,$(TRAMP_SRC) $(TRAMP_ASM))
+TRAMP_FOREIGN_OBJ := $(call obj,$(TRAMP_FOREIGN_SRC))
 AGENT_OBJ   := $(call obj,$(AGENT_SRC))
 DAEMON_OBJ  := $(call obj,$(DAEMON_SRC))
 EXPORT_OBJ  := $(call obj,$(EXPORT_SRC))
 PROFCTL_OBJ := $(call obj,$(PROFCTL_SRC))
 # `profctl funcs` decides with the agent's own code (agent/instrument.c), run on mapped files
 PROFCTL_AGENT_OBJ := $(call obj,agent/instrument.c agent/elf_symbols.c agent/patcher.c \
-	agent/proc_maps.c trampolines/relocator_x86_64.c profctl/agent_link.c)
+	agent/proc_maps.c trampolines/relocator_x86_64.c trampolines/skip_reason.c profctl/agent_link.c)
 
 UNIT_SRC    := $(wildcard tests/unit/test_*.c)
 UNIT_BIN    := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
@@ -184,7 +188,7 @@ $(BUILD)/profctl: $(BUILD)/obj/profctl/profctl.o $(PROFCTL_OBJ) $(PROFCTL_AGENT_
 	$(Q)$(CC) -o $@ $^ $(LDFLAGS_SAN) $(LIBS_COMMON) -lZydis
 
 # ---- tests, targets, benchmarks ---------------------------------------------
-TEST_LINK_OBJ := $(AGENT_OBJ) $(TRAMP_OBJ) $(DAEMON_OBJ) $(EXPORT_OBJ) $(PROFCTL_OBJ) $(COMMON_OBJ)
+TEST_LINK_OBJ := $(AGENT_OBJ) $(TRAMP_OBJ) $(TRAMP_FOREIGN_OBJ) $(DAEMON_OBJ) $(EXPORT_OBJ) $(PROFCTL_OBJ) $(COMMON_OBJ)
 
 $(BUILD)/tests/%: tests/unit/%.c $(TEST_LINK_OBJ) $(wildcard tests/unit/*.h)
 	@mkdir -p $(@D)

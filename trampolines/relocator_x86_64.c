@@ -9,7 +9,6 @@
  */
 #include <assert.h>
 #include <errno.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -17,6 +16,7 @@
 #include <Zydis/Zydis.h>
 
 #include "trampolines/relocator_x86_64.h"
+#include "trampolines/skip_reason.h"
 
 /* Whole instructions covering min_patch_len bytes: at most one per byte. */
 #define RELOCATOR_MAX_INSNS  RELOCATOR_MAX_PATCH_LEN
@@ -68,23 +68,7 @@ struct prologue {
 	struct copied_insn insns[RELOCATOR_MAX_INSNS];
 };
 
-/*
- * Reasons carry offsets, so they are formatted here. Not initial-exec: the
- * relocator runs when a function is patched, never on a trampoline's path.
- */
-static __thread char reason_buf[96];
-
-__attribute__((format(printf, 3, 4)))
-static int fail(struct relocation *reloc, int err, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(reason_buf, sizeof(reason_buf), fmt, ap);
-	va_end(ap);
-	reloc->skip_reason = reason_buf;
-	return err;
-}
+#define fail SKIP
 
 static bool rel32_of(uint64_t target, uint64_t next_ip, int32_t *rel)
 {
