@@ -709,14 +709,6 @@ int perfetto_writer_slice_end(struct perfetto_writer *w, pid_t pid, pid_t tid, u
 	return 0;
 }
 
-int perfetto_writer_slice_end_arg(struct perfetto_writer *w, pid_t pid, pid_t tid, uint64_t ts,
-				  const char *arg_name, uint64_t value)
-{
-	struct perfetto_arg arg = { arg_name, value };
-
-	return perfetto_writer_slice_end_args(w, pid, tid, ts, &arg, 1);
-}
-
 int perfetto_writer_slice_end_args(struct perfetto_writer *w, pid_t pid, pid_t tid, uint64_t ts,
 				   const struct perfetto_arg *args, size_t n)
 {

@@ -113,13 +113,11 @@ int perfetto_writer_slice_begin(struct perfetto_writer *w, pid_t pid, pid_t tid,
 				uint32_t func_id);
 int perfetto_writer_slice_end(struct perfetto_writer *w, pid_t pid, pid_t tid, uint64_t ts);
 /*
- * An END that also gives its slice an argument (a DebugAnnotation on the END
- * event, which trace processor adds to the slice's args): e.g.
- * "self_samples" = samples taken while the call was the innermost one.
+ * An END that also gives its slice n unsigned arguments (DebugAnnotations on
+ * the END event, which trace processor adds to the slice's args): e.g.
+ * "self_samples" = samples taken while the call was the innermost one, or
+ * the call's on/off-CPU split. n 0: a plain END. Names are not copied: literals.
  */
-int perfetto_writer_slice_end_arg(struct perfetto_writer *w, pid_t pid, pid_t tid, uint64_t ts,
-				  const char *arg_name, uint64_t value);
-/* The same with n arguments (n 0: a plain END). Names are not copied: literals. */
 struct perfetto_arg {
 	const char *name;
 	uint64_t value;

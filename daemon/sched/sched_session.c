@@ -120,12 +120,6 @@ void sched_session_record(struct sched_session *ss, const struct sched_record *r
 	ss->st.hidden += hidden;
 }
 
-struct offcpu_time sched_session_offcpu_before(struct sched_session *ss, uint32_t tid,
-					       uint64_t ts)
-{
-	return offcpu_before(ss->clocks, tid, ts);
-}
-
 struct offcpu_thread *sched_session_clock(struct sched_session *ss, uint32_t tid)
 {
 	return offcpu_thread(ss->clocks, tid);

@@ -49,9 +49,6 @@ void sched_session_free(struct sched_session *ss);
 /* A probe record naming the target as prev or next. */
 void sched_session_record(struct sched_session *ss, const struct sched_record *r);
 
-/* The off-CPU clock of the target's thread tid at ts (offcpu_before). */
-struct offcpu_time sched_session_offcpu_before(struct sched_session *ss, uint32_t tid,
-					       uint64_t ts);
 /* The thread's clock for a batch of its events (offcpu_thread; NULL: never switched). */
 struct offcpu_thread *sched_session_clock(struct sched_session *ss, uint32_t tid);
 void sched_session_watermark(struct sched_session *ss, uint64_t ts);

@@ -626,7 +626,8 @@ static void test_end_argument_on_slice(void)
 	perfetto_writer_function(w, 2, "inner");
 	perfetto_writer_slice_begin(w, PID, PID, T0, 1);
 	perfetto_writer_slice_begin(w, PID, PID, T0 + 10, 2);
-	perfetto_writer_slice_end_arg(w, PID, PID, T0 + 20, "self_samples", 7);
+	perfetto_writer_slice_end_args(w, PID, PID, T0 + 20,
+				       &(struct perfetto_arg){ "self_samples", 7 }, 1);
 	perfetto_writer_slice_end(w, PID, PID, T0 + 30);
 	CHECK_EQ_INT(perfetto_writer_free(w), 0);
 	m = load_fd(fd);

@@ -887,13 +887,13 @@ static void test_switches_drive_clocks(void)
 	sw(&fx, T0 + 210, 0, &daemon_task, 0, &worker);
 	sw(&fx, T0 + 300, 0, &worker, 2, &idle);              /* D: blocked */
 	sw(&fx, T0 + 340, 0, &idle, 0, &worker);
-	CHECK_TIME(sched_session_offcpu_before(fx.ss, TARGET, T0 + 120), 20, 0);
-	CHECK_TIME(sched_session_offcpu_before(fx.ss, TARGET, T0 + 200), 70, 20);
-	CHECK_TIME(sched_session_offcpu_before(fx.ss, TARGET + 1, T0 + 400), 80, 40);
-	CHECK_TIME(sched_session_offcpu_before(fx.ss, 2000, T0 + 400), 0, 0); /* not the target's */
-	CHECK_TIME(sched_session_offcpu_before(fx.ss, 3000, T0 + 400), 0, 0);
+	CHECK_TIME(offcpu_thread_before(sched_session_clock(fx.ss, TARGET), T0 + 120), 20, 0);
+	CHECK_TIME(offcpu_thread_before(sched_session_clock(fx.ss, TARGET), T0 + 200), 70, 20);
+	CHECK_TIME(offcpu_thread_before(sched_session_clock(fx.ss, TARGET + 1), T0 + 400), 80, 40);
+	CHECK_TIME(offcpu_thread_before(sched_session_clock(fx.ss, 2000), T0 + 400), 0, 0); /* not the target's */
+	CHECK_TIME(offcpu_thread_before(sched_session_clock(fx.ss, 3000), T0 + 400), 0, 0);
 	sched_session_thread_gone(fx.ss, TARGET);
-	CHECK_TIME(sched_session_offcpu_before(fx.ss, TARGET, T0 + 500), 0, 0);
+	CHECK_TIME(offcpu_thread_before(sched_session_clock(fx.ss, TARGET), T0 + 500), 0, 0);
 	t = fx_close(&fx);
 	trace_free(t);
 }
@@ -912,9 +912,9 @@ static void test_dead_switch_stops_clock(void)
 	sw(&fx, T0 + 60, 1, &worker, 1, &idle);
 	sw(&fx, T0 + 80, 1, &idle, 0, &worker);
 	sw(&fx, T0 + 100, 1, &worker, 0x10, &idle);
-	CHECK_TIME(sched_session_offcpu_before(fx.ss, TARGET + 1, T0 + 500), 20, 0);
+	CHECK_TIME(offcpu_thread_before(sched_session_clock(fx.ss, TARGET + 1), T0 + 500), 20, 0);
 	sched_session_watermark(fx.ss, T0 + 600);
-	CHECK_TIME(sched_session_offcpu_before(fx.ss, TARGET + 1, T0 + 700), 0, 0);
+	CHECK_TIME(offcpu_thread_before(sched_session_clock(fx.ss, TARGET + 1), T0 + 700), 0, 0);
 	t = fx_close(&fx);
 	trace_free(t);
 }
@@ -936,9 +936,9 @@ static void test_reused_tid_keeps_clock(void)
 	sw(&fx, T0 + 250, 0, &idle, 0, &worker);     /* the new one */
 	sw(&fx, T0 + 300, 0, &worker, 1, &idle);
 	sw(&fx, T0 + 350, 0, &idle, 0, &worker);
-	at_enter = sched_session_offcpu_before(fx.ss, TARGET + 1, T0 + 260);
+	at_enter = offcpu_thread_before(sched_session_clock(fx.ss, TARGET + 1), T0 + 260);
 	sched_session_watermark(fx.ss, T0 + 400);
-	at_exit = sched_session_offcpu_before(fx.ss, TARGET + 1, T0 + 450);
+	at_exit = offcpu_thread_before(sched_session_clock(fx.ss, TARGET + 1), T0 + 450);
 	CHECK_EQ_U64(at_exit.off_ns - at_enter.off_ns, 50);
 	t = fx_close(&fx);
 	trace_free(t);
@@ -954,7 +954,7 @@ static void test_watermark_passes_through(void)
 	sw(&fx, T0 + 100, 1, &main_thread, 1, &idle);
 	sw(&fx, T0 + 170, 1, &idle, 0, &main_thread);
 	sched_session_watermark(fx.ss, T0 + 200);
-	CHECK_TIME(sched_session_offcpu_before(fx.ss, TARGET, T0 + 150), 70, 0);
+	CHECK_TIME(offcpu_thread_before(sched_session_clock(fx.ss, TARGET), T0 + 150), 70, 0);
 	t = fx_close(&fx);
 	trace_free(t);
 }
@@ -1027,7 +1027,7 @@ static void test_bad_records(void)
 	memcpy(r.next_comm, "fedcba9876543210", SCHED_COMM_LEN);
 	sched_session_record(fx.ss, &r);
 	sched_session_get_stats(fx.ss, &st);
-	CHECK_TIME(sched_session_offcpu_before(fx.ss, TARGET, T0 + 125), 0, 0); /* none applied */
+	CHECK_TIME(offcpu_thread_before(sched_session_clock(fx.ss, TARGET), T0 + 125), 0, 0); /* none applied */
 	t = fx_close(&fx);
 	CHECK_EQ_U64(st.switches, 1);
 	CHECK_EQ_U64(st.wakeups, 0);

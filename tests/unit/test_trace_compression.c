@@ -101,7 +101,8 @@ static uint64_t write_calls(struct perfetto_writer *w, uint64_t from, uint64_t n
 		perfetto_writer_slice_begin(w, PID, tid, ts + 1, (uint32_t)(7 + i % 31));
 		perfetto_writer_slice_end(w, PID, tid, ts + 2);
 		if (i % 5 == 0)
-			perfetto_writer_slice_end_arg(w, PID, tid, ts + 3, "self_samples", 1);
+			perfetto_writer_slice_end_args(w, PID, tid, ts + 3,
+						       &(struct perfetto_arg){ "self_samples", 1 }, 1);
 		else
 			perfetto_writer_slice_end(w, PID, tid, ts + 3);
 		if (i % 1000 == 0)

@@ -252,8 +252,8 @@ static void write_nested(int fd, int calls)
 			perfetto_writer_slice_begin(w, PID, tid, ts += 7, (uint32_t)(1 + d));
 		for (int d = 0; d < depth; d++) {
 			if (d == 0 && i % 3 == 0)
-				perfetto_writer_slice_end_arg(w, PID, tid, ts += 5, "self_samples",
-							      (uint64_t)i);
+				perfetto_writer_slice_end_args(w, PID, tid, ts += 5,
+					&(struct perfetto_arg){ "self_samples", (uint64_t)i }, 1);
 			else
 				perfetto_writer_slice_end(w, PID, tid, ts += 5);
 		}
