@@ -20,11 +20,11 @@ endif
 # ---- target architecture ------------------------------------------------------
 # ARCH other than the host's cross-compiles with $(ARCH)-linux-gnu-gcc into
 # build/$(ARCH)/ (multiarch :arm64 -dev packages give the libraries). Only the
-# architectures in AGENT_ARCHES build the agent; the others build the portable
-# test targets only, until their trampolines exist.
+# architectures in AGENT_ARCHES build the agent; a cross build makes only the
+# agent and the portable test targets (profd and profctl run on the host).
 HOST_ARCH := $(shell uname -m)
 ARCH ?= $(HOST_ARCH)
-AGENT_ARCHES := x86_64
+AGENT_ARCHES := x86_64 aarch64
 ifneq ($(ARCH),$(HOST_ARCH))
 CROSS_COMPILE ?= $(ARCH)-linux-gnu-
 CC  := $(CROSS_COMPILE)gcc
@@ -45,7 +45,9 @@ CFLAGS_BASE += -fsanitize=$(SAN) -fno-sanitize-recover=all
 LDFLAGS_SAN := -fsanitize=$(SAN)
 endif
 CFLAGS ?=
-ALL_CFLAGS := $(CFLAGS_BASE) $(CFLAGS)
+# aarch64: atomics inline, not calls to libgcc's __aarch64_* helpers (the hooks call nothing)
+CFLAGS_ARCH_aarch64 := -mno-outline-atomics
+ALL_CFLAGS := $(CFLAGS_BASE) $(CFLAGS_ARCH_$(ARCH)) $(CFLAGS)
 
 LIBS_COMMON := -lprotobuf-c -lzstd -lz -lisal -lpthread
 LIBS_AGENT_x86_64 := -lZydis
@@ -68,14 +70,15 @@ COMMON_SRC  := $(wildcard common/*.c) $(wildcard proto/*.c)
 # Per architecture: the trampolines and the relocator (Zydis-based on x86-64).
 TRAMP_SRC_x86_64  := trampolines/relocator_x86_64.c trampolines/skip_reason.c
 TRAMP_ASM_x86_64  := trampolines/x86_64.S
-TRAMP_SRC_aarch64 :=
-TRAMP_ASM_aarch64 :=
+TRAMP_SRC_aarch64 := trampolines/aarch64/relocator_aarch64.c trampolines/skip_reason.c
+TRAMP_ASM_aarch64 := trampolines/aarch64.S
 TRAMP_SRC   := $(TRAMP_SRC_$(ARCH))
 TRAMP_ASM   := $(TRAMP_ASM_$(ARCH))
 # Other architectures' pure-encoding code: unit-tested on this host, never in its agent.
 TRAMP_FOREIGN_SRC_x86_64 := $(wildcard trampolines/aarch64/*.c)
 TRAMP_FOREIGN_SRC := $(TRAMP_FOREIGN_SRC_$(ARCH))
-AGENT_SRC   := $(wildcard agent/*.c)
+# agent/stub_slot_$(ARCH).c: what goes in a stub slot on this architecture
+AGENT_SRC   := $(filter-out agent/stub_slot_%.c,$(wildcard agent/*.c)) agent/stub_slot_$(ARCH).c
 DAEMON_SRC  := $(filter-out daemon/profd.c %.bpf.c,$(wildcard daemon/*.c daemon/*/*.c))
 EXPORT_SRC  := $(wildcard viewer-export/*.c viewer-export/export/*.c)
 PROFCTL_SRC := $(filter-out profctl/profctl.c profctl/agent_link.c,$(wildcard profctl/*.c))
@@ -91,7 +94,7 @@ EXPORT_OBJ  := $(call obj,$(EXPORT_SRC))
 PROFCTL_OBJ := $(call obj,$(PROFCTL_SRC))
 # `profctl funcs` decides with the agent's own code (agent/instrument.c), run on mapped files
 PROFCTL_AGENT_OBJ := $(call obj,agent/instrument.c agent/elf_symbols.c agent/patcher.c \
-	agent/proc_maps.c trampolines/relocator_x86_64.c trampolines/skip_reason.c profctl/agent_link.c)
+	agent/stub_slot_$(ARCH).c agent/proc_maps.c $(TRAMP_SRC) profctl/agent_link.c)
 
 UNIT_SRC    := $(wildcard tests/unit/test_*.c)
 UNIT_BIN    := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
@@ -155,9 +158,10 @@ $(BUILD)/obj/daemon/sched/sched_tracer.o: $(BUILD)/gen/sched.skel.h
 
 # ---- objects ----------------------------------------------------------------
 # The hooks' fast path must not touch vector registers: the trampolines save
-# only general-purpose registers (see trampolines/x86_64.S).
-HOT_CFLAGS := -mgeneral-regs-only -fno-stack-protector -fno-sanitize=all \
-	-fcf-protection=none -fno-exceptions -fno-asynchronous-unwind-tables -funwind-tables
+# only general-purpose registers (see trampolines/$(ARCH).S).
+HOT_CFLAGS_x86_64 := -fcf-protection=none
+HOT_CFLAGS := -mgeneral-regs-only -fno-stack-protector -fno-sanitize=all $(HOT_CFLAGS_$(ARCH)) \
+	-fno-exceptions -fno-asynchronous-unwind-tables -funwind-tables
 
 $(BUILD)/obj/agent/hooks.o: ALL_CFLAGS += $(HOT_CFLAGS)
 

@@ -7,7 +7,9 @@
  * from inside. Whatever fails here, the target runs on unchanged: the
  * agent goes quiet, it never exits or aborts the process.
  */
+#if defined(__x86_64__)
 #include <cpuid.h>
+#endif
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -36,8 +38,10 @@
 #define UNPATCH_TRIES 3
 #define UNPATCH_RETRY_NS (20 * 1000 * 1000)
 
+#if defined(__x86_64__)
 /* Read by the entry trampoline's slow path (trampolines/x86_64.S): bytes of xsave area. */
 uint64_t profagent_xsave_area_size = 4096;
+#endif
 
 /*
  * The agent's one session at a time (a process holds one agent). Written by
@@ -59,6 +63,7 @@ static struct {
  * (unit tests too): the size depends on XCR0, and AMX tile state makes it
  * 11 KiB on some machines, far past any fixed default.
  */
+#if defined(__x86_64__)
 __attribute__((constructor(101))) static void xsave_size_init(void)
 {
 	unsigned int eax, ebx, ecx, edx;
@@ -66,6 +71,7 @@ __attribute__((constructor(101))) static void xsave_size_init(void)
 	if (__get_cpuid_count(0xd, 0, &eax, &ebx, &ecx, &edx) && ebx > 0)
 		profagent_xsave_area_size = ebx + 64;
 }
+#endif
 
 static int send_hello(int fd, const char *token)
 {
@@ -250,8 +256,16 @@ static void signals_mask(int how, const uint64_t *set, uint64_t *old)
 			   "r"(sigsetsize)
 			 : "rcx", "r11", "memory");
 	(void)ret;
+#elif defined(__aarch64__)
+	register long x0 __asm__("x0") = how;
+	register long x1 __asm__("x1") = (long)set;
+	register long x2 __asm__("x2") = (long)old;
+	register long x3 __asm__("x3") = sizeof(*set);
+	register long x8 __asm__("x8") = SYS_rt_sigprocmask;
+
+	__asm__ volatile("svc #0" : "+r"(x0) : "r"(x1), "r"(x2), "r"(x3), "r"(x8) : "memory");
 #else
-	syscall(SYS_rt_sigprocmask, how, set, old, sizeof(*set));
+#error "signals_mask: no raw syscall for this architecture"
 #endif
 }
 

@@ -194,6 +194,14 @@ struct agent_thread {
 	_Atomic uint64_t span_end[SEGMENT_SLOTS];
 	struct func_agg *_Atomic agg_pages[AGG_PAGES];
 	struct shadow_entry shadow[AGENT_SHADOW_CAPACITY];
+#if defined(__aarch64__)
+	/*
+	 * Where each entry's function saved x30 (the exit trampoline's address),
+	 * found when an unwinder was about to walk (agent/hooks.c,
+	 * return_address_home), and for which return slot: the cold paths only.
+	 */
+	struct { uintptr_t *home, *for_slot; } lr_home[AGENT_SHADOW_CAPACITY];
+#endif
 };
 
 static inline uint64_t thread_drops(struct agent_thread *t)

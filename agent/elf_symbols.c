@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * Function symbols of an ELF64 x86-64 file, parsed with plain <elf.h> (see
- * agent/elf_symbols.h). Runs inside the profiled process on files that may be
+ * Function symbols of an ELF64 file of the machine we run on (x86-64 or
+ * aarch64), parsed with plain <elf.h> (see agent/elf_symbols.h). Runs inside the profiled process on files that may be
  * truncated or hostile: every offset, size, count and index is checked against
  * the buffer with overflow-safe arithmetic before it is used, structures are
  * memcpy'd out (the buffer need not be aligned), and nothing is kept pointing
@@ -49,6 +49,15 @@ struct elf_symtab {
 	uint32_t index;
 };
 
+/* The modules the agent instruments are of the machine it runs on. */
+#if defined(__x86_64__)
+#define ELF_OUR_MACHINE EM_X86_64
+#define ELF_NOT_OURS "not an ELF64 x86-64 file"
+#elif defined(__aarch64__)
+#define ELF_OUR_MACHINE EM_AARCH64
+#define ELF_NOT_OURS "not an ELF64 aarch64 file"
+#endif
+
 /* A function symbol before folding; name points into the buffer. */
 struct elf_cand {
 	uint64_t value;
@@ -57,6 +66,7 @@ struct elf_cand {
 	size_t name_len;
 	unsigned char is_ifunc;
 	unsigned char is_global;
+	unsigned char is_variant_pcs;
 };
 
 __attribute__((format(printf, 3, 4)))
@@ -93,12 +103,12 @@ static int elf_check_header(const struct elf_view *v, Elf64_Ehdr *eh)
 
 	if (v->len < EI_NIDENT || memcmp(id, ELFMAG, SELFMAG) != 0 ||
 	    id[EI_CLASS] != ELFCLASS64 || id[EI_DATA] != ELFDATA2LSB)
-		return elf_fail(v, -ENOEXEC, "not an ELF64 x86-64 file");
+		return elf_fail(v, -ENOEXEC, ELF_NOT_OURS);
 	if (v->len < sizeof(*eh))
 		return elf_fail(v, -ENOEXEC, "truncated ELF header (%zu bytes)", v->len);
 	memcpy(eh, v->buf, sizeof(*eh));
-	if (eh->e_machine != EM_X86_64)
-		return elf_fail(v, -ENOEXEC, "not an ELF64 x86-64 file");
+	if (eh->e_machine != ELF_OUR_MACHINE)
+		return elf_fail(v, -ENOEXEC, ELF_NOT_OURS);
 	if (eh->e_type != ET_EXEC && eh->e_type != ET_DYN)
 		return elf_fail(v, -ENOEXEC, "not an executable or shared object (e_type %u)",
 				eh->e_type);
@@ -257,6 +267,8 @@ static int elf_collect(const struct elf_view *v, const struct elf_symtab *t,
 		c[*n].size = sym.st_size;
 		c[*n].is_ifunc = ELF64_ST_TYPE(sym.st_info) == STT_GNU_IFUNC;
 		c[*n].is_global = bind == STB_GLOBAL || bind == STB_WEAK || bind == STB_GNU_UNIQUE;
+		c[*n].is_variant_pcs = ELF_OUR_MACHINE == EM_AARCH64 &&
+				       (sym.st_other & STO_AARCH64_VARIANT_PCS);
 		(*n)++;
 	}
 	*out = c;
@@ -288,6 +300,7 @@ static size_t elf_fold(struct elf_cand *c, size_t n)
 	for (i = 0; i < n; i++) {
 		if (kept > 0 && c[kept - 1].value == c[i].value) {
 			c[kept - 1].is_ifunc |= c[i].is_ifunc;
+			c[kept - 1].is_variant_pcs |= c[i].is_variant_pcs;
 			continue;
 		}
 		c[kept++] = c[i];
@@ -374,6 +387,7 @@ static void elf_fill_functions(struct elf_symbols *out, const struct elf_cand *c
 		fn->size = c[i].size;
 		fn->is_ifunc = c[i].is_ifunc;
 		fn->is_global = c[i].is_global;
+		fn->is_variant_pcs = c[i].is_variant_pcs;
 	}
 }
 
@@ -465,7 +479,7 @@ int elf_symbols_load(const char *path, struct elf_symbols *out, char *err, size_
 	}
 	if (!S_ISREG(sb.st_mode) || sb.st_size <= 0) {
 		ret = elf_fail(&v, -ENOEXEC,
-			       "not an ELF64 x86-64 file (not a regular file or empty)");
+			       ELF_NOT_OURS " (not a regular file or empty)");
 		goto err_close;
 	}
 	map = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);

@@ -17,6 +17,8 @@ struct elf_function {
 	uint64_t size;      /* st_size */
 	unsigned char is_ifunc;  /* STT_GNU_IFUNC: value is the resolver */
 	unsigned char is_global; /* STB_GLOBAL or STB_WEAK */
+	/* aarch64 STO_AARCH64_VARIANT_PCS: SVE/SME vector calling convention */
+	unsigned char is_variant_pcs;
 };
 
 struct elf_symbols {
@@ -35,7 +37,7 @@ struct elf_symbols {
  * before returning). Returns 0, or a negative errno with a one-line reason in
  * err that does not repeat the path ("truncated section header table at
  * 0x...", ...):
- *   -ENOEXEC  not an ELF64 little-endian x86-64 executable or shared object,
+ *   -ENOEXEC  not an ELF64 little-endian executable of our machine or shared object,
  *             or a truncated or malformed one
  *   -ENODATA  no .symtab and no .dynsym (a table without functions is not an
  *             error: n_functions is 0)

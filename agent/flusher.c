@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "agent/agent_thread.h"
+#include "agent/cpu_ticks.h"
 #include "agent/flusher.h"
 #include "common/mono_clock.h"
 #include "proto/frame.h"
@@ -91,10 +92,10 @@ void flusher_read_clock_pair(struct event_clock_pair *pair)
 
 	for (int i = 0; i < 3; i++) {
 		struct timespec ts;
-		uint64_t before = __builtin_ia32_rdtsc();
+		uint64_t before = cpu_ticks();
 
 		clock_gettime(CLOCK_MONOTONIC, &ts);
-		uint64_t after = __builtin_ia32_rdtsc();
+		uint64_t after = cpu_ticks();
 
 		if (after - before < best_span) {
 			best_span = after - before;

@@ -34,6 +34,7 @@
 #include <stdint.h>
 
 #include "agent/agent_thread.h"
+#include "agent/cpu_ticks.h"
 #include "trampolines/trampoline_layout.h"
 
 #define likely(x) __builtin_expect(!!(x), 1)
@@ -62,7 +63,7 @@ uint32_t agent_depth_limit = AGENT_SHADOW_CAPACITY;
 
 static inline uint64_t read_tsc(void)
 {
-	return __builtin_ia32_rdtsc();
+	return cpu_ticks();
 }
 
 /* Only this thread writes it (under the guard). */
@@ -585,8 +586,49 @@ COLD static uintptr_t shadow_stack_close_matched(struct agent_thread *t, uintptr
 }
 
 /*
+ * Where the return address of entry i lives while its function runs, for an
+ * unwinder to read. x86-64: its return slot, where the call pushed it.
+ * aarch64: the return slot (sp_entry - 8, where the trampoline saved x30)
+ * only names the call; the prologue then saves x30 wherever its frame layout
+ * says (GCC: the frame record at the bottom of the frame), so the home is
+ * found by a scan of the words from the entry SP down to `below`, the next
+ * deeper frame's return slot (or the unwinder's): the highest one holding
+ * the exit trampoline's address. The function's own frame is the top of
+ * that range; lower words may be stale copies from calls already returned,
+ * never higher ones. NULL when nothing is found (a frame on another stack).
+ */
+static uintptr_t *return_address_home(struct agent_thread *t, uint32_t i, uintptr_t *below)
+{
+	uintptr_t *slot = t->shadow[i].return_slot;
+#if defined(__x86_64__)
+	(void)below;
+	return slot;
+#else
+	if (below >= slot || !same_stack(t, (uintptr_t)slot, (uintptr_t)below))
+		return NULL;
+	for (uintptr_t *p = slot; p > below; p--)
+		if (*p == (uintptr_t)profagent_exit_trampoline) {
+			t->lr_home[i].home = p;
+			t->lr_home[i].for_slot = slot;
+			return p;
+		}
+	return NULL;
+#endif
+}
+
+/* The home return_address_home found for entry i, if it is still entry i's. */
+static uintptr_t *return_address_home_found(struct agent_thread *t, uint32_t i)
+{
+#if defined(__x86_64__)
+	return t->shadow[i].return_slot;
+#else
+	return t->lr_home[i].for_slot == t->shadow[i].return_slot ? t->lr_home[i].home : NULL;
+#endif
+}
+
+/*
  * After an unwinder ran: entries whose frames are gone are closed, the live
- * ones get the exit trampoline back (only where the slot still holds the
+ * ones get the exit trampoline back (only where the home still holds the
  * real return address we restored).
  */
 COLD static void shadow_stack_rehijack(struct agent_thread *t, uintptr_t *new_slot)
@@ -597,9 +639,10 @@ COLD static void shadow_stack_rehijack(struct agent_thread *t, uintptr_t *new_sl
 	s = state_load(t);
 	for (uint32_t i = 0; i < state_depth(s); i++) {
 		struct shadow_entry *e = &t->shadow[i];
+		uintptr_t *home = return_address_home_found(t, i);
 
-		if (!entry_is_dead(e, state_head(s)) && *e->return_slot == e->return_address)
-			*e->return_slot = (uintptr_t)profagent_exit_trampoline;
+		if (!entry_is_dead(e, state_head(s)) && home && *home == e->return_address)
+			*home = (uintptr_t)profagent_exit_trampoline;
 	}
 	t->returns_restored = 0;
 }
@@ -608,15 +651,20 @@ COLD static void shadow_stack_rehijack(struct agent_thread *t, uintptr_t *new_sl
 COLD static void shadow_stack_restore_returns(struct agent_thread *t, uintptr_t *unwinder_slot)
 {
 	uint64_t s = state_load(t);
+	uintptr_t *below = unwinder_slot;
 
 	t->unwind_slot = unwinder_slot;
 	t->returns_restored = 1; /* first: a siglongjmp halfway leaves it to be re-hijacked */
-	for (uint32_t i = 0; i < state_depth(s); i++) {
+	for (uint32_t i = state_depth(s); i-- > 0;) {
 		struct shadow_entry *e = &t->shadow[i];
+		uintptr_t *home;
 
-		if (!entry_is_dead(e, state_head(s)) &&
-		    *e->return_slot == (uintptr_t)profagent_exit_trampoline)
-			*e->return_slot = e->return_address;
+		if (entry_is_dead(e, state_head(s)))
+			continue;
+		home = return_address_home(t, i, below);
+		below = e->return_slot;
+		if (home && *home == (uintptr_t)profagent_exit_trampoline)
+			*home = e->return_address;
 	}
 }
 

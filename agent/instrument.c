@@ -18,7 +18,6 @@
 #include "agent/instrument.h"
 #include "agent/patcher.h"
 #include "agent/proc_maps.h"
-#include "trampolines/relocator_x86_64.h"
 #include "trampolines/trampoline_layout.h"
 
 struct module_list {
@@ -269,7 +268,7 @@ static uint64_t patchable_size(const struct loaded_module *m, const struct elf_s
 	const struct elf_function *fn = &syms->functions[i];
 	uint64_t addr = m->base + fn->value, room = 32;
 
-	if (fn->size >= RELOCATOR_JMP_REL32_LEN)
+	if (fn->size >= PATCH_NEAR_LEN)
 		return fn->size;
 	if (i + 1 < syms->n_functions && syms->functions[i + 1].value - fn->value < room)
 		room = syms->functions[i + 1].value - fn->value;
@@ -277,8 +276,7 @@ static uint64_t patchable_size(const struct loaded_module *m, const struct elf_s
 		room--;
 	if (room <= fn->size)
 		return fn->size;
-	return fn->size + relocator_padding_after((const uint8_t *)(uintptr_t)addr, room,
-						  fn->size);
+	return fn->size + stub_padding_after((const uint8_t *)(uintptr_t)addr, room, fn->size);
 }
 
 static const char *precheck(const struct loaded_module *m, const struct elf_symbols *syms,
@@ -294,10 +292,12 @@ static const char *precheck(const struct loaded_module *m, const struct elf_symb
 		return "a compiler-split cold fragment, entered by a jump, not a call";
 	if (fn->is_ifunc)
 		return "IFUNC resolver: the implementation it selects has no symbol here";
+	if (fn->is_variant_pcs)
+		return "SVE/SME vector calling convention (variant PCS): arguments in z/p registers";
 	if (!in_exec_segment(m, addr, addr + fn->size))
 		return "not inside an executable segment";
-	if (patchable_size(m, syms, i) < RELOCATOR_JMP_REL32_LEN)
-		return "function shorter than the 5-byte patch, with no padding after it";
+	if (patchable_size(m, syms, i) < PATCH_NEAR_LEN)
+		return "function shorter than the entry jump, with no padding after it";
 	if (!in_exec_segment(m, addr, addr + fn->size))
 		return "not inside an executable segment";
 	return NULL;
@@ -431,10 +431,10 @@ static int module_prepare_one(struct module_job *job, const struct picked_functi
 		r->functions[r->n_functions - 1].stub = stub;
 		r->functions[r->n_functions - 1].stub_same_offsets = fill.same_offsets_len;
 	}
-	pp->jump.address = addr;
+	pp->jump.address = addr + fill.jump_offset;
 	pp->jump.target = stub;
-	pp->jump.len = job->region.far ? PATCH_ABS64_LEN : RELOCATOR_JMP_REL32_LEN;
-	memcpy(pp->original, (const void *)(uintptr_t)addr, pp->jump.len);
+	pp->jump.len = (uint32_t)fill.jump_len;
+	memcpy(pp->original, (const void *)(uintptr_t)pp->jump.address, pp->jump.len);
 	pp->function = timed ? (int64_t)r->n_functions - 1 : -1;
 	pp->module = job->module_index;
 	pp->written = 0;
@@ -643,7 +643,7 @@ static int commit_range(struct instrument_plan *plan, size_t from, const uint64_
 	patch_writer_init(&w, &plan->maps);
 	for (size_t i = from; i < plan->n_patches && !err; i++) {
 		struct pending_patch *pp = &plan->patches[i];
-		uint8_t jump[PATCH_ABS64_LEN];
+		uint8_t jump[PATCH_MAX_LEN];
 
 		if (thread_inside(pp, ips, n_ips)) {
 			if (pp->function >= 0)

@@ -49,7 +49,7 @@ struct instrument_report {
 
 struct pending_patch {
 	struct code_patch jump;
-	uint8_t original[PATCH_ABS64_LEN];
+	uint8_t original[PATCH_MAX_LEN];
 	int64_t function;  /* index into report.functions; -1: patched only for its flags */
 	uint32_t module;   /* index into plan.modules */
 	int written;

@@ -29,7 +29,8 @@ struct run_state {
 	struct profile_options opt;
 	char **argv;      /* CMD ARGS..., NULL-terminated */
 	struct session_client client;
-	char agent_path[PATH_MAX + 32];
+	char agent_path[PATH_MAX + 64];
+	int foreign;      /* CMD runs under qemu-user: the agent goes through QEMU_SET_ENV */
 	pid_t child;
 	int go_pipe;      /* write end: the child waits on it before exec */
 	int exec_error_pipe; /* read end: errno of a failed exec, or EOF on success */
@@ -118,7 +119,10 @@ static void child_main(struct run_state *rs, int go_read, int err_write)
 		_exit(127); /* profctl gave up before starting us */
 	close(go_read);
 	if (strcmp(token, "-") != 0) {
-		set_preload(rs->agent_path);
+		if (rs->foreign)
+			foreign_arch_preload(rs->agent_path); /* prepare() checked the path */
+		else
+			set_preload(rs->agent_path);
 		setenv("PROFD_AGENT_SOCKET", socket_path, 1);
 		setenv("PROFD_AGENT_TOKEN", token, 1);
 	}
@@ -248,7 +252,7 @@ static void report_killed(const struct run_state *rs, int status)
 
 static int prepare(struct run_state *rs)
 {
-	char cmd_path[PATH_MAX], dir[PATH_MAX];
+	char cmd_path[PATH_MAX], dir[PATH_MAX], arch[32];
 
 	if (profile_patterns_check(&rs->opt))
 		return -EINVAL;
@@ -258,9 +262,17 @@ static int prepare(struct run_state *rs)
 	}
 	if (profctl_self_dir(dir, sizeof(dir)))
 		return -ELIBACC;
-	snprintf(rs->agent_path, sizeof(rs->agent_path), "%s/libprofagent.so", dir);
+	rs->foreign = foreign_arch_of(cmd_path, arch, sizeof(arch)) > 0;
+	snprintf(rs->agent_path, sizeof(rs->agent_path), "%s%s%s/libprofagent.so", dir,
+		 rs->foreign ? "/" : "", rs->foreign ? arch : "");
 	if (rs->opt.n_patterns && access(rs->agent_path, R_OK)) {
-		fprintf(stderr, "profctl: agent %s: %s\n", rs->agent_path, strerror(errno));
+		fprintf(stderr, "profctl: agent %s: %s%s\n", rs->agent_path, strerror(errno),
+			rs->foreign ? " (the agent for the command's architecture: make ARCH=...)" : "");
+		return -ELIBACC;
+	}
+	if (rs->opt.n_patterns && rs->foreign && strchr(rs->agent_path, ',')) {
+		fprintf(stderr, "profctl: agent %s: a comma in its path cannot pass through "
+				"qemu's QEMU_SET_ENV\n", rs->agent_path);
 		return -ELIBACC;
 	}
 	return 0;

@@ -23,6 +23,14 @@ int cmd_funcs(int argc, char **argv);
 
 /* CMD's file as execvp would find it (PATH), in out; 0 or a negative errno. */
 int profctl_find_command(const char *cmd, char *out, size_t len);
+/*
+ * profctl/foreign_arch.c: 1 with arch set when cmd_path is a program of
+ * another architecture (its ELF machine, or a qemu-ARCH runner), 0 when it
+ * runs natively, or a negative errno.
+ */
+int foreign_arch_of(const char *cmd_path, char *arch, size_t len);
+/* In the child: the agent preloaded in qemu-user's guest only (QEMU_SET_ENV). */
+int foreign_arch_preload(const char *agent_path);
 
 struct trace_stream_stats;
 struct func_filter;

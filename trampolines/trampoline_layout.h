@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Layout shared by trampolines/x86_64.S and the C that builds stubs
+ * Layout shared by trampolines/x86_64.S or trampolines/aarch64.S and the C that builds stubs
  * (agent/patcher.c): the per-function stub slot and its descriptor. The
  * assembly includes this file too, so only macros live outside the C guard;
  * agent/patcher.c checks them against the structs with _Static_assert.
@@ -8,6 +8,7 @@
 #ifndef PROFD_TRAMPOLINE_LAYOUT_H
 #define PROFD_TRAMPOLINE_LAYOUT_H
 
+#if defined(__x86_64__)
 /*
  * A stub region is a page-aligned block near one module. Slot 0 is the
  * region's thunk: `jmp *8(%rip)` then the address of the generic entry
@@ -24,10 +25,37 @@
 #define STUB_CODE_OFFSET 0
 #define STUB_RELOCATED_OFFSET 5
 #define STUB_DESC_OFFSET 48
-#define STUB_RELOCATED_MAX (STUB_DESC_OFFSET - STUB_RELOCATED_OFFSET)
 /* From the address the stub's call pushed (slot+5) to its descriptor. */
 #define STUB_RETURN_TO_DESC (STUB_DESC_OFFSET - STUB_RELOCATED_OFFSET)
 #define STUB_THUNK_POINTER_OFFSET 8
+#elif defined(__aarch64__)
+/*
+ * A stub region is a page-aligned block within +-128 MiB of one module (a
+ * `b` reaches it), or +-4 GiB (adrp/add/br x16). Slot 0 is the region's
+ * thunk: `ldr x17, #8; br x17` then the address of the generic entry
+ * trampoline at +8. Slots 1.. serve one function each:
+ *   +0   nop, or autiasp/autibsp when the function's paciasp/pacibsp stays
+ *        in place (a landing pad): x30 arrives signed, the trampoline and the
+ *        shadow stack see it plain
+ *   +4   adr x16, +DESC                the descriptor, for the trampoline
+ *   +8   b region_thunk
+ *   +12  relocated prologue (after a `paciasp`/`pacibsp` that signs again
+ *        whatever x30 the trampoline left, with the entry's SP, when +0
+ *        authenticated) + branch back to the function
+ *   +144 struct stub_desc
+ * Only x16/x17 (IP0/IP1) are touched before the trampoline saves the rest:
+ * the AAPCS64 lets a veneer clobber them on the way to any callee, and GCC's
+ * calls clobber them whatever IPA-RA knows of the callee.
+ */
+#define STUB_SLOT_SIZE 160
+#define STUB_CODE_OFFSET 0
+#define STUB_RELOCATED_OFFSET 12
+#define STUB_DESC_OFFSET 144
+#define STUB_THUNK_POINTER_OFFSET 8
+#else
+#error "no trampolines for this architecture (x86_64, aarch64)"
+#endif
+#define STUB_RELOCATED_MAX (STUB_DESC_OFFSET - STUB_RELOCATED_OFFSET)
 
 /* struct stub_desc field offsets, for the assembly */
 #define STUB_DESC_RELOCATED 0
@@ -58,7 +86,7 @@ _Static_assert(sizeof(struct stub_desc) == STUB_SLOT_SIZE - STUB_DESC_OFFSET, "s
 _Static_assert(__builtin_offsetof(struct stub_desc, relocated) == STUB_DESC_RELOCATED, "asm offset");
 _Static_assert(__builtin_offsetof(struct stub_desc, func_id) == STUB_DESC_FUNC_ID, "asm offset");
 
-/* Implemented in trampolines/x86_64.S. */
+/* Implemented in trampolines/$(ARCH).S. */
 void profagent_entry_trampoline(void);
 void profagent_exit_trampoline(void);
 

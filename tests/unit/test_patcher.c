@@ -52,7 +52,7 @@ static long patch_and_call(uint8_t *code, const struct proc_maps *placement, int
 	struct stub_region region;
 	struct code_patch patch;
 	struct patch_writer w;
-	uint8_t jump[PATCH_ABS64_LEN];
+	uint8_t jump[PATCH_FAR_LEN];
 	const char *why = NULL;
 	struct stub_fill fill = { 0 };
 	uint64_t addr = (uint64_t)(uintptr_t)code;
@@ -66,7 +66,7 @@ static long patch_and_call(uint8_t *code, const struct proc_maps *placement, int
 	}
 	stub_region_seal(&region);
 	patch = (struct code_patch){ addr, stub_region_slot_entry(&region, 0),
-				     region.far ? PATCH_ABS64_LEN : RELOCATOR_JMP_REL32_LEN };
+				     (uint32_t)fill.jump_len };
 	*patch_len_out = patch.len;
 	if (proc_maps_load(&real))
 		return -1;
@@ -105,7 +105,7 @@ static void test_far_stub_absolute_jump(void)
 	CHECK(code != NULL);
 	CHECK_EQ_INT(patch_and_call(code, &no_gaps, &far, &len), (5 + 14) * 3);
 	CHECK_EQ_INT(far, 1);
-	CHECK_EQ_INT(len, PATCH_ABS64_LEN);
+	CHECK_EQ_INT(len, PATCH_FAR_LEN);
 	CHECK_EQ_INT(code[0], 0xff);
 	CHECK_EQ_INT(code[1], 0x25);
 }

@@ -1,0 +1,135 @@
+// SPDX-License-Identifier: MIT
+/*
+ * aarch64 stub slots and entry jumps (see agent/patcher.h and
+ * trampolines/trampoline_layout.h): the region thunk, a slot's
+ * nop/autia/autib + `adr x16, desc` + `b region_thunk`, the relocated
+ * prologue (trampolines/aarch64/relocator_aarch64.c) and the descriptor, and
+ * the entry jump: `b`, or adrp/add/br x16, after a landing pad kept in place.
+ *
+ * A landing pad (`bti c`, `paciasp`...) stays where it is, so that an
+ * indirect call on a BTI-guarded page still lands on it, and the jump goes
+ * right after it; the copy starts with the pad all the same (displaced with
+ * the jump's words, so the relocator also refuses branches into it). For
+ * `paciasp`/`pacibsp` that gives the pointer-authentication dance: the pad
+ * in place signs x30 with the entry SP, the slot's autiasp/autibsp checks
+ * and strips it (the shadow stack keeps plain addresses, as x86-64's), and
+ * the copied pad signs whatever x30 the trampoline left (the exit
+ * trampoline's address, once hijacked) with the same SP, which the
+ * function's own autiasp/retaa then checks. No key or modifier is ever
+ * handled outside those three instructions, which are NOPs where pointer
+ * authentication is off.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "agent/patcher.h"
+#include "trampolines/aarch64/relocator_aarch64.h"
+#include "trampolines/trampoline_layout.h"
+
+#define A64_NOP 0xd503201fu
+#define A64_PACIASP 0xd503233fu
+#define A64_PACIBSP 0xd503237fu
+#define A64_AUTIASP 0xd50323bfu
+#define A64_AUTIBSP 0xd50323ffu
+#define A64_LDR_X17_LITERAL_8 0x58000051u /* ldr x17, #8 */
+#define A64_BR_X17 0xd61f0220u
+
+_Static_assert(PATCH_NEAR_LEN == RELOCATOR_A64_B_LEN, "near jump");
+_Static_assert(PATCH_FAR_LEN == RELOCATOR_A64_FAR_LEN, "far jump");
+_Static_assert(4 + PATCH_FAR_LEN <= RELOCATOR_A64_MAX_PATCH_LEN, "pad + jump relocate together");
+_Static_assert(4 + PATCH_FAR_LEN <= PATCH_MAX_LEN, "pad + jump fit the saved bytes");
+_Static_assert(4 + RELOCATOR_A64_MAX_CODE_LEN <= STUB_RELOCATED_MAX, "a copy fits its slot");
+
+static void put_word(uint8_t *at, uint32_t w)
+{
+	memcpy(at, &w, sizeof(w));
+}
+
+static uint32_t get_word(const uint8_t *at)
+{
+	uint32_t w;
+
+	memcpy(&w, at, sizeof(w));
+	return w;
+}
+
+/* adr xd, pc + off (off within +-1 MiB) */
+static uint32_t a64_adr(unsigned rd, int64_t off)
+{
+	return 0x10000000u | ((uint32_t)(off & 3) << 29) | ((uint32_t)((off >> 2) & 0x7ffff) << 5) |
+	       rd;
+}
+
+/* b pc + off (off within +-128 MiB, a multiple of 4) */
+static uint32_t a64_b(int64_t off)
+{
+	return 0x14000000u | ((uint32_t)(off >> 2) & 0x3ffffffu);
+}
+
+/* Slot 0: `ldr x17, #8; br x17` and the address of the generic entry trampoline. */
+void stub_region_write_thunk(uint8_t *thunk)
+{
+	uint64_t entry = (uint64_t)(uintptr_t)profagent_entry_trampoline;
+
+	put_word(thunk, A64_LDR_X17_LITERAL_8);
+	put_word(thunk + 4, A64_BR_X17);
+	memcpy(thunk + STUB_THUNK_POINTER_OFFSET, &entry, sizeof(entry));
+}
+
+/* Fixed-width instructions: a function of 4 bytes or more always has room for `b`. */
+size_t stub_padding_after(const uint8_t *code, size_t avail, size_t func_size)
+{
+	(void)code, (void)avail, (void)func_size;
+	return 0;
+}
+
+/* The slot's first word: authenticate x30 when the pad left in place signed it. */
+static uint32_t slot_auth_word(uint32_t pad)
+{
+	return pad == A64_PACIASP ? A64_AUTIASP : pad == A64_PACIBSP ? A64_AUTIBSP : A64_NOP;
+}
+
+int stub_region_fill(struct stub_region *r, size_t slot, uint64_t func_addr, size_t func_size,
+		     uint32_t func_id, uint32_t flags, struct stub_fill *fill,
+		     const char **reason)
+{
+	const uint8_t *code = (const uint8_t *)(uintptr_t)func_addr;
+	uint8_t *s = r->base + (slot + 1) * STUB_SLOT_SIZE;
+	uint64_t sa = (uint64_t)(uintptr_t)s;
+	struct stub_desc desc = { .relocated = sa + STUB_RELOCATED_OFFSET, .func_id = func_id,
+				  .flags = flags };
+	size_t pad = relocator_a64_landing_pad_len(code, func_size);
+	uint8_t jump[PATCH_FAR_LEN];
+	struct relocation_a64 reloc = { 0 };
+	int jump_len, err;
+
+	/* the encoder's own choice of `b` or adrp/add/br: patcher_encode_jump makes it again */
+	jump_len = relocator_a64_encode_patch(func_addr + pad, sa, jump, sizeof(jump));
+	if (jump_len < 0) {
+		*reason = "no stub memory within 4 GiB (the reach of adrp/add/br x16)";
+		return jump_len;
+	}
+	memset(s, 0, STUB_SLOT_SIZE); /* udf #0 wherever no code goes */
+	err = relocator_a64_relocate(code, func_size, func_addr, pad + (size_t)jump_len,
+				     sa + STUB_RELOCATED_OFFSET, func_addr + pad + (size_t)jump_len,
+				     s + STUB_RELOCATED_OFFSET, STUB_RELOCATED_MAX, &reloc);
+	if (err) {
+		*reason = reloc.skip_reason ? reloc.skip_reason : "relocation failed";
+		return err;
+	}
+	put_word(s, slot_auth_word(pad ? get_word(code) : 0));
+	put_word(s + 4, a64_adr(16, STUB_DESC_OFFSET - 4));
+	put_word(s + 8, a64_b((int64_t)((uint64_t)(uintptr_t)r->base - (sa + 8))));
+	memcpy(s + STUB_DESC_OFFSET, &desc, sizeof(desc));
+	fill->patch_len = reloc.patch_len;
+	fill->same_offsets_len = reloc.same_offsets_len;
+	fill->jump_offset = pad;
+	fill->jump_len = (size_t)jump_len;
+	return 0;
+}
+
+void patcher_encode_jump(uint8_t *jmp, const struct code_patch *p)
+{
+	relocator_a64_encode_patch(p->address, p->target, jmp, p->len);
+}
