@@ -502,11 +502,32 @@ __attribute__((visibility("default"))) int profagent_reset_stale(void)
 	return 0;
 }
 
+/*
+ * Preloaded into a qemu-user guest by `profctl run` (PROFD_AGENT_GUEST, set
+ * with LD_PRELOAD through QEMU_SET_ENV): a program it execs runs on the host
+ * (qemu follows no exec), whose loader cannot load us and would say so on
+ * the program's stderr. So LD_PRELOAD loses its first entry, ours.
+ */
+static void guest_forget_preload(void)
+{
+	const char *preload = getenv("LD_PRELOAD");
+	const char *rest = preload ? strchr(preload, ':') : NULL;
+
+	if (!getenv("PROFD_AGENT_GUEST"))
+		return;
+	unsetenv("PROFD_AGENT_GUEST");
+	if (rest && rest[1])
+		setenv("LD_PRELOAD", rest + 1, 1);
+	else
+		unsetenv("LD_PRELOAD");
+}
+
 __attribute__((constructor)) static void agent_start(void)
 {
 	const char *path = getenv("PROFD_AGENT_SOCKET");
 	const char *token = getenv("PROFD_AGENT_TOKEN");
 
+	guest_forget_preload();
 	if (!path || !token)
 		return; /* dlopen'ed by profctl attach: it calls profagent_attach */
 	agent_thread_guard = 1; /* agent code runs: instrumented calls pass through */

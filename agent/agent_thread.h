@@ -32,6 +32,8 @@
 #define AGENT_SHADOW_CAPACITY 1024
 /* Any segment holds an enter and the exits of every call open (hooks.c ring_has_room). */
 _Static_assert(AGENT_SHADOW_CAPACITY + 3 < SEGMENT_FIRST, "a segment fits the deepest stack");
+/* aarch64: stack words an unwinder's restore may rewrite (see lr_homes). */
+#define LR_HOMES_MAX 2048
 /* Per-function aggregates, in pages of AGG_PAGE_FUNCS allocated on a function's first call. */
 #define AGG_PAGE_FUNCS 64
 #define AGG_PAGES (1u << 14)
@@ -196,11 +198,12 @@ struct agent_thread {
 	struct shadow_entry shadow[AGENT_SHADOW_CAPACITY];
 #if defined(__aarch64__)
 	/*
-	 * Where each entry's function saved x30 (the exit trampoline's address),
-	 * found when an unwinder was about to walk (agent/hooks.c,
-	 * return_address_home), and for which return slot: the cold paths only.
+	 * The stack words an unwinder's restore rewrote (agent/hooks.c,
+	 * restore_return_homes): for entry `index` while it was the call of
+	 * `for_slot`. Cold paths only; emptied when the returns are hijacked again.
 	 */
-	struct { uintptr_t *home, *for_slot; } lr_home[AGENT_SHADOW_CAPACITY];
+	struct lr_home { uintptr_t *home, *for_slot; uint32_t index; } lr_homes[LR_HOMES_MAX];
+	uint32_t n_lr_homes;
 #endif
 };
 

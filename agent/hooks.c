@@ -585,65 +585,76 @@ COLD static uintptr_t shadow_stack_close_matched(struct agent_thread *t, uintptr
 	return return_address;
 }
 
-/*
- * Where the return address of entry i lives while its function runs, for an
- * unwinder to read. x86-64: its return slot, where the call pushed it.
- * aarch64: the return slot (sp_entry - 8, where the trampoline saved x30)
- * only names the call; the prologue then saves x30 wherever its frame layout
- * says (GCC: the frame record at the bottom of the frame), so the home is
- * found by a scan of the words from the entry SP down to `below`, the next
- * deeper frame's return slot (or the unwinder's): the highest one holding
- * the exit trampoline's address. The function's own frame is the top of
- * that range; lower words may be stale copies from calls already returned,
- * never higher ones. NULL when nothing is found (a frame on another stack).
- */
-static uintptr_t *return_address_home(struct agent_thread *t, uint32_t i, uintptr_t *below)
-{
-	uintptr_t *slot = t->shadow[i].return_slot;
 #if defined(__x86_64__)
+/* Entry i's return address is where the call pushed it: its return slot. */
+static void restore_return_homes(struct agent_thread *t, uint32_t i, uintptr_t *below)
+{
+	struct shadow_entry *e = &t->shadow[i];
+
 	(void)below;
-	return slot;
-#else
-	if (below >= slot || !same_stack(t, (uintptr_t)slot, (uintptr_t)below))
-		return NULL;
-	for (uintptr_t *p = slot; p > below; p--)
-		if (*p == (uintptr_t)profagent_exit_trampoline) {
-			t->lr_home[i].home = p;
-			t->lr_home[i].for_slot = slot;
-			return p;
-		}
-	return NULL;
-#endif
+	if (*e->return_slot == (uintptr_t)profagent_exit_trampoline)
+		*e->return_slot = e->return_address;
 }
 
-/* The home return_address_home found for entry i, if it is still entry i's. */
-static uintptr_t *return_address_home_found(struct agent_thread *t, uint32_t i)
+static void rehijack_return_homes(struct agent_thread *t, uint64_t state)
 {
-#if defined(__x86_64__)
-	return t->shadow[i].return_slot;
-#else
-	return t->lr_home[i].for_slot == t->shadow[i].return_slot ? t->lr_home[i].home : NULL;
-#endif
+	for (uint32_t i = 0; i < state_depth(state); i++) {
+		struct shadow_entry *e = &t->shadow[i];
+
+		if (!entry_is_dead(e, state_head(state)) && *e->return_slot == e->return_address)
+			*e->return_slot = (uintptr_t)profagent_exit_trampoline;
+	}
 }
+#else
+/*
+ * aarch64: the return slot (sp_entry - 8, where the trampoline saved x30)
+ * only names the call; the prologue then saves x30 wherever its frame layout
+ * says (GCC: below its locals; clang: above them). Without unwinding the
+ * frame by its CFI, the home cannot be told from stale copies in
+ * uninitialized locals or dead frames, so every word between the entry SP
+ * and `below` (the next deeper frame's return slot, or the unwinder's) that
+ * holds the exit trampoline's address gets the real return address: stale
+ * copies are dead data, and a live copy (a __builtin_return_address kept)
+ * is better off real. Each word is remembered to be hijacked again.
+ */
+static void restore_return_homes(struct agent_thread *t, uint32_t i, uintptr_t *below)
+{
+	struct shadow_entry *e = &t->shadow[i];
+	uintptr_t *slot = e->return_slot;
+
+	if (below >= slot || !same_stack(t, (uintptr_t)slot, (uintptr_t)below))
+		return; /* another stack: no telling what lies between */
+	for (uintptr_t *p = slot; p > below && t->n_lr_homes < LR_HOMES_MAX; p--) {
+		if (*p != (uintptr_t)profagent_exit_trampoline)
+			continue;
+		t->lr_homes[t->n_lr_homes++] = (struct lr_home){ p, slot, i };
+		*p = e->return_address;
+	}
+}
+
+static void rehijack_return_homes(struct agent_thread *t, uint64_t state)
+{
+	for (uint32_t k = 0; k < t->n_lr_homes; k++) {
+		struct lr_home *h = &t->lr_homes[k];
+		struct shadow_entry *e = &t->shadow[h->index];
+
+		if (h->index < state_depth(state) && e->return_slot == h->for_slot &&
+		    !entry_is_dead(e, state_head(state)) && *h->home == e->return_address)
+			*h->home = (uintptr_t)profagent_exit_trampoline;
+	}
+	t->n_lr_homes = 0;
+}
+#endif
 
 /*
  * After an unwinder ran: entries whose frames are gone are closed, the live
- * ones get the exit trampoline back (only where the home still holds the
- * real return address we restored).
+ * ones get the exit trampoline back (only where their return address's home
+ * still holds the real one we restored).
  */
 COLD static void shadow_stack_rehijack(struct agent_thread *t, uintptr_t *new_slot)
 {
-	uint64_t s;
-
 	shadow_stack_drop_stale(t, new_slot);
-	s = state_load(t);
-	for (uint32_t i = 0; i < state_depth(s); i++) {
-		struct shadow_entry *e = &t->shadow[i];
-		uintptr_t *home = return_address_home_found(t, i);
-
-		if (!entry_is_dead(e, state_head(s)) && home && *home == e->return_address)
-			*home = (uintptr_t)profagent_exit_trampoline;
-	}
+	rehijack_return_homes(t, state_load(t));
 	t->returns_restored = 0;
 }
 
@@ -656,15 +667,10 @@ COLD static void shadow_stack_restore_returns(struct agent_thread *t, uintptr_t 
 	t->unwind_slot = unwinder_slot;
 	t->returns_restored = 1; /* first: a siglongjmp halfway leaves it to be re-hijacked */
 	for (uint32_t i = state_depth(s); i-- > 0;) {
-		struct shadow_entry *e = &t->shadow[i];
-		uintptr_t *home;
-
-		if (entry_is_dead(e, state_head(s)))
+		if (entry_is_dead(&t->shadow[i], state_head(s)))
 			continue;
-		home = return_address_home(t, i, below);
-		below = e->return_slot;
-		if (home && *home == (uintptr_t)profagent_exit_trampoline)
-			*home = e->return_address;
+		restore_return_homes(t, i, below);
+		below = t->shadow[i].return_slot;
 	}
 }
 

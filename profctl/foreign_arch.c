@@ -79,15 +79,18 @@ int foreign_arch_of(const char *cmd_path, char *arch, size_t len)
 
 int foreign_arch_preload(const char *agent_path)
 {
-	const char *old = getenv("QEMU_SET_ENV");
+	const char *old = getenv("QEMU_SET_ENV"), *user = getenv("LD_PRELOAD");
 	char *v;
 	int err;
 
 	/* qemu splits QEMU_SET_ENV at commas: such a path cannot go through */
 	if (strchr(agent_path, ','))
 		return -EINVAL;
-	if (asprintf(&v, "%s%sLD_PRELOAD=%s", old && *old ? old : "", old && *old ? "," : "",
-		     agent_path) < 0)
+	if (user && (!*user || strchr(user, ',')))
+		user = NULL;
+	/* the agent first: it takes itself out of LD_PRELOAD again (agent/agent.c) */
+	if (asprintf(&v, "%s%sLD_PRELOAD=%s%s%s,PROFD_AGENT_GUEST=1", old && *old ? old : "",
+		     old && *old ? "," : "", agent_path, user ? ":" : "", user ? user : "") < 0)
 		return -ENOMEM;
 	err = setenv("QEMU_SET_ENV", v, 1) ? -errno : 0;
 	free(v);

@@ -7,6 +7,20 @@ passed=0
 failed=0
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
+# TARGET_ARCH=aarch64: the tests that support it (test_abi, test_shadow_stack)
+# run that architecture's targets (build/aarch64/, `make ARCH=aarch64`) under
+# qemu-user with its agent, against this host's profd and profctl, without
+# sampling (perf cannot sample an emulated process).
+TARGET_ARCH=${TARGET_ARCH:-}
+if [ -n "$TARGET_ARCH" ]; then
+	TARGETS="$ROOT/$BUILD/$TARGET_ARCH/tests/targets"
+	RUNNER=("qemu-$TARGET_ARCH")
+	PROFILE_OPTS=(--freq 0)
+else
+	TARGETS="$ROOT/$BUILD/tests/targets"
+	RUNNER=()
+	PROFILE_OPTS=()
+fi
 
 check() { # description, then a command that must succeed
 	local what=$1

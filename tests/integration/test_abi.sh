@@ -6,9 +6,10 @@
 # (one check each; a case the whole run never reached is rerun alone), the
 # trace readable and free of `problem` lines. Under 'torture_*', the slices
 # of each function the program counted itself equal its count.
+# TARGET_ARCH=aarch64: the arm64 build under qemu-user (common.bash).
 set -u
 . "$(dirname "$0")/common.bash"
-TARGET="$ROOT/$BUILD/tests/targets/abi_torture"
+TARGET="$TARGETS/abi_torture"
 
 if [ ! -x "$TARGET" ]; then
 	check "abi_torture is built ($TARGET)" false
@@ -16,7 +17,7 @@ if [ ! -x "$TARGET" ]; then
 	exit
 fi
 
-"$TARGET" >"$WORK/plain.out" 2>"$WORK/plain.err"
+"${RUNNER[@]}" "$TARGET" >"$WORK/plain.out" 2>"$WORK/plain.err"
 plain_rc=$?
 check_eq "plain: exit status" "$plain_rc" 0
 cases=$(awk '$1 == "case" {print $2}' "$WORK/plain.out")
@@ -29,8 +30,8 @@ done
 run_case_alone() { # glob, case, output prefix
 	local line rc
 
-	(cd "$WORK" && timeout -k 10 120 "$PROFCTL" run --funcs "$1" -o "$3.$2.pftrace" -- \
-		"$TARGET" "$2" >"$3.$2.out" 2>"$3.$2.err")
+	(cd "$WORK" && timeout -k 10 120 "$PROFCTL" run "${PROFILE_OPTS[@]}" --funcs "$1" \
+		-o "$3.$2.pftrace" -- "${RUNNER[@]}" "$TARGET" "$2" >"$3.$2.out" 2>"$3.$2.err")
 	rc=$?
 	line=$(grep -m1 "^case $2 " "$3.$2.out")
 	echo "${line:-no case line (run alone: exit status $rc)}"
@@ -39,8 +40,8 @@ run_case_alone() { # glob, case, output prefix
 run_profiled() { # label, glob
 	local label=$1 glob=$2 out="$WORK/run-${1//[^a-z]/}" rc line
 
-	(cd "$WORK" && timeout -k 10 300 "$PROFCTL" run --funcs "$glob" -o "$out.pftrace" -- \
-		"$TARGET" >"$out.out" 2>"$out.err")
+	(cd "$WORK" && timeout -k 10 300 "$PROFCTL" run "${PROFILE_OPTS[@]}" --funcs "$glob" \
+		-o "$out.pftrace" -- "${RUNNER[@]}" "$TARGET" >"$out.out" 2>"$out.err")
 	rc=$?
 	# for the lead: what was patched, what was recorded
 	echo "$label: $(grep -m1 '^profctl: functions:' "$out.err")"
@@ -72,8 +73,8 @@ check_eq "torture_*: the only function skipped" \
 counted_cases=$(awk '$1 == "count" {exit} $1 == "case" {print $2}' "$WORK/plain.out")
 out="$WORK/counts"
 # shellcheck disable=SC2086 # one argument per case
-(cd "$WORK" && timeout -k 10 300 "$PROFCTL" run --funcs 'torture_*' -o "$out.pftrace" -- \
-	"$TARGET" $counted_cases >"$out.out" 2>"$out.err")
+(cd "$WORK" && timeout -k 10 300 "$PROFCTL" run "${PROFILE_OPTS[@]}" --funcs 'torture_*' \
+	-o "$out.pftrace" -- "${RUNNER[@]}" "$TARGET" $counted_cases >"$out.out" 2>"$out.err")
 check_eq "counts run (the cases before the counts): exit status" "$?" 0
 "$PROFCTL" report --dump "$out.pftrace" >"$out.dump" 2>/dev/null
 check_eq "counts run: all count lines printed" "$(grep -c '^count ' "$out.out")" \

@@ -2,15 +2,16 @@
 # Frames that do not return the ordinary way (tests/targets/shadow_torture.c,
 # tests/targets/exceptions.cpp) under instrumentation: identical output, and
 # slices that close where the calls really ended instead of nesting forever.
+# TARGET_ARCH=aarch64: the arm64 builds under qemu-user (common.bash).
 set -u
 . "$(dirname "$0")/common.bash"
 
 run_both() { # name, globs, program
 	local name=$1 globs=$2 prog=$3
-	"$prog" >"$WORK/$name.plain" 2>&1
+	"${RUNNER[@]}" "$prog" >"$WORK/$name.plain" 2>&1
 	echo "$?" >"$WORK/$name.plain.rc"
-	"$PROFCTL" run --funcs "$globs" -o "$WORK/$name.pftrace" -- "$prog" \
-		>"$WORK/$name.prof" 2>"$WORK/$name.err"
+	"$PROFCTL" run "${PROFILE_OPTS[@]}" --funcs "$globs" -o "$WORK/$name.pftrace" -- \
+		"${RUNNER[@]}" "$prog" >"$WORK/$name.prof" 2>"$WORK/$name.err"
 	echo "$?" >"$WORK/$name.prof.rc"
 	grep '^profctl: functions' "$WORK/$name.err"
 	check_eq "$name: exit status" "$(cat "$WORK/$name.prof.rc")" "$(cat "$WORK/$name.plain.rc")"
@@ -22,7 +23,7 @@ run_both() { # name, globs, program
 slices() { awk -v n="$2" '$1 == "slice" && $4 == n' "$WORK/$1.dump" | wc -l; }
 counted() { awk -v n="$2" '$1 == "count" && $2 == n {print $3}' "$WORK/$1.plain"; }
 
-run_both torture 'sh_*' "$ROOT/$BUILD/tests/targets/shadow_torture"
+run_both torture 'sh_*' "$TARGETS/shadow_torture"
 check "backtrace() sees the true callers" grep -q "backtrace callers found 3 of 3" "$WORK/torture.prof"
 check_eq "longjmp'd calls: one slice per call" "$(slices torture sh_jump_leaf)" "$(counted torture sh_jump_leaf)"
 check_eq "longjmp'd calls nest no deeper than the recursion (depth <= 4)" \
@@ -31,18 +32,20 @@ check_eq "short-lived threads: one slice each" "$(slices torture sh_thread_body)
 check_eq "recursion 100,000 deep: traced down to Perfetto's depth limit" "$(slices torture sh_recurse)" 500
 check_eq "signal handler calls on sigaltstack: 4 per signal" "$(slices torture sh_in_handler)" 200
 
-if [ -x "$ROOT/$BUILD/tests/targets/exceptions" ]; then
+if [ -x "$TARGETS/exceptions" ]; then
 	# globs match demangled names too; slices are named demangled
-	run_both exceptions 'ex_*' "$ROOT/$BUILD/tests/targets/exceptions"
+	run_both exceptions 'ex_*' "$TARGETS/exceptions"
 	check_eq "exceptions: one slice per call" "$(slices exceptions 'ex_thrower(int)')" \
 		"$(counted exceptions ex_thrower)"
 	check_eq "exceptions: thrown-through frames close (depth <= 4)" \
 		"$(awk '$1 == "slice" && $4 ~ /ex_/ && $3 > 4' "$WORK/exceptions.dump" | wc -l)" 0
 	check_eq "exceptions: every call's slice ends (re-hijacked at the catch)" \
 		"$(awk '$1 == "slice" && $6 == -1' "$WORK/exceptions.dump" | wc -l)" 0
+fi
+if [ -x "$TARGETS/exceptions" ] && [ -z "$TARGET_ARCH" ]; then
 	# samples taken while exceptions unwind through instrumented C++ frames
 	"$PROFCTL" run --freq 10000 --funcs 'ex_*' -o "$WORK/ex_samples.pftrace" -- \
-		"$ROOT/$BUILD/tests/targets/exceptions" >/dev/null 2>&1
+		"$TARGETS/exceptions" >/dev/null 2>&1
 	"$PROFCTL" report --dump "$WORK/ex_samples.pftrace" | awk '$1 == "sample"' \
 		>"$WORK/ex_samples.txt"
 	check "exceptions: sample frames carry demangled C++ names, callers in order" \
@@ -52,10 +55,10 @@ if [ -x "$ROOT/$BUILD/tests/targets/exceptions" ]; then
 fi
 # Everything instrumented, libc, libstdc++ and libgcc_s included: the unwinders'
 # own callees run while return addresses are restored.
-run_both torture_all '*' "$ROOT/$BUILD/tests/targets/shadow_torture"
+run_both torture_all '*' "$TARGETS/shadow_torture"
 check "backtrace() under '*' sees the true callers" \
 	grep -q "backtrace callers found 3 of 3" "$WORK/torture_all.prof"
-if [ -x "$ROOT/$BUILD/tests/targets/exceptions" ]; then
-	run_both exceptions_all '*' "$ROOT/$BUILD/tests/targets/exceptions"
+if [ -x "$TARGETS/exceptions" ]; then
+	run_both exceptions_all '*' "$TARGETS/exceptions"
 fi
 finish

@@ -685,6 +685,15 @@ static void test_skip_reasons(void)
 	w[0] = ADD_X16; w[1] = NOP; w[2] = NOP;
 	expect_skip(w, 4, 3, NEAR_DEST, -ENOTSUP, "x16");
 	check_one(ADD_X16, FUNC);
+	/* a landing pad kept in place: pad + `b` (8 bytes) leaves x16 alone, pad + far does not */
+	w[0] = BTI_C; w[1] = ADD_X16; w[2] = NOP; w[3] = NOP;
+	{
+		struct copy c;
+
+		relocate(w, 4, 2, FUNC, NEAR_DEST, &c);
+		CHECK_EQ_INT(c.err, 0);
+	}
+	expect_skip(w, 4, 4, NEAR_DEST, -ENOTSUP, "x16");
 	/* x17 when the copy needs it (far branch back), fine when it does not */
 	w[0] = ADD_X17;
 	expect_skip(w, 4, 1, HIGH_DEST, -ENOTSUP, "x17");

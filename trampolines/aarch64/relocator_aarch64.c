@@ -335,7 +335,7 @@ static bool ends_flow(const struct a64_insn *in, bool last)
 
 /* ---- checks ------------------------------------------------------------------------ */
 
-static bool direct_target(uint32_t w, uint64_t pc, uint64_t *target)
+static bool direct_target(uint32_t w, uint64_t pc, uint64_t *target, bool *is_call)
 {
 	struct a64_insn in = { .word = w };
 	struct relocation_a64 scratch;
@@ -343,6 +343,7 @@ static bool direct_target(uint32_t w, uint64_t pc, uint64_t *target)
 	if (((w >> 25) & 0xe) != 0xa || classify_branch_group(&in, pc, &scratch, 0) < 0)
 		return false;
 	*target = in.target;
+	*is_call = in.kind == K_BL;
 	return in.kind == K_B || in.kind == K_BL || in.kind == K_BCOND || in.kind == K_CB ||
 	       in.kind == K_TB;
 }
@@ -351,17 +352,20 @@ static bool direct_target(uint32_t w, uint64_t pc, uint64_t *target)
  * A direct branch anywhere in the body (the displaced ones included) into
  * [func_addr, func_addr + patch_len): to the entry it would run the patch
  * again (a second "call" with x30 already taken over), past it the tail of a
- * far patch. Literal pools that decode as branches only make us skip more;
- * indirect branches (switch tables) cannot be checked here.
+ * far patch. A `bl` to the entry is a recursive call like any other call.
+ * Literal pools that decode as branches only make us skip more; indirect
+ * branches (switch tables) cannot be checked here.
  */
 static int check_branches_into_patch(const uint8_t *code, size_t func_size, uint64_t func_addr,
 				     size_t patch_len, struct relocation_a64 *reloc)
 {
 	for (size_t off = 0; off + 4 <= func_size; off += 4) {
 		uint64_t target;
+		bool is_call;
 
-		if (!direct_target(get_le32(code + off), func_addr + off, &target) ||
-		    target < func_addr || target >= func_addr + patch_len)
+		if (!direct_target(get_le32(code + off), func_addr + off, &target, &is_call) ||
+		    target < func_addr || target >= func_addr + patch_len ||
+		    (is_call && target == func_addr))
 			continue;
 		if (target == func_addr)
 			return fail(reloc, -EXDEV, "a branch at +0x%zx loops back to the entry", off);
@@ -375,7 +379,9 @@ static int check_registers(const struct a64_insn *insns, size_t n, size_t patch_
 			   bool used_scratch, struct relocation_a64 *reloc)
 {
 	for (size_t i = 0; i < n; i++) {
-		if (patch_len > RELOCATOR_A64_B_LEN && names_reg(&insns[i], RELOCATOR_A64_PATCH_REG))
+		/* 4 or 8 bytes: `b`, after a landing pad left in place or not */
+		if (patch_len >= RELOCATOR_A64_FAR_LEN &&
+		    names_reg(&insns[i], RELOCATOR_A64_PATCH_REG))
 			return fail(reloc, -ENOTSUP,
 				    "+0x%zx may use x16, which the far patch clobbers", 4 * i);
 		if (used_scratch && names_reg(&insns[i], SCRATCH))

@@ -24,9 +24,11 @@
  * `paciasp`/`pacibsp` are hints and relocate as they are. But both are also
  * landing pads: on a BTI-guarded page (PROT_BTI, "bt" in smaps' VmFlags) an
  * indirect call that lands on the patch's `b` instead of the pad faults. So
- * there the patch goes after the pad (relocator_a64_landing_pad_len()), and
- * the relocator is called with func_addr + pad. That choice decides what the
- * trampoline (another piece) must do with the hijacked return:
+ * there the patch goes after the pad (relocator_a64_landing_pad_len()). The
+ * agent (agent/stub_slot_aarch64.c) always leaves a pad in place and
+ * relocates it together with the jump's words (patch_len = 4 + 4 or 4 + 12:
+ * a patch_len of 12 or more is the far form, whose x16 a displaced
+ * instruction must not use). The choices for the hijacked return were:
  *  - pad copied (unguarded page, the patch overwrites paciasp): the entry
  *    trampoline takes over x30 before the copied `paciasp` runs, so the copy
  *    signs the exit trampoline's address with the function's own SP; the
