@@ -199,10 +199,15 @@ struct agent_thread {
 #if defined(__aarch64__)
 	/*
 	 * The stack words an unwinder's restore rewrote (agent/hooks.c,
-	 * restore_return_homes): for entry `index` while it was the call of
-	 * `for_slot`. Cold paths only; emptied when the returns are hijacked again.
+	 * restore_return_homes) for entry `index` while it was the call of
+	 * `for_slot`, what they held (the exit trampoline's address, maybe
+	 * signed) and what they got. Cold paths only; emptied when the returns
+	 * are hijacked again.
 	 */
-	struct lr_home { uintptr_t *home, *for_slot; uint32_t index; } lr_homes[LR_HOMES_MAX];
+	struct lr_home {
+		uintptr_t *home, *for_slot, hijacked, restored;
+		uint32_t index;
+	} lr_homes[LR_HOMES_MAX];
 	uint32_t n_lr_homes;
 #endif
 };

@@ -606,6 +606,49 @@ static void rehijack_return_homes(struct agent_thread *t, uint64_t state)
 	}
 }
 #else
+/* x30 without its pointer-authentication code (xpaclri: a NOP without PAuth). */
+static inline uintptr_t pac_strip(uintptr_t v)
+{
+	register uintptr_t lr __asm__("x30") = v;
+
+	__asm__("hint #7" : "+r"(lr));
+	return lr;
+}
+
+/* pacia/pacib v, modifier: only run where a stack word proved PAuth is on. */
+static inline uintptr_t pac_sign(uintptr_t v, uintptr_t modifier, int key_b)
+{
+	register uintptr_t x16 __asm__("x16") = v;
+	register uintptr_t x17 __asm__("x17") = modifier;
+
+	if (key_b)
+		__asm__(".inst 0xdac10630" : "+r"(x16) : "r"(x17)); /* pacib x16, x17 */
+	else
+		__asm__(".inst 0xdac10230" : "+r"(x16) : "r"(x17)); /* pacia x16, x17 */
+	return x16;
+}
+
+/*
+ * What a home of entry e holding w (the exit trampoline's address, plain or
+ * signed by the function's paciasp/pacibsp with its entry SP) must hold for
+ * the unwinder and for the function's own autiasp: the real return address,
+ * signed the same way. 0 when w is something else.
+ */
+static uintptr_t restored_return(const struct shadow_entry *e, uintptr_t w)
+{
+	const uintptr_t exit = (uintptr_t)profagent_exit_trampoline;
+	uintptr_t sp_entry = (uintptr_t)(e->return_slot + 1);
+
+	if (w == exit)
+		return e->return_address;
+	if (pac_strip(w) != exit)
+		return 0;
+	for (int key_b = 0; key_b < 2; key_b++)
+		if (pac_sign(exit, sp_entry, key_b) == w)
+			return pac_sign(e->return_address, sp_entry, key_b);
+	return 0; /* another modifier: leave it */
+}
+
 /*
  * aarch64: the return slot (sp_entry - 8, where the trampoline saved x30)
  * only names the call; the prologue then saves x30 wherever its frame layout
@@ -625,13 +668,16 @@ static void restore_return_homes(struct agent_thread *t, uint32_t i, uintptr_t *
 	if (below >= slot || !same_stack(t, (uintptr_t)slot, (uintptr_t)below))
 		return; /* another stack: no telling what lies between */
 	for (uintptr_t *p = slot; p > below && t->n_lr_homes < LR_HOMES_MAX; p--) {
-		if (*p != (uintptr_t)profagent_exit_trampoline)
+		uintptr_t w = *p, real = restored_return(e, w);
+
+		if (!real)
 			continue;
-		t->lr_homes[t->n_lr_homes++] = (struct lr_home){ p, slot, i };
-		*p = e->return_address;
+		t->lr_homes[t->n_lr_homes++] = (struct lr_home){ p, slot, w, real, i };
+		*p = real;
 	}
 }
 
+/* Words of live calls still as the restore left them get the exit trampoline back. */
 static void rehijack_return_homes(struct agent_thread *t, uint64_t state)
 {
 	for (uint32_t k = 0; k < t->n_lr_homes; k++) {
@@ -639,8 +685,8 @@ static void rehijack_return_homes(struct agent_thread *t, uint64_t state)
 		struct shadow_entry *e = &t->shadow[h->index];
 
 		if (h->index < state_depth(state) && e->return_slot == h->for_slot &&
-		    !entry_is_dead(e, state_head(state)) && *h->home == e->return_address)
-			*h->home = (uintptr_t)profagent_exit_trampoline;
+		    !entry_is_dead(e, state_head(state)) && *h->home == h->restored)
+			*h->home = h->hijacked;
 	}
 	t->n_lr_homes = 0;
 }
