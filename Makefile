@@ -104,6 +104,7 @@ TARGET_BIN  := $(patsubst %.cpp,$(BUILD)/%,$(patsubst %.c,$(BUILD)/%,$(TARGET_SR
 # Test targets in portable C (x86-64-only cases are #ifdef __x86_64__ inside),
 # built for every ARCH and compared under qemu-user by tests/aarch64/run.sh.
 PORTABLE_TARGET_BIN := $(BUILD)/tests/targets/abi_torture $(BUILD)/tests/targets/shadow_torture
+PAC_TARGET_BIN_aarch64 := $(BUILD)/tests/targets/pac/abi_torture $(BUILD)/tests/targets/pac/shadow_torture
 BENCH_SRC   := $(wildcard bench/*.c)
 BENCH_BIN   := $(patsubst %.c,$(BUILD)/%,$(BENCH_SRC))
 
@@ -111,7 +112,8 @@ ifeq ($(ARCH),$(HOST_ARCH))
 all: $(BUILD)/profd $(BUILD)/profctl $(BUILD)/libprofagent.so $(BUILD)/libprofagent.so-gdb.py \
 	$(TARGET_BIN) $(BUILD)/tests/targets/fp_target
 else
-all: $(PORTABLE_TARGET_BIN) $(if $(filter $(ARCH),$(AGENT_ARCHES)),$(BUILD)/libprofagent.so)
+all: $(PORTABLE_TARGET_BIN) $(if $(filter $(ARCH),$(AGENT_ARCHES)),$(BUILD)/libprofagent.so) \
+	$(PAC_TARGET_BIN_$(ARCH))
 endif
 
 # gdb auto-loads it from next to the agent (once the directory is a safe path)
@@ -211,6 +213,13 @@ $(BUILD)/tests/targets/fp_target: tests/targets/nofp_target.c
 	@mkdir -p $(@D)
 	@echo "  CC      $< (frame pointers)"
 	$(Q)$(CC) $(TARGET_CFLAGS) -DKEEP_FRAME_POINTERS -o $@ $< -lm
+# aarch64: the same targets again with pointer authentication and BTI landing
+# pads (-mbranch-protection=standard), which Debian 12 does not default to:
+# the trampolines' paciasp/autiasp handling (agent/stub_slot_aarch64.c).
+$(BUILD)/tests/targets/pac/%: tests/targets/%.c
+	@mkdir -p $(@D)
+	@echo "  CC      $< (pac-ret, bti)"
+	$(Q)$(CC) $(TARGET_CFLAGS) -mbranch-protection=standard -o $@ $< -lm
 $(BUILD)/tests/targets/%: tests/targets/%.cpp
 	@mkdir -p $(@D)
 	@echo "  CXX     $<"

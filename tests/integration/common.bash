@@ -10,10 +10,11 @@ trap 'rm -rf "$WORK"' EXIT
 # TARGET_ARCH=aarch64: the tests that support it (test_abi, test_shadow_stack)
 # run that architecture's targets (build/aarch64/, `make ARCH=aarch64`) under
 # qemu-user with its agent, against this host's profd and profctl, without
-# sampling (perf cannot sample an emulated process).
+# sampling (perf cannot sample an emulated process). TARGET_VARIANT=pac: its
+# builds with pointer authentication and BTI pads (build/aarch64/tests/targets/pac/).
 TARGET_ARCH=${TARGET_ARCH:-}
 if [ -n "$TARGET_ARCH" ]; then
-	TARGETS="$ROOT/$BUILD/$TARGET_ARCH/tests/targets"
+	TARGETS="$ROOT/$BUILD/$TARGET_ARCH/tests/targets${TARGET_VARIANT:+/$TARGET_VARIANT}"
 	RUNNER=("qemu-$TARGET_ARCH")
 	PROFILE_OPTS=(--freq 0)
 else
