@@ -110,6 +110,15 @@ int stub_region_fill(struct stub_region *r, size_t slot, uint64_t func_addr, siz
 		*reason = "no stub memory within 4 GiB (the reach of adrp/add/br x16)";
 		return jump_len;
 	}
+	/*
+	 * A pad says the module may be BTI-guarded, where the far copy's way back
+	 * (`br x17` to a word that is no pad) would fault: near stubs only.
+	 */
+	if (pad && jump_len != PATCH_NEAR_LEN) {
+		*reason = "a BTI landing pad, and no stub memory within 128 MiB (a far patch's "
+			  "branch back would fault on a guarded page)";
+		return -ERANGE;
+	}
 	memset(s, 0, STUB_SLOT_SIZE); /* udf #0 wherever no code goes */
 	err = relocator_a64_relocate(code, func_size, func_addr, pad + (size_t)jump_len,
 				     sa + STUB_RELOCATED_OFFSET, func_addr + pad + (size_t)jump_len,
