@@ -297,6 +297,11 @@ install: $(BUILD)/profd $(BUILD)/profctl $(BUILD)/libprofagent.so $(BUILD)/libpr
 	$(Q)$(INSTALL) -m 0755 $(BUILD)/profd $(BUILD)/profctl $(DESTDIR)$(PKGLIBDIR)/
 	$(Q)$(INSTALL) -m 0644 $(BUILD)/libprofagent.so $(BUILD)/libprofagent.so-gdb.py \
 		$(DESTDIR)$(PKGLIBDIR)/
+	$(Q)for a in $(filter-out $(ARCH),$(AGENT_ARCHES)); do \
+		[ -f build/$$a/libprofagent.so ] || continue; \
+		$(INSTALL) -d $(DESTDIR)$(PKGLIBDIR)/$$a && \
+		$(INSTALL) -m 0644 build/$$a/libprofagent.so $(DESTDIR)$(PKGLIBDIR)/$$a/; \
+	done # other architectures' agents, for programs run under qemu-user
 	$(Q)ln -sfn $(PKGLIBDIR)/profctl $(DESTDIR)$(BINDIR)/profctl
 	$(Q)ln -sfn $(PKGLIBDIR)/profd $(DESTDIR)$(SBINDIR)/profd
 	$(Q)$(INSTALL) -m 0644 systemd/profd.socket $(DESTDIR)$(SYSTEMDUNITDIR)/profd.socket
@@ -316,7 +321,9 @@ uninstall:
 		$(DESTDIR)$(SYSUSERSDIR)/profd.conf $(DESTDIR)$(DOCDIR)/README.md \
 		$(DESTDIR)$(MANDIR)/man1/profctl.1 $(DESTDIR)$(MANDIR)/man8/profd.8 \
 		$(DESTDIR)$(BASHCOMPDIR)/profctl \
-		$(addprefix $(DESTDIR)$(PKGLIBDIR)/,profd profctl libprofagent.so libprofagent.so-gdb.py)
+		$(addprefix $(DESTDIR)$(PKGLIBDIR)/,profd profctl libprofagent.so libprofagent.so-gdb.py) \
+		$(foreach a,$(AGENT_ARCHES),$(DESTDIR)$(PKGLIBDIR)/$(a)/libprofagent.so)
+	-rmdir $(foreach a,$(AGENT_ARCHES),$(DESTDIR)$(PKGLIBDIR)/$(a)) 2>/dev/null
 	-rmdir $(DESTDIR)$(PKGLIBDIR) $(DESTDIR)$(DOCDIR)
 
 .PHONY: install uninstall
