@@ -76,12 +76,12 @@ check "abi_torture (all portable cases)" abi_torture $PORTABLE_CASES
 check "shadow_torture" shadow_torture
 check "exceptions (C++)" exceptions
 
-# check_arm64 NAME ARGS...: the arm64 build alone exits 0, prints `case X ok`
-# for every case it runs and at least one, and no FAIL.
+# check_arm64 NAME BUILD_DIR ARGS...: that arm64 abi_torture alone exits 0,
+# prints `case X ok` for every case it runs and at least one, and no FAIL.
 check_arm64() {
-	local name=$1 out rc bad
-	shift
-	out=$("${run[@]}" "$ARCH_BUILD/tests/targets/abi_torture" "$@" 2>&1)
+	local name=$1 dir=$2 out rc bad
+	shift 2
+	out=$("${run[@]}" "$dir/abi_torture" "$@" 2>&1)
 	rc=$?
 	bad=$(echo "$out" | grep -E '^case ' | grep -Ev '^case [a-z0-9_]+ ok$')
 	if [ "$rc" = 0 ] && [ -z "$bad" ] && echo "$out" | grep -q '^case .* ok$'; then
@@ -97,7 +97,9 @@ check_arm64() {
 # abi_torture's arm64-only cases: register probes, prologue shapes, bl first.
 A64_CASES="regs_gpr_a64 regs_simd_a64 asm_prologues_a64 asm_bl_first_a64"
 for c in $A64_CASES; do
-	check_arm64 "abi_torture $c (arm64 only)" "$c"
+	check_arm64 "abi_torture $c (arm64 only)" "$ARCH_BUILD/tests/targets" "$c"
 done
-check_arm64 "abi_torture (every case, arm64 only)"
+check_arm64 "abi_torture (every case, arm64 only)" "$ARCH_BUILD/tests/targets"
+# the -mbranch-protection=standard build: paciasp/bti c in every C prologue
+check_arm64 "abi_torture (every case, arm64 pac-ret/BTI build)" "$ARCH_BUILD/tests/targets/pac"
 finish

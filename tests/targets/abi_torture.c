@@ -485,8 +485,8 @@ long torture_asm_pacibsp(long x);
 long torture_asm_loop_mid(long n, long acc);
 uintptr_t torture_asm_sp(void);
 long probe_a64_bl_first(long x);
-void probe_a64_gprs(long (*fn)(long), uint64_t out[31]);
-void probe_a64_simd(long (*fn)(long), uint64_t out[A64_SIMD_OUT]);
+void probe_a64_gprs(uint64_t out[31]);
+void probe_a64_simd(uint64_t out[A64_SIMD_OUT]);
 extern uint64_t torture_asm_quad;
 
 #define ASM_FUNC(name) \
@@ -730,9 +730,11 @@ __asm__(".pushsection .data\n"
 	ASM_END(probe_a64_bl_first)
 
 	/*
-	 * probe_a64_gprs(fn, out): x0-x15, x18-x28 from probe_a64_gpr_magic,
-	 * fn called through x16, then those registers into out[register number]
+	 * probe_a64_gprs(out): x0-x15, x18-x28 from probe_a64_gpr_magic,
+	 * torture_asm_tiny called, then those registers into out[register number]
 	 * and sp - x29 (must be 0) into out[29]; out[16], out[17], out[30] unused.
+	 * Direct calls only, here and below: the pac build's object claims BTI,
+	 * and only a landing pad may be the target of a blr.
 	 */
 	ASM_FUNC(probe_a64_gprs)
 	"stp x29, x30, [sp, #-112]!\n"
@@ -742,14 +744,13 @@ __asm__(".pushsection .data\n"
 	"stp x23, x24, [sp, #48]\n"
 	"stp x25, x26, [sp, #64]\n"
 	"stp x27, x28, [sp, #80]\n"
-	"stp x0, x1, [sp, #96]\n" /* fn, out */
-	"mov x16, x0\n"
+	"str x0, [sp, #96]\n" /* out */
 	"adrp x17, probe_a64_gpr_magic\n"
 	"add x17, x17, #:lo12:probe_a64_gpr_magic\n"
 	XPAIRS("ldp")
 	"ldr x18, [x17, #8*18]\n"
-	"blr x16\n"
-	"ldr x17, [x29, #104]\n" /* x29-based: a moved sp is reported, not a crash */
+	"bl torture_asm_tiny\n"
+	"ldr x17, [x29, #96]\n" /* x29-based: a moved sp is reported, not a crash */
 	XPAIRS("stp")
 	"str x18, [x17, #8*18]\n"
 	"mov x16, sp\n"
@@ -766,8 +767,8 @@ __asm__(".pushsection .data\n"
 	ASM_END(probe_a64_gprs)
 
 	/*
-	 * probe_a64_simd(fn, out): v0-v31 (128 bits each) from probe_a64_vec_magic
-	 * and FPCR/FPSR from the two qwords after them, fn(41) called, then the
+	 * probe_a64_simd(out): v0-v31 (128 bits each) from probe_a64_vec_magic and
+	 * FPCR/FPSR from the two qwords after them, torture_asm_tiny(41), then the
 	 * vectors, FPCR and FPSR after the call, the two as read back before it,
 	 * and x0 into out. The caller's FPCR/FPSR and d8-d15 are restored.
 	 */
@@ -778,7 +779,7 @@ __asm__(".pushsection .data\n"
 	"stp d10, d11, [sp, #32]\n"
 	"stp d12, d13, [sp, #48]\n"
 	"stp d14, d15, [sp, #64]\n"
-	"stp x0, x1, [sp, #80]\n" /* fn, out */
+	"str x0, [sp, #80]\n" /* out */
 	"mrs x9, fpcr\n"
 	"mrs x10, fpsr\n"
 	"stp x9, x10, [sp, #96]\n"
@@ -790,13 +791,12 @@ __asm__(".pushsection .data\n"
 	"msr fpsr, x10\n"
 	"mrs x9, fpcr\n"
 	"mrs x10, fpsr\n"
-	"add x11, x1, #8*64\n"
+	"add x11, x0, #8*64\n"
 	"stp x9, x10, [x11, #16]\n"
 	QPAIRS("ldp")
-	"ldr x16, [sp, #80]\n"
 	"mov x0, #41\n"
-	"blr x16\n"
-	"ldr x17, [x29, #88]\n"
+	"bl torture_asm_tiny\n"
+	"ldr x17, [x29, #80]\n"
 	QPAIRS("stp")
 	"mrs x9, fpcr\n"
 	"mrs x10, fpsr\n"
@@ -831,7 +831,7 @@ static int check_gprs(char *why)
 {
 	uint64_t out[31] = { 0 };
 
-	probe_a64_gprs(torture_asm_tiny, out);
+	probe_a64_gprs(out);
 	bump(&n_asm_tiny);
 	FAIL_IF(out[0] != probe_a64_gpr_magic[0] + 1, "x0 0x%lx", (unsigned long)out[0]);
 	for (int r = 1; r < 29; r++)
@@ -847,7 +847,7 @@ static int check_xmm(char *why)
 {
 	uint64_t out[A64_SIMD_OUT] = { 0 };
 
-	probe_a64_simd(torture_asm_tiny, out);
+	probe_a64_simd(out);
 	bump(&n_asm_tiny);
 	FAIL_IF(out[68] != 42, "x0 %ld", (long)out[68]);
 	for (int i = 0; i < 32 * 2; i++)
@@ -870,13 +870,11 @@ static int check_zmm(char *why)
 
 static int case_asm_prologues_a64(char *why)
 {
-	long (*volatile thunk)(long, long) = torture_asm_thunk;
-	long (*volatile loop_mid)(long, long) = torture_asm_loop_mid;
 	uintptr_t caller_sp, seen;
 	v2u64 q;
 
 	for (long k = 0; k < 10; k++) {
-		long r = thunk(k, 7);
+		long r = torture_asm_thunk(k, 7); /* direct calls: see probe_a64_gprs */
 
 		bump(&n_asm_thunk);
 		FAIL_IF(r != k * 1000 + 7, "b in the first word (tail jump): %ld", r);
@@ -899,7 +897,7 @@ static int case_asm_prologues_a64(char *why)
 	FAIL_IF(A64_CALL(bti, 5) != 10, "bti c");
 	FAIL_IF(A64_CALL(paciasp, 5) != 16, "paciasp ... autiasp");
 	FAIL_IF(A64_CALL(pacibsp, 5) != 17, "pacibsp ... autibsp");
-	FAIL_IF(loop_mid(100, 0) != 5050, "loop back to the entry");
+	FAIL_IF(torture_asm_loop_mid(100, 0) != 5050, "loop back to the entry");
 	__asm__ volatile("mov %0, sp" : "=r"(caller_sp));
 	seen = A64_CALL(sp);
 	FAIL_IF(seen != caller_sp, "callee saw sp 0x%lx, caller's is 0x%lx", (unsigned long)seen,
