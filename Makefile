@@ -101,9 +101,10 @@ UNIT_BIN    := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
 TARGET_SRC  := $(wildcard tests/targets/*.c) $(wildcard tests/targets/*.cpp) $(wildcard examples/*.c)
 TARGET_BIN  := $(patsubst %.cpp,$(BUILD)/%,$(patsubst %.c,$(BUILD)/%,$(TARGET_SRC))) \
 	$(patsubst tests/targets/plugin/%.c,$(BUILD)/tests/targets/lib%.so,$(wildcard tests/targets/plugin/*.c))
-# Test targets in portable C (x86-64-only cases are #ifdef __x86_64__ inside),
-# built for every ARCH and compared under qemu-user by tests/aarch64/run.sh.
-PORTABLE_TARGET_BIN := $(BUILD)/tests/targets/abi_torture $(BUILD)/tests/targets/shadow_torture
+# Test targets in portable C and C++ (per-architecture cases are #ifdef'd
+# inside), built for every ARCH and compared under qemu-user by tests/aarch64/run.sh.
+PORTABLE_TARGET_BIN := $(BUILD)/tests/targets/abi_torture $(BUILD)/tests/targets/shadow_torture \
+	$(BUILD)/tests/targets/exceptions
 PAC_TARGET_BIN_aarch64 := $(BUILD)/tests/targets/pac/abi_torture $(BUILD)/tests/targets/pac/shadow_torture
 BENCH_SRC   := $(wildcard bench/*.c)
 BENCH_BIN   := $(patsubst %.c,$(BUILD)/%,$(BENCH_SRC))

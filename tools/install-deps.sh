@@ -6,10 +6,11 @@ pkgs=(build-essential pkg-config clang llvm libzstd-dev zstd zlib1g-dev libisal-
 	sqlite3 libsqlite3-dev binutils gdb strace libclang-rt-14-dev libc6-dbg systemd python3
 	libpython3.11-testsuite curl golang-go)
 # make ARCH=aarch64 / make test-aarch64: cross toolchain, qemu-user and the arm64
-# libraries the agent links (multiarch). ~8 s to install on this machine's mirror;
+# libraries the agent links (multiarch), and libstdc++ for the C++ targets
+# under plain qemu-aarch64. ~8 s to install on this machine's mirror;
 # drop this list (and the --add-architecture) to leave arm64 out.
 arm64_pkgs=(gcc-aarch64-linux-gnu g++-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user
-	libprotobuf-c-dev:arm64)
+	libprotobuf-c-dev:arm64 libstdc++6:arm64)
 if ! dpkg --print-foreign-architectures | grep -qx arm64; then
 	[ "$(id -u)" -eq 0 ] && dpkg --add-architecture arm64 || sudo dpkg --add-architecture arm64
 	arm64_new=1

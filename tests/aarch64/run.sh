@@ -38,19 +38,22 @@ if ! make --no-print-directory -s ARCH=aarch64 all; then
 	finish
 fi
 
-# Counts of functions only x86-64 cases call (assembly thunks, memops) differ.
-X86_ONLY_COUNTS='^count torture_(asm_[a-z_]*|thunk_target|memops) '
+# Counts of functions only one architecture's cases call (its assembly, the
+# thunk's target, memops) differ, and the aarch64 build prints more of them.
+ARCH_ONLY_COUNTS='^count torture_(asm_[a-z_]*|thunk_target|memops) '
 
 # check NAME TARGET ARGS...: same stdout and exit status on both builds
 check() {
 	local name=$1 target=$2
 	shift 2
 	local want got want_rc got_rc
-	want=$("$HOST_BUILD/tests/targets/$target" "$@" 2>/dev/null | grep -Ev "$X86_ONLY_COUNTS")
-	want_rc=${PIPESTATUS[0]}
-	got=$("${run[@]}" "$ARCH_BUILD/tests/targets/$target" "$@" 2>/dev/null |
-		grep -Ev "$X86_ONLY_COUNTS")
-	got_rc=${PIPESTATUS[0]}
+	# the status first: after var=$(a | b), PIPESTATUS holds b's, not a's
+	want=$("$HOST_BUILD/tests/targets/$target" "$@" 2>/dev/null)
+	want_rc=$?
+	want=$(echo "$want" | grep -Ev "$ARCH_ONLY_COUNTS")
+	got=$("${run[@]}" "$ARCH_BUILD/tests/targets/$target" "$@" 2>/dev/null)
+	got_rc=$?
+	got=$(echo "$got" | grep -Ev "$ARCH_ONLY_COUNTS")
 	if [ -n "$got" ] && [ "$got" = "$want" ] && [ "$got_rc" = "$want_rc" ]; then
 		echo "ok   $name"
 		pass=$((pass + 1))
@@ -71,4 +74,32 @@ done
 # shellcheck disable=SC2086
 check "abi_torture (all portable cases)" abi_torture $PORTABLE_CASES
 check "shadow_torture" shadow_torture
+check "exceptions (C++)" exceptions
+
+# check_arm64 NAME BUILD_DIR ARGS...: that arm64 abi_torture alone exits 0,
+# prints `case X ok` for every case it runs and at least one, and no FAIL.
+check_arm64() {
+	local name=$1 dir=$2 out rc bad
+	shift 2
+	out=$("${run[@]}" "$dir/abi_torture" "$@" 2>&1)
+	rc=$?
+	bad=$(echo "$out" | grep -E '^case ' | grep -Ev '^case [a-z0-9_]+ ok$')
+	if [ "$rc" = 0 ] && [ -z "$bad" ] && echo "$out" | grep -q '^case .* ok$'; then
+		echo "ok   $name"
+		pass=$((pass + 1))
+	else
+		echo "FAIL $name: exit $rc"
+		echo "${bad:-$(echo "$out" | grep -v '^count ' | tail -5)}" | head -20
+		fail=$((fail + 1))
+	fi
+}
+
+# abi_torture's arm64-only cases: register probes, prologue shapes, bl first.
+A64_CASES="regs_gpr_a64 regs_simd_a64 asm_prologues_a64 asm_bl_first_a64"
+for c in $A64_CASES; do
+	check_arm64 "abi_torture $c (arm64 only)" "$ARCH_BUILD/tests/targets" "$c"
+done
+check_arm64 "abi_torture (every case, arm64 only)" "$ARCH_BUILD/tests/targets"
+# the -mbranch-protection=standard build: paciasp/bti c in every C prologue
+check_arm64 "abi_torture (every case, arm64 pac-ret/BTI build)" "$ARCH_BUILD/tests/targets/pac"
 finish
