@@ -94,6 +94,9 @@ struct shadow_entry {
  * once written (enter_pos), it is recorded like SHADOW_RECORDED.
  */
 #define SHADOW_PENDING 2u
+/* aarch64: the function signs its return address (STUB_FLAG_SIGNS_RA_*, same bits). */
+#define SHADOW_SIGNS_RA_A 8u
+#define SHADOW_SIGNS_RA_B 16u
 #define ENTER_UNWRITTEN UINT64_MAX
 /* Its exit found it too short: off the timeline for good, counted as filtered. */
 #define ENTER_FILTERED (UINT64_MAX - 1)

@@ -615,35 +615,44 @@ static inline uintptr_t pac_strip(uintptr_t v)
 	return lr;
 }
 
-/* pacia/pacib v, modifier: only run where a stack word proved PAuth is on. */
+/*
+ * pacia1716/pacib1716 v, modifier: hint-space instructions, so v comes back
+ * unsigned where the CPU has no PAuth (paciasp was a NOP there too).
+ */
 static inline uintptr_t pac_sign(uintptr_t v, uintptr_t modifier, int key_b)
 {
-	register uintptr_t x16 __asm__("x16") = v;
-	register uintptr_t x17 __asm__("x17") = modifier;
+	register uintptr_t x17 __asm__("x17") = v;
+	register uintptr_t x16 __asm__("x16") = modifier;
 
 	if (key_b)
-		__asm__(".inst 0xdac10630" : "+r"(x16) : "r"(x17)); /* pacib x16, x17 */
+		__asm__("hint #10" : "+r"(x17) : "r"(x16)); /* pacib1716 */
 	else
-		__asm__(".inst 0xdac10230" : "+r"(x16) : "r"(x17)); /* pacia x16, x17 */
-	return x16;
+		__asm__("hint #8" : "+r"(x17) : "r"(x16)); /* pacia1716 */
+	return x17;
 }
 
 /*
  * What a home of entry e holding w (the exit trampoline's address, plain or
  * signed by the function's paciasp/pacibsp with its entry SP) must hold for
  * the unwinder and for the function's own autiasp: the real return address,
- * signed the same way. 0 when w is something else.
+ * signed the same way. 0 when w is something else. The function's own key
+ * comes first: its signature of the exit trampoline can equal the plain
+ * address (a PAC of 0), and the unwinder authenticates what it reads.
  */
 static uintptr_t restored_return(const struct shadow_entry *e, uintptr_t w)
 {
 	const uintptr_t exit = (uintptr_t)profagent_exit_trampoline;
 	uintptr_t sp_entry = (uintptr_t)(e->return_slot + 1);
+	int own_key = (e->flags & SHADOW_SIGNS_RA_B) ? 1 : 0;
 
-	if (w == exit)
+	if ((e->flags & (SHADOW_SIGNS_RA_A | SHADOW_SIGNS_RA_B)) &&
+	    pac_sign(exit, sp_entry, own_key) == w)
+		return pac_sign(e->return_address, sp_entry, own_key);
+	if (w == exit) /* a plain copy: the function does not sign, or a stale one */
 		return e->return_address;
 	if (pac_strip(w) != exit)
 		return 0;
-	for (int key_b = 0; key_b < 2; key_b++)
+	for (int key_b = 0; key_b < 2; key_b++) /* signed later than at the entry */
 		if (pac_sign(exit, sp_entry, key_b) == w)
 			return pac_sign(e->return_address, sp_entry, key_b);
 	return 0; /* another modifier: leave it */
@@ -836,7 +845,13 @@ int profagent_enter_hook(const struct stub_desc *desc, uintptr_t *return_slot)
 	e->return_address = *return_slot;
 	e->return_slot = return_slot;
 	e->func_id = desc->func_id;
+#ifdef __aarch64__
+	_Static_assert(SHADOW_SIGNS_RA_A == STUB_FLAG_SIGNS_RA_A &&
+			       SHADOW_SIGNS_RA_B == STUB_FLAG_SIGNS_RA_B, "one bit for both");
+	e->flags = flags | (desc->flags & (STUB_FLAG_SIGNS_RA_A | STUB_FLAG_SIGNS_RA_B));
+#else
 	e->flags = flags;
+#endif
 	e->exit_head = SHADOW_ALIVE;
 	e->enter_tsc = tsc;
 	e->child_ticks = 0;

@@ -15,9 +15,10 @@
  * and strips it (the shadow stack keeps plain addresses, as x86-64's), and
  * the copied pad signs whatever x30 the trampoline left (the exit
  * trampoline's address, once hijacked) with the same SP, which the
- * function's own autiasp/retaa then checks. No key or modifier is ever
- * handled outside those three instructions, which are NOPs where pointer
- * authentication is off.
+ * function's own autiasp/retaa then checks. No key or modifier is handled
+ * outside those three instructions on a call's way, and all are NOPs where
+ * pointer authentication is off. Only an unwinder's restore re-signs (the
+ * real return address, agent/hooks.c), with the key the descriptor names.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -84,6 +85,21 @@ size_t stub_padding_after(const uint8_t *code, size_t avail, size_t func_size)
 	return 0;
 }
 
+/*
+ * STUB_FLAG_SIGNS_RA_*: the function signs x30 with its entry SP, first
+ * thing or right after a `bti c` pad (the copy in the slot does it then).
+ */
+static uint32_t return_signing_flags(const uint8_t *code, size_t pad, size_t func_size)
+{
+	uint32_t signer = pad ? get_word(code) : 0;
+
+	if (pad && signer != A64_PACIASP && signer != A64_PACIBSP)
+		signer = func_size >= pad + 4 ? get_word(code + pad) : 0;
+	return signer == A64_PACIASP ? STUB_FLAG_SIGNS_RA_A :
+	       signer == A64_PACIBSP ? STUB_FLAG_SIGNS_RA_B :
+				       0;
+}
+
 /* The slot's first word: authenticate x30 when the pad left in place signed it. */
 static uint32_t slot_auth_word(uint32_t pad)
 {
@@ -128,6 +144,7 @@ int stub_region_fill(struct stub_region *r, size_t slot, uint64_t func_addr, siz
 		return err;
 	}
 	put_word(s, slot_auth_word(pad ? get_word(code) : 0));
+	desc.flags |= return_signing_flags(code, pad, func_size);
 	put_word(s + 4, a64_adr(16, STUB_DESC_OFFSET - 4));
 	put_word(s + 8, a64_b((int64_t)((uint64_t)(uintptr_t)r->base - (sa + 8))));
 	memcpy(s + STUB_DESC_OFFSET, &desc, sizeof(desc));

@@ -70,6 +70,14 @@
 #define STUB_FLAG_CATCH 2u
 /* The loader's debugger hook (_dl_debug_state): a module came or went. */
 #define STUB_FLAG_MODULES 4u
+/*
+ * aarch64: the function begins with paciasp (key A) or pacibsp (key B), so
+ * the home of its return address holds it signed with the entry SP. Told by
+ * the slot, not by the word: 7 PAC bits under qemu's top-byte-ignore are 0
+ * once in 128 signings, and a signed address then looks plain.
+ */
+#define STUB_FLAG_SIGNS_RA_A 8u
+#define STUB_FLAG_SIGNS_RA_B 16u
 
 /* What the enter hook may ask the trampoline's slow path for. */
 #define HOOK_SLOW_THREAD 1  /* the thread's first call: set up its state, then ask again */

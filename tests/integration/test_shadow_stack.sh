@@ -25,6 +25,11 @@ counted() { awk -v n="$2" '$1 == "count" && $2 == n {print $3}' "$WORK/$1.plain"
 
 run_both torture 'sh_*' "$TARGETS/shadow_torture"
 check "backtrace() sees the true callers" grep -q "backtrace callers found 3 of 3" "$WORK/torture.prof"
+if [ "$TARGET_ARCH" = aarch64 ]; then
+	# a signed return address that reads as plain (a PAC of 0) must be restored signed
+	check "aarch64: backtrace() over a zero-PAC return sees the callers" \
+		grep -qx "backtrace from a zero-PAC return found 2 of 2" "$WORK/torture.prof"
+fi
 check_eq "longjmp'd calls: one slice per call" "$(slices torture sh_jump_leaf)" "$(counted torture sh_jump_leaf)"
 check_eq "longjmp'd calls nest no deeper than the recursion (depth <= 4)" \
 	"$(awk '$1 == "slice" && $4 == "sh_jump_leaf" && $3 > 4' "$WORK/torture.dump" | wc -l)" 0

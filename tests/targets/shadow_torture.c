@@ -8,11 +8,13 @@
  * deterministic lines, plus `count NAME N` for the calls it made itself.
  */
 #define _GNU_SOURCE
+#include <alloca.h>
 #include <execinfo.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,6 +104,63 @@ NOINLINE int sh_backtrace_level1(void)
 	return r;
 }
 
+#ifdef __aarch64__
+
+/* x30 as the caller will get it back, whatever called this: the exit trampoline under the agent. */
+NOINLINE uintptr_t sh_pac_probe_return(void)
+{
+	register uintptr_t lr __asm__("x30") = (uintptr_t)__builtin_return_address(0);
+
+	__asm__("hint #7" : "+r"(lr)); /* xpaclri */
+	return lr;
+}
+
+/* Whether paciasp at this SP leaves `address` as it is (a PAC of 0; a NOP without PAuth too). */
+static int signs_to_itself(uintptr_t address, uintptr_t sp)
+{
+	register uintptr_t x17 __asm__("x17") = address;
+	register uintptr_t x16 __asm__("x16") = sp;
+
+	__asm__("hint #8" : "+r"(x17) : "r"(x16)); /* pacia1716 */
+	return x17 == address;
+}
+
+NOINLINE int sh_pac_zero_leaf(void)
+{
+	void *frames[8];
+	int n = backtrace(frames, 8), found = 0;
+	char **names = backtrace_symbols(frames, n);
+	const char *want[] = { "sh_pac_zero_leaf", "sh_pac_zero_caller" };
+
+	for (int i = 0; names && i < n; i++)
+		if (found < 2 && strstr(names[i], want[found]))
+			found++;
+	free(names);
+	return found;
+}
+
+/*
+ * backtrace() from a function whose signed return address is the plain one:
+ * the 7-bit PAC of the exit trampoline's address with the leaf's entry SP
+ * is 0 for 1 SP in 128, and the unwinder authenticates what it reads back.
+ * Moves SP 16 bytes at a time until that SP comes (1 - 1e-14 within 64 KiB).
+ */
+NOINLINE int sh_pac_zero_caller(int *reached)
+{
+	uintptr_t exit_address = sh_pac_probe_return(), sp;
+
+	*reached = 0;
+	for (int step = 0; step < 4096 && !*reached; step++) {
+		__asm__ volatile("mov %0, sp" : "=r"(sp));
+		*reached = signs_to_itself(exit_address, sp);
+		if (!*reached)
+			*(volatile char *)alloca(16) = 0;
+	}
+	return sh_pac_zero_leaf();
+}
+#endif
+
+static _Atomic int cleanups_run;
 static _Atomic int cleanups_run;
 
 static void count_cleanup(void *arg)
@@ -244,6 +303,12 @@ int main(void)
 
 	printf("longjmp rounds %d\n", sh_jump_outer(1000));
 	printf("backtrace callers found %d of 3\n", sh_backtrace_level1());
+#ifdef __aarch64__
+	int reached, found = sh_pac_zero_caller(&reached);
+
+	printf("backtrace from a zero-PAC return found %d of 2%s\n", found,
+	       reached ? "" : " (no zero-PAC stack pointer in 64 KiB)");
+#endif
 	printf("thread exit cleanups %d\n", run_thread_exits());
 	fflush(stdout);
 	int forked = sh_fork_inner(3);
