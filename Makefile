@@ -4,7 +4,8 @@
 # make demo       install deps (Debian), build, profile examples/demo, print the trace path
 # V=1 full commands; DEBUG=1 -O0; SAN=address,undefined sanitizers (own build dir)
 # make ARCH=aarch64  cross-builds (Debian's gcc-aarch64-linux-gnu) into build/aarch64/
-# make test-aarch64  runs those builds under qemu-user (tests/aarch64/run.sh)
+# make test-aarch64  runs those builds and the arm64 agent under qemu-user
+#                    (tests/aarch64/run.sh; make test runs it last)
 
 CC      ?= cc
 PROTOC_C ?= protoc-c
@@ -260,8 +261,10 @@ test: all $(UNIT_BIN) $(BUILD)/bench/pingpong
 	$(Q)BUILD=$(BUILD) tests/run.sh
 
 # arm64 builds of the portable targets under qemu-user against the host's
-# builds; prints `skip: ...` and 0 passed, 0 failed without the cross tools.
-test-aarch64: $(PORTABLE_TARGET_BIN)
+# builds, then the arm64 agent in them against the host's profd (also the
+# last part of make test); prints `skip: ...` and 0 passed, 0 failed without
+# the cross tools.
+test-aarch64: all
 	$(Q)HOST_BUILD=$(BUILD) tests/aarch64/run.sh
 
 deps:

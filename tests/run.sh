@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Runs every unit test binary, every integration test and the fuzz targets
-# (briefly); sums their "N passed, N failed" lines into one closing line of
+# Runs every unit test binary, every integration test, the fuzz targets
+# (briefly) and the arm64 suite under qemu-user; sums their "N passed, N failed" lines into one closing line of
 # the same form.
 set -u
 cd "$(dirname "$0")/.."
@@ -49,6 +49,10 @@ done
 # missing clang or libFuzzer runtime fails here, with the reason, never skips.
 timeout 600 env FUZZ_SECONDS="${FUZZ_SECONDS:-10}" bash tests/fuzz/run.sh >"$tmp/fuzz.out" 2>&1
 tally fuzz "$tmp/fuzz.out" $?
+# The arm64 builds and agent under qemu-user (make test-aarch64, ~15 s; a skip
+# without the cross tools, which tools/install-deps.sh installs).
+timeout 600 env HOST_BUILD="$BUILD" bash tests/aarch64/run.sh >"$tmp/aarch64.out" 2>&1
+tally aarch64 "$tmp/aarch64.out" $?
 [ ${#failed_names[@]} -gt 0 ] && echo "failed: ${failed_names[*]}"
 echo "$total_pass passed, $total_fail failed"
 [ "$total_fail" -eq 0 ]

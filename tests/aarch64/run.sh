@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs the arm64 builds of the portable test targets under qemu-user and checks
 # that each prints what the host's (x86-64) build prints for the same
-# arguments. Ends with "N passed, N failed"; without the cross compiler or
-# qemu it prints "skip: ..." and "0 passed, 0 failed".
+# arguments, then the arm64 agent in them (tests/aarch64/agent.sh). Ends with
+# "N passed, N failed"; without the cross compiler or qemu it prints
+# "skip: ..." and "0 passed, 0 failed".
 #
 # The runner: binfmt_misc if it has an aarch64 entry, else
 # qemu-aarch64 -L /usr/aarch64-linux-gnu with LD_LIBRARY_PATH set to the same
@@ -103,4 +104,18 @@ done
 check_arm64 "abi_torture (every case, arm64 only)" "$ARCH_BUILD/tests/targets"
 # the -mbranch-protection=standard build: paciasp/bti c in every C prologue
 check_arm64 "abi_torture (every case, arm64 pac-ret/BTI build)" "$ARCH_BUILD/tests/targets/pac"
+
+# The arm64 agent in those targets, against this host's profd and profctl;
+# its checks count in this summary.
+agent_out=$(bash tests/aarch64/agent.sh 2>&1)
+agent_summary=$(echo "$agent_out" | grep -E '^[0-9]+ passed, [0-9]+ failed$' | tail -n 1)
+echo "$agent_out" | grep -Ev '^[0-9]+ passed, [0-9]+ failed$'
+if [ -n "$agent_summary" ]; then
+	agent_failed=${agent_summary#*passed, }
+	pass=$((pass + ${agent_summary%% passed*}))
+	fail=$((fail + ${agent_failed%% failed*}))
+else
+	echo "FAIL tests/aarch64/agent.sh: no summary line"
+	fail=$((fail + 1))
+fi
 finish
