@@ -73,26 +73,16 @@
 #define EXIT_Q0 144
 #define SIMD_AREA 528 /* FPCR and FPSR, then q0-q31 */
 
-.macro SAVE_X0_X15
-	stp	x0, x1, [sp, #0]
-	stp	x2, x3, [sp, #16]
-	stp	x4, x5, [sp, #32]
-	stp	x6, x7, [sp, #48]
-	stp	x8, x9, [sp, #64]
-	stp	x10, x11, [sp, #80]
-	stp	x12, x13, [sp, #96]
-	stp	x14, x15, [sp, #112]
-.endm
-
-.macro RESTORE_X0_X15
-	ldp	x0, x1, [sp, #0]
-	ldp	x2, x3, [sp, #16]
-	ldp	x4, x5, [sp, #32]
-	ldp	x6, x7, [sp, #48]
-	ldp	x8, x9, [sp, #64]
-	ldp	x10, x11, [sp, #80]
-	ldp	x12, x13, [sp, #96]
-	ldp	x14, x15, [sp, #112]
+/* x0-x15 in pairs at sp+0: `X0_X15 stp` saves them, `X0_X15 ldp` restores them. */
+.macro X0_X15 pair
+	\pair	x0, x1, [sp, #0]
+	\pair	x2, x3, [sp, #16]
+	\pair	x4, x5, [sp, #32]
+	\pair	x6, x7, [sp, #48]
+	\pair	x8, x9, [sp, #64]
+	\pair	x10, x11, [sp, #80]
+	\pair	x12, x13, [sp, #96]
+	\pair	x14, x15, [sp, #112]
 .endm
 
 	.text
@@ -107,7 +97,7 @@ ENTRY(profagent_entry_trampoline)
 	mov	x29, sp
 	.cfi_def_cfa_register x29
 	sub	sp, sp, #ENTRY_FRAME
-	SAVE_X0_X15
+	X0_X15 stp
 	stp	x16, x18, [sp, #ENTRY_DESC]
 	stp	q0, q1, [sp, #ENTRY_Q0]
 	stp	q2, q3, [sp, #ENTRY_Q0 + 32]
@@ -126,7 +116,7 @@ ENTRY(profagent_entry_trampoline)
 	ldp	q4, q5, [sp, #ENTRY_Q0 + 64]
 	ldp	q6, q7, [sp, #ENTRY_Q0 + 96]
 	ldr	x18, [sp, #ENTRY_X18]
-	RESTORE_X0_X15
+	X0_X15 ldp
 	mov	sp, x29
 	.cfi_remember_state
 	.cfi_def_cfa_register sp
@@ -202,7 +192,7 @@ ENTRY(profagent_exit_trampoline)
 	mov	x29, sp
 	.cfi_def_cfa_register x29
 	sub	sp, sp, #EXIT_FRAME
-	SAVE_X0_X15
+	X0_X15 stp
 	str	x18, [sp, #EXIT_X18]
 	stp	q0, q1, [sp, #EXIT_Q0]
 	stp	q2, q3, [sp, #EXIT_Q0 + 32]
@@ -212,7 +202,7 @@ ENTRY(profagent_exit_trampoline)
 	ldp	q0, q1, [sp, #EXIT_Q0]
 	ldp	q2, q3, [sp, #EXIT_Q0 + 32]
 	ldr	x18, [sp, #EXIT_X18]
-	RESTORE_X0_X15
+	X0_X15 ldp
 	mov	sp, x29
 	.cfi_def_cfa_register sp
 	ldp	x29, x30, [sp], #16
