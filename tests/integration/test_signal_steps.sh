@@ -35,9 +35,9 @@ check "unprofiled: the ss_ entries were visited in 4 passes" \
 # and their parents' are visited too. Under the tracer a few calls measure a
 # single tick and stay off the timeline, counted as filtered: that path
 # depends on a duration, so in that mode the harness may see the probe take
-# another path ("harness:" lines, no signal sent then), and the slices plus
-# the calls off the timeline (filtered or passed through) are checked against
-# the program's counts.
+# another path ("harness:" lines, no signal sent then; on a busy machine on
+# every retry of a visit), and the slices plus the calls off the timeline
+# (filtered or passed through) are checked against the program's counts.
 for MODE in "" "--min-duration 1ns"; do
 	echo "== mode: ${MODE:-ENTERs at once}"
 	# shellcheck disable=SC2086
@@ -55,7 +55,7 @@ for MODE in "" "--min-duration 1ns"; do
 		check "$MODE: the tracer ran to its end (exit $rc)" test "$rc" -le 1
 		check_eq "$MODE: FATAL and FAIL lines other than another path" \
 			"$(grep -E '^(FATAL|FAIL) ' "$WORK/prof.out" |
-				grep -cvE "harness: (rsp|the probe ran)|the probe's path changed")" 0
+				grep -cvE "harness: (rsp|the probe ran|another path)|the probe's path changed")" 0
 	fi
 	check_eq "every ss_ function instrumented" \
 		"$(sed -nE 's/^profctl: functions: .* ([0-9]+) instrumented.*/\1/p' "$WORK/prof.err")" \
