@@ -100,7 +100,10 @@ PROFCTL_AGENT_OBJ := $(call obj,agent/instrument.c agent/elf_symbols.c agent/pat
 UNIT_SRC    := $(wildcard tests/unit/test_*.c)
 UNIT_BIN    := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
 TARGET_SRC  := $(wildcard tests/targets/*.c) $(wildcard tests/targets/*.cpp) $(wildcard examples/*.c)
+# Targets of several files: tests/targets/NAME/*.c makes $(BUILD)/tests/targets/NAME
+TARGET_DIRS := $(patsubst %/,%,$(dir $(wildcard tests/targets/*/main.c)))
 TARGET_BIN  := $(patsubst %.cpp,$(BUILD)/%,$(patsubst %.c,$(BUILD)/%,$(TARGET_SRC))) \
+	$(patsubst %,$(BUILD)/%,$(TARGET_DIRS)) \
 	$(patsubst tests/targets/plugin/%.c,$(BUILD)/tests/targets/lib%.so,$(wildcard tests/targets/plugin/*.c))
 # Test targets in portable C and C++ (per-architecture cases are #ifdef'd
 # inside), built for every ARCH and compared under qemu-user by tests/aarch64/run.sh.
@@ -210,6 +213,17 @@ $(BUILD)/tests/targets/%: tests/targets/%.c
 	@mkdir -p $(@D)
 	@echo "  CC      $<"
 	$(Q)$(CC) $(TARGET_CFLAGS) -o $@ $< -lm
+define multi_file_target
+$(BUILD)/$(1): $(wildcard $(1)/*.c) $(wildcard $(1)/*.h)
+	@mkdir -p $$(@D)
+	@echo "  CC      $(1)/*.c"
+	$(Q)$$(CC) $$(TARGET_CFLAGS) -o $$@ $(wildcard $(1)/*.c) -lm
+$(BUILD)/$(dir $(1))pac/$(notdir $(1)): $(wildcard $(1)/*.c) $(wildcard $(1)/*.h)
+	@mkdir -p $$(@D)
+	@echo "  CC      $(1)/*.c (pac-ret, bti)"
+	$(Q)$$(CC) $$(TARGET_CFLAGS) -mbranch-protection=standard -o $$@ $(wildcard $(1)/*.c) -lm
+endef
+$(foreach d,$(TARGET_DIRS),$(eval $(call multi_file_target,$(d))))
 # nofp_target's functions with their frame pointers kept: for --call-graph fp
 $(BUILD)/tests/targets/fp_target: tests/targets/nofp_target.c
 	@mkdir -p $(@D)
