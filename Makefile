@@ -209,16 +209,17 @@ $(BUILD)/tests/%: tests/unit/%.c $(TEST_LINK_OBJ) $(wildcard tests/unit/*.h)
 # Targets: built like ordinary user programs (frame pointers, even in leaves),
 # default visibility so their functions appear in .dynsym too.
 TARGET_CFLAGS := -std=gnu11 -O2 -g -Wall -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer -pthread -rdynamic
-$(BUILD)/tests/targets/%: tests/targets/%.c
+TARGET_HDR := $(wildcard tests/targets/*.h)
+$(BUILD)/tests/targets/%: tests/targets/%.c $(TARGET_HDR)
 	@mkdir -p $(@D)
 	@echo "  CC      $<"
 	$(Q)$(CC) $(TARGET_CFLAGS) -o $@ $< -lm
 define multi_file_target
-$(BUILD)/$(1): $(wildcard $(1)/*.c) $(wildcard $(1)/*.h)
+$(BUILD)/$(1): $(wildcard $(1)/*.c) $(wildcard $(1)/*.h) $(TARGET_HDR)
 	@mkdir -p $$(@D)
 	@echo "  CC      $(1)/*.c"
 	$(Q)$$(CC) $$(TARGET_CFLAGS) -o $$@ $(wildcard $(1)/*.c) -lm
-$(BUILD)/$(dir $(1))pac/$(notdir $(1)): $(wildcard $(1)/*.c) $(wildcard $(1)/*.h)
+$(BUILD)/$(dir $(1))pac/$(notdir $(1)): $(wildcard $(1)/*.c) $(wildcard $(1)/*.h) $(TARGET_HDR)
 	@mkdir -p $$(@D)
 	@echo "  CC      $(1)/*.c (pac-ret, bti)"
 	$(Q)$$(CC) $$(TARGET_CFLAGS) -mbranch-protection=standard -o $$@ $(wildcard $(1)/*.c) -lm
@@ -232,7 +233,7 @@ $(BUILD)/tests/targets/fp_target: tests/targets/nofp_target.c
 # aarch64: the same targets again with pointer authentication and BTI landing
 # pads (-mbranch-protection=standard), which Debian 12 does not default to:
 # the trampolines' paciasp/autiasp handling (agent/stub_slot_aarch64.c).
-$(BUILD)/tests/targets/pac/%: tests/targets/%.c
+$(BUILD)/tests/targets/pac/%: tests/targets/%.c $(TARGET_HDR)
 	@mkdir -p $(@D)
 	@echo "  CC      $< (pac-ret, bti)"
 	$(Q)$(CC) $(TARGET_CFLAGS) -mbranch-protection=standard -o $@ $< -lm

@@ -46,21 +46,13 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include "case_macros.h"
+
 #ifndef sigev_notify_thread_id
 #define sigev_notify_thread_id _sigev_un._tid /* glibc < 2.41 names only the union member */
 #endif
 
 #define STORM __attribute__((noinline, used))
-/* A volatile pointer to fn: every call is a real call through the patched entry. */
-#define VIA(fn) static __typeof__(fn) *volatile vp_##fn = fn
-#define WHY_LEN 256
-#define FAIL_IF(cond, ...)                                  \
-	do {                                                \
-		if (cond) {                                 \
-			snprintf(why, WHY_LEN, __VA_ARGS__); \
-			return 1;                           \
-		}                                           \
-	} while (0)
 
 #define STORM_DEADLINE_S 20.0
 #define STORM_THREADS 2

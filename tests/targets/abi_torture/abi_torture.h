@@ -32,21 +32,11 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include "../case_macros.h"
+
 #pragma GCC diagnostic ignored "-Wpsabi"
 
 #define TORTURE __attribute__((noinline, used))
-/* A volatile pointer to fn: the compiler cannot see which function it calls. */
-#define VIA(fn) static __typeof__(fn) *volatile vp_##fn = fn
-#define WHY_LEN 256
-
-/* Each case returns 0, or 1 with the details in why. */
-#define FAIL_IF(cond, ...)                                  \
-	do {                                                \
-		if (cond) {                                 \
-			snprintf(why, WHY_LEN, __VA_ARGS__); \
-			return 1;                           \
-		}                                           \
-	} while (0)
 
 /* Calls the program counts itself; the trace must hold exactly this many slices. */
 extern _Atomic unsigned long n_int_args, n_int128, n_varargs, n_mixed_fp, n_ret_tl, n_ret_td,
