@@ -28,9 +28,6 @@
 #include "trampolines/aarch64/relocator_aarch64.h"
 #include "trampolines/trampoline_layout.h"
 
-#define A64_NOP 0xd503201fu
-#define A64_PACIASP 0xd503233fu
-#define A64_PACIBSP 0xd503237fu
 #define A64_AUTIASP 0xd50323bfu
 #define A64_AUTIBSP 0xd50323ffu
 #define A64_LDR_X17_LITERAL_8 0x58000051u /* ldr x17, #8 */
@@ -53,19 +50,6 @@ static uint32_t get_word(const uint8_t *at)
 
 	memcpy(&w, at, sizeof(w));
 	return w;
-}
-
-/* adr xd, pc + off (off within +-1 MiB) */
-static uint32_t a64_adr(unsigned rd, int64_t off)
-{
-	return 0x10000000u | ((uint32_t)(off & 3) << 29) | ((uint32_t)((off >> 2) & 0x7ffff) << 5) |
-	       rd;
-}
-
-/* b pc + off (off within +-128 MiB, a multiple of 4) */
-static uint32_t a64_b(int64_t off)
-{
-	return 0x14000000u | ((uint32_t)(off >> 2) & 0x3ffffffu);
 }
 
 /* Slot 0: `ldr x17, #8; br x17` and the address of the generic entry trampoline. */
@@ -145,8 +129,8 @@ int stub_region_fill(struct stub_region *r, size_t slot, uint64_t func_addr, siz
 	}
 	put_word(s, slot_auth_word(pad ? get_word(code) : 0));
 	desc.flags |= return_signing_flags(code, pad, func_size);
-	put_word(s + 4, a64_adr(16, STUB_DESC_OFFSET - 4));
-	put_word(s + 8, a64_b((int64_t)((uint64_t)(uintptr_t)r->base - (sa + 8))));
+	put_word(s + 4, relocator_a64_enc_adr(16, sa + 4, sa + STUB_DESC_OFFSET));
+	put_word(s + 8, relocator_a64_enc_b(sa + 8, (uint64_t)(uintptr_t)r->base));
 	memcpy(s + STUB_DESC_OFFSET, &desc, sizeof(desc));
 	fill->patch_len = reloc.patch_len;
 	fill->same_offsets_len = reloc.same_offsets_len;

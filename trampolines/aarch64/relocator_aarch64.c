@@ -20,12 +20,6 @@
 #define SCRATCH       RELOCATOR_A64_SCRATCH_REG
 #define REG_ZR        31 /* xzr/wzr in these fields (sp only as a load's base) */
 
-#define A64_NOP       0xd503201fu
-#define A64_BTI_C     0xd503245fu
-#define A64_BTI_JC    0xd50324dfu
-#define A64_PACIASP   0xd503233fu
-#define A64_PACIBSP   0xd503237fu
-
 enum a64_kind {
 	K_VERBATIM,   /* position-independent: copied as is */
 	K_ADR,        /* adr/adrp: target is the computed address */
@@ -94,6 +88,11 @@ static uint32_t enc_b(uint64_t pc, uint64_t target, bool link)
 	       ((uint32_t)((int64_t)(target - pc) >> 2) & 0x3ffffffu);
 }
 
+uint32_t relocator_a64_enc_b(uint64_t pc, uint64_t target)
+{
+	return enc_b(pc, target, false);
+}
+
 /* a `bits`-wide word offset at bit 5: imm19 (b.cond, cbz/cbnz, ldr literal), imm14 (tbz) */
 static uint32_t with_imm(uint32_t w, unsigned bits, uint64_t pc, uint64_t target)
 {
@@ -108,6 +107,11 @@ static uint32_t enc_adr_like(uint32_t op, unsigned rd, int64_t imm)
 	uint32_t u = (uint32_t)imm & 0x1fffffu;
 
 	return op | (u & 3) << 29 | (u >> 2) << 5 | rd;
+}
+
+uint32_t relocator_a64_enc_adr(unsigned rd, uint64_t pc, uint64_t target)
+{
+	return enc_adr_like(0x10000000u, rd, (int64_t)(target - pc));
 }
 
 /*

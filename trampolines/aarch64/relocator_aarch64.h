@@ -111,6 +111,17 @@ int relocator_a64_relocate(const uint8_t *code, size_t func_size, uint64_t func_
 			   size_t patch_len, uint64_t dest_addr, uint64_t back_addr,
 			   uint8_t *out, size_t out_cap, struct relocation_a64 *reloc);
 
+/* Hint-space words the relocator and the agent's slots read and write (NOPs without BTI/PAuth). */
+#define A64_NOP     0xd503201fu
+#define A64_BTI_C   0xd503245fu
+#define A64_BTI_JC  0xd50324dfu
+#define A64_PACIASP 0xd503233fu
+#define A64_PACIBSP 0xd503237fu
+
+/* `b target` at pc (within +-128 MiB) and `adr xrd, target` at pc (within +-1 MiB). */
+uint32_t relocator_a64_enc_b(uint64_t pc, uint64_t target);
+uint32_t relocator_a64_enc_adr(unsigned rd, uint64_t pc, uint64_t target);
+
 /*
  * Bytes at the entry that must stay in place on a BTI-guarded page: 4 when
  * the first word is `bti c`, `bti jc`, `paciasp` or `pacibsp` (landing pads
