@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: MIT
 /*
  * Function symbols of an ELF64 file of the machine we run on (x86-64 or
- * aarch64), parsed with plain <elf.h> (see agent/elf_symbols.h). Runs inside the profiled process on files that may be
- * truncated or hostile: every offset, size, count and index is checked against
- * the buffer with overflow-safe arithmetic before it is used, structures are
- * memcpy'd out (the buffer need not be aligned), and nothing is kept pointing
- * into the buffer. No libelf, no logging, no global state; never crashes.
+ * aarch64), parsed with plain <elf.h> (see agent/elf_symbols.h). Runs inside
+ * the profiled process on files that may be truncated or hostile: every
+ * offset, size, count and index is checked against the buffer with
+ * overflow-safe arithmetic before it is used, structures are memcpy'd out
+ * (the buffer need not be aligned), and nothing is kept pointing into the
+ * buffer. No libelf, no logging, no global state; never crashes.
  */
 #include <assert.h>
 #include <elf.h>

@@ -37,7 +37,7 @@ struct elf_symbols {
  * before returning). Returns 0, or a negative errno with a one-line reason in
  * err that does not repeat the path ("truncated section header table at
  * 0x...", ...):
- *   -ENOEXEC  not an ELF64 little-endian executable of our machine or shared object,
+ *   -ENOEXEC  not an ELF64 little-endian executable or shared object of our machine,
  *             or a truncated or malformed one
  *   -ENODATA  no .symtab and no .dynsym (a table without functions is not an
  *             error: n_functions is 0)

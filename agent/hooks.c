@@ -61,11 +61,6 @@ uint32_t agent_depth_limit = AGENT_SHADOW_CAPACITY;
 
 #define SAME_STACK_WINDOW (256u << 10)
 
-static inline uint64_t read_tsc(void)
-{
-	return cpu_ticks();
-}
-
 /* Only this thread writes it (under the guard). */
 static inline uint64_t state_load(struct agent_thread *t)
 {
@@ -522,7 +517,7 @@ static inline __attribute__((always_inline)) int close_entry(struct agent_thread
  */
 COLD static void shadow_stack_drop_stale(struct agent_thread *t, uintptr_t *new_slot)
 {
-	uint64_t s = state_load(t), head = state_head(s), tsc = read_tsc(), pos;
+	uint64_t s = state_load(t), head = state_head(s), tsc = cpu_ticks(), pos;
 	uint32_t depth = state_depth(s), k = depth;
 
 	while (k > 0) {
@@ -840,7 +835,7 @@ int profagent_enter_hook(const struct stub_desc *desc, uintptr_t *return_slot)
 		flags = r ? flags : 0;
 		r = 0;
 	}
-	tsc = read_tsc();
+	tsc = cpu_ticks();
 	e = &t->shadow[depth];
 	e->return_address = *return_slot;
 	e->return_slot = return_slot;
@@ -887,7 +882,7 @@ uintptr_t profagent_exit_hook(uintptr_t stack_pointer)
 		found_guard = AGENT_GUARD_NONE;
 	}
 	guard_take(slot);
-	tsc = read_tsc();
+	tsc = cpu_ticks();
 	s = state_load(t);
 	head = state_head(s);
 	depth = state_depth(s);
@@ -922,7 +917,7 @@ void hooks_set_filters(uint64_t min_ticks, uint32_t max_depth)
 /* Thread exit with frames still open (pthread_exit, cancellation): they are all gone. */
 void hooks_close_all(struct agent_thread *t)
 {
-	uint64_t s = state_load(t), head = state_head(s), tsc = read_tsc(), pos;
+	uint64_t s = state_load(t), head = state_head(s), tsc = cpu_ticks(), pos;
 
 	pos = pending_write_closing(t, head, 0, state_depth(s), tsc, NULL);
 	for (uint32_t i = state_depth(s); i-- > 0;)

@@ -298,8 +298,6 @@ static const char *precheck(const struct loaded_module *m, const struct elf_symb
 		return "not inside an executable segment";
 	if (patchable_size(m, syms, i) < PATCH_NEAR_LEN)
 		return "function shorter than the entry jump, with no padding after it";
-	if (!in_exec_segment(m, addr, addr + fn->size))
-		return "not inside an executable segment";
 	return NULL;
 }
 

@@ -14,18 +14,11 @@
 #include "agent/patcher.h"
 #include "trampolines/trampoline_layout.h"
 
-static int in_reach(uint64_t from, uint64_t to, int64_t reach)
-{
-	int64_t d = (int64_t)(to - from);
-
-	return d > -reach && d < reach;
-}
-
 static int region_reaches(uint64_t start, size_t size, uint64_t code_lo, uint64_t code_hi,
 			  int64_t reach)
 {
-	return in_reach(code_lo, start, reach) && in_reach(code_hi, start + size, reach) &&
-	       in_reach(code_lo, start + size, reach) && in_reach(code_hi, start, reach);
+	return code_in_reach(code_lo, start, reach) && code_in_reach(code_hi, start + size, reach) &&
+	       code_in_reach(code_lo, start + size, reach) && code_in_reach(code_hi, start, reach);
 }
 
 static void *try_map_at(uint64_t addr, size_t size)

@@ -40,6 +40,14 @@ struct stub_region {
 /* The original bytes a patch replaces: a landing pad kept in place, then the jump. */
 #define PATCH_MAX_LEN 16
 
+/* Whether code at `from` reaches `to` with a jump of +-reach bytes. */
+static inline int code_in_reach(uint64_t from, uint64_t to, int64_t reach)
+{
+	int64_t d = (int64_t)(to - from);
+
+	return d > -reach && d < reach;
+}
+
 /*
  * Maps a region of n_slots within the short jump's reach of every address in
  * [code_lo, code_hi), or, when no such space exists, within the long one's

@@ -17,13 +17,6 @@
 _Static_assert(PATCH_NEAR_LEN == RELOCATOR_JMP_REL32_LEN, "near jump");
 _Static_assert(PATCH_FAR_LEN <= PATCH_MAX_LEN, "far jump");
 
-static int in_rel32_reach(uint64_t from, uint64_t to)
-{
-	int64_t d = (int64_t)(to - from);
-
-	return d > -STUB_NEAR_REACH && d < STUB_NEAR_REACH;
-}
-
 static void put_rel32(uint8_t *at, uint64_t next_insn, uint64_t target)
 {
 	int32_t rel = (int32_t)(int64_t)(target - next_insn);
@@ -60,7 +53,7 @@ int stub_region_fill(struct stub_region *r, size_t slot, uint64_t func_addr, siz
 
 	size_t jump_len = r->far ? PATCH_FAR_LEN : PATCH_NEAR_LEN;
 
-	if (!r->far && !in_rel32_reach(func_addr + PATCH_NEAR_LEN, sa)) {
+	if (!r->far && !code_in_reach(func_addr + PATCH_NEAR_LEN, sa, STUB_NEAR_REACH)) {
 		*reason = "no stub memory within reach of a 5-byte jump";
 		return -ERANGE;
 	}
