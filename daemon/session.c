@@ -1147,6 +1147,27 @@ static void write_func_totals(struct session *s)
 	}
 }
 
+/*
+ * The trace stopped growing at a failed write: the file ends at its last
+ * whole packet and lacks the closing one (the reader says so). Where it was
+ * cut, in bytes and in session time (a ring's window failing at the end: its
+ * time is now): what came after was counted, not kept.
+ */
+static void session_trace_cut(struct session *s, const struct perfetto_writer_stats *st, int err)
+{
+	uint64_t cut_ns;
+
+	cut_ns = st->cut_ns > s->started_ns ? st->cut_ns - s->started_ns : 0;
+	if (!st->cut_ns)
+		cut_ns = mono_clock_ns() - s->started_ns; /* failed at the end */
+	char what[200];
+
+	snprintf(what, sizeof(what), "%s): the trace was cut at %" PRIu64 " bytes, %.3f s into "
+		 "the session; it loads up to there, what came after is in the figures only",
+		 strerror(err), st->bytes, (double)cut_ns / 1e9);
+	session_error(s, "writing the trace failed (%s", what);
+}
+
 /* Ends the session whatever its state: the trace written so far is finalized. */
 static void session_finish(struct server *srv, struct session *s)
 {
@@ -1171,12 +1192,13 @@ static void session_finish(struct server *srv, struct session *s)
 	if (s->writer) {
 		if (s->target)
 			write_func_totals(s);
+		perfetto_writer_flush(s->writer); /* a failure here is in the stats: where it was cut */
 		perfetto_writer_get_stats(s->writer, &st);
 		err = perfetto_writer_free(s->writer);
 		s->writer = NULL;
-		if (err)
-			session_error(s, "writing the trace failed: %s", strerror(-err));
 		st.bytes = (uint64_t)lseek(s->out_fd, 0, SEEK_CUR);
+		if (err)
+			session_trace_cut(s, &st, -err);
 	}
 	symbolizer_free(s->symbols);
 	dwarf_unwinder_free(s->unwinder);

@@ -22,6 +22,7 @@
  *                               switched out during (TS: the slice's start)
  *   counter NAME TS VALUE
  *   problem TEXT
+ *   cut BYTES                   the trace has no closing packet: cut short after BYTES
  *   sched ..., state ...        scheduler events and thread states (report_sched.h)
  * Order between kinds is the file's: consumers that need an order sort.
  */
@@ -409,9 +410,12 @@ static void report_human(struct report *rp, const char *path, const struct trace
 	FILE *out = rp->out;
 	size_t n_threads;
 	const struct trace_thread *th = trace_stream_threads(ts, &n_threads);
+	char cut[TRACE_STREAM_CUT_LINE];
 
 	fprintf(out, "%s: %zu packets, %zu threads, %zu slices, %zu samples\n", path,
 		st->n_packets, n_threads, rp->n_slices, rp->n_samples);
+	if (!st->ended)
+		fprintf(out, "%s\n", trace_stream_cut_line(st, cut, sizeof(cut)));
 	if (rp->opt->callers) {
 		report_callers_print(&rp->callers, out, rp->opt->top);
 		return;
@@ -572,6 +576,8 @@ int profctl_report(const char *path, FILE *out, const struct profctl_report_opts
 	err = trace_stream_read_file(ts, path);
 	if (!err && !o->dump)
 		report_human(&rp, path, ts);
+	if (!err && o->dump && !trace_stream_get_stats(ts)->ended)
+		fprintf(out, "cut %" PRIu64 "\n", trace_stream_get_stats(ts)->bytes);
 	if (o->stats)
 		*o->stats = *trace_stream_get_stats(ts);
 	trace_stream_free(ts);

@@ -959,6 +959,26 @@ void pw_chunk_start(struct perfetto_writer *w)
 }
 
 /* Every track's descriptor, after a clock snapshot: what a window needs first. */
+/*
+ * The closing packet, built in w->pkt: TracePacket.trace_attributes {
+ * PERFETTO_TRACE_END_KEY: packets before it (0: not counted) }. Written last
+ * and only when everything before it was: a reader that does not find it
+ * knows the trace was cut (a full disk, a file-size limit, profd ended
+ * before finishing). The importer keeps it as a metadata row; nothing else.
+ */
+static void pw_build_closing(struct perfetto_writer *w, uint64_t packets_before)
+{
+	size_t mark = pw_packet_open(w), attrs, attr;
+
+	attrs = pwb_open(&w->pkt, PW_F_TRACE_ATTRIBUTES);
+	attr = pwb_open(&w->pkt, 1); /* TraceAttributes.attribute */
+	pwb_str(&w->pkt, 1, PERFETTO_TRACE_END_KEY);
+	pwb_uint(&w->pkt, 2, packets_before); /* long_value */
+	pwb_close(&w->pkt, attr);
+	pwb_close(&w->pkt, attrs);
+	pwb_close(&w->pkt, mark);
+}
+
 static int pw_build_header(struct perfetto_writer *w)
 {
 	uint32_t i;
@@ -1018,7 +1038,10 @@ int64_t perfetto_writer_snapshot(struct perfetto_writer *w, int fd)
 	err = pw_build_header(w);
 	if (err)
 		return err;
-	return trace_sink_write_ring(w->sink, fd, w->side.p, w->side.len);
+	pw_build_closing(w, 0); /* in w->pkt: a window's packet count is not known here */
+	if (w->pkt.oom)
+		return -ENOMEM;
+	return trace_sink_write_ring(w->sink, fd, w->side.p, w->side.len, w->pkt.p, w->pkt.len);
 }
 
 bool perfetto_writer_is_ring(const struct perfetto_writer *w)
@@ -1084,6 +1107,7 @@ void perfetto_writer_get_stats(const struct perfetto_writer *w, struct perfetto_
 	st->raw_bytes = ss.raw_bytes;
 	st->ring_bytes = ss.ring_bytes_held;
 	st->write_error = w->write_error;
+	st->cut_ns = ss.cut_ns;
 }
 
 static void pw_free_threads(struct pw_table *t)
@@ -1111,15 +1135,11 @@ static void pw_free_names(struct pw_table *t, size_t name_off)
 	pw_table_free(t);
 }
 
-/* Ring: the window goes to fd, after its header. */
+/* Ring: the window goes to fd, after its header, and its closing packet after it. */
 static int pw_write_window(struct perfetto_writer *w)
 {
-	int64_t r;
-	int err = pw_build_header(w);
+	int64_t r = perfetto_writer_snapshot(w, w->fd);
 
-	if (err)
-		return err;
-	r = trace_sink_write_ring(w->sink, w->fd, w->side.p, w->side.len);
 	if (r < 0)
 		return (int)r;
 	w->st.bytes = (uint64_t)r;
@@ -1132,6 +1152,14 @@ int perfetto_writer_free(struct perfetto_writer *w)
 
 	if (!w)
 		return 0;
+	if (!w->ring && !w->write_error) {
+		uint64_t before = w->st.packets;
+
+		pw_build_closing(w, before);
+		if (!w->pkt.oom)
+			pw_append(w, w->pkt.p, w->pkt.len);
+		w->st.packets = before; /* the closing packet is not one of the trace's */
+	}
 	ret = perfetto_writer_flush(w);
 	if (!ret && w->ring)
 		ret = pw_write_window(w);

@@ -180,6 +180,14 @@ void perfetto_writer_set_sample_freq(struct perfetto_writer *w, uint32_t freq_hz
  * shows them when the event is selected; trace processor puts them in args).
  * tid 0: over all threads; else that thread's.
  */
+/*
+ * The key of the trace's closing packet (TracePacket.trace_attributes; the
+ * importer's metadata row trace_attribute.profd.trace_end). Its value: the
+ * packets before it, 0 in a flight-recorder window. Written last, only when
+ * everything before it was written: a trace without it was cut short.
+ */
+#define PERFETTO_TRACE_END_KEY "profd.trace_end"
+
 #define PERFETTO_FUNC_TOTALS_TRACK "profd: function totals (exact, every call)"
 struct perfetto_func_totals {
 	const char *name;
@@ -244,6 +252,7 @@ struct perfetto_writer_stats {
 	uint64_t samples;
 	uint64_t sched_events;
 	int write_error;         /* first errno of a failed write, 0 if none */
+	uint64_t cut_ns;         /* CLOCK_MONOTONIC of that failure: the file ends at bytes */
 };
 void perfetto_writer_get_stats(const struct perfetto_writer *w, struct perfetto_writer_stats *st);
 

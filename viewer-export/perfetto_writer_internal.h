@@ -47,6 +47,7 @@ enum {
 	PW_F_DEFAULTS = 59,
 	PW_F_TRACK_DESCRIPTOR = 60,
 	PW_F_PERF_SAMPLE = 66,
+	PW_F_TRACE_ATTRIBUTES = 126,
 };
 
 /* Symbol dictionaries of sequence 2; every iid is its table index + 1. */

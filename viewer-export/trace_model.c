@@ -187,6 +187,8 @@ static int trd_model_tables(struct trd_model *b, const struct trace_stream_stats
 	m->sample_freq = st->sample_freq;
 	m->has_clock_snapshot = st->has_clock_snapshot;
 	m->first_clock_snapshot = st->first_clock_snapshot;
+	m->ended = st->ended;
+	m->bytes = st->bytes;
 	if (trd_sorted_copy(b->samples, b->n_samples, sizeof(*b->samples), trd_cmp_sample,
 			    (void **)&m->samples, sizeof(*m->samples)) < 0)
 		return -ENOMEM;

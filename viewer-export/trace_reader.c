@@ -898,6 +898,24 @@ static void trd_sequence_state(struct trd *r, struct trd_seq *s, const trd_packe
 			    "SEQ_INCREMENTAL_STATE_CLEARED packet (discarded)", s->id);
 }
 
+/* profd's closing packet: the trace was written to its end (perfetto_writer.c pw_build_closing). */
+static void trd_trace_attributes(struct trd *r, const Perfetto__Protos__TraceAttributes *ta)
+{
+	for (size_t i = 0; i < ta->n_attribute; i++) {
+		const Perfetto__Protos__TraceAttributes__Attribute *a = ta->attribute[i];
+		uint64_t before;
+
+		if (!a->key || strcmp(a->key, PERFETTO_TRACE_END_KEY) ||
+		    a->value_case != PERFETTO__PROTOS__TRACE_ATTRIBUTES__ATTRIBUTE__VALUE_LONG_VALUE)
+			continue;
+		r->st.ended = true;
+		before = (uint64_t)a->long_value;
+		if (before && before != r->st.n_packets - 1)
+			trd_problem(r, "the closing packet follows %" PRIu64 " packets, the file holds "
+				    "%zu before it: packets are missing", before, r->st.n_packets - 1);
+	}
+}
+
 static void trd_tokenize(struct trd *r, const trd_packet *p)
 {
 	uint32_t flags = p->has_sequence_flags ? p->sequence_flags : 0;
@@ -940,6 +958,8 @@ static void trd_tokenize(struct trd *r, const trd_packet *p)
 		trd_ftrace_bundle(r, p->ftrace_events);
 	else if (p->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_SYSTEM_INFO)
 		trd_system_info(r, p->system_info);
+	else if (p->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_TRACE_ATTRIBUTES)
+		trd_trace_attributes(r, p->trace_attributes);
 }
 
 /* ---- the packet dispatch ------------------------------------------------------- */

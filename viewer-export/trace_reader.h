@@ -11,6 +11,7 @@
 #ifndef PROFD_TRACE_READER_H
 #define PROFD_TRACE_READER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -82,6 +83,8 @@ struct trace_model {
 	uint64_t sample_freq;           /* Hz of the perf timebase (PerfSampleDefaults), 0: none */
 	int has_clock_snapshot;
 	size_t first_clock_snapshot;    /* packet index (file order) of the first one, if any */
+	bool ended;                     /* profd's closing packet was read (trace_stream_stats) */
+	uint64_t bytes;                 /* the trace's size */
 	/*
 	 * Reader-owned storage: every name, frame and problem string above
 	 * points into it or is freed by trace_model_free; identical names

@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <zlib.h>
 #include <zstd.h>
@@ -281,6 +282,16 @@ static int write_records(int fd, const uint8_t *p, size_t n, size_t *kept)
 	return 0;
 }
 
+/* When the file stopped growing: the summary says how far into the session it was cut. */
+static void note_cut(struct trace_sink *s)
+{
+	struct timespec now;
+
+	if (s->st.cut_ns || clock_gettime(CLOCK_MONOTONIC, &now))
+		return;
+	s->st.cut_ns = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+}
+
 static void sink_write(struct trace_sink *s, const uint8_t *p, size_t n)
 {
 	size_t kept;
@@ -290,8 +301,10 @@ static void sink_write(struct trace_sink *s, const uint8_t *p, size_t n)
 		return;
 	err = write_records(s->fd, p, n, &kept);
 	s->st.bytes_written += kept;
-	if (err)
+	if (err) {
+		note_cut(s);
 		s->write_error = -err;
+	}
 }
 
 /* ---- output: ring --------------------------------------------------------------------- */
@@ -551,16 +564,19 @@ int trace_sink_drain(struct trace_sink *s)
 }
 
 /* Writes p[0..n) to fd and counts what stays written; 0 or -errno. */
-static int ring_out(int fd, const uint8_t *p, size_t n, int64_t *total)
+static int ring_out(struct trace_sink *s, int fd, const uint8_t *p, size_t n, int64_t *total)
 {
 	size_t kept;
 	int err = n ? write_records(fd, p, n, &kept) : 0;
 
 	*total += n ? (int64_t)kept : 0;
+	if (err)
+		note_cut(s);
 	return err;
 }
 
-int64_t trace_sink_write_ring(struct trace_sink *s, int fd, const uint8_t *header, size_t hlen)
+int64_t trace_sink_write_ring(struct trace_sink *s, int fd, const uint8_t *header, size_t hlen,
+			      const uint8_t *trailer, size_t tlen)
 {
 	int64_t total = 0;
 	int err;
@@ -569,12 +585,14 @@ int64_t trace_sink_write_ring(struct trace_sink *s, int fd, const uint8_t *heade
 		return -EINVAL;
 	pthread_mutex_lock(&s->mu);
 	queue_reap(s);
-	err = ring_out(fd, header, hlen, &total);
+	err = ring_out(s, fd, header, hlen, &total);
 	if (!err)
-		err = ring_out(fd, s->oldest->prologue, s->oldest->prologue_len, &total);
+		err = ring_out(s, fd, s->oldest->prologue, s->oldest->prologue_len, &total);
 	for (struct sink_chunk *c = s->oldest; c && !err; c = c->next)
 		for (struct sink_blk *b = c->first; b && !err; b = b->next)
-			err = ring_out(fd, b->data, b->len, &total);
+			err = ring_out(s, fd, b->data, b->len, &total);
+	if (!err)
+		err = ring_out(s, fd, trailer, tlen, &total);
 	pthread_mutex_unlock(&s->mu);
 	return err ? err : total;
 }

@@ -50,17 +50,20 @@ void trace_sink_poll(struct trace_sink *s);
 int trace_sink_drain(struct trace_sink *s);
 
 /*
- * Ring only: writes header[0..hlen), the oldest chunk's prologue and every
- * block emitted so far to fd. Returns the bytes written or a negative errno
- * (a failed write is cut back to whole packets when fd is a file).
+ * Ring only: writes header[0..hlen), the oldest chunk's prologue, every
+ * block emitted so far and trailer[0..tlen) to fd. Returns the bytes written
+ * or a negative errno (a failed write is cut back to whole packets when fd
+ * is a file).
  */
-int64_t trace_sink_write_ring(struct trace_sink *s, int fd, const uint8_t *header, size_t hlen);
+int64_t trace_sink_write_ring(struct trace_sink *s, int fd, const uint8_t *header, size_t hlen,
+			      const uint8_t *trailer, size_t tlen);
 
 /* Bytes written to the sink's fd; raw bytes put; bytes stored (ring) or written after compression. */
 struct trace_sink_stats {
 	uint64_t bytes_written, raw_bytes, stored_bytes, ring_bytes_held;
 	uint64_t blocks, blocks_helped; /* compressed; of them by the caller (worker behind) */
 	uint64_t chunks_dropped;
+	uint64_t cut_ns;  /* CLOCK_MONOTONIC when a write first failed (the file ends there), 0: never */
 };
 void trace_sink_get_stats(const struct trace_sink *s, struct trace_sink_stats *st);
 

@@ -481,6 +481,7 @@ int trace_stream_read_buffer(struct trace_stream *ts, const uint8_t *buf, size_t
 	struct trd_src src = { .fd = -1, .buf = buf, .end = len, .size = len, .size_known = true,
 			       .eof = true };
 
+	((struct trd *)ts)->st.bytes = len;
 	return trd_run((struct trd *)ts, &src); /* one window: the whole buffer */
 }
 
@@ -504,6 +505,7 @@ int trace_stream_read_file(struct trace_stream *ts, const char *path)
 		return -ENOMEM;
 	}
 	ret = trd_run(r, &src);
+	r->st.bytes = src.size_known ? src.size : src.base + src.end;
 	free(src.win);
 	close(src.fd);
 	return ret;
@@ -512,6 +514,14 @@ int trace_stream_read_file(struct trace_stream *ts, const char *path)
 const struct trace_stream_stats *trace_stream_get_stats(const struct trace_stream *ts)
 {
 	return &((const struct trd *)ts)->st;
+}
+
+const char *trace_stream_cut_line(const struct trace_stream_stats *st, char *buf, size_t len)
+{
+	snprintf(buf, len, "note: the trace ends after %" PRIu64 " bytes without profd's closing "
+		 "packet: it was cut short (a full disk, a file-size limit, or profd ended before "
+		 "finishing it); what it holds is read", st->bytes);
+	return buf;
 }
 
 const struct trace_thread *trace_stream_threads(const struct trace_stream *ts, size_t *n)

@@ -151,6 +151,13 @@ struct trace_stream_stats {
 	uint64_t sched_late;       /* ... of them behind the reorder window (out of order) */
 	bool sched_lost;           /* a bundle said events were lost */
 	const char *kernel_release; /* SystemInfo's utsname.release, NULL: none */
+	/*
+	 * profd's closing packet (PERFETTO_TRACE_END_KEY) was read: the trace is
+	 * whole. False: cut short (a full disk, a file-size limit, profd ended
+	 * before finishing), or not written by profd; what it holds is read.
+	 */
+	bool ended;
+	uint64_t bytes;            /* read from the file or buffer */
 };
 
 /*
@@ -169,6 +176,10 @@ struct trace_stream *trace_stream_new(const struct trace_stream_ops *ops, void *
 int trace_stream_read_file(struct trace_stream *ts, const char *path);
 int trace_stream_read_buffer(struct trace_stream *ts, const uint8_t *buf, size_t len);
 const struct trace_stream_stats *trace_stream_get_stats(const struct trace_stream *ts);
+
+/* The one line that says a trace without its closing packet was cut (st->ended false); returns buf. */
+#define TRACE_STREAM_CUT_LINE 200
+const char *trace_stream_cut_line(const struct trace_stream_stats *st, char *buf, size_t len);
 /* The threads described so far, in file order, each with its latest name. */
 const struct trace_thread *trace_stream_threads(const struct trace_stream *ts, size_t *n);
 void trace_stream_free(struct trace_stream *ts);

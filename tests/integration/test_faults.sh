@@ -179,6 +179,18 @@ if mount -t tmpfs -o size=256k tmpfs "$WORK/small" 2>/dev/null; then
 	check_eq "disk full: what fits is a valid trace (whole packets only)" \
 		"$(problems "$WORK/full.dump")" 0
 	grep '^problem' "$WORK/full.dump" | head -n 3
+	size=$(stat -c %s "$WORK/small/full.pftrace")
+	check_eq "disk full: the summary says where the trace was cut" \
+		"$(grep -c "trace was cut at $size bytes, [0-9.]* s into the session" "$WORK/full.err")" 1
+	check_eq "disk full: the reader knows it was cut, and where" \
+		"$(grep '^cut ' "$WORK/full.dump")" "cut $size"
+	"$PROFCTL" report "$WORK/small/full.pftrace" >"$WORK/full.report" 2>&1
+	check_eq "disk full: report accepts it" "$?" 0
+	check_eq "disk full: report says so in one line" \
+		"$(grep -c "ends after $size bytes without profd's closing packet" "$WORK/full.report")" 1
+	"$PROFCTL" run --funcs 'ft_*' -o "$WORK/whole.pftrace" -- "$TARGET" 1 100 1000 0 >/dev/null 2>&1
+	check_eq "a trace written to its end has no cut line" \
+		"$("$PROFCTL" report --dump "$WORK/whole.pftrace" | grep -c '^cut ')" 0
 	umount "$WORK/small"
 else
 	skip "disk full: cannot mount a small tmpfs (needs root)"

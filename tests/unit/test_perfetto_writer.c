@@ -168,7 +168,7 @@ static void test_first_packet_is_clock_snapshot(void)
 	CHECK_EQ_INT(m->first_clock_snapshot, 0);
 	buf = read_fd(fd, &len);
 	CHECK(len > 0 && buf[0] == 0x0a);
-	CHECK_EQ_INT(for_each_record(buf, len, snapshot_first_cb, &index), 2);
+	CHECK_EQ_INT(for_each_record(buf, len, snapshot_first_cb, &index), 3); /* + the closing one */
 	free(buf);
 	trace_model_free(m);
 	close(fd);
@@ -716,7 +716,8 @@ static void test_random_calls_obey_importer_rules(void)
 	check_no_problems(m);
 	CHECK_EQ_U64(m->n_slices, begins - st.slices_clamped);
 	CHECK_EQ_U64(m->n_samples, st.samples);
-	CHECK_EQ_U64(m->n_packets, st.packets);
+	CHECK_EQ_U64(m->n_packets, st.packets + 1); /* the closing packet */
+	CHECK(m->ended);
 	trace_model_free(m);
 	close(fd);
 }
@@ -773,10 +774,14 @@ static void test_write_error_dev_full(void)
 	close(fd);
 }
 
-/* A file that fills up mid-write (RLIMIT_FSIZE: short writes, then EFBIG): whole packets only. */
-static void test_write_error_file_full(void)
+/*
+ * A file that fills up mid-write (RLIMIT_FSIZE: a short write, then EFBIG)
+ * at limit bytes: it ends at its last whole packet, without the closing one.
+ * Returns the bytes kept.
+ */
+static uint64_t write_until_file_full(rlim_t limit)
 {
-	struct rlimit old, small = { 50000, RLIM_INFINITY };
+	struct rlimit old, small = { limit, RLIM_INFINITY };
 	struct perfetto_writer_stats st;
 	struct perfetto_writer *w;
 	struct trace_model *m;
@@ -790,14 +795,52 @@ static void test_write_error_file_full(void)
 	write_some(w, 20000);
 	perfetto_writer_get_stats(w, &st);
 	CHECK_EQ_INT(st.write_error, EFBIG);
-	CHECK(st.bytes > 0 && st.bytes < 50000);
+	CHECK(st.bytes > 0 && st.bytes <= limit);
+	CHECK(st.cut_ns > 0);
 	CHECK_EQ_INT(perfetto_writer_free(w), -EFBIG);
 	CHECK_EQ_INT(setrlimit(RLIMIT_FSIZE, &old), 0);
 	CHECK_EQ_U64((uint64_t)lseek(fd, 0, SEEK_END), st.bytes);
 	m = load_fd(fd);
-	check_no_problems(m);
+	check_no_problems(m); /* no packet cut in two */
 	CHECK(m->n_packets > 100);
+	CHECK(!m->ended);     /* the reader knows it was cut */
+	CHECK_EQ_U64(m->bytes, st.bytes);
 	trace_model_free(m);
+	close(fd);
+	return st.bytes;
+}
+
+/* Limits a byte apart: the file fills at a packet boundary and inside packets of every size. */
+static void test_write_error_file_full(void)
+{
+	unsigned inside = 0;
+
+	for (rlim_t limit = 50000; limit < 50016; limit++)
+		inside += write_until_file_full(limit) < limit;
+	CHECK(inside > 0); /* some short writes ended inside a packet, and were cut back */
+}
+
+/* A trace written to its end says so; one read back from a buffer cut anywhere does not. */
+static void test_closing_packet(void)
+{
+	int fd = new_fd();
+	struct perfetto_writer *w = perfetto_writer_new(fd);
+	struct trace_model *m;
+	uint8_t *buf;
+	size_t len;
+
+	write_some(w, 100);
+	CHECK_EQ_INT(perfetto_writer_free(w), 0);
+	m = load_fd(fd);
+	check_no_problems(m);
+	CHECK(m->ended);
+	CHECK_EQ_U64(m->bytes, (uint64_t)lseek(fd, 0, SEEK_END));
+	trace_model_free(m);
+	buf = read_fd(fd, &len);
+	CHECK(trace_model_load_buffer(buf, len - 30, &m) == 0);
+	CHECK(!m->ended);
+	trace_model_free(m);
+	free(buf);
 	close(fd);
 }
 
@@ -1109,6 +1152,7 @@ int main(void)
 	RUN_TEST(test_write_error_broken_pipe);
 	RUN_TEST(test_write_error_dev_full);
 	RUN_TEST(test_write_error_file_full);
+	RUN_TEST(test_closing_packet);
 	RUN_TEST(test_valid_at_every_flush);
 	RUN_TEST(test_truncated_trace);
 	RUN_TEST(test_garbage_does_not_crash);

@@ -61,6 +61,7 @@ int export_stream_run(const char *path, const struct trace_stream_ops *ops,
 	};
 	struct trace_stream_ops run_ops = *ops;
 	const struct trace_stream_stats *st;
+	char cut[TRACE_STREAM_CUT_LINE];
 	struct trace_stream *ts;
 	int err;
 
@@ -82,6 +83,8 @@ int export_stream_run(const char *path, const struct trace_stream_ops *ops,
 		snprintf(base->err, EXPORT_ERR_LEN, "empty trace: no packets");
 		err = -EINVAL;
 	}
+	if (!err && !st->ended)
+		fprintf(stderr, "profctl: export: %s\n", trace_stream_cut_line(st, cut, sizeof(cut)));
 	trace_stream_free(ts);
 	if (!err && base->problems)
 		fprintf(stderr, "profctl: export: warning: the trace breaks %llu importer rule(s), "
