@@ -14,6 +14,26 @@ summary_field() {
 		"$1" | awk -v w="$2" '{ print (w == "made" ? $1 : w == "recorded" ? $2 : $3) }'
 }
 
+# check_budget_kept NAME ERRFILE: nothing dropped at default settings, unless
+# the machine's load kept the pipeline from draining until the whole budget was
+# spent: then every drop must be the buffer's, with the budget's peak at its
+# limit (a drop with budget left is a bug whatever the load), and a note says so.
+check_budget_kept() {
+	local name=$1 err=$2 dropped peak budget
+	dropped=$(summary_field "$err" dropped)
+	read -r peak budget < <(sed -nE \
+		's/^profctl: event buffers: peak ([0-9.]+) MiB of ([0-9.]+) MiB.*/\1 \2/p' "$err")
+	if [ "${dropped:-x}" != 0 ]; then
+		echo "note: $name: ${dropped:-?} calls dropped (peak ${peak:-?} of ${budget:-?}" \
+			"MiB): the machine's load starved the pipeline until the budget was spent?"
+	fi
+	check "$name: nothing dropped, or only as the buffer's (${dropped:-?})" \
+		grep -qE "^profctl: calls: .* (0 dropped$|dropped \(buffer full: $dropped\)$)" "$err"
+	local what="$name: nothing dropped, or only with the budget spent (peak ${peak:-?} of ${budget:-?} MiB)"
+	check "$what" awk -v d="${dropped:-1}" -v p="${peak:-0}" -v b="${budget:-1}" \
+		'BEGIN { exit !(d == 0 || p >= b - 2) }'
+}
+
 # dump_counts TRACE: "NAME SLICES TOTAL_CALLS OFF_TIMELINE" per function (all threads)
 dump_counts() {
 	"$PROFCTL" report --dump "$1" | awk '
@@ -29,13 +49,12 @@ check_eq "burst: the target ran" "$?" 0
 total=$(sed -n 's/^total //p' "$WORK/burst.out")
 check_eq "burst: calls made = the program's calls" "$(summary_field "$WORK/burst.err" made)" \
 	"$total"
-check_eq "burst: nothing dropped at default settings" \
-	"$(summary_field "$WORK/burst.err" dropped)" 0
+check_budget_kept burst "$WORK/burst.err"
 dump_counts "$WORK/burst.pftrace" >"$WORK/burst.counts"
 for f in burst_outer burst_leaf burst_rare; do
 	want=$(sed -n "s/^count $f //p" "$WORK/burst.out")
-	check_eq "burst: $f slices = its calls" "$(awk -v f=$f '$1 == f { print $2 }' \
-		"$WORK/burst.counts")" "$want"
+	check_eq "burst: $f slices + off-timeline calls = its calls" "$(awk -v f=$f \
+		'$1 == f { print $2 + $4 }' "$WORK/burst.counts")" "$want"
 	check_eq "burst: $f exact total = its calls" "$(awk -v f=$f '$1 == f { print $3 }' \
 		"$WORK/burst.counts")" "$want"
 done
@@ -103,8 +122,7 @@ if [ -x "$PY" ]; then
 d = [{"a": i, "b": [i, str(i)], "c": {"x": i}} for i in range(200000)]
 print(len(json.loads(json.dumps(d))))' >"$WORK/py.out" 2>"$WORK/py.err"
 	check_eq "python json: the program's output" "$(cat "$WORK/py.out")" 200000
-	check_eq "python json: nothing dropped at default settings" \
-		"$(summary_field "$WORK/py.err" dropped)" 0
+	check_budget_kept "python json" "$WORK/py.err"
 	dump_counts "$WORK/py.pftrace" >"$WORK/py.counts"
 	check "python json: functions were called" test -s "$WORK/py.counts"
 	check_eq "python json: every function's slices + off-timeline calls = its exact calls" \
