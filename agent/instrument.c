@@ -88,6 +88,15 @@ static const char *non_abi_reason(const char *name)
 	return NULL;
 }
 
+/*
+ * Go's runtime walks goroutine stacks by return address (stack copying, GC,
+ * tracebacks, panics): a hijacked one is "fatal error: unknown caller pc".
+ */
+#define GO_CODE_REASON "Go code: Go's runtime reads its return addresses (stack growth, GC, tracebacks)"
+#define GO_MODULE_REASON                                                                          \
+	"in a Go module without runtime.text/etext symbols (stripped): cannot be told apart " \
+	"from Go code, whose runtime reads return addresses"
+
 /* GCC's hot/cold splitting: NAME.cold or NAME.cold.N is a jump target, not a function. */
 static int is_cold_fragment(const char *name)
 {
@@ -286,6 +295,8 @@ static const char *precheck(const struct loaded_module *m, const struct elf_symb
 	uint64_t addr = m->base + fn->value;
 	const char *why = non_abi_reason(fn->name);
 
+	if (elf_symbols_is_go(syms, fn->value, fn->size))
+		return syms->go_text_hi ? GO_CODE_REASON : GO_MODULE_REASON;
 	if (why)
 		return why;
 	if (is_cold_fragment(fn->name))
