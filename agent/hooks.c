@@ -793,10 +793,13 @@ COLD static int enter_slow_cases(struct agent_thread *t, const struct stub_desc 
 				 uintptr_t *return_slot)
 {
 	if (t->returns_restored && return_slot < t->unwind_slot && !(desc->flags & STUB_FLAG_UNWINDER)) {
-		/* below an unwinder that walks (or a handler there): no hijack, or it would see it */
-		if (desc->func_id && !(desc->flags & STUB_FLAG_MODULES)) /* a timed call lost */
-			count_untimed(t, desc->func_id, AGG_DROP_UNDER_UNWINDER);
-		return 1;
+		/*
+		 * Called by an unwinder that walks (its personality routine, FDE
+		 * lookup, a backtrace callback) or a handler there: the unwinder
+		 * reads only the frames above its own, which stay restored, never
+		 * those of its callees, so the call is hijacked and timed as any.
+		 */
+		return desc->flags ? 1 : desc->func_id == 0;
 	}
 	if (t->returns_restored)
 		shadow_stack_rehijack(t, return_slot);
