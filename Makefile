@@ -69,7 +69,7 @@ PROTO_GEN_H := $(PROTO_GEN_C:.c=.h)
 
 COMMON_SRC  := $(wildcard common/*.c) $(wildcard proto/*.c)
 # Per architecture: the trampolines and the relocator (Zydis-based on x86-64).
-TRAMP_SRC_x86_64  := trampolines/relocator_x86_64.c trampolines/skip_reason.c
+TRAMP_SRC_x86_64  := trampolines/relocator_x86_64.c trampolines/return_slot_x86_64.c trampolines/skip_reason.c
 TRAMP_ASM_x86_64  := trampolines/x86_64.S
 TRAMP_SRC_aarch64 := trampolines/aarch64/relocator_aarch64.c trampolines/skip_reason.c
 TRAMP_ASM_aarch64 := trampolines/aarch64.S

@@ -240,6 +240,13 @@ extern __thread uintptr_t agent_thread_guard __attribute__((tls_model("initial-e
 /* Read on every call: 0 before patching completes, after stop, in a forked child. */
 extern _Atomic int agent_recording;
 
+/*
+ * A Go program's runtime.exit (STUB_FLAG_GO_EXIT) asks the flusher for its
+ * final drain and goodbye, then waits (a futex on this word) until it is done.
+ */
+enum agent_exit_state { AGENT_EXIT_NONE = 0, AGENT_EXIT_REQUESTED = 1, AGENT_EXIT_FLUSHED = 2 };
+extern _Atomic uint32_t agent_exit_request;
+
 /* agent/threads.c */
 int threads_init(void);
 /* Calls fn for every registered thread (flusher only); recycles drained exited ones. */

@@ -416,9 +416,77 @@ static int elf_build(const struct elf_view *v, const Elf64_Ehdr *eh, const struc
 	return 0;
 }
 
+/* 1 when a section is named .go.buildinfo or .gopclntab (Go's linker writes them). */
+static int elf_has_go_section(const struct elf_view *v, const Elf64_Ehdr *eh,
+			      const struct elf_sections *st)
+{
+	static const char *const names[] = { ".go.buildinfo", ".gopclntab" };
+	Elf64_Shdr names_sh, sh;
+
+	if (eh->e_shstrndx == SHN_UNDEF || eh->e_shstrndx >= st->num)
+		return 0;
+	elf_shdr(v, st, eh->e_shstrndx, &names_sh);
+	if (!elf_range_ok(v->len, names_sh.sh_offset, names_sh.sh_size))
+		return 0;
+	for (uint64_t i = 1; i < st->num; i++) {
+		elf_shdr(v, st, i, &sh);
+		for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++) {
+			size_t len = strlen(names[k]) + 1;
+
+			if (sh.sh_name < names_sh.sh_size && names_sh.sh_size - sh.sh_name >= len &&
+			    memcmp(v->buf + names_sh.sh_offset + sh.sh_name, names[k], len) == 0)
+				return 1;
+		}
+	}
+	return 0;
+}
+
+/*
+ * Go's runtime symbols: runtime.buildVersion marks Go code, runtime.text and
+ * runtime.etext (size 0, so elf_collect ignores them) bound all of it.
+ */
+static void elf_scan_go_symbols(const struct elf_view *v, const struct elf_symtab *t,
+				struct elf_symbols *out)
+{
+	uint64_t lo = 0, hi = 0;
+
+	for (uint64_t i = 0; i < t->count; i++) {
+		Elf64_Sym sym;
+		const char *name;
+
+		memcpy(&sym, v->buf + t->off + i * t->entsize, sizeof(sym));
+		if (sym.st_name == 0 || sym.st_name >= t->strsz || sym.st_shndx == SHN_UNDEF ||
+		    t->strsz - sym.st_name < sizeof("runtime.text"))
+			continue;
+		name = t->strtab + sym.st_name;
+		if (strncmp(name, "runtime.", 8) != 0 || !memchr(name, '\0', t->strsz - sym.st_name))
+			continue;
+		if (strcmp(name + 8, "buildVersion") == 0)
+			out->has_go = 1;
+		else if (strcmp(name + 8, "text") == 0)
+			lo = sym.st_value;
+		else if (strcmp(name + 8, "etext") == 0)
+			hi = sym.st_value;
+	}
+	if (lo && hi > lo) {
+		out->has_go = 1;
+		out->go_text_lo = lo;
+		out->go_text_hi = hi;
+	}
+}
+
+int elf_symbols_is_go(const struct elf_symbols *s, uint64_t value, uint64_t size)
+{
+	if (!s->has_go)
+		return 0;
+	if (!s->go_text_hi)
+		return 1;
+	return value < s->go_text_hi && value + size > s->go_text_lo;
+}
+
 /* Checks the headers and finds the symbol table to read. */
 static int elf_parse_tables(const struct elf_view *v, Elf64_Ehdr *eh, size_t *n_seg,
-			    struct elf_symtab *t, int *from_symtab)
+			    struct elf_symtab *t, int *from_symtab, int *go_section)
 {
 	struct elf_sections st;
 	int ret;
@@ -432,6 +500,7 @@ static int elf_parse_tables(const struct elf_view *v, Elf64_Ehdr *eh, size_t *n_
 	ret = elf_section_table(v, eh, &st);
 	if (ret < 0)
 		return ret;
+	*go_section = elf_has_go_section(v, eh, &st);
 	return elf_symtab_choose(v, &st, t, from_symtab);
 }
 
@@ -442,14 +511,14 @@ int elf_symbols_load_buffer(const uint8_t *buf, size_t len, struct elf_symbols *
 	struct elf_symtab t = { 0 };
 	struct elf_cand *c = NULL;
 	size_t n = 0, n_seg = 0;
-	int from_symtab = 0;
+	int from_symtab = 0, go_section = 0;
 	Elf64_Ehdr eh;
 	int ret;
 
 	memset(out, 0, sizeof(*out));
 	if (err && errlen)
 		err[0] = '\0';
-	ret = elf_parse_tables(&v, &eh, &n_seg, &t, &from_symtab);
+	ret = elf_parse_tables(&v, &eh, &n_seg, &t, &from_symtab, &go_section);
 	if (ret < 0)
 		return ret;
 	ret = elf_collect(&v, &t, &c, &n);
@@ -460,6 +529,8 @@ int elf_symbols_load_buffer(const uint8_t *buf, size_t len, struct elf_symbols *
 	if (ret < 0)
 		return ret;
 	out->from_symtab = from_symtab;
+	out->has_go = go_section;
+	elf_scan_go_symbols(&v, &t, out);
 	return 0;
 }
 

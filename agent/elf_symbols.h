@@ -26,6 +26,16 @@ struct elf_symbols {
 					    (aliases folded: the global, shortest name wins) */
 	size_t n_functions;
 	int from_symtab;                 /* 1 when .symtab was present */
+	/*
+	 * Go code in this module (a .go.buildinfo or .gopclntab section, or a
+	 * runtime.buildVersion symbol): Go's runtime reads the return addresses
+	 * on goroutine stacks, so none of its functions may be return-hijacked.
+	 * go_text_lo..go_text_hi are runtime.text..runtime.etext (ELF addresses),
+	 * which bound every Go function; both 0 when the symbols are missing
+	 * (stripped): then nothing in the module can be told apart from Go.
+	 */
+	int has_go;
+	uint64_t go_text_lo, go_text_hi;
 	/* PT_LOAD segments, to check that [value, value+size) is inside an executable one */
 	struct elf_segment { uint64_t vaddr, memsz, offset, filesz; uint32_t flags; } *segments;
 	size_t n_segments;
@@ -51,5 +61,8 @@ int elf_symbols_load(const char *path, struct elf_symbols *out, char *err, size_
 int elf_symbols_load_buffer(const uint8_t *buf, size_t len, struct elf_symbols *out, char *err,
 			    size_t errlen);
 void elf_symbols_free(struct elf_symbols *s);
+
+/* 1 when [value, value + size) may be Go code (see has_go), else 0. */
+int elf_symbols_is_go(const struct elf_symbols *s, uint64_t value, uint64_t size);
 
 #endif

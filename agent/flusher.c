@@ -549,11 +549,33 @@ void flusher_poke(void)
 	syscall(SYS_futex, &flusher.pokes, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }
 
+/*
+ * Go's runtime.exit waits in its hook (agent/hooks.c go_exit_flush): the
+ * process ends without destructors, so this is the session's end.
+ */
+static int go_exit_requested(void)
+{
+	if (atomic_load(&agent_exit_request) != AGENT_EXIT_REQUESTED)
+		return 0;
+	pthread_mutex_lock(&flusher.lock);
+	if (!flusher.stop_reason)
+		flusher.stop_reason = "process exit (Go runtime.exit)";
+	pthread_mutex_unlock(&flusher.lock);
+	return 1;
+}
+
+/* The flusher is done, whatever ended it: a Go exit, now or later, waits no more. */
+static void go_exit_release(void)
+{
+	atomic_store(&agent_exit_request, AGENT_EXIT_FLUSHED);
+	syscall(SYS_futex, &agent_exit_request, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
+}
+
 static void *flusher_main(void *arg)
 {
 	(void)arg;
 	threads_guard_forever();
-	while (!flusher_stopping() && !flusher.failed) {
+	while (!flusher_stopping() && !flusher.failed && !go_exit_requested()) {
 		flusher_sleep_until(mono_clock_ns() + FLUSH_INTERVAL_NS);
 		flusher_cycle();
 	}
@@ -568,6 +590,7 @@ static void *flusher_main(void *arg)
 	if (flusher.failed) /* detach will not reach us: leave a usable state */
 		flusher_give_up();
 	atomic_store(&flusher.exited, 1);
+	go_exit_release();
 	return NULL;
 }
 
@@ -602,6 +625,7 @@ int flusher_start(int sock, int (*send_table)(void *ctx, int sock), void (*lost)
 	flusher.let_calls_return = false;
 	atomic_store(&flusher.released, 0);
 	atomic_store(&flusher.exited, 0);
+	atomic_store(&agent_exit_request, AGENT_EXIT_NONE);
 	/* A daemon that stops reading makes sends fail instead of hanging the flusher. */
 	setsockopt(sock, SOL_SOCKET, SO_SNDTIMEO, &send_timeout, sizeof(send_timeout));
 	/* The target's signals must never be delivered to our thread. */

@@ -32,6 +32,9 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
 
 #include "agent/agent_thread.h"
 #include "agent/cpu_ticks.h"
@@ -46,6 +49,7 @@ __thread struct agent_thread *agent_current_thread __attribute__((tls_model("ini
 __thread uintptr_t agent_thread_guard __attribute__((tls_model("initial-exec")));
 /* Global because every hook reads it; written only at start, stop and fork. */
 _Atomic int agent_recording;
+_Atomic uint32_t agent_exit_request;
 /*
  * The session's timeline filters (agent.c sets them before recording starts;
  * never changed while hooks run), global because every call reads them.
@@ -724,6 +728,62 @@ COLD static void shadow_stack_restore_returns(struct agent_thread *t, uintptr_t 
 	}
 }
 
+/* ---- Go's exit ------------------------------------------------------------------------ */
+
+/* A raw futex call: libc's syscall() may be instrumented, and the hooks call nothing. */
+static long raw_futex(_Atomic uint32_t *word, int op, uint32_t val, const struct timespec *ts)
+{
+#if defined(__x86_64__)
+	register long r10 __asm__("r10") = (long)ts;
+	long ret;
+
+	__asm__ volatile("syscall"
+			 : "=a"(ret)
+			 : "0"((long)SYS_futex), "D"(word), "S"((long)op), "d"((long)val), "r"(r10)
+			 : "rcx", "r11", "memory");
+	return ret;
+#else
+	register long x8 __asm__("x8") = SYS_futex;
+	register long x0 __asm__("x0") = (long)word;
+	register long x1 __asm__("x1") = op;
+	register long x2 __asm__("x2") = val;
+	register long x3 __asm__("x3") = (long)ts;
+
+	__asm__ volatile("svc #0" : "+r"(x0) : "r"(x8), "r"(x1), "r"(x2), "r"(x3) : "memory");
+	return x0;
+#endif
+}
+
+/*
+ * Go's runtime.exit is about to exit_group: no destructor will run, so the
+ * flusher (which looks at the word every tick) sends the final figures and
+ * the goodbye now, while this thread waits, 3 s at most. It waits on
+ * whatever stack Go called from, a goroutine's maybe, with ~800 bytes Go
+ * guarantees below it: hence no slow path (vector state), no libc, one
+ * futex. Once: a second exit, or one after the flusher ended, goes on.
+ */
+COLD static void go_exit_flush(void)
+{
+	const struct timespec second = { 1, 0 };
+	uint32_t none = AGENT_EXIT_NONE;
+
+	if (!atomic_load_explicit(&agent_recording, memory_order_relaxed) ||
+	    !atomic_compare_exchange_strong(&agent_exit_request, &none, AGENT_EXIT_REQUESTED))
+		return;
+	for (int i = 0; i < 3 && atomic_load(&agent_exit_request) == AGENT_EXIT_REQUESTED; i++)
+		raw_futex(&agent_exit_request, FUTEX_WAIT_PRIVATE, AGENT_EXIT_REQUESTED, &second);
+}
+
+/* An enter on a thread without state yet: set it up, or Go's exit (which needs none). */
+COLD static int enter_without_thread(const struct stub_desc *desc)
+{
+	if (desc->flags & STUB_FLAG_GO_EXIT) {
+		go_exit_flush();
+		return 0;
+	}
+	return atomic_load_explicit(&agent_recording, memory_order_relaxed) ? HOOK_SLOW_THREAD : 0;
+}
+
 /*
  * The unusual cases of an enter (the caller holds the guard): 0 to go on and
  * hijack, 1 when the call must not be hijacked, HOOK_SLOW_MODULES to have
@@ -733,10 +793,13 @@ COLD static int enter_slow_cases(struct agent_thread *t, const struct stub_desc 
 				 uintptr_t *return_slot)
 {
 	if (t->returns_restored && return_slot < t->unwind_slot && !(desc->flags & STUB_FLAG_UNWINDER)) {
-		/* below an unwinder that walks (or a handler there): no hijack, or it would see it */
-		if (desc->func_id && !(desc->flags & STUB_FLAG_MODULES)) /* a timed call lost */
-			count_untimed(t, desc->func_id, AGG_DROP_UNDER_UNWINDER);
-		return 1;
+		/*
+		 * Called by an unwinder that walks (its personality routine, FDE
+		 * lookup, a backtrace callback) or a handler there: the unwinder
+		 * reads only the frames above its own, which stay restored, never
+		 * those of its callees, so the call is hijacked and timed as any.
+		 */
+		return desc->flags ? 1 : desc->func_id == 0;
 	}
 	if (t->returns_restored)
 		shadow_stack_rehijack(t, return_slot);
@@ -745,6 +808,10 @@ COLD static int enter_slow_cases(struct agent_thread *t, const struct stub_desc 
 	if (desc->flags & STUB_FLAG_UNWINDER) {
 		/* its own frame stays unhijacked: it is about to walk from it */
 		shadow_stack_restore_returns(t, return_slot);
+		return 1;
+	}
+	if (desc->flags & STUB_FLAG_GO_EXIT) {
+		go_exit_flush();
 		return 1;
 	}
 	if (desc->flags & STUB_FLAG_MODULES) /* timed never: the loader calls it mid-dlopen */
@@ -799,9 +866,7 @@ int profagent_enter_hook(const struct stub_desc *desc, uintptr_t *return_slot)
 	if (unlikely(agent_thread_guard) && enter_while_guarded(t, desc->func_id, return_slot))
 		return 0;
 	if (unlikely(!t))
-		return atomic_load_explicit(&agent_recording, memory_order_relaxed) ?
-			       HOOK_SLOW_THREAD :
-			       0;
+		return enter_without_thread(desc);
 	guard_take(return_slot);
 	/* before the recording check: frames hijacked earlier still need this */
 	if (unlikely(desc->flags | t->returns_restored) &&

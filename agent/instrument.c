@@ -60,8 +60,15 @@ static const char *const unwinder_functions[] = {
 };
 
 /* Returns the STUB_FLAG_* a function gets whatever the user selected, 0 for most. */
-static uint32_t stack_walk_flags(const char *name)
+static uint32_t stack_walk_flags(const struct elf_symbols *syms, const struct elf_function *fn)
 {
+	const char *name = fn->name;
+
+	if (elf_symbols_is_go(syms, fn->value, fn->size))
+		/* assembly: runtime.exit.abi0 since Go 1.17's register ABI, runtime.exit before */
+		return strcmp(name, "runtime.exit.abi0") == 0 || strcmp(name, "runtime.exit") == 0 ?
+			       STUB_FLAG_GO_EXIT :
+			       0;
 	for (size_t i = 0; i < sizeof(unwinder_functions) / sizeof(unwinder_functions[0]); i++)
 		if (strcmp(unwinder_functions[i], name) == 0)
 			return STUB_FLAG_UNWINDER;
@@ -87,6 +94,15 @@ static const char *non_abi_reason(const char *name)
 			return "finds its caller from its return address (dlopen/dlsym RTLD_NEXT)";
 	return NULL;
 }
+
+/*
+ * Go's runtime walks goroutine stacks by return address (stack copying, GC,
+ * tracebacks, panics): a hijacked one is "fatal error: unknown caller pc".
+ */
+#define GO_CODE_REASON "Go code: Go's runtime reads its return addresses (stack growth, GC, tracebacks)"
+#define GO_MODULE_REASON                                                                          \
+	"in a Go module without runtime.text/etext symbols (stripped): cannot be told apart " \
+	"from Go code, whose runtime reads return addresses"
 
 /* GCC's hot/cold splitting: NAME.cold or NAME.cold.N is a jump target, not a function. */
 static int is_cold_fragment(const char *name)
@@ -279,8 +295,9 @@ static uint64_t patchable_size(const struct loaded_module *m, const struct elf_s
 	return fn->size + stub_padding_after((const uint8_t *)(uintptr_t)addr, room, fn->size);
 }
 
-static const char *precheck(const struct loaded_module *m, const struct elf_symbols *syms,
-			    size_t i)
+/* Why fn's code cannot be patched, whoever wants it, or NULL. */
+static const char *precheck_code(const struct loaded_module *m, const struct elf_symbols *syms,
+				 size_t i)
 {
 	const struct elf_function *fn = &syms->functions[i];
 	uint64_t addr = m->base + fn->value;
@@ -299,6 +316,17 @@ static const char *precheck(const struct loaded_module *m, const struct elf_symb
 	if (patchable_size(m, syms, i) < PATCH_NEAR_LEN)
 		return "function shorter than the entry jump, with no padding after it";
 	return NULL;
+}
+
+/* Why fn cannot be timed, or NULL. */
+static const char *precheck(const struct loaded_module *m, const struct elf_symbols *syms,
+			    size_t i)
+{
+	const struct elf_function *fn = &syms->functions[i];
+
+	if (elf_symbols_is_go(syms, fn->value, fn->size))
+		return syms->go_text_hi ? GO_CODE_REASON : GO_MODULE_REASON;
+	return precheck_code(m, syms, i);
 }
 
 struct picked_function {
@@ -359,7 +387,7 @@ static void module_pick(struct module_job *job, const struct func_filter *filter
 		const struct elf_function *fn = &job->syms.functions[i];
 		int selected = module_selected &&
 			       selected_by_filter(filter, job->module->path, fn->name);
-		uint32_t flags = stack_walk_flags(fn->name);
+		uint32_t flags = stack_walk_flags(&job->syms, fn);
 		const char *why;
 
 		if (!selected && !flags)
@@ -368,6 +396,12 @@ static void module_pick(struct module_job *job, const struct func_filter *filter
 		why = precheck(job->module, &job->syms, i);
 		if (why && selected)
 			report_skip(r, fn->name, job->module_name, why);
+		if (flags & STUB_FLAG_GO_EXIT) { /* Go code: patched for its flag, never timed */
+			selected = 0;
+			why = precheck_code(job->module, &job->syms, i);
+		}
+		if (why && selected)
+			continue;
 		else if (why)
 			report_warn(r, "%s: unwinder %s left unpatched", job->module_name, fn->name);
 		else
@@ -396,7 +430,7 @@ static int module_prepare_one(struct module_job *job, const struct picked_functi
 {
 	const struct elf_function *fn = &job->syms.functions[p->index];
 	uint64_t addr = job->module->base + fn->value;
-	int unwinder = p->flags & (STUB_FLAG_UNWINDER | STUB_FLAG_MODULES);
+	int unwinder = p->flags & (STUB_FLAG_UNWINDER | STUB_FLAG_MODULES | STUB_FLAG_GO_EXIT);
 	int timed = p->selected && !unwinder;
 	uint32_t id = timed ? (uint32_t)r->n_functions + 1 : 0;
 	const char *why = NULL;

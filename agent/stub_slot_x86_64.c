@@ -12,6 +12,7 @@
 
 #include "agent/patcher.h"
 #include "trampolines/relocator_x86_64.h"
+#include "trampolines/return_slot_x86_64.h"
 #include "trampolines/trampoline_layout.h"
 
 _Static_assert(PATCH_NEAR_LEN == RELOCATOR_JMP_REL32_LEN, "near jump");
@@ -56,6 +57,12 @@ int stub_region_fill(struct stub_region *r, size_t slot, uint64_t func_addr, siz
 	if (!r->far && !code_in_reach(func_addr + PATCH_NEAR_LEN, sa, STUB_NEAR_REACH)) {
 		*reason = "no stub memory within reach of a 5-byte jump";
 		return -ERANGE;
+	}
+	/* a timed call's return is hijacked: code that reads it would see the trampoline */
+	if (func_id && return_slot_read_early((const uint8_t *)(uintptr_t)func_addr, func_size)) {
+		*reason = "reads its own return address (__builtin_return_address, dladdr of its "
+			  "caller): it would see the exit trampoline";
+		return -EPERM;
 	}
 	memset(s, 0xcc, STUB_SLOT_SIZE);
 	err = relocator_relocate((const uint8_t *)(uintptr_t)func_addr, func_size, func_addr,

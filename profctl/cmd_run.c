@@ -263,6 +263,14 @@ static int prepare(struct run_state *rs)
 	if (profctl_self_dir(dir, sizeof(dir)))
 		return -ELIBACC;
 	rs->foreign = foreign_arch_of(cmd_path, arch, sizeof(arch)) > 0;
+	/* qemu-ARCH PROG: qemu itself is often static, the program is what counts */
+	if (rs->opt.n_patterns && !rs->foreign && strncmp(command_name(rs), "qemu-", 5) != 0 &&
+	    command_is_static(cmd_path)) {
+		fprintf(stderr, "profctl: %s is statically linked: functions cannot be "
+				"instrumented; sampling and scheduler states only\n",
+			command_name(rs));
+		rs->opt.n_patterns = 0; /* the session goes on, without the agent */
+	}
 	snprintf(rs->agent_path, sizeof(rs->agent_path), "%s%s%s/libprofagent.so", dir,
 		 rs->foreign ? "/" : "", rs->foreign ? arch : "");
 	if (rs->opt.n_patterns && access(rs->agent_path, R_OK)) {

@@ -6,7 +6,8 @@
  * next to profctl: build/aarch64/ in the build tree, PKGLIBDIR/aarch64/
  * installed), and how it reaches the program: through QEMU_SET_ENV, which
  * qemu adds to the guest's environment only, so that qemu's own loader
- * (x86-64) never tries to preload an arm64 library.
+ * (x86-64) never tries to preload an arm64 library. Also whether the program
+ * is statically linked, which no preload reaches whatever its architecture.
  */
 #include <elf.h>
 #include <errno.h>
@@ -95,4 +96,33 @@ int foreign_arch_preload(const char *agent_path)
 	err = setenv("QEMU_SET_ENV", v, 1) ? -errno : 0;
 	free(v);
 	return err;
+}
+
+/*
+ * No PT_INTERP: no dynamic loader runs, so LD_PRELOAD loads nothing (a
+ * static-pie too, which has PT_DYNAMIC but relocates itself).
+ */
+int command_is_static(const char *cmd_path)
+{
+	Elf64_Ehdr eh;
+	Elf64_Phdr ph;
+	int fd = open(cmd_path, O_RDONLY | O_CLOEXEC), is_static = 0;
+
+	if (fd < 0)
+		return 0;
+	if (pread(fd, &eh, sizeof(eh), 0) != (ssize_t)sizeof(eh) ||
+	    memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 || eh.e_ident[EI_CLASS] != ELFCLASS64 ||
+	    eh.e_phentsize < sizeof(ph) || eh.e_phnum == 0)
+		goto out; /* a script, or unreadable: its interpreter is dynamic, we assume */
+	is_static = 1;
+	for (uint16_t i = 0; i < eh.e_phnum && is_static; i++) {
+		if (pread(fd, &ph, sizeof(ph), (off_t)(eh.e_phoff + (uint64_t)i * eh.e_phentsize)) !=
+		    (ssize_t)sizeof(ph))
+			is_static = 0;
+		else if (ph.p_type == PT_INTERP)
+			is_static = 0;
+	}
+out:
+	close(fd);
+	return is_static;
 }

@@ -31,6 +31,8 @@ int profctl_find_command(const char *cmd, char *out, size_t len);
 int foreign_arch_of(const char *cmd_path, char *arch, size_t len);
 /* In the child: the agent preloaded in qemu-user's guest only (QEMU_SET_ENV). */
 int foreign_arch_preload(const char *agent_path);
+/* 1 when cmd_path is an ELF program without a dynamic loader (nothing preloads into it). */
+int command_is_static(const char *cmd_path);
 
 struct trace_stream_stats;
 struct func_filter;

@@ -78,6 +78,12 @@
  */
 #define STUB_FLAG_SIGNS_RA_A 8u
 #define STUB_FLAG_SIGNS_RA_B 16u
+/*
+ * Go's runtime.exit: the process ends by a raw exit_group, no destructor
+ * runs; the enter hook has the flusher send everything first. Go code: never
+ * hijacked, never timed.
+ */
+#define STUB_FLAG_GO_EXIT 32u
 
 /* What the enter hook may ask the trampoline's slow path for. */
 #define HOOK_SLOW_THREAD 1  /* the thread's first call: set up its state, then ask again */
