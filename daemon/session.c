@@ -1192,9 +1192,9 @@ static void session_finish(struct server *srv, struct session *s)
 	if (s->writer) {
 		if (s->target)
 			write_func_totals(s);
-		perfetto_writer_flush(s->writer); /* a failure here is in the stats: where it was cut */
-		perfetto_writer_get_stats(s->writer, &st);
-		err = perfetto_writer_free(s->writer);
+		err = perfetto_writer_finish(s->writer);
+		perfetto_writer_get_stats(s->writer, &st); /* after: where a failure cut it */
+		perfetto_writer_free(s->writer);
 		s->writer = NULL;
 		st.bytes = (uint64_t)lseek(s->out_fd, 0, SEEK_CUR);
 		if (err)

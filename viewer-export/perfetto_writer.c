@@ -72,10 +72,16 @@ static uint64_t pw_now_ns(void)
 	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
+/* Whether packets still go out: not after a write error, nor after the closing packet. */
+static inline bool pw_keeps(const struct perfetto_writer *w)
+{
+	return !w->write_error && !w->finished;
+}
+
 /* The buffer goes to the sink (never waits); a ring may ask for a new chunk. */
 static void pw_handover(struct perfetto_writer *w)
 {
-	if (w->buf_len && !w->write_error)
+	if (w->buf_len && pw_keeps(w))
 		trace_sink_put(w->sink, w->buf, w->buf_len);
 	w->buf_len = 0; /* after a write error packets are counted, not kept */
 	w->write_error = trace_sink_write_error(w->sink);
@@ -115,11 +121,11 @@ static void pw_append(struct perfetto_writer *w, const uint8_t *p, size_t n)
 	if (PW_BUF_SIZE - w->buf_len < n)
 		pw_handover(w);
 	if (n > PW_BUF_SIZE) {
-		if (!w->write_error)
+		if (pw_keeps(w))
 			trace_sink_put(w->sink, p, n);
 		return;
 	}
-	if (!w->write_error) {
+	if (pw_keeps(w)) {
 		memcpy(w->buf + w->buf_len, p, n);
 		w->buf_len += n;
 	}
@@ -587,7 +593,7 @@ static void pw_emit_slice(struct perfetto_writer *w, struct pw_thread *t, uint64
 		p = pwb_put_varint(p, name_iid);
 	}
 	w->st.packets++;
-	if (!w->write_error) /* else counted, not kept */
+	if (pw_keeps(w)) /* else counted, not kept */
 		w->buf_len = (size_t)(p - w->buf);
 }
 
@@ -1146,12 +1152,12 @@ static int pw_write_window(struct perfetto_writer *w)
 	return 0;
 }
 
-int perfetto_writer_free(struct perfetto_writer *w)
+int perfetto_writer_finish(struct perfetto_writer *w)
 {
 	int ret;
 
-	if (!w)
-		return 0;
+	if (w->finished)
+		return w->write_error ? -w->write_error : 0;
 	if (!w->ring && !w->write_error) {
 		uint64_t before = w->st.packets;
 
@@ -1163,8 +1169,19 @@ int perfetto_writer_free(struct perfetto_writer *w)
 	ret = perfetto_writer_flush(w);
 	if (!ret && w->ring)
 		ret = pw_write_window(w);
+	w->finished = true; /* from now on packets are counted, not written */
+	return ret;
+}
+
+int perfetto_writer_free(struct perfetto_writer *w)
+{
+	int ret;
+
+	if (!w)
+		return 0;
+	ret = perfetto_writer_finish(w);
 	if (trace_sink_free(w->sink) < 0 && !ret)
-		ret = -w->write_error;
+		ret = -trace_sink_write_error(w->sink);
 	pw_free_names(&w->procs, offsetof(struct pw_proc, name));
 	pw_free_threads(&w->threads);
 	pw_free_names(&w->funcs, offsetof(struct pw_func, name));

@@ -282,9 +282,18 @@ int64_t perfetto_writer_snapshot(struct perfetto_writer *w, int fd);
 bool perfetto_writer_is_ring(const struct perfetto_writer *w);
 
 /*
- * Flushes (ring: writes the window to fd), then frees. Slices still open are left open (dur -1 in Perfetto):
- * the writer never invents an end. Does not close fd. Returns the first write
- * error (negative errno) seen over the writer's life, else 0.
+ * Ends the trace: the closing packet (PERFETTO_TRACE_END_KEY) after
+ * everything else, then a flush (ring: the window goes to fd). Packets after
+ * it are counted, not written. Returns the first write error (negative
+ * errno) seen over the writer's life, else 0; the stats then say where the
+ * file was cut. Once; perfetto_writer_free calls it if nobody did.
+ */
+int perfetto_writer_finish(struct perfetto_writer *w);
+
+/*
+ * Finishes (if not yet), then frees. Slices still open are left open (dur -1
+ * in Perfetto): the writer never invents an end. Does not close fd. Returns
+ * the first write error (negative errno) seen over the writer's life, else 0.
  */
 int perfetto_writer_free(struct perfetto_writer *w);
 

@@ -74,6 +74,7 @@ struct perfetto_writer {
 	int fd;
 	struct trace_sink *sink; /* where full buffers go (trace_sink.h) */
 	bool ring;               /* a flight recorder: chunks restart every sequence */
+	bool finished;           /* perfetto_writer_finish ran: nothing more is written */
 	bool chunk_due;          /* ring: restart at the next event (not inside a packet) */
 	bool compressed;
 	uint64_t handed_ns;      /* when the buffer last went to the sink */
