@@ -764,8 +764,9 @@ static void handle_agent_hello(struct server *srv, struct conn *c, const uint8_t
 	struct session *s = hello ? session_by_token(srv, hello->agent_token) : NULL;
 	uint8_t buf[64 * 1024];
 
-	/* The kernel's word on who connected, not the agent's. */
+	/* The kernel's word on who connected, not the agent's; a handed-over link serves its session. */
 	if (!s || s->agent || !s->target || c->peer.pid != s->target ||
+	    (c->bound_session && c->bound_session != s->id) ||
 	    access_start_time(s->target) != s->target_start_time) {
 		send_error(c, "no session for this agent");
 		goto out;
@@ -1378,6 +1379,52 @@ out:
 		profd__snapshot_request__free_unpacked(req, NULL);
 }
 
+/* A connected AF_UNIX stream socket made by the session's target (its creator, for a pair). */
+static const char *agent_link_refusal(const struct session *s, int fd)
+{
+	int type = 0, domain = 0;
+	socklen_t tlen = sizeof(type), dlen = sizeof(domain), plen = sizeof(struct ucred);
+	struct ucred peer;
+
+	if (fd < 0)
+		return "no descriptor came with it";
+	if (!s->attach_mode || s->agent || s->agent_seen)
+		return "the session has its agent";
+	if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tlen) || type != SOCK_STREAM ||
+	    getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &dlen) || domain != AF_UNIX ||
+	    getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &plen))
+		return "not a local stream socket";
+	if (peer.pid != s->target || access_start_time(s->target) != s->target_start_time)
+		return "its other end is not the target's";
+	return NULL;
+}
+
+/*
+ * attach: the client hands over the profd end of a socket pair that the
+ * target made (profctl took it with pidfd_getfd, with its ptrace rights), so
+ * the agent needs no path, mode or group to reach us. The kernel names the
+ * pair's creator, which must be this session's target; the agent on the
+ * other end still presents the token, and the link serves this session only.
+ */
+static void handle_agent_link(struct server *srv, struct session *s, struct conn *c)
+{
+	int fd = c->passed_fd;
+	const char *why = agent_link_refusal(s, fd);
+	struct conn *a = NULL;
+
+	c->passed_fd = -1;
+	if (!why && !(a = server_adopt(srv, fd)))
+		why = "too many connections";
+	if (why) {
+		session_error(s, "agent link refused: %s", why);
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	a->kind = CONN_AGENT;
+	a->bound_session = s->id;
+}
+
 void session_client_frame(struct server *srv, struct conn *c, uint32_t type,
 			  const uint8_t *payload, size_t len)
 {
@@ -1402,6 +1449,9 @@ void session_client_frame(struct server *srv, struct conn *c, uint32_t type,
 		break;
 	case FRAME_TARGET_EXITED:
 		handle_target_exited(s);
+		break;
+	case FRAME_AGENT_LINK:
+		handle_agent_link(srv, s, c);
 		break;
 	default:
 		send_error(c, "unexpected frame from the client");
