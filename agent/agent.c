@@ -332,8 +332,10 @@ static int agent_connect(const char *path)
 {
 	int fd = agent.link;
 
-	if (path[0])
+	if (path[0]) {
+		agent_link_close(); /* made, but profctl could not hand it over */
 		return frame_connect_unix(path);
+	}
 	agent.link = -1;
 	return fd >= 0 ? fd : -ENOTCONN;
 }

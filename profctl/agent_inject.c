@@ -7,15 +7,23 @@
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/sendfile.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/mono_clock.h"
 #include "profctl/agent_inject.h"
 #include "profctl/inject.h"
+#include "proto/frame.h"
+#include "proto/frame_io.h"
 
-#define AGENT_MODULE "libprofagent.so*"
+/* dlopen'ed from a memfd, the agent maps as /memfd:libprofagent.so; from a path, under its own name */
+#define AGENT_MODULE "*libprofagent.so*"
 #define CALL_TIMEOUT_MS 15000
 
 /* Calls symbol in the module; *ret is the int it returned. */
@@ -33,23 +41,138 @@ static int call_in_target(struct inject_target *t, const char *module, const cha
 	return r;
 }
 
-/* dlopen in the target, unless an earlier attach left the agent there. */
-static int load_agent(struct inject_target *t, const char *agent_path, char *err, size_t errlen)
+/* Closes a descriptor we made in the target: nothing of ours stays in /proc/PID/fd. */
+static void close_in_target(struct inject_target *t, int fd)
+{
+	uint64_t args[1] = { (uint64_t)fd };
+	char ignored_err[128];
+	int ignored;
+
+	call_in_target(t, "libc.so*", "close", args, 1, NULL, 0, false, &ignored, ignored_err,
+		       sizeof(ignored_err));
+}
+
+/* dlopen(path) as the target sees path; *handle 0 when its dlopen failed. */
+static int dlopen_in_target(struct inject_target *t, const char *path, uint64_t *handle,
+			    char *err, size_t errlen)
 {
 	uint64_t args[2] = { INJECT_DATA_ADDR, RTLD_NOW };
-	uint64_t addr, handle = 0;
-	int r;
+	uint64_t addr;
+	int r = inject_resolve(t, "libc.so*", "dlopen", &addr, err, errlen);
+
+	*handle = 0;
+	if (!r) /* dlopen allocates: the other threads run, so no lock they hold can block it */
+		r = inject_call(t, addr, args, 2, path, strlen(path) + 1, true, CALL_TIMEOUT_MS,
+				handle, err, errlen);
+	return r;
+}
+
+static int copy_file(const char *path, int out)
+{
+	int in = open(path, O_RDONLY | O_CLOEXEC), rc = 0;
+	struct stat st;
+	off_t off = 0;
+
+	if (in < 0 || fstat(in, &st))
+		rc = -errno;
+	while (!rc && off < st.st_size)
+		if (sendfile(out, in, &off, (size_t)(st.st_size - off)) <= 0)
+			rc = errno ? -errno : -EIO;
+	if (in >= 0)
+		close(in);
+	return rc;
+}
+
+/*
+ * A memfd made by the target's libc and filled from here (pidfd_getfd): the
+ * agent needs no path in the target's mount namespace, nor one its user may
+ * read. Returns its descriptor in the target; -ENOENT (no memfd_create in
+ * its libc) and -ENOSYS (no pidfd_getfd) say to load from the path instead.
+ */
+static int agent_memfd(struct inject_target *t, const char *agent_path, char *err, size_t errlen)
+{
+	static const char name[] = "libprofagent.so";
+	uint64_t args[2] = { INJECT_DATA_ADDR, MFD_CLOEXEC };
+	int remote, local, r;
+
+	r = call_in_target(t, "libc.so*", "memfd_create", args, 2, name, sizeof(name), false,
+			   &remote, err, errlen);
+	if (!r && remote < 0) {
+		snprintf(err, errlen, "memfd_create failed in the target");
+		r = -ENOMEM;
+	}
+	if (r)
+		return r;
+	local = inject_take_fd(t, remote, err, errlen);
+	r = local < 0 ? local : copy_file(agent_path, local);
+	if (local >= 0)
+		close(local);
+	if (r && local >= 0)
+		snprintf(err, errlen, "cannot copy %s into the target: %s", agent_path, strerror(-r));
+	if (r)
+		close_in_target(t, remote);
+	return r ? r : remote;
+}
+
+/*
+ * dlopen in the target, unless an earlier attach left the agent there: from
+ * a memfd through /proc/self/fd/N, or, where that cannot be made, from
+ * agent_path (which must then exist in the target's view).
+ */
+static int load_agent(struct inject_target *t, const char *agent_path, char *err, size_t errlen)
+{
+	char fd_path[64];
+	uint64_t handle;
+	int memfd, r;
 
 	if (inject_has_module(t, AGENT_MODULE))
 		return 0;
-	r = inject_resolve(t, "libc.so*", "dlopen", &addr, err, errlen);
-	if (!r) /* dlopen allocates: the other threads run, so no lock they hold can block it */
-		r = inject_call(t, addr, args, 2, agent_path, strlen(agent_path) + 1, true,
-				CALL_TIMEOUT_MS, &handle, err, errlen);
-	if (!r && handle == 0) {
-		snprintf(err, errlen, "the target could not load %s (dlopen failed)", agent_path);
-		r = -ENOEXEC;
+	memfd = agent_memfd(t, agent_path, err, errlen);
+	if (memfd == -ENOENT || memfd == -ENOSYS) {
+		r = dlopen_in_target(t, agent_path, &handle, err, errlen);
+		if (!r && !handle)
+			snprintf(err, errlen, "the target could not load %s (dlopen failed)",
+				 agent_path);
+		return r ? r : (handle ? 0 : -ENOEXEC);
 	}
+	if (memfd < 0)
+		return memfd;
+	snprintf(fd_path, sizeof(fd_path), "/proc/self/fd/%d", memfd);
+	r = dlopen_in_target(t, fd_path, &handle, err, errlen);
+	close_in_target(t, memfd); /* the mapping keeps the memfd alive */
+	if (!r && !handle)
+		snprintf(err, errlen, "the target could not load the agent from a memfd (dlopen of "
+			 "%s failed: no /proc in its mount namespace?)", fd_path);
+	return r ? r : (handle ? 0 : -ENOEXEC);
+}
+
+/*
+ * The agent's connection to profd: a socket pair made in the target, whose
+ * profd end we take (pidfd_getfd) and hand to profd on the session's own
+ * connection, then close in the target. Neither the target's uid nor its
+ * mount namespace matter. -ENOENT (an older agent) and -ENOSYS (no
+ * pidfd_getfd) say to connect to the socket path instead.
+ */
+static int link_agent(struct inject_target *t, int daemon_fd, char *err, size_t errlen)
+{
+	int remote, local, r;
+
+	r = call_in_target(t, AGENT_MODULE, "profagent_link_open", NULL, 0, NULL, 0, false,
+			   &remote, err, errlen);
+	if (!r && remote < 0) {
+		snprintf(err, errlen, "the agent could not make its link: %s", strerror(-remote));
+		r = remote;
+	}
+	if (r)
+		return r;
+	local = inject_take_fd(t, remote, err, errlen);
+	close_in_target(t, remote);
+	if (local < 0)
+		return local;
+	r = frame_send(daemon_fd, FRAME_AGENT_LINK, NULL, 0, local);
+	close(local);
+	if (r)
+		snprintf(err, errlen, "cannot hand the agent's link to profd: %s", strerror(-r));
 	return r;
 }
 
@@ -89,19 +212,40 @@ static int commit_patches(struct inject_target *t, int *patched, double *pause_m
 	return r;
 }
 
-int agent_inject_start(pid_t pid, const char *agent_path, const char *socket_path,
-			const char *token, int *patched, double *pause_ms, char *err, size_t errlen)
+/* The agent joins the session: through a link where it can, else the socket path. */
+static int join_session(struct inject_target *t, const struct agent_inject_session *sess,
+			char *err, size_t errlen)
 {
-	struct inject_target *t;
 	char connect_info[512];
 	uint64_t args[1] = { INJECT_DATA_ADDR };
+	int r = link_agent(t, sess->daemon_fd, err, errlen), ret;
+
+	if (r && r != -ENOENT && r != -ENOSYS)
+		return r;
+	/* an empty path: the link */
+	snprintf(connect_info, sizeof(connect_info), "%s\n%s", r ? sess->socket_path : "",
+		 sess->token);
+	r = call_in_target(t, AGENT_MODULE, "profagent_attach", args, 1, connect_info,
+			   strlen(connect_info) + 1, true, &ret, err, errlen);
+	if (!r && ret < 0) {
+		snprintf(err, errlen, "the agent could not start: %s", strerror(-ret));
+		r = ret;
+	}
+	return r;
+}
+
+int agent_inject_start(pid_t pid, const char *agent_path, const struct agent_inject_session *sess,
+		       int *patched, double *pause_ms, char *err, size_t errlen)
+{
+	struct inject_target *t;
 	int r, ret = 0;
 
 	r = inject_attach(pid, &t, err, errlen);
 	if (r)
 		return r;
-	snprintf(connect_info, sizeof(connect_info), "%s\n%s", socket_path, token);
-	r = load_agent(t, agent_path, err, errlen);
+	r = inject_module_file(t, agent_path);
+	if (!r)
+		r = load_agent(t, agent_path, err, errlen);
 	if (!r) /* an earlier session whose daemon died may have left its patches */
 		r = call_in_target(t, AGENT_MODULE, "profagent_reset_stale", NULL, 0, NULL, 0,
 				   false, &ret, err, errlen);
@@ -111,16 +255,11 @@ int agent_inject_start(pid_t pid, const char *agent_path, const char *socket_pat
 		r = -EBUSY;
 	}
 	if (!r)
-		r = call_in_target(t, AGENT_MODULE, "profagent_attach", args, 1, connect_info,
-				   strlen(connect_info) + 1, true, &ret, err, errlen);
-	if (!r && ret < 0) {
-		snprintf(err, errlen, "the agent could not start: %s", strerror(-ret));
-		r = ret;
-	}
+		r = join_session(t, sess, err, errlen);
 	if (!r)
 		r = commit_patches(t, patched, pause_ms, err, errlen);
 	if (r && ret == 0 && inject_has_module(t, AGENT_MODULE)) {
-		int ignored; /* the agent started but could not patch: let it leave */
+		int ignored; /* the agent is ours but could not start or patch: let it leave */
 
 		call_in_target(t, AGENT_MODULE, "profagent_stop", NULL, 0, NULL, 0, true, &ignored,
 			       err + strlen(err), errlen - strlen(err));
@@ -130,7 +269,7 @@ int agent_inject_start(pid_t pid, const char *agent_path, const char *socket_pat
 }
 
 /* Original bytes back with every thread stopped, then the agent drains and leaves. */
-int agent_inject_remove(pid_t pid, char *err, size_t errlen)
+int agent_inject_remove(pid_t pid, const char *agent_path, char *err, size_t errlen)
 {
 	struct inject_target *t;
 	int r, ret = 0;
@@ -138,6 +277,11 @@ int agent_inject_remove(pid_t pid, char *err, size_t errlen)
 	r = inject_attach(pid, &t, err, errlen);
 	if (r)
 		return r;
+	if (inject_module_file(t, agent_path)) {
+		snprintf(err, errlen, "out of memory");
+		inject_detach(t);
+		return -ENOMEM;
+	}
 	if (!inject_has_module(t, AGENT_MODULE)) {
 		snprintf(err, errlen, "PID %d has no profd agent", (int)pid);
 		inject_detach(t);

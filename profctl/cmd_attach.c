@@ -182,7 +182,8 @@ static int agent_path_next_to_us(char *buf, size_t len)
 }
 
 /* Attached and recording: wait, then put everything back and report. */
-static int record_and_detach(struct session_client *c, pid_t pid, int signal_fd)
+static int record_and_detach(struct session_client *c, pid_t pid, const char *agent,
+			     int signal_fd)
 {
 	char err[512] = "";
 	enum stop_cause why = wait_for_stop(c, pid, c->opt->duration_s, signal_fd);
@@ -196,7 +197,7 @@ static int record_and_detach(struct session_client *c, pid_t pid, int signal_fd)
 		fprintf(stderr, "profctl: session stopped by profctl stop: detaching\n");
 	if (why == STOP_SIGNAL || why == STOP_DURATION || why == STOP_DAEMON ||
 	    why == STOP_REQUESTED) {
-		if (agent_inject_remove(pid, err, sizeof(err)) && kill(pid, 0) == 0)
+		if (agent_inject_remove(pid, agent, err, sizeof(err)) && kill(pid, 0) == 0)
 			fprintf(stderr, "profctl: detaching from PID %d: %s\n", (int)pid, err);
 		else if (c->opt->verbose)
 			fprintf(stderr, "profctl: detached in %.1f ms\n", seconds_since(&t0) * 1e3);
@@ -239,8 +240,9 @@ int cmd_attach(int argc, char **argv)
 		return 1;
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	r = opt.n_patterns ? agent_inject_start(pid, agent, client.link.socket_path, token, &patched,
-					  &pause_ms, err, sizeof(err))
+	r = opt.n_patterns ? agent_inject_start(pid, agent, &(struct agent_inject_session){
+							client.link.fd, client.link.socket_path, token },
+						&patched, &pause_ms, err, sizeof(err))
 			   : 0;
 	if (r && target_gone(pid)) /* what failed is of no interest: it died under us */
 		snprintf(err, sizeof(err), "PID %d exited during the attach", (int)pid);
@@ -255,7 +257,7 @@ int cmd_attach(int argc, char **argv)
 			"profctl: attached to PID %d (%s) in %.1f ms, %d jumps written while "
 			"stopped for %.1f ms\n",
 			(int)pid, comm, seconds_since(&t0) * 1e3, patched, pause_ms);
-	r = record_and_detach(&client, pid, signal_fd);
+	r = record_and_detach(&client, pid, agent, signal_fd);
 	session_client_close(&client);
 	close(signal_fd);
 	return r ? 1 : 0;
@@ -263,14 +265,16 @@ int cmd_attach(int argc, char **argv)
 
 int cmd_detach(int argc, char **argv)
 {
-	char err[512] = "";
+	char err[512] = "", agent[PATH_MAX + 32];
 	pid_t pid;
 
 	if (argc != 2 || parse_pid(argv[1], &pid)) {
 		fprintf(stderr, "usage: profctl detach PID\n");
 		return 2;
 	}
-	if (agent_inject_remove(pid, err, sizeof(err))) {
+	if (agent_path_next_to_us(agent, sizeof(agent)))
+		agent[0] = '\0'; /* symbols from map_files only (root), or an agent loaded by path */
+	if (agent_inject_remove(pid, agent, err, sizeof(err))) {
 		fprintf(stderr, "profctl: cannot detach from PID %d: %s\n", (int)pid, err);
 		return 1;
 	}

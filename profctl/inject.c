@@ -538,5 +538,33 @@ void inject_detach(struct inject_target *t)
 		close(t->mem_fd);
 	free(t->threads);
 	free(t->lockers);
+	free(t->module_file);
 	free(t);
+}
+
+int inject_module_file(struct inject_target *t, const char *path)
+{
+	char *copy = strdup(path);
+
+	if (!copy)
+		return -ENOMEM;
+	free(t->module_file);
+	t->module_file = copy;
+	return 0;
+}
+
+int inject_take_fd(struct inject_target *t, int remote_fd, char *err, size_t errlen)
+{
+	int pidfd = (int)syscall(SYS_pidfd_open, t->pid, 0), fd, e;
+
+	if (pidfd < 0)
+		return inject_fail(err, errlen, -errno, "pidfd_open(%d): %s", t->pid,
+				   strerror(errno));
+	fd = (int)syscall(SYS_pidfd_getfd, pidfd, remote_fd, 0);
+	e = errno;
+	close(pidfd);
+	if (fd < 0)
+		return inject_fail(err, errlen, -e, "cannot take descriptor %d of PID %d: %s",
+				   remote_fd, t->pid, strerror(e));
+	return fd;
 }

@@ -67,6 +67,7 @@ struct inject_target {
 	struct addr_range *lockers; /* code of libc, ld.so, allocators: not a safe point */
 	size_t n_lockers;
 	size_t xstate_size;    /* NT_X86_XSTATE size; 0: only PTRACE_GETFPREGS works */
+	char *module_file;     /* local copy of a module loaded from a memfd (inject_module_file) */
 	bool exited;
 	bool execed;           /* a thread called execve since: addresses are stale */
 };

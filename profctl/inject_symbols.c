@@ -31,6 +31,8 @@
 
 #include "profctl/inject_internal.h"
 
+#define LOCAL_COPY_CHECK (64 * 1024) /* the first segment's headers and symbols, at most */
+
 /* ---- symbols ----------------------------------------------------------- */
 
 /* [off, off + size) inside a buffer of len bytes, or NULL; no overflow possible. */
@@ -152,26 +154,53 @@ static int elf_lookup(const uint8_t *p, size_t len, const Elf64_Ehdr *eh, const 
 }
 
 /*
+ * A deleted mapping that is our own local file, loaded through a memfd: the
+ * mapped first segment (ELF headers, build id, dynamic symbols) must equal
+ * the file's, or its symbols could be another build's. -ESTALE if not.
+ */
+static int open_local_copy(const struct inject_target *t, const struct map_entry *m)
+{
+	size_t len = m->end - m->start < LOCAL_COPY_CHECK ? m->end - m->start : LOCAL_COPY_CHECK;
+	char *mapped = malloc(len), *ours = malloc(len);
+	int fd = open(t->module_file, O_RDONLY | O_CLOEXEC), rc = 0;
+
+	if (fd < 0 || !mapped || !ours)
+		rc = fd < 0 ? -errno : -ENOMEM;
+	else if (pread(t->mem_fd, mapped, len, (off_t)m->start) != (ssize_t)len ||
+		 pread(fd, ours, len, (off_t)m->offset) != (ssize_t)len || memcmp(mapped, ours, len))
+		rc = -ESTALE;
+	free(mapped);
+	free(ours);
+	if (rc && fd >= 0)
+		close(fd);
+	return rc ? rc : fd;
+}
+
+/*
  * The file behind a mapping, through the target's root; once replaced (a
  * package upgrade), only map_files has the mapped version (CAP_SYS_ADMIN).
+ * A memfd (our agent) is deleted from the start: without CAP_SYS_ADMIN, the
+ * local file it was filled from stands in, once proven identical.
  */
-static int open_mapped_file(pid_t pid, const struct map_entry *m)
+static int open_mapped_file(const struct inject_target *t, const struct map_entry *m)
 {
 	char path[PATH_MAX + 64];
 	int fd;
 
 	if (m->deleted)
-		snprintf(path, sizeof(path), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, pid,
+		snprintf(path, sizeof(path), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, t->pid,
 			 m->start, m->end);
 	else
-		snprintf(path, sizeof(path), "/proc/%d/root%s", pid, m->path);
+		snprintf(path, sizeof(path), "/proc/%d/root%s", t->pid, m->path);
 	/* O_NONBLOCK: the target's owner may have put a FIFO there meanwhile. */
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0 && m->deleted && t->module_file && strncmp(m->path, "/memfd:", 7) == 0)
+		return open_local_copy(t, m);
 	return fd < 0 ? -errno : fd;
 }
 
 /* Address of symbol in the module mapped by m (the module's first mapping). */
-static int resolve_in_file(pid_t pid, const struct map_entry *m, const char *symbol,
+static int resolve_in_file(const struct inject_target *t, const struct map_entry *m, const char *symbol,
 			   uint64_t *addr, bool *ifunc, char *err, size_t errlen)
 {
 	struct elf_hit hit = { 0 };
@@ -179,7 +208,7 @@ static int resolve_in_file(pid_t pid, const struct map_entry *m, const char *sym
 	Elf64_Ehdr eh;
 	struct stat st;
 	uint8_t *p;
-	int fd = open_mapped_file(pid, m), rc;
+	int fd = open_mapped_file(t, m), rc;
 
 	if (fd < 0)
 		return inject_fail(err, errlen, fd, "cannot open %s: %s", m->path, strerror(-fd));
@@ -233,7 +262,7 @@ int inject_resolve(struct inject_target *t, const char *module_glob, const char 
 			    t->pid);
 	rc = find_module(t->pid, module_glob, &maps, &m);
 	if (!rc)
-		rc = resolve_in_file(t->pid, &m, symbol, addr, &ifunc, err, errlen);
+		rc = resolve_in_file(t, &m, symbol, addr, &ifunc, err, errlen);
 	else if (rc == -ENOENT)
 		inject_fail(err, errlen, rc, "no module matching %s in PID %d", module_glob, t->pid);
 	else
