@@ -31,6 +31,7 @@
 #include "daemon/symbols/kernel_symbols.h"
 #include "daemon/sampling/sample_pipeline.h"
 #include "daemon/sampling/sampler.h"
+#include "daemon/pid_ns.h"
 #include "daemon/session.h"
 #include "daemon/sampling/stub_map.h"
 #include "daemon/symbols/symbols.h"
@@ -85,6 +86,7 @@ struct session {
 	struct dwarf_unwinder *unwinder; /* NULL: frame-pointer callchains only */
 	struct call_stacks *calls;       /* the agent's shadow stacks, replayed */
 	struct stub_map *stubs;          /* where the agent's stubs are */
+	struct pid_ns_map *pid_ns;       /* NULL: the target numbers its threads as we do */
 	struct sched_session *sched;     /* NULL: no scheduler states (sched_why says why) */
 	bool sched_off;                  /* --sched off */
 	char sched_why[192];
@@ -156,6 +158,7 @@ static void send_error(struct conn *c, const char *msg)
 
 static void session_free(struct session *s)
 {
+	pid_ns_map_free(s->pid_ns);
 	func_registry_free(&s->funcs);
 	func_stats_free(s->stats);
 	event_decoder_free(s->decoder);
@@ -739,7 +742,15 @@ static void on_thread_drops(void *ctx, uint32_t tid, const struct decoded_thread
 	func_stats_thread_drops(s->stats, tid, td);
 }
 
+static uint32_t on_map_tid(void *ctx, uint32_t agent_tid)
+{
+	struct session *s = ctx;
+
+	return pid_ns_map_host_tid(s->pid_ns, agent_tid);
+}
+
 static const struct event_decoder_callbacks decoder_cb = {
+	.map_tid = on_map_tid,
 	.events = on_events,
 	.func_agg = on_func_agg,
 	.thread_drops = on_thread_drops,
@@ -782,6 +793,9 @@ static void handle_agent_hello(struct server *srv, struct conn *c, const uint8_t
 		send_error(c, "out of memory");
 		goto out;
 	}
+	if (!s->pid_ns && (s->pid_ns = pid_ns_map_new(s->target)))
+		server_log("session %" PRIu64 ": PID %d is %d in its own PID namespace: thread ids "
+			   "translated", s->id, (int)s->target, (int)pid_ns_map_ns_pid(s->pid_ns));
 	s->agent = c;
 	s->agent_seen = 1;
 	/* it patches before its table arrives: samples wait for the table and the events */
