@@ -21,14 +21,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-wait_for() { # file, extended regex: up to 10 s
-	for _ in $(seq 200); do
-		grep -qE "$2" "$1" 2>/dev/null && return 0
-		sleep 0.05
-	done
-	return 1
-}
-
 if [ "$(id -u)" -ne 0 ]; then
 	skip "not root: attaching to another user's service needs root"
 	finish
