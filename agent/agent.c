@@ -52,11 +52,12 @@ enum agent_state { AGENT_IDLE, AGENT_PREPARED, AGENT_ACTIVE, AGENT_UNPATCHED };
 static struct {
 	enum agent_state state;
 	int sock;
+	int link;                     /* our end of a socket pair for profd, until attach takes it */
 	struct instrument_plan plan;
 	struct func_filter *filter;   /* kept for modules loaded later */
 	struct table_cursor { size_t functions, skipped, warnings; uint32_t matched; } sent;
 	int atfork_registered;
-} agent = { .sock = -1 };
+} agent = { .sock = -1, .link = -1 };
 
 /*
  * Before anything can be patched, and wherever the agent's objects are linked
@@ -314,7 +315,29 @@ static void atfork_child(void)
 	atomic_store(&agent_recording, 0);
 	flusher_forget_after_fork();
 	agent.sock = -1;
+	agent.link = -1;
 	agent.state = AGENT_IDLE;
+}
+
+/* The pair's end profctl did not take to profd: an attach that gave up before it connected. */
+static void agent_link_close(void)
+{
+	if (agent.link >= 0)
+		close(agent.link);
+	agent.link = -1;
+}
+
+/* "" connects through the socket pair profagent_link_open made; else to the socket at path. */
+static int agent_connect(const char *path)
+{
+	int fd = agent.link;
+
+	if (path[0]) {
+		agent_link_close(); /* made, but profctl could not hand it over */
+		return frame_connect_unix(path);
+	}
+	agent.link = -1;
+	return fd >= 0 ? fd : -ENOTCONN;
 }
 
 static void agent_close(void)
@@ -322,6 +345,7 @@ static void agent_close(void)
 	if (agent.sock >= 0)
 		close(agent.sock);
 	agent.sock = -1;
+	agent_link_close();
 	instrument_plan_free(&agent.plan);
 	func_filter_free(agent.filter);
 	agent.filter = NULL;
@@ -342,7 +366,7 @@ static int agent_prepare(const char *path, const char *token)
 	if (threads_init() || (!agent.atfork_registered && pthread_atfork(NULL, NULL, atfork_child)))
 		return -ENOMEM;
 	agent.atfork_registered = 1;
-	agent.sock = frame_connect_unix(path);
+	agent.sock = agent_connect(path);
 	if (agent.sock < 0)
 		return agent.sock;
 	if (send_hello(agent.sock, token) < 0 || !(cfg = receive_config(agent.sock))) {
@@ -406,9 +430,30 @@ static int agent_commit(const uint64_t *ips, size_t n_ips, int all_or_nothing)
 }
 
 /*
+ * profctl attach, step 0 (other threads running): a socket pair to reach
+ * profd by, for a target that cannot open profd's socket (another user) or
+ * see it (another mount namespace). The agent keeps one end; the other's
+ * number is returned for profctl to take (pidfd_getfd, with its ptrace
+ * rights), hand to profd and close here. Returns it, or a negative errno.
+ */
+__attribute__((visibility("default"))) int profagent_link_open(void)
+{
+	int sv[2];
+
+	if (agent.state != AGENT_IDLE)
+		return -EBUSY;
+	agent_link_close();
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
+		return -errno;
+	agent.link = sv[0];
+	return sv[1];
+}
+
+/*
  * profctl attach, step 1 (other threads running): connect to profd and
  * present the session token, given as one string "SOCKET_PATH\nTOKEN" (one
- * block of data for the remote call), then build the stubs. Returns 0 or a
+ * block of data for the remote call), then build the stubs. An empty
+ * SOCKET_PATH takes the link profagent_link_open made. Returns 0 or a
  * negative errno.
  */
 __attribute__((visibility("default"))) int profagent_attach(const char *socket_and_token)
@@ -468,6 +513,8 @@ __attribute__((visibility("default"))) int profagent_stop(void)
 {
 	int err;
 
+	if (agent.state == AGENT_IDLE)
+		agent_link_close(); /* attach gave up before its step 1 */
 	if (agent.state != AGENT_UNPATCHED && agent.state != AGENT_PREPARED)
 		return -EINVAL;
 	agent_thread_guard = 1;

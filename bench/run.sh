@@ -59,6 +59,9 @@ echo
 "$ROOT/bench/attach.sh" "$BUILD"
 
 echo
+"$ROOT/bench/attach_service.sh" "$BUILD"
+
+echo
 echo "== unwind: DWARF unwinding cost per sample in the daemon (libdwfl), spin and qsort =="
 # unwind_cost exits non-zero when it has no samples or a module failed to load.
 rc=0

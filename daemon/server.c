@@ -335,12 +335,32 @@ static void server_refuse_one(struct server *srv, const char *why)
 	srv->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 }
 
+/* A connection for fd, in the loop; the peer is whoever SO_PEERCRED names. NULL: fd is the caller's. */
+static struct conn *conn_new(struct server *srv, int fd)
+{
+	socklen_t len = sizeof(struct ucred);
+	struct conn *c = calloc(1, sizeof(*c));
+
+	if (!c || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &c->peer, &len) ||
+	    epoll_add(srv->epoll_fd, fd, c)) {
+		free(c);
+		return NULL;
+	}
+	c->fd = fd;
+	c->srv = srv;
+	c->passed_fd = -1;
+	c->last_read_ns = mono_clock_ns();
+	frame_reader_init(&c->reader);
+	c->next = srv->conns;
+	srv->conns = c;
+	srv->n_conns++;
+	return c;
+}
+
 static void server_accept(struct server *srv)
 {
 	for (;;) {
-		socklen_t len = sizeof(struct ucred);
 		int fd;
-		struct conn *c;
 
 		if (srv->n_conns >= CONN_MAX) {
 			server_refuse_one(srv, "too many connections");
@@ -353,22 +373,20 @@ static void server_accept(struct server *srv)
 			return;
 		}
 		srv->told_full = false;
-		c = calloc(1, sizeof(*c));
-		if (!c || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &c->peer, &len) ||
-		    epoll_add(srv->epoll_fd, fd, c)) {
-			free(c);
+		if (!conn_new(srv, fd))
 			close(fd);
-			continue;
-		}
-		c->fd = fd;
-		c->srv = srv;
-		c->passed_fd = -1;
-		c->last_read_ns = mono_clock_ns();
-		frame_reader_init(&c->reader);
-		c->next = srv->conns;
-		srv->conns = c;
-		srv->n_conns++;
 	}
+}
+
+struct conn *server_adopt(struct server *srv, int fd)
+{
+	int flags = fcntl(fd, F_GETFL);
+
+	if (srv->n_conns >= CONN_MAX)
+		return NULL;
+	if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK))
+		return NULL;
+	return conn_new(srv, fd);
 }
 
 static void conn_free(struct server *srv, struct conn *c)

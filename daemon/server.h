@@ -35,6 +35,7 @@ struct conn {
 	struct frame_reader reader;
 	int passed_fd;            /* last SCM_RIGHTS descriptor received, -1 if none */
 	struct session *session;
+	uint64_t bound_session;   /* an agent link a client handed over: only this session's agent */
 	bool closing;
 	bool session_told;        /* session_conn_closed() ran: only queued output remains */
 	/* frames the peer has not taken yet, bounded by CONN_OUT_MAX */
@@ -91,6 +92,14 @@ void server_sched_put(struct server *srv);
  * CONN_OUT_MAX bytes pile up is dropped. Returns 0, or a negative errno when
  * the connection is closing or was dropped.
  */
+/*
+ * Serves fd, a connected socket a client handed over (an agent link), as a
+ * connection of its own; its peer is the socket's SO_PEERCRED. Makes it
+ * non-blocking. Returns the connection, or NULL (over CONN_MAX, out of
+ * memory): fd is then still the caller's to close.
+ */
+struct conn *server_adopt(struct server *srv, int fd);
+
 int conn_send(struct conn *c, uint32_t type, const void *payload, size_t len);
 void conn_close_later(struct conn *c);
 

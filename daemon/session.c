@@ -31,6 +31,7 @@
 #include "daemon/symbols/kernel_symbols.h"
 #include "daemon/sampling/sample_pipeline.h"
 #include "daemon/sampling/sampler.h"
+#include "daemon/pid_ns.h"
 #include "daemon/session.h"
 #include "daemon/sampling/stub_map.h"
 #include "daemon/symbols/symbols.h"
@@ -85,6 +86,7 @@ struct session {
 	struct dwarf_unwinder *unwinder; /* NULL: frame-pointer callchains only */
 	struct call_stacks *calls;       /* the agent's shadow stacks, replayed */
 	struct stub_map *stubs;          /* where the agent's stubs are */
+	struct pid_ns_map *pid_ns;       /* NULL: the target numbers its threads as we do */
 	struct sched_session *sched;     /* NULL: no scheduler states (sched_why says why) */
 	bool sched_off;                  /* --sched off */
 	char sched_why[192];
@@ -156,6 +158,7 @@ static void send_error(struct conn *c, const char *msg)
 
 static void session_free(struct session *s)
 {
+	pid_ns_map_free(s->pid_ns);
 	func_registry_free(&s->funcs);
 	func_stats_free(s->stats);
 	event_decoder_free(s->decoder);
@@ -739,7 +742,15 @@ static void on_thread_drops(void *ctx, uint32_t tid, const struct decoded_thread
 	func_stats_thread_drops(s->stats, tid, td);
 }
 
+static uint32_t on_map_tid(void *ctx, uint32_t agent_tid)
+{
+	struct session *s = ctx;
+
+	return pid_ns_map_host_tid(s->pid_ns, agent_tid);
+}
+
 static const struct event_decoder_callbacks decoder_cb = {
+	.map_tid = on_map_tid,
 	.events = on_events,
 	.func_agg = on_func_agg,
 	.thread_drops = on_thread_drops,
@@ -764,8 +775,9 @@ static void handle_agent_hello(struct server *srv, struct conn *c, const uint8_t
 	struct session *s = hello ? session_by_token(srv, hello->agent_token) : NULL;
 	uint8_t buf[64 * 1024];
 
-	/* The kernel's word on who connected, not the agent's. */
+	/* The kernel's word on who connected, not the agent's; a handed-over link serves its session. */
 	if (!s || s->agent || !s->target || c->peer.pid != s->target ||
+	    (c->bound_session && c->bound_session != s->id) ||
 	    access_start_time(s->target) != s->target_start_time) {
 		send_error(c, "no session for this agent");
 		goto out;
@@ -781,6 +793,9 @@ static void handle_agent_hello(struct server *srv, struct conn *c, const uint8_t
 		send_error(c, "out of memory");
 		goto out;
 	}
+	if (!s->pid_ns && (s->pid_ns = pid_ns_map_new(s->target)))
+		server_log("session %" PRIu64 ": PID %d is %d in its own PID namespace: thread ids "
+			   "translated", s->id, (int)s->target, (int)pid_ns_map_ns_pid(s->pid_ns));
 	s->agent = c;
 	s->agent_seen = 1;
 	/* it patches before its table arrives: samples wait for the table and the events */
@@ -1400,6 +1415,52 @@ out:
 		profd__snapshot_request__free_unpacked(req, NULL);
 }
 
+/* A connected AF_UNIX stream socket made by the session's target (its creator, for a pair). */
+static const char *agent_link_refusal(const struct session *s, int fd)
+{
+	int type = 0, domain = 0;
+	socklen_t tlen = sizeof(type), dlen = sizeof(domain), plen = sizeof(struct ucred);
+	struct ucred peer;
+
+	if (fd < 0)
+		return "no descriptor came with it";
+	if (!s->attach_mode || s->agent || s->agent_seen)
+		return "the session has its agent";
+	if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tlen) || type != SOCK_STREAM ||
+	    getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &dlen) || domain != AF_UNIX ||
+	    getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &plen))
+		return "not a local stream socket";
+	if (peer.pid != s->target || access_start_time(s->target) != s->target_start_time)
+		return "its other end is not the target's";
+	return NULL;
+}
+
+/*
+ * attach: the client hands over the profd end of a socket pair that the
+ * target made (profctl took it with pidfd_getfd, with its ptrace rights), so
+ * the agent needs no path, mode or group to reach us. The kernel names the
+ * pair's creator, which must be this session's target; the agent on the
+ * other end still presents the token, and the link serves this session only.
+ */
+static void handle_agent_link(struct server *srv, struct session *s, struct conn *c)
+{
+	int fd = c->passed_fd;
+	const char *why = agent_link_refusal(s, fd);
+	struct conn *a = NULL;
+
+	c->passed_fd = -1;
+	if (!why && !(a = server_adopt(srv, fd)))
+		why = "too many connections";
+	if (why) {
+		session_error(s, "agent link refused: %s", why);
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	a->kind = CONN_AGENT;
+	a->bound_session = s->id;
+}
+
 void session_client_frame(struct server *srv, struct conn *c, uint32_t type,
 			  const uint8_t *payload, size_t len)
 {
@@ -1424,6 +1485,9 @@ void session_client_frame(struct server *srv, struct conn *c, uint32_t type,
 		break;
 	case FRAME_TARGET_EXITED:
 		handle_target_exited(s);
+		break;
+	case FRAME_AGENT_LINK:
+		handle_agent_link(srv, s, c);
 		break;
 	default:
 		send_error(c, "unexpected frame from the client");

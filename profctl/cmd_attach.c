@@ -18,14 +18,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "profctl/inject.h"
+#include "profctl/agent_inject.h"
 #include "profctl/profctl.h"
 #include "profctl/session_client.h"
 #include "proto/frame.h"
 #include "proto/frame_io.h"
 
-#define AGENT_MODULE "libprofagent.so*"
-#define CALL_TIMEOUT_MS 15000
 
 static const char attach_usage[] =
 	"usage: profctl attach PID --funcs GLOBS [--freq HZ] [-o FILE] [--duration S] [--call-graph fp|dwarf[,BYTES]|auto] [--mmap-pages N] [--buffer-size SIZE] [--min-duration DUR] [--max-depth N] [--trace-compression deflate|zstd|none] [--ring SIZE] [--sched on|off] [-v]\n";
@@ -68,147 +66,6 @@ static int read_comm(pid_t pid, char *buf, size_t len)
 	return 0;
 }
 
-/* Calls symbol in the module; *ret is the int it returned. */
-static int call_in_target(struct inject_target *t, const char *module, const char *symbol,
-			  const uint64_t *args, int nargs, const void *data, size_t data_len,
-			  bool others_run, int *ret, char *err, size_t errlen)
-{
-	uint64_t addr, rax = 0;
-	int r = inject_resolve(t, module, symbol, &addr, err, errlen);
-
-	if (!r)
-		r = inject_call(t, addr, args, nargs, data, data_len, others_run, CALL_TIMEOUT_MS,
-				&rax, err, errlen);
-	*ret = (int)(int32_t)rax;
-	return r;
-}
-
-/* dlopen in the target, unless an earlier attach left the agent there. */
-static int load_agent(struct inject_target *t, const char *agent_path, char *err, size_t errlen)
-{
-	uint64_t args[2] = { INJECT_DATA_ADDR, RTLD_NOW };
-	uint64_t addr, handle = 0;
-	int r;
-
-	if (inject_has_module(t, AGENT_MODULE))
-		return 0;
-	r = inject_resolve(t, "libc.so*", "dlopen", &addr, err, errlen);
-	if (!r) /* dlopen allocates: the other threads run, so no lock they hold can block it */
-		r = inject_call(t, addr, args, 2, agent_path, strlen(agent_path) + 1, true,
-				CALL_TIMEOUT_MS, &handle, err, errlen);
-	if (!r && handle == 0) {
-		snprintf(err, errlen, "the target could not load %s (dlopen failed)", agent_path);
-		r = -ENOEXEC;
-	}
-	return r;
-}
-
-#define COMMIT_TRIES 50
-
-/*
- * Every thread stopped, none may be inside bytes about to change: while one
- * is, let them all run a moment (a 1 ms sleep on the calling thread) and try
- * again; the last try patches around such threads instead.
- */
-static int commit_patches(struct inject_target *t, int *patched, double *pause_ms, char *err,
-			  size_t errlen)
-{
-	uint64_t sleep_args[1] = { 1000 };
-	int r = 0, slept;
-	struct timespec t0;
-
-	for (int try = 0; try < COMMIT_TRIES && !r; try++) {
-		uint64_t *ips = NULL, args[3] = { INJECT_DATA_ADDR, 0, try < COMMIT_TRIES - 1 };
-		size_t n_ips = 0;
-
-		clock_gettime(CLOCK_MONOTONIC, &t0);
-		r = inject_thread_ips(t, &ips, &n_ips);
-		args[1] = n_ips;
-		if (!r)
-			r = call_in_target(t, AGENT_MODULE, "profagent_commit", args, 3, ips,
-					   n_ips * sizeof(*ips), false, patched, err, errlen);
-		*pause_ms = seconds_since(&t0) * 1e3;
-		free(ips);
-		if (!r && *patched < 0 && *patched != -EAGAIN)
-			snprintf(err, errlen, "the agent could not patch: %s", strerror(-*patched));
-		if (r || *patched != -EAGAIN)
-			return r ? r : (*patched < 0 ? *patched : 0);
-		r = call_in_target(t, "libc.so*", "usleep", sleep_args, 1, NULL, 0, true, &slept,
-				   err, errlen);
-	}
-	return r;
-}
-
-static int inject_agent(pid_t pid, const char *agent_path, const char *socket_path,
-			const char *token, int *patched, double *pause_ms, char *err, size_t errlen)
-{
-	struct inject_target *t;
-	char connect_info[512];
-	uint64_t args[1] = { INJECT_DATA_ADDR };
-	int r, ret = 0;
-
-	r = inject_attach(pid, &t, err, errlen);
-	if (r)
-		return r;
-	snprintf(connect_info, sizeof(connect_info), "%s\n%s", socket_path, token);
-	r = load_agent(t, agent_path, err, errlen);
-	if (!r) /* an earlier session whose daemon died may have left its patches */
-		r = call_in_target(t, AGENT_MODULE, "profagent_reset_stale", NULL, 0, NULL, 0,
-				   false, &ret, err, errlen);
-	if (!r && ret == -EBUSY) {
-		snprintf(err, errlen, "PID %d is already being profiled by another session",
-			 (int)pid);
-		r = -EBUSY;
-	}
-	if (!r)
-		r = call_in_target(t, AGENT_MODULE, "profagent_attach", args, 1, connect_info,
-				   strlen(connect_info) + 1, true, &ret, err, errlen);
-	if (!r && ret < 0) {
-		snprintf(err, errlen, "the agent could not start: %s", strerror(-ret));
-		r = ret;
-	}
-	if (!r)
-		r = commit_patches(t, patched, pause_ms, err, errlen);
-	if (r && ret == 0 && inject_has_module(t, AGENT_MODULE)) {
-		int ignored; /* the agent started but could not patch: let it leave */
-
-		call_in_target(t, AGENT_MODULE, "profagent_stop", NULL, 0, NULL, 0, true, &ignored,
-			       err + strlen(err), errlen - strlen(err));
-	}
-	inject_detach(t);
-	return r;
-}
-
-/* Original bytes back with every thread stopped, then the agent drains and leaves. */
-static int remove_agent(pid_t pid, char *err, size_t errlen)
-{
-	struct inject_target *t;
-	int r, ret = 0;
-
-	r = inject_attach(pid, &t, err, errlen);
-	if (r)
-		return r;
-	if (!inject_has_module(t, AGENT_MODULE)) {
-		snprintf(err, errlen, "PID %d has no profd agent", (int)pid);
-		inject_detach(t);
-		return -ENOENT;
-	}
-	r = call_in_target(t, AGENT_MODULE, "profagent_unpatch", NULL, 0, NULL, 0, false, &ret,
-			   err, errlen);
-	if (!r && ret < 0 && ret != -EINVAL) {
-		snprintf(err, errlen, "the agent could not restore the code: %s", strerror(-ret));
-		r = ret;
-	}
-	if (!r)
-		r = call_in_target(t, AGENT_MODULE, "profagent_stop", NULL, 0, NULL, 0, true, &ret,
-				   err, errlen);
-	inject_detach(t);
-	if (!r && ret == -EINVAL) {
-		snprintf(err, errlen, "the agent in PID %d is not profiling", (int)pid);
-		return -EINVAL;
-	}
-	return r;
-}
 
 enum stop_cause { STOP_SIGNAL, STOP_DURATION, STOP_TARGET_EXITED, STOP_AGENT_GONE, STOP_DAEMON,
 		  STOP_REQUESTED };
@@ -325,7 +182,8 @@ static int agent_path_next_to_us(char *buf, size_t len)
 }
 
 /* Attached and recording: wait, then put everything back and report. */
-static int record_and_detach(struct session_client *c, pid_t pid, int signal_fd)
+static int record_and_detach(struct session_client *c, pid_t pid, const char *agent,
+			     int signal_fd)
 {
 	char err[512] = "";
 	enum stop_cause why = wait_for_stop(c, pid, c->opt->duration_s, signal_fd);
@@ -339,7 +197,7 @@ static int record_and_detach(struct session_client *c, pid_t pid, int signal_fd)
 		fprintf(stderr, "profctl: session stopped by profctl stop: detaching\n");
 	if (why == STOP_SIGNAL || why == STOP_DURATION || why == STOP_DAEMON ||
 	    why == STOP_REQUESTED) {
-		if (remove_agent(pid, err, sizeof(err)) && kill(pid, 0) == 0)
+		if (agent_inject_remove(pid, agent, err, sizeof(err)) && kill(pid, 0) == 0)
 			fprintf(stderr, "profctl: detaching from PID %d: %s\n", (int)pid, err);
 		else if (c->opt->verbose)
 			fprintf(stderr, "profctl: detached in %.1f ms\n", seconds_since(&t0) * 1e3);
@@ -382,8 +240,9 @@ int cmd_attach(int argc, char **argv)
 		return 1;
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	r = opt.n_patterns ? inject_agent(pid, agent, client.link.socket_path, token, &patched,
-					  &pause_ms, err, sizeof(err))
+	r = opt.n_patterns ? agent_inject_start(pid, agent, &(struct agent_inject_session){
+							client.link.fd, client.link.socket_path, token },
+						&patched, &pause_ms, err, sizeof(err))
 			   : 0;
 	if (r && target_gone(pid)) /* what failed is of no interest: it died under us */
 		snprintf(err, sizeof(err), "PID %d exited during the attach", (int)pid);
@@ -398,7 +257,7 @@ int cmd_attach(int argc, char **argv)
 			"profctl: attached to PID %d (%s) in %.1f ms, %d jumps written while "
 			"stopped for %.1f ms\n",
 			(int)pid, comm, seconds_since(&t0) * 1e3, patched, pause_ms);
-	r = record_and_detach(&client, pid, signal_fd);
+	r = record_and_detach(&client, pid, agent, signal_fd);
 	session_client_close(&client);
 	close(signal_fd);
 	return r ? 1 : 0;
@@ -406,16 +265,19 @@ int cmd_attach(int argc, char **argv)
 
 int cmd_detach(int argc, char **argv)
 {
-	char err[512] = "";
+	char err[512] = "", agent[PATH_MAX + 32];
 	pid_t pid;
 
 	if (argc != 2 || parse_pid(argv[1], &pid)) {
 		fprintf(stderr, "usage: profctl detach PID\n");
 		return 2;
 	}
-	if (remove_agent(pid, err, sizeof(err))) {
+	if (agent_path_next_to_us(agent, sizeof(agent)))
+		agent[0] = '\0'; /* symbols from map_files only (root), or an agent loaded by path */
+	if (agent_inject_remove(pid, agent, err, sizeof(err))) {
 		fprintf(stderr, "profctl: cannot detach from PID %d: %s\n", (int)pid, err);
 		return 1;
 	}
 	return 0;
 }
+

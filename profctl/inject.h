@@ -74,6 +74,22 @@ int inject_call(struct inject_target *t, uint64_t func, const uint64_t *args, in
 		uint64_t *ret, char *err, size_t errlen);
 
 /*
+ * Names path, a local file, as the copy of a module the target loaded from a
+ * memfd: symbols of such a mapping (deleted from the start, readable through
+ * map_files only with CAP_SYS_ADMIN) are then read from path, once its first
+ * segment is proven identical to the mapped one. 0 or -ENOMEM.
+ */
+int inject_module_file(struct inject_target *t, const char *path);
+
+/*
+ * A duplicate, in this process (close-on-exec), of the target's descriptor
+ * remote_fd (pidfd_getfd, kernel 5.6: the ptrace rights inject_attach
+ * proved). Returns it, or a negative errno with a reason in err (-ENOSYS:
+ * older kernel; -EBADF: no such descriptor).
+ */
+int inject_take_fd(struct inject_target *t, int remote_fd, char *err, size_t errlen);
+
+/*
  * Instruction pointers of every stopped thread (for "do not patch under a
  * thread"): *ips is malloc'ed, the caller frees it. 0 or -ENOMEM.
  */

@@ -73,6 +73,7 @@ static const char *const frame_type_names[FRAME_TYPE_MAX] = {
 	[FRAME_EVENTS] = "events",
 	[FRAME_AGENT_GOODBYE] = "agent-goodbye",
 	[FRAME_EVENTS_RAW] = "events-raw",
+	[FRAME_AGENT_LINK] = "agent-link",
 };
 
 bool frame_type_known(uint32_t type)

@@ -35,7 +35,9 @@ enum frame_type {
 	FRAME_EVENTS = 19, /* zstd stream chunk, flushed: see proto/event_wire.h */
 	FRAME_AGENT_GOODBYE = 20,
 	FRAME_EVENTS_RAW = 21, /* the same chunks, not compressed: see proto/event_wire.h */
-	FRAME_TYPE_MAX = 22,
+	/* client -> profd (+ fd): the profd end of a socket pair the attach target made */
+	FRAME_AGENT_LINK = 22,
+	FRAME_TYPE_MAX = 23,
 };
 
 #define FRAME_HEADER_SIZE 8u

@@ -479,6 +479,9 @@ static int deliver_chunks(struct event_decoder *d, const uint8_t *buf, size_t le
 
 		struct event_clock_pair pair;
 
+		if (cb->map_tid) /* another PID namespace: the agent numbers threads its way */
+			h.tid = cb->map_tid(ctx, h.tid);
+
 		switch (h.kind) {
 		case EVENT_CHUNK_EVENTS:
 			if (deliver_events(d, &h, body, cb, ctx))

@@ -53,6 +53,8 @@ struct event_decoder_callbacks {
 	/* an aggregates chunk: the thread's drop counters, then each function's figures */
 	void (*thread_drops)(void *ctx, uint32_t tid, const struct decoded_thread_drops *td);
 	void (*func_agg)(void *ctx, uint32_t tid, const struct decoded_func_agg *fa);
+	/* the tid every callback above gets for the agent's tid (may be NULL: unchanged) */
+	uint32_t (*map_tid)(void *ctx, uint32_t agent_tid);
 };
 
 struct event_decoder *event_decoder_new(void);

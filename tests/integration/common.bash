@@ -43,6 +43,14 @@ check_eq() { # description, actual, expected
 	fi
 }
 
+wait_for() { # file, extended regex: until a line matches, up to 10 s
+	for _ in $(seq 200); do
+		grep -qE "$2" "$1" 2>/dev/null && return 0
+		sleep 0.05
+	done
+	return 1
+}
+
 skip() {
 	echo "skip: $*"
 }

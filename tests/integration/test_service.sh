@@ -14,14 +14,6 @@ PROFD="$ROOT/$BUILD/profd"
 pids=()
 trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; rm -rf "$WORK"' EXIT
 
-wait_for() { # file, extended regex: up to 10 s
-	for _ in $(seq 200); do
-		grep -qE "$2" "$1" 2>/dev/null && return 0
-		sleep 0.05
-	done
-	return 1
-}
-
 "$DEMO" >"$WORK/plain.out"
 
 # ---- socket activation ---------------------------------------------------------

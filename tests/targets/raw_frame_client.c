@@ -8,7 +8,10 @@
  *   raw_frame_client SOCKET HEX [STALL_MS]
  * With PASS_FILE=PATH in the environment, PATH is created and its descriptor
  * goes with the bytes (SCM_RIGHTS), as profctl passes its output file; with
- * HOLD_MS=N the connection stays open N ms after the reply is printed.
+ * HOLD_MS=N the connection stays open N ms after the reply is printed. With
+ * THEN_LINK=1, after the reply it hands profd one end of a socket pair of
+ * its own as an agent link (FRAME_AGENT_LINK) and prints "link closed" when
+ * profd closes it (refused), "link open" when it is still open after 3 s.
  */
 #include <fcntl.h>
 #include <poll.h>
@@ -52,7 +55,7 @@ static int read_all(int fd, uint8_t *buf, size_t len, int timeout_ms)
 	return 0;
 }
 
-static ssize_t send_bytes(int fd, const uint8_t *p, size_t n, const char *pass_path)
+static ssize_t send_fd(int fd, const uint8_t *p, size_t n, int pass)
 {
 	union {
 		struct cmsghdr align;
@@ -61,13 +64,7 @@ static ssize_t send_bytes(int fd, const uint8_t *p, size_t n, const char *pass_p
 	struct iovec iov = { (void *)p, n };
 	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
 	struct cmsghdr *cm;
-	int pass;
 
-	if (!pass_path)
-		return write(fd, p, n);
-	pass = open(pass_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-	if (pass < 0)
-		return -1;
 	msg.msg_control = control.buf;
 	msg.msg_controllen = sizeof(control.buf);
 	cm = CMSG_FIRSTHDR(&msg);
@@ -76,6 +73,37 @@ static ssize_t send_bytes(int fd, const uint8_t *p, size_t n, const char *pass_p
 	cm->cmsg_len = CMSG_LEN(sizeof(int));
 	memcpy(CMSG_DATA(cm), &pass, sizeof(int));
 	return sendmsg(fd, &msg, 0);
+}
+
+/* A forged agent link: a pair whose other end is ours, not the target's. */
+static void forge_link(int fd)
+{
+	static const uint8_t frame[8] = { 22, 0, 0, 0, 0, 0, 0, 0 }; /* FRAME_AGENT_LINK, empty */
+	struct pollfd p;
+	int sv[2];
+	char c;
+
+	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) || send_fd(fd, frame, 8, sv[1]) != 8) {
+		perror("link");
+		return;
+	}
+	close(sv[1]);
+	p = (struct pollfd){ sv[0], POLLIN, 0 };
+	if (poll(&p, 1, 3000) > 0 && read(sv[0], &c, 1) <= 0)
+		printf("link closed\n");
+	else
+		printf("link open\n");
+	close(sv[0]);
+}
+
+static ssize_t send_bytes(int fd, const uint8_t *p, size_t n, const char *pass_path)
+{
+	int pass;
+
+	if (!pass_path)
+		return write(fd, p, n);
+	pass = open(pass_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	return pass < 0 ? -1 : send_fd(fd, p, n, pass);
 }
 
 int main(int argc, char **argv)
@@ -118,6 +146,9 @@ int main(int argc, char **argv)
 		if (reply[i] >= 0x20 && reply[i] < 0x7f)
 			putchar(reply[i]);
 	printf("\n");
+	fflush(stdout);
+	if (getenv("THEN_LINK"))
+		forge_link(fd);
 	fflush(stdout);
 	if (getenv("HOLD_MS"))
 		usleep((useconds_t)atoi(getenv("HOLD_MS")) * 1000);

@@ -1,0 +1,150 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Thread ids across PID namespaces (contract in daemon/pid_ns.h): pairs of
+ * (our id, the namespace's id) for each thread of one target, from the
+ * NSpid lines in /proc, reread when a thread we have not seen shows up.
+ * Reads /proc only; what the agent sends is only ever looked up.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/mono_clock.h"
+#include "daemon/pid_ns.h"
+
+#define PID_NS_RESCAN_NS (100 * 1000000ull)
+
+struct tid_pair {
+	uint32_t host, ns;
+};
+
+struct pid_ns_map {
+	pid_t host_pid, ns_pid;
+	struct tid_pair *pairs;
+	size_t n, cap;
+	uint64_t scanned_ns;
+	bool missed;             /* an id was not found since the last scan */
+};
+
+/* NSpid of /proc/PID/task/TID/status: first (ours) and last (innermost) ids; 1 if nested. */
+static int read_nspid(pid_t pid, pid_t tid, uint32_t *host, uint32_t *ns)
+{
+	char path[80], line[256];
+	int nested = -ENOENT;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/status", (int)pid, (int)tid);
+	f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		char *p = line + 6, *end;
+		unsigned long v;
+		int fields = 0;
+
+		if (strncmp(line, "NSpid:", 6) != 0)
+			continue;
+		while ((v = strtoul(p, &end, 10)), end != p) {
+			if (fields++ == 0)
+				*host = (uint32_t)v;
+			*ns = (uint32_t)v;
+			p = end;
+		}
+		nested = fields > 1;
+		break;
+	}
+	fclose(f);
+	return nested;
+}
+
+static void add_pair(struct pid_ns_map *m, uint32_t host, uint32_t ns)
+{
+	struct tid_pair *grown;
+
+	for (size_t i = 0; i < m->n; i++)
+		if (m->pairs[i].ns == ns) {
+			m->pairs[i].host = host; /* an id reused by a new thread */
+			return;
+		}
+	if (m->n == m->cap) {
+		grown = realloc(m->pairs, (m->cap ? m->cap * 2 : 16) * sizeof(*grown));
+		if (!grown)
+			return; /* that thread keeps its namespace id */
+		m->pairs = grown;
+		m->cap = m->cap ? m->cap * 2 : 16;
+	}
+	m->pairs[m->n++] = (struct tid_pair){ host, ns };
+}
+
+static void rescan(struct pid_ns_map *m)
+{
+	char path[64];
+	struct dirent *de;
+	DIR *dir;
+
+	m->scanned_ns = mono_clock_ns();
+	m->missed = false;
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)m->host_pid);
+	dir = opendir(path);
+	while (dir && (de = readdir(dir))) {
+		pid_t tid = (pid_t)atoi(de->d_name);
+		uint32_t host, ns;
+
+		if (tid > 0 && read_nspid(m->host_pid, tid, &host, &ns) >= 0)
+			add_pair(m, host, ns);
+	}
+	if (dir)
+		closedir(dir);
+}
+
+struct pid_ns_map *pid_ns_map_new(pid_t host_pid)
+{
+	struct pid_ns_map *m;
+	uint32_t host, ns;
+	int nested = read_nspid(host_pid, host_pid, &host, &ns);
+
+	if (nested <= 0) {
+		errno = nested < 0 ? -nested : 0;
+		return NULL;
+	}
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return NULL;
+	m->host_pid = host_pid;
+	m->ns_pid = (pid_t)ns;
+	rescan(m);
+	return m;
+}
+
+void pid_ns_map_free(struct pid_ns_map *m)
+{
+	if (!m)
+		return;
+	free(m->pairs);
+	free(m);
+}
+
+pid_t pid_ns_map_ns_pid(const struct pid_ns_map *m)
+{
+	return m->ns_pid;
+}
+
+uint32_t pid_ns_map_host_tid(struct pid_ns_map *m, uint32_t ns_tid)
+{
+	if (!m)
+		return ns_tid;
+	for (int pass = 0; pass < 2; pass++) {
+		for (size_t i = 0; i < m->n; i++)
+			if (m->pairs[i].ns == ns_tid)
+				return m->pairs[i].host;
+		/* a new thread: one reread at once; more unknown ids wait their turn */
+		if (pass || (m->missed && mono_clock_ns() - m->scanned_ns < PID_NS_RESCAN_NS))
+			break;
+		rescan(m);
+	}
+	m->missed = true;
+	return ns_tid;
+}
