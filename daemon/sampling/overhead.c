@@ -12,13 +12,19 @@
 #define AGENT_FILE "libprofagent.so"
 #define AGENT_THREAD_NAME "profd-flusher"
 
-/* The file name, whole: "/usr/lib/profd/libprofagent.so", or with " (deleted)" after it. */
-static bool is_agent_file(const char *path)
+/*
+ * The file name, whole: "/usr/lib/profd/libprofagent.so", or with " (deleted)"
+ * after it, or the memfd an attach hands the agent over in
+ * ("/memfd:libprofagent.so (deleted)": profctl/agent_inject.c).
+ */
+bool overhead_is_agent_mapping(const char *path)
 {
 	const char *base = path ? strrchr(path, '/') : NULL;
 	size_t n = strlen(AGENT_FILE);
 
 	base = base ? base + 1 : path;
+	if (base && strncmp(base, "memfd:", 6) == 0)
+		base += 6;
 	return base && strncmp(base, AGENT_FILE, n) == 0 && (base[n] == '\0' || base[n] == ' ');
 }
 
@@ -29,7 +35,7 @@ enum overhead_frame overhead_frame_of(const char *mapping_path, const char *func
 		"profagent_enter_hook", "profagent_exit_hook",
 	};
 
-	if (!is_agent_file(mapping_path))
+	if (!overhead_is_agent_mapping(mapping_path))
 		return OVERHEAD_FRAME_PROGRAM;
 	for (size_t i = 0; function && i < sizeof(hooks) / sizeof(hooks[0]); i++)
 		if (strcmp(function, hooks[i]) == 0)

@@ -36,6 +36,9 @@ enum overhead_frame {
  */
 enum overhead_frame overhead_frame_of(const char *mapping_path, const char *function);
 
+/* Whether a mapping's path is the agent's (installed, deleted, or the memfd of an attach). */
+bool overhead_is_agent_mapping(const char *mapping_path);
+
 /* Whether a thread of this name is the agent's own (agent/flusher.c names it). */
 bool overhead_thread_is_agent(const char *name);
 

@@ -214,10 +214,9 @@ static size_t unwind_sample(struct sample_pipeline *p, const struct sampler_samp
 static bool is_trampoline_frame(struct sample_pipeline *p, uint64_t pc,
 				const struct symbol_info *info)
 {
-	const char *base = info->mapping_path ? strrchr(info->mapping_path, '/') : NULL;
 	struct symbol_info exact;
 
-	if (!base || strcmp(base, "/libprofagent.so") != 0)
+	if (!overhead_is_agent_mapping(info->mapping_path))
 		return false;
 	symbolizer_lookup(p->cfg.symbols, pc, &exact);
 	return exact.function && (strcmp(exact.function, "profagent_exit_trampoline") == 0 ||
