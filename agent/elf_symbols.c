@@ -475,6 +475,58 @@ static void elf_scan_go_symbols(const struct elf_view *v, const struct elf_symta
 	}
 }
 
+/* The 4-byte value at ELF address vaddr, through the PT_LOAD segments; 0 when not in the file. */
+static uint32_t elf_read_u32(const struct elf_view *v, const struct elf_symbols *s, uint64_t vaddr)
+{
+	uint32_t val;
+
+	for (size_t i = 0; i < s->n_segments; i++) {
+		const struct elf_segment *g = &s->segments[i];
+
+		if (vaddr < g->vaddr || vaddr - g->vaddr > g->filesz ||
+		    g->filesz - (vaddr - g->vaddr) < sizeof(val) ||
+		    !elf_range_ok(v->len, g->offset + (vaddr - g->vaddr), sizeof(val)))
+			continue;
+		memcpy(&val, v->buf + g->offset + (vaddr - g->vaddr), sizeof(val));
+		return val;
+	}
+	return 0;
+}
+
+/*
+ * V8 (its embedded builtins' range) and HotSpot: see struct elf_symbols.
+ * After elf_build (the segments are needed to read the blob's size).
+ */
+static void elf_scan_runtime_symbols(const struct elf_view *v, const struct elf_symtab *t,
+				     struct elf_symbols *out)
+{
+	uint64_t blob = 0, blob_size_at = 0;
+
+	for (uint64_t i = 0; i < t->count; i++) {
+		Elf64_Sym sym;
+		const char *name;
+
+		memcpy(&sym, v->buf + t->off + i * t->entsize, sizeof(sym));
+		if (sym.st_name == 0 || sym.st_name >= t->strsz || sym.st_shndx == SHN_UNDEF ||
+		    !memchr(t->strtab + sym.st_name, '\0', t->strsz - sym.st_name))
+			continue;
+		name = t->strtab + sym.st_name;
+		if (strncmp(name, "_ZN2v88internal", 15) == 0)
+			out->has_v8 = 1;
+		else if (strcmp(name, "v8_Default_embedded_blob_code_") == 0)
+			blob = sym.st_value;
+		else if (strcmp(name, "v8_Default_embedded_blob_code_size_") == 0)
+			blob_size_at = sym.st_value;
+		else if (strcmp(name, "gHotSpotVMStructs") == 0)
+			out->has_hotspot = 1;
+	}
+	if (blob && blob_size_at) {
+		out->has_v8 = 1;
+		out->v8_blob_lo = blob;
+		out->v8_blob_hi = blob + elf_read_u32(v, out, blob_size_at);
+	}
+}
+
 int elf_symbols_is_go(const struct elf_symbols *s, uint64_t value, uint64_t size)
 {
 	if (!s->has_go)
@@ -531,6 +583,7 @@ int elf_symbols_load_buffer(const uint8_t *buf, size_t len, struct elf_symbols *
 	out->from_symtab = from_symtab;
 	out->has_go = go_section;
 	elf_scan_go_symbols(&v, &t, out);
+	elf_scan_runtime_symbols(&v, &t, out);
 	return 0;
 }
 
