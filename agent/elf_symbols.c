@@ -441,6 +441,17 @@ static int elf_has_go_section(const struct elf_view *v, const Elf64_Ehdr *eh,
 	return 0;
 }
 
+/* Symbol i's defined name (NUL-terminated inside the table), or NULL. */
+static const char *elf_defined_name(const struct elf_view *v, const struct elf_symtab *t,
+				    uint64_t i, Elf64_Sym *sym)
+{
+	memcpy(sym, v->buf + t->off + i * t->entsize, sizeof(*sym));
+	if (sym->st_name == 0 || sym->st_name >= t->strsz || sym->st_shndx == SHN_UNDEF ||
+	    !memchr(t->strtab + sym->st_name, '\0', t->strsz - sym->st_name))
+		return NULL;
+	return t->strtab + sym->st_name;
+}
+
 /*
  * Go's runtime symbols: runtime.buildVersion marks Go code, runtime.text and
  * runtime.etext (size 0, so elf_collect ignores them) bound all of it.
@@ -452,14 +463,9 @@ static void elf_scan_go_symbols(const struct elf_view *v, const struct elf_symta
 
 	for (uint64_t i = 0; i < t->count; i++) {
 		Elf64_Sym sym;
-		const char *name;
+		const char *name = elf_defined_name(v, t, i, &sym);
 
-		memcpy(&sym, v->buf + t->off + i * t->entsize, sizeof(sym));
-		if (sym.st_name == 0 || sym.st_name >= t->strsz || sym.st_shndx == SHN_UNDEF ||
-		    t->strsz - sym.st_name < sizeof("runtime.text"))
-			continue;
-		name = t->strtab + sym.st_name;
-		if (strncmp(name, "runtime.", 8) != 0 || !memchr(name, '\0', t->strsz - sym.st_name))
+		if (!name || strncmp(name, "runtime.", 8) != 0)
 			continue;
 		if (strcmp(name + 8, "buildVersion") == 0)
 			out->has_go = 1;
@@ -504,13 +510,10 @@ static void elf_scan_runtime_symbols(const struct elf_view *v, const struct elf_
 
 	for (uint64_t i = 0; i < t->count; i++) {
 		Elf64_Sym sym;
-		const char *name;
+		const char *name = elf_defined_name(v, t, i, &sym);
 
-		memcpy(&sym, v->buf + t->off + i * t->entsize, sizeof(sym));
-		if (sym.st_name == 0 || sym.st_name >= t->strsz || sym.st_shndx == SHN_UNDEF ||
-		    !memchr(t->strtab + sym.st_name, '\0', t->strsz - sym.st_name))
+		if (!name)
 			continue;
-		name = t->strtab + sym.st_name;
 		if (strncmp(name, "_ZN2v88internal", 15) == 0)
 			out->has_v8 = 1;
 		else if (strcmp(name, "v8_Default_embedded_blob_code_") == 0)
