@@ -441,6 +441,17 @@ static int elf_has_go_section(const struct elf_view *v, const Elf64_Ehdr *eh,
 	return 0;
 }
 
+/* Symbol i's defined name (NUL-terminated inside the table), or NULL. */
+static const char *elf_defined_name(const struct elf_view *v, const struct elf_symtab *t,
+				    uint64_t i, Elf64_Sym *sym)
+{
+	memcpy(sym, v->buf + t->off + i * t->entsize, sizeof(*sym));
+	if (sym->st_name == 0 || sym->st_name >= t->strsz || sym->st_shndx == SHN_UNDEF ||
+	    !memchr(t->strtab + sym->st_name, '\0', t->strsz - sym->st_name))
+		return NULL;
+	return t->strtab + sym->st_name;
+}
+
 /*
  * Go's runtime symbols: runtime.buildVersion marks Go code, runtime.text and
  * runtime.etext (size 0, so elf_collect ignores them) bound all of it.
@@ -452,14 +463,9 @@ static void elf_scan_go_symbols(const struct elf_view *v, const struct elf_symta
 
 	for (uint64_t i = 0; i < t->count; i++) {
 		Elf64_Sym sym;
-		const char *name;
+		const char *name = elf_defined_name(v, t, i, &sym);
 
-		memcpy(&sym, v->buf + t->off + i * t->entsize, sizeof(sym));
-		if (sym.st_name == 0 || sym.st_name >= t->strsz || sym.st_shndx == SHN_UNDEF ||
-		    t->strsz - sym.st_name < sizeof("runtime.text"))
-			continue;
-		name = t->strtab + sym.st_name;
-		if (strncmp(name, "runtime.", 8) != 0 || !memchr(name, '\0', t->strsz - sym.st_name))
+		if (!name || strncmp(name, "runtime.", 8) != 0)
 			continue;
 		if (strcmp(name + 8, "buildVersion") == 0)
 			out->has_go = 1;
@@ -472,6 +478,55 @@ static void elf_scan_go_symbols(const struct elf_view *v, const struct elf_symta
 		out->has_go = 1;
 		out->go_text_lo = lo;
 		out->go_text_hi = hi;
+	}
+}
+
+/* The 4-byte value at ELF address vaddr, through the PT_LOAD segments; 0 when not in the file. */
+static uint32_t elf_read_u32(const struct elf_view *v, const struct elf_symbols *s, uint64_t vaddr)
+{
+	uint32_t val;
+
+	for (size_t i = 0; i < s->n_segments; i++) {
+		const struct elf_segment *g = &s->segments[i];
+
+		if (vaddr < g->vaddr || vaddr - g->vaddr > g->filesz ||
+		    g->filesz - (vaddr - g->vaddr) < sizeof(val) ||
+		    !elf_range_ok(v->len, g->offset + (vaddr - g->vaddr), sizeof(val)))
+			continue;
+		memcpy(&val, v->buf + g->offset + (vaddr - g->vaddr), sizeof(val));
+		return val;
+	}
+	return 0;
+}
+
+/*
+ * V8 (its embedded builtins' range) and HotSpot: see struct elf_symbols.
+ * After elf_build (the segments are needed to read the blob's size).
+ */
+static void elf_scan_runtime_symbols(const struct elf_view *v, const struct elf_symtab *t,
+				     struct elf_symbols *out)
+{
+	uint64_t blob = 0, blob_size_at = 0;
+
+	for (uint64_t i = 0; i < t->count; i++) {
+		Elf64_Sym sym;
+		const char *name = elf_defined_name(v, t, i, &sym);
+
+		if (!name)
+			continue;
+		if (strncmp(name, "_ZN2v88internal", 15) == 0)
+			out->has_v8 = 1;
+		else if (strcmp(name, "v8_Default_embedded_blob_code_") == 0)
+			blob = sym.st_value;
+		else if (strcmp(name, "v8_Default_embedded_blob_code_size_") == 0)
+			blob_size_at = sym.st_value;
+		else if (strcmp(name, "gHotSpotVMStructs") == 0)
+			out->has_hotspot = 1;
+	}
+	if (blob && blob_size_at) {
+		out->has_v8 = 1;
+		out->v8_blob_lo = blob;
+		out->v8_blob_hi = blob + elf_read_u32(v, out, blob_size_at);
 	}
 }
 
@@ -531,6 +586,7 @@ int elf_symbols_load_buffer(const uint8_t *buf, size_t len, struct elf_symbols *
 	out->from_symtab = from_symtab;
 	out->has_go = go_section;
 	elf_scan_go_symbols(&v, &t, out);
+	elf_scan_runtime_symbols(&v, &t, out);
 	return 0;
 }
 

@@ -36,6 +36,17 @@ struct elf_symbols {
 	 */
 	int has_go;
 	uint64_t go_text_lo, go_text_hi;
+	/*
+	 * Runtimes whose stack walkers read the return addresses of C++ frames
+	 * their generated code calls (agent/instrument.c refuses those frames).
+	 * has_v8: V8 is linked in (v8::internal symbols). v8_blob_lo..v8_blob_hi:
+	 * its embedded builtins, generated code linked into .text
+	 * (v8_Default_embedded_blob_code_ and its _size_), ELF addresses; both 0
+	 * when the symbols are missing. has_hotspot: HotSpot's libjvm
+	 * (gHotSpotVMStructs).
+	 */
+	int has_v8, has_hotspot;
+	uint64_t v8_blob_lo, v8_blob_hi;
 	/* PT_LOAD segments, to check that [value, value+size) is inside an executable one */
 	struct elf_segment { uint64_t vaddr, memsz, offset, filesz; uint32_t flags; } *segments;
 	size_t n_segments;

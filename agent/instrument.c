@@ -104,6 +104,36 @@ static const char *non_abi_reason(const char *name)
 	"in a Go module without runtime.text/etext symbols (stripped): cannot be told apart " \
 	"from Go code, whose runtime reads return addresses"
 
+/*
+ * Runtimes with generated code whose stack walkers read, as the pc of their
+ * exit frame, the return address of the C++ function that code called: a
+ * hijacked one is fatal (found by running them: node under
+ * '_ZN2v88internal*' dies in InnerPointerToCodeCache "Check failed:
+ * maybe_code.has_value()", java under libjvm.so globs in frame::sender).
+ * V8's generated code enters C++ through CEntry, into its C++ builtins and
+ * runtime functions, which all have CEntry's signature (int, Address*,
+ * Isolate*); its embedded builtins are generated code themselves. HotSpot's
+ * interpreter, stubs and JIT call into libjvm's C++ from many classes (frames
+ * the walker reads pc = sp[-1] of), which the ELF cannot tell apart.
+ */
+static const char *runtime_frame_reason(const struct elf_symbols *syms,
+					const struct elf_function *fn)
+{
+	if (syms->has_hotspot)
+		return "HotSpot's libjvm: its generated code calls into its C++, and its stack "
+		       "walker reads those frames' return addresses";
+	if (!syms->has_v8)
+		return NULL;
+	if (syms->v8_blob_hi ? fn->value < syms->v8_blob_hi && fn->value + fn->size > syms->v8_blob_lo :
+			       strncmp(fn->name, "Builtins_", 9) == 0)
+		return "V8's embedded builtins (generated code): V8 walks their frames by return address";
+	if (fnmatch("_ZN2v88internal*Builtin_*EiPmPNS0_7IsolateE", fn->name, 0) == 0 ||
+	    fnmatch("_ZN2v88internal*Runtime_*EiPmPNS0_7IsolateE", fn->name, 0) == 0)
+		return "a V8 C++ builtin or runtime function, called from generated code: V8 reads "
+		       "its return address as its exit frame's pc";
+	return NULL;
+}
+
 /* GCC's hot/cold splitting: NAME.cold or NAME.cold.N is a jump target, not a function. */
 static int is_cold_fragment(const char *name)
 {
@@ -324,9 +354,12 @@ static const char *precheck(const struct loaded_module *m, const struct elf_symb
 {
 	const struct elf_function *fn = &syms->functions[i];
 
+	const char *why;
+
 	if (elf_symbols_is_go(syms, fn->value, fn->size))
 		return syms->go_text_hi ? GO_CODE_REASON : GO_MODULE_REASON;
-	return precheck_code(m, syms, i);
+	why = runtime_frame_reason(syms, fn);
+	return why ? why : precheck_code(m, syms, i);
 }
 
 struct picked_function {

@@ -35,8 +35,13 @@
 #define TICK_NS (20 * 1000 * 1000)
 #define PROFD_GROUP "profd" /* systemd/profd.sysusers */
 #define READ_CHUNK (64 * 1024)
-/* A peer may leave this much of our output unread before it is dropped. */
-#define CONN_OUT_MAX (4u << 20)
+/*
+ * A peer may leave this much of our output unread before it is dropped: two
+ * whole frames of the largest size, or one large frame (the function table
+ * of a module whose 48,000 functions are all skipped with their reasons, as
+ * libjvm's are) would drop a client that simply had not read yet.
+ */
+#define CONN_OUT_MAX (2 * (FRAME_HEADER_SIZE + FRAME_PAYLOAD_MAX))
 /* A frame begun and not finished within this is a stalled peer: dropped. */
 #define CONN_STALL_NS (10ull * 1000 * 1000 * 1000)
 /* A connection whose first frame does not come within this is dropped too. */

@@ -59,3 +59,16 @@ finish() {
 	echo "$passed passed, $failed failed"
 	[ "$failed" -eq 0 ]
 }
+
+# "SLICES CALLS OFF_TIMELINE NAME" per function (all threads) from a
+# `profctl report --dump` on stdin. Names may hold spaces (C++), and a slice
+# line ends "TS DUR PARENT" plus SELF_SAMPLES when a sample landed in it: the
+# name ends before the first of those, which is the one that is a number
+# (no symbol's last word is).
+dump_func_counts() {
+	awk '
+	function name(from, to,    s, i) { s = $from; for (i = from + 1; i <= to; i++) s = s " " $i; return s }
+	$1 == "slice" { slices[name(4, $(NF - 3) ~ /^[0-9]+$/ ? NF - 4 : NF - 3)]++ }
+	$1 == "total" && $2 == 0 { n = name(3, NF - 11); calls[n] = $(NF - 10); off[n] = $(NF - 8) }
+	END { for (f in calls) print slices[f] + 0, calls[f], off[f], f }'
+}

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Runtimes with generated code whose stack walkers read the return addresses
+# of the C++ frames that code calls (issue 27): V8 in node, HotSpot in java.
+# A short real workload each (tests/targets/node_work.js, JvmWork.java) under
+# a glob of the runtime's own C++ functions and under '*': the output is the
+# unprofiled one, and the functions the walker would read are refused with
+# their reason (agent/instrument.c runtime_frame_reason). No timing checks.
+set -u
+. "$(dirname "$0")/common.bash"
+
+# run NAME GLOB CMD...: profiles CMD under GLOB into $WORK/NAME.*, checks it
+run() {
+	local name=$1 glob=$2
+	shift 2
+	(cd "$WORK" && timeout 120 "$PROFCTL" run --freq 0 --funcs "$glob" -o "$name.pftrace" -- \
+		"$@" >"$name.out" 2>"$name.err")
+	check_eq "[$glob] exit status" "$?" 0
+	check "[$glob] output identical" cmp -s "$WORK/ref.out" "$WORK/$name.out"
+	check "[$glob] calls counted" grep -qE '^profctl: calls: [0-9]+ made' "$WORK/$name.err"
+}
+
+if ! command -v node >/dev/null; then
+	skip "node: not installed (Debian: nodejs)"
+else
+	JS="$ROOT/tests/targets/node_work.js"
+	node "$JS" >"$WORK/ref.out"
+	check "node: the workload runs" test -s "$WORK/ref.out"
+	NODE=$(command -v node)
+	NODE_MOD=$(basename "$(readlink -f "$NODE")")
+	for i in 1 2 3; do
+		run "v8_$i" "$NODE_MOD:_ZN2v88internal*" "$NODE" "$JS"
+	done
+	check "node: V8's C++ is timed" \
+		grep -qE '^profctl: +[0-9]+ .*v8::internal::' "$WORK/v8_1.err"
+	run node_all '*' "$NODE" "$JS"
+	"$PROFCTL" funcs "$NODE_MOD:*Builtin_ErrorConstructor*,$NODE_MOD:Builtins_CEntry*" -- \
+		"$NODE" -e 0 >"$WORK/node.funcs" 2>&1
+	check "node: a C++ builtin is refused with its reason" grep -q \
+		'Builtin_ErrorConstructor.*called from generated code: V8 reads its return address' \
+		"$WORK/node.funcs"
+	check "node: embedded builtins are refused with their reason" grep -q \
+		"Builtins_CEntry.*V8's embedded builtins (generated code)" "$WORK/node.funcs"
+fi
+
+if ! command -v java >/dev/null || ! command -v javac >/dev/null; then
+	skip "java: java or javac not installed (Debian: default-jdk-headless)"
+else
+	javac -d "$WORK/classes" "$ROOT/tests/targets/JvmWork.java"
+	java -cp "$WORK/classes" JvmWork >"$WORK/ref.out"
+	check_eq "java: the workload runs on 4 threads" "$(grep -c '^thread ' "$WORK/ref.out")" 4
+	for glob in 'libjvm.so:*Parse*' 'libjvm.so:*' '*'; do
+		run "jvm_${glob//[^a-z]/}" "$glob" java -cp "$WORK/classes" JvmWork
+	done
+	check "java: libjvm's functions are refused with their reason" grep -q \
+		"libjvm.so): HotSpot's libjvm: its generated code calls into its C++" \
+		"$WORK/jvm_libjvmso.err"
+	check "java: under '*', the C libraries are timed" \
+		grep -qE '^profctl: functions: [0-9]+ matched, [1-9][0-9]* instrumented' "$WORK/jvm_.err"
+	check "java: no crash report" test -z "$(ls "$WORK"/hs_err* 2>/dev/null)"
+fi
+finish
