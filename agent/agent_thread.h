@@ -246,6 +246,7 @@ extern _Atomic int agent_recording;
  */
 enum agent_exit_state { AGENT_EXIT_NONE = 0, AGENT_EXIT_REQUESTED = 1, AGENT_EXIT_FLUSHED = 2 };
 extern _Atomic uint32_t agent_exit_request;
+extern _Atomic uint32_t agent_flush_progress;
 
 /* agent/threads.c */
 int threads_init(void);

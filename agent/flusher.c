@@ -111,6 +111,7 @@ static int flusher_send_stage(void)
 	    frame_send(flusher.sock, FRAME_EVENTS_RAW, flusher.stage, flusher.stage_len, -1) < 0)
 		flusher.failed = -EPIPE;
 	flusher.stage_len = 0;
+	atomic_fetch_add(&agent_flush_progress, 1); /* pairs with the load in go_exit_flush() */
 	return flusher.failed;
 }
 

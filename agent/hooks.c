@@ -50,6 +50,8 @@ __thread uintptr_t agent_thread_guard __attribute__((tls_model("initial-exec")))
 /* Global because every hook reads it; written only at start, stop and fork. */
 _Atomic int agent_recording;
 _Atomic uint32_t agent_exit_request;
+/* Frames the flusher has sent: a Go exit waits while it grows (go_exit_flush). */
+_Atomic uint32_t agent_flush_progress;
 /*
  * The session's timeline filters (agent.c sets them before recording starts;
  * never changed while hooks run), global because every call reads them.
@@ -757,21 +759,31 @@ static long raw_futex(_Atomic uint32_t *word, int op, uint32_t val, const struct
 /*
  * Go's runtime.exit is about to exit_group: no destructor will run, so the
  * flusher (which looks at the word every tick) sends the final figures and
- * the goodbye now, while this thread waits, 3 s at most. It waits on
- * whatever stack Go called from, a goroutine's maybe, with ~800 bytes Go
- * guarantees below it: hence no slow path (vector state), no libc, one
- * futex. Once: a second exit, or one after the flusher ended, goes on.
+ * the goodbye now, while this thread waits. It waits as long as the flusher
+ * makes progress (a loaded machine slows the final drain: a fixed 3 s lost
+ * the final figures in 1 run of ~40 under '*'), 3 s without progress or 30 s
+ * in all at most. It waits on whatever stack Go called from, a goroutine's
+ * maybe, with ~800 bytes Go guarantees below it: hence no slow path (vector
+ * state), no libc, one futex. Once: a second exit, or one after the flusher
+ * ended, goes on.
  */
 COLD static void go_exit_flush(void)
 {
 	const struct timespec second = { 1, 0 };
-	uint32_t none = AGENT_EXIT_NONE;
+	uint32_t none = AGENT_EXIT_NONE, seen, now;
 
 	if (!atomic_load_explicit(&agent_recording, memory_order_relaxed) ||
 	    !atomic_compare_exchange_strong(&agent_exit_request, &none, AGENT_EXIT_REQUESTED))
 		return;
-	for (int i = 0; i < 3 && atomic_load(&agent_exit_request) == AGENT_EXIT_REQUESTED; i++)
+	seen = atomic_load(&agent_flush_progress);
+	for (int waited = 0, idle = 0; waited < 30 && idle < 3 &&
+				       atomic_load(&agent_exit_request) == AGENT_EXIT_REQUESTED;
+	     waited++) {
 		raw_futex(&agent_exit_request, FUTEX_WAIT_PRIVATE, AGENT_EXIT_REQUESTED, &second);
+		now = atomic_load(&agent_flush_progress);
+		idle = now == seen ? idle + 1 : 0;
+		seen = now;
+	}
 }
 
 /* An enter on a thread without state yet: set it up, or Go's exit (which needs none). */
