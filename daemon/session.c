@@ -57,7 +57,7 @@
  * §6.3: its memory grows with the slice count): past it, the summary names
  * the --min-duration that would have kept the timeline under.
  */
-#define UI_SLICE_LIMIT 10000000ull
+
 /* Ours to hold, unlike the agent's buffers: a client must not make a root daemon keep more. */
 #define MAX_RING_SIZE (4ull << 30)
 enum { TRACE_COMPRESSION_DEFAULT = 0, TRACE_COMPRESSION_NONE = 1, TRACE_COMPRESSION_DEFLATE = 2,
@@ -81,6 +81,186 @@ void session_send_error(struct conn *c, const char *msg)
 	conn_close_later(c);
 }
 
+/* ---- function names over the session's processes --------------------------------- */
+
+static uint32_t name_hash(const char *name)
+{
+	uint32_t h = 2166136261u;
+
+	for (; *name; name++)
+		h = (h ^ (uint8_t)*name) * 16777619u;
+	return h;
+}
+
+static int func_names_grow(struct session *s)
+{
+	uint32_t cap = s->func_hash_cap ? s->func_hash_cap * 2 : 1024;
+	uint32_t *hash = calloc(cap, sizeof(*hash));
+	char **names = realloc(s->func_names, (size_t)(cap / 2 + 1) * sizeof(*names));
+
+	if (names)
+		s->func_names = names;
+	if (!hash || !names) {
+		free(hash);
+		return -ENOMEM;
+	}
+	if (!s->func_hash_cap)
+		names[0] = NULL;
+	for (uint32_t id = 1; id <= s->n_func_names; id++) {
+		uint32_t k = name_hash(names[id]) & (cap - 1);
+
+		while (hash[k])
+			k = (k + 1) & (cap - 1);
+		hash[k] = id;
+	}
+	free(s->func_hash);
+	s->func_hash = hash;
+	s->func_hash_cap = cap;
+	return 0;
+}
+
+/*
+ * One id per function name in the trace, whichever process and agent named
+ * it: a worker forked from its parent, or the same program run again, adds
+ * to the same function's slices and figures. New names are named in the trace.
+ */
+uint32_t session_func_id(struct session *s, const char *name)
+{
+	uint32_t k;
+
+	if (!name)
+		return 0;
+	if ((s->n_func_names + 1) * 2 > s->func_hash_cap && func_names_grow(s))
+		return 0;
+	for (k = name_hash(name) & (s->func_hash_cap - 1); s->func_hash[k];
+	     k = (k + 1) & (s->func_hash_cap - 1))
+		if (strcmp(s->func_names[s->func_hash[k]], name) == 0)
+			return s->func_hash[k];
+	if (!(s->func_names[s->n_func_names + 1] = strdup(name)))
+		return 0;
+	s->func_hash[k] = ++s->n_func_names;
+	perfetto_writer_function(s->writer, s->n_func_names, demangle_cached(s->demangled, name));
+	return s->n_func_names;
+}
+
+const char *session_func_name(const struct session *s, uint32_t id)
+{
+	return id && id <= s->n_func_names ? s->func_names[id] : NULL;
+}
+
+/* ---- the process tree ---------------------------------------------------------------- */
+
+/* Followed at once, at most: a `make -j` of thousands must not exhaust profd. */
+#define MAX_LIVE_PROCESSES 256
+/* How far up /proc's parents an agent's process is looked for in the session. */
+#define MAX_TREE_DEPTH 64
+
+/* Its parent and start time, from /proc/PID/stat; -1 when it is gone. */
+static pid_t proc_parent(pid_t pid, unsigned long long *start_time)
+{
+	char path[64], buf[1024], *p;
+	unsigned long long start = 0;
+	int ppid = -1;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = '\0';
+	p = strrchr(buf, ')'); /* the name may hold anything */
+	if (!p || sscanf(p + 1, " %*c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d "
+			 "%*d %*d %*d %*d %llu", &ppid, &start) != 2)
+		return -1;
+	if (start_time)
+		*start_time = start;
+	return ppid;
+}
+
+static void proc_comm(pid_t pid, char *out, size_t len)
+{
+	char path[64];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
+	f = fopen(path, "re");
+	if (f && fgets(out, (int)len, f))
+		out[strcspn(out, "\n")] = '\0';
+	if (f)
+		fclose(f);
+}
+
+/* The process the session was started for: named as the client named it. */
+static void session_root_described(struct session *s, struct session_process *p)
+{
+	p->start_time = s->target_start_time;
+	p->ppid = proc_parent(p->pid, NULL);
+	snprintf(p->comm, sizeof(p->comm), "%s", s->comm);
+	s->n_procs = s->n_live = 1;
+	perfetto_writer_process(s->writer, p->pid, s->comm);
+}
+
+static void session_follow_sched(struct server *srv, struct session *s, pid_t pid);
+
+/*
+ * A process of the tree, followed from now on: its own symbols, sample
+ * pipeline and scheduler states, its Perfetto process. Past the cap it is
+ * counted, not followed. NULL then, or when it is gone or out of memory.
+ */
+static struct session_process *session_add_process(struct server *srv, struct session *s,
+						   pid_t pid, pid_t ppid)
+{
+	struct session_process *p;
+
+	s->n_procs++;
+	if (s->n_live >= MAX_LIVE_PROCESSES) {
+		s->not_followed++;
+		return NULL;
+	}
+	p = session_process_new(s, pid);
+	if (!p)
+		return NULL;
+	s->n_live++;
+	p->ppid = ppid;
+	p->start_time = access_start_time(pid);
+	proc_comm(pid, p->comm, sizeof(p->comm));
+	if (session_process_start_symbols(p, true, s->sampler != NULL))
+		snprintf(p->why_not, sizeof(p->why_not), "out of memory for its samples");
+	perfetto_writer_process(s->writer, pid, p->comm[0] ? p->comm : NULL);
+	session_process_describe_threads(p);
+	session_follow_sched(srv, s, pid);
+	session_process_check_program(p);
+	return p;
+}
+
+/* A process of the session, not gone (the newest of a reused pid). */
+static struct session_process *session_live_process(struct session *s, pid_t pid)
+{
+	struct session_process *p = session_process_find(s, pid);
+
+	return p && !p->exited ? p : NULL;
+}
+
+/* Whether pid descends from a process the session follows (its parents, as /proc has them now). */
+static bool session_descends(struct session *s, pid_t pid)
+{
+	pid_t at = pid;
+
+	for (int depth = 0; depth < MAX_TREE_DEPTH; depth++) {
+		at = proc_parent(at, NULL);
+		if (at <= 0)
+			return false;
+		if (session_live_process(s, at))
+			return true;
+	}
+	return false;
+}
+
 static void session_free(struct session *s)
 {
 	while (s->procs) {
@@ -90,6 +270,10 @@ static void session_free(struct session *s)
 		session_process_free(p);
 	}
 	kernel_symbols_free(s->kernel); /* after the writer: names are keyed by address */
+	for (uint32_t i = 0; i <= s->n_func_names && s->func_names; i++)
+		free(s->func_names[i]);
+	free(s->func_names);
+	free(s->func_hash);
 	for (size_t i = 0; i < s->n_patterns; i++)
 		free(s->patterns[i]);
 	free(s->patterns);
@@ -145,6 +329,7 @@ static struct session *session_new(struct server *srv, struct conn *c, const Pro
 	s->min_duration_ns = req->min_duration_ns;
 	s->max_depth = req->max_depth;
 	s->sched_off = req->sched_off;
+	s->follow_children = !req->no_inherit && req->attach_pid <= 0;
 	/* at least one tick: a filter asked for is never silently off */
 	if (req->min_duration_ns)
 		s->min_duration_ticks = (uint64_t)((double)req->min_duration_ns * tsc_ticks_per_ns()) + 1;
@@ -176,7 +361,7 @@ static int session_attach(struct session *s, pid_t pid)
 		session_send_error(s->client, "out of memory");
 		return -ENOMEM;
 	}
-	perfetto_writer_process(s->writer, pid, s->comm);
+	session_root_described(s, s->procs);
 	session_process_describe_threads(s->procs);
 	session_start_sampling(s, NULL);
 	session_start_sched(s->client->srv, s);
@@ -288,6 +473,40 @@ static void on_comm(void *ctx, uint32_t pid, uint32_t tid, const char *comm, uin
 		session_process_comm(p, tid, comm);
 }
 
+/*
+ * The kernel's word on the tree (perf FORK records, inherited events): a new
+ * process of a followed one is followed from its fork, agent or not, so
+ * its samples are there and the summary names it whatever becomes of it.
+ */
+static void on_fork(void *ctx, uint32_t pid, uint32_t ppid, uint32_t tid, uint64_t time)
+{
+	struct session *s = ctx;
+	struct session_process *parent = session_live_process(s, (pid_t)ppid);
+
+	(void)time;
+	if (pid != tid || pid == ppid || !parent || session_live_process(s, (pid_t)pid))
+		return; /* a thread, or a process we know */
+	if (!s->follow_children) {
+		s->n_procs++;
+		s->not_followed++;
+		return;
+	}
+	session_add_process(s->client ? s->client->srv : NULL, s, (pid_t)pid, (pid_t)ppid);
+}
+
+static void on_task(void *ctx, bool is_exit, uint32_t pid, uint32_t tid, uint64_t time)
+{
+	struct session *s = ctx;
+	struct session_process *p;
+
+	(void)time;
+	if (!is_exit || pid != tid || !(p = session_live_process(s, (pid_t)pid)))
+		return;
+	p->exited = true;
+	if (s->n_live)
+		s->n_live--;
+}
+
 static void on_lost(void *ctx, uint32_t cpu, uint64_t lost, uint64_t time)
 {
 	struct session *s = ctx;
@@ -300,6 +519,8 @@ static const struct sampler_callbacks sampler_cb = {
 	.sample = on_sample,
 	.mmap = on_mmap,
 	.comm = on_comm,
+	.task = on_task,
+	.fork = on_fork,
 	.lost = on_lost,
 };
 
@@ -384,8 +605,24 @@ static void sched_route(void *ctx, const struct sched_record *r)
 	struct server *srv = ctx;
 
 	for (struct session *s = srv->sessions; s; s = s->next)
-		if (s->sched && ((pid_t)r->prev_tgid == s->target || (pid_t)r->next_tgid == s->target))
+		if (s->sched && (session_live_process(s, (pid_t)r->prev_tgid) ||
+				 session_live_process(s, (pid_t)r->next_tgid)))
 			sched_session_record(s->sched, r);
+}
+
+static bool sched_is_target(void *ctx, uint32_t tgid)
+{
+	return session_live_process(ctx, (pid_t)tgid) != NULL;
+}
+
+/*
+ * A child of the tree: its switches from now on (the probe filters by
+ * tgid in the kernel; those before profd heard of the child are not seen).
+ */
+static void session_follow_sched(struct server *srv, struct session *s, pid_t pid)
+{
+	if (s->sched && srv && srv->sched)
+		sched_tracer_add(srv->sched, pid);
 }
 
 void session_sched_drain(struct server *srv)
@@ -410,6 +647,7 @@ static void session_start_sched(struct server *srv, struct session *s)
 	if (!err) {
 		s->sched = sched_session_new(&(struct sched_session_config){
 			.target = s->target, .writer = s->writer,
+			.is_target = sched_is_target, .is_target_ctx = s,
 			.see_other_tasks = access_may_see_other_tasks(&s->client_cred) });
 		if (s->sched)
 			return;
@@ -428,7 +666,8 @@ static void session_stop_sched(struct server *srv, struct session *s)
 		return;
 	session_sched_drain(srv);
 	sched_session_set_lost(s->sched, sched_tracer_lost(srv->sched, s->target));
-	sched_tracer_remove(srv->sched, s->target);
+	for (struct session_process *p = s->procs; p; p = p->next)
+		sched_tracer_remove(srv->sched, p->pid);
 	server_sched_put(srv);
 }
 
@@ -455,7 +694,7 @@ static void handle_target_forked(struct session *s, const uint8_t *p, size_t len
 		goto out;
 	}
 	s->target = msg->pid;
-	perfetto_writer_process(s->writer, s->target, s->comm);
+	session_root_described(s, s->procs);
 	session_start_sampling(s, &ready);
 	session_start_sched(s->client->srv, s);
 	if (s->sched_why[0])
@@ -476,21 +715,60 @@ static struct session *session_by_token(struct server *srv, const char *token)
 	return NULL;
 }
 
+/*
+ * The process an agent's hello comes from: the target, or (following
+ * children) a process of its tree: one the kernel told of (FORK records,
+ * read first), else one whose parents in /proc lead to the session. Who
+ * connected is the kernel's word (SO_PEERCRED), not the agent's; the token
+ * is the session's secret, handed down through the environment; the client
+ * must still be allowed to ptrace the process. A handed-over link serves
+ * its session only.
+ */
+static struct session_process *hello_process(struct server *srv, struct session *s,
+					     struct conn *c)
+{
+	pid_t pid = c->peer.pid;
+	struct session_process *p;
+	unsigned long long start;
+	char why[160];
+
+	if (!s->target || (c->bound_session && c->bound_session != s->id))
+		return NULL;
+	if (pid == s->target)
+		return access_start_time(pid) == s->target_start_time ?
+			       session_live_process(s, pid) : NULL;
+	if (!s->follow_children)
+		return NULL;
+	if (s->sampler)
+		session_read_samples(s); /* its FORK record may be in the rings */
+	p = session_live_process(s, pid);
+	if (p)
+		return access_start_time(pid) == p->start_time ? p : NULL;
+	if (!session_descends(s, pid) ||
+	    access_check_target(&s->client_cred, pid, false, &start, why, sizeof(why)))
+		return NULL;
+	return session_add_process(srv, s, pid, proc_parent(pid, NULL));
+}
+
 static void handle_agent_hello(struct server *srv, struct conn *c, const uint8_t *b, size_t len)
 {
 	Profd__AgentHello *hello = profd__agent_hello__unpack(NULL, len, b);
 	Profd__AgentConfig cfg = PROFD__AGENT_CONFIG__INIT;
 	struct session *s = hello ? session_by_token(srv, hello->agent_token) : NULL;
-	struct session_process *p = s && s->target ? session_process_find(s, s->target) : NULL;
+	struct session_process *p = s ? hello_process(srv, s, c) : NULL;
 	uint8_t buf[64 * 1024];
 
-	/* The kernel's word on who connected, not the agent's; a handed-over link serves its session. */
-	if (!s || !p || p->agent || c->peer.pid != s->target ||
-	    (c->bound_session && c->bound_session != s->id) ||
-	    access_start_time(s->target) != s->target_start_time) {
+	if (!p) {
 		session_send_error(c, "no session for this agent");
 		goto out;
 	}
+	if (p->agent) { /* the program before an exec: its stream ended with it */
+		p->agent->session = NULL;
+		conn_close_later(p->agent);
+		session_process_agent_gone(p);
+	}
+	if (p->agent_seen)
+		p->execs++;
 	if (session_process_agent_hello(p, c)) {
 		session_send_error(c, "out of memory");
 		goto out;
@@ -502,6 +780,7 @@ static void handle_agent_hello(struct server *srv, struct conn *c, const uint8_t
 	cfg.buffer_size = s->buffer_size;
 	cfg.min_duration_ticks = s->min_duration_ticks;
 	cfg.max_depth = s->max_depth;
+	cfg.follow_children = s->follow_children;
 	if (profd__agent_config__get_packed_size(&cfg) <= sizeof(buf))
 		conn_send(c, FRAME_AGENT_CONFIG, buf, profd__agent_config__pack(&cfg, buf));
 out:
@@ -533,216 +812,6 @@ void session_agent_frame(struct server *srv, struct conn *c, uint32_t type,
 	}
 	if (p)
 		session_process_agent_frame(p, type, payload, len);
-}
-
-/* The process the session was started for. */
-static const struct session_process *session_root(const struct session *s)
-{
-	return session_process_find((struct session *)s, s->target);
-}
-
-/* Every agent's table adds up (an exec brings a new agent); skipped is allocated. */
-static int fill_summary(struct session *s, Profd__SessionSummary *sum,
-			const struct perfetto_writer_stats *st,
-			const struct sample_pipeline_stats *samples)
-{
-	const struct session_process *p = session_root(s);
-	size_t n_skipped = 0;
-
-	struct func_stats_summary calls;
-
-	func_stats_summarize(p->stats, &calls);
-	sum->agent_connected = p->agent_seen;
-	sum->events = p->events;
-	sum->events_dropped = p->drops;
-	sum->calls_made = calls.made;
-	sum->calls_recorded = calls.recorded;
-	sum->calls_dropped = calls.dropped;
-	sum->dropped_buffer_full = calls.dropped_by_reason[AGG_DROP_BUFFER_FULL];
-	sum->dropped_shadow_full = calls.dropped_by_reason[AGG_DROP_SHADOW_FULL];
-	sum->dropped_in_hook = calls.dropped_by_reason[AGG_DROP_IN_HOOK];
-	sum->dropped_under_unwinder = calls.dropped_by_reason[AGG_DROP_UNDER_UNWINDER];
-	sum->calls_unattributed = calls.unattributed;
-	sum->calls_filtered = calls.filtered;
-	sum->filtered_short = calls.filtered_by_reason[AGG_FILTER_SHORT];
-	sum->filtered_deep = calls.filtered_by_reason[AGG_FILTER_DEEP];
-	sum->min_duration_ns = s->min_duration_ns;
-	sum->max_depth = s->max_depth;
-	if (calls.recorded > UI_SLICE_LIMIT)
-		sum->suggested_min_duration_ns =
-			func_stats_min_duration_for(p->stats, UI_SLICE_LIMIT);
-	sum->calls_open = calls.open;
-	if (s->sched) {
-		struct sched_session_stats ss;
-
-		sched_session_get_stats(s->sched, &ss);
-		sum->sched_switches = ss.switches;
-		sum->sched_wakeups = ss.wakeups;
-		sum->sched_lost = ss.lost;
-		sum->sched_hidden = ss.hidden;
-	} else if (s->sched_why[0]) {
-		sum->sched_unavailable = s->sched_why;
-	}
-	sum->buffer_budget = p->buffer_budget;
-	sum->buffer_peak = p->buffer_peak;
-	sum->samples = samples->written;
-	sum->sample_freq = s->freq;
-	sum->samples_in_calls = samples->in_calls;
-	sum->returns_repaired = samples->returns_repaired;
-	sum->samples_empty = samples->empty;
-	sum->samples_lost = s->samples_lost;
-	sum->trace_bytes = st->bytes;
-	sum->error = s->error;
-	size_t n_warnings = s->warning[0] ? 1 : 0;
-
-	for (size_t i = 0; i < p->funcs.n_tables; i++) {
-		n_skipped += p->funcs.tables[i]->n_skipped;
-		n_warnings += p->funcs.tables[i]->n_warnings;
-	}
-	sum->warnings = calloc(n_warnings + 1, sizeof(char *));
-	if (!sum->warnings)
-		return -ENOMEM;
-	if (s->warning[0])
-		sum->warnings[sum->n_warnings++] = s->warning;
-	for (size_t i = 0; i < p->funcs.n_tables; i++)
-		for (size_t k = 0; k < p->funcs.tables[i]->n_warnings; k++)
-			sum->warnings[sum->n_warnings++] = p->funcs.tables[i]->warnings[k];
-	sum->skipped = calloc(n_skipped + 1, sizeof(*sum->skipped));
-	if (!sum->skipped)
-		return -ENOMEM;
-	for (size_t i = 0; i < p->funcs.n_tables; i++) {
-		const Profd__FunctionTable *t = p->funcs.tables[i];
-
-		sum->functions_matched += t->matched;
-		sum->functions_instrumented += (uint32_t)t->n_functions;
-		for (size_t k = 0; k < t->n_skipped; k++)
-			sum->skipped[sum->n_skipped++] = t->skipped[k];
-	}
-	return 0;
-}
-
-/* Samples that are the profiler's own cost, by part (see daemon/sampling/overhead.h). */
-static void fill_summary_overhead(Profd__SessionSummary *sum,
-				  const struct sample_pipeline_stats *samples)
-{
-	sum->overhead_samples_hooks = samples->by_kind[OVERHEAD_HOOKS];
-	sum->overhead_samples_flusher = samples->by_kind[OVERHEAD_FLUSHER];
-	sum->overhead_samples_agent = samples->by_kind[OVERHEAD_AGENT];
-	sum->overhead_samples = sum->overhead_samples_hooks + sum->overhead_samples_flusher +
-				sum->overhead_samples_agent;
-}
-
-#define SUMMARY_SELF_FUNCTIONS 10
-
-/* The functions with the most self samples, most first (entries allocated in *list). */
-static size_t top_self_samples(const struct session *s, Profd__FunctionSelfSamples *list,
-			       Profd__FunctionSelfSamples **ptrs)
-{
-	const struct session_process *p = session_root(s);
-	size_t n = 0;
-
-	for (uint32_t id = 1; p->samples_out && id <= p->funcs.n_funcs; id++) {
-		uint64_t k = sample_pipeline_self_samples(p->samples_out, id);
-		size_t at;
-
-		if (k == 0 || !func_registry_name(&p->funcs, id))
-			continue;
-		if (n == SUMMARY_SELF_FUNCTIONS && k <= list[n - 1].samples)
-			continue;
-		at = n < SUMMARY_SELF_FUNCTIONS ? n++ : n - 1;
-		for (; at > 0 && list[at - 1].samples < k; at--)
-			list[at] = list[at - 1];
-		profd__function_self_samples__init(&list[at]);
-		list[at].name = (char *)demangle_cached(s->demangled, func_registry_name(&p->funcs, id));
-		list[at].samples = k;
-	}
-	for (size_t i = 0; i < n; i++)
-		ptrs[i] = &list[i];
-	return n;
-}
-
-#define SUMMARY_TOP_FUNCTIONS 10
-
-static void fill_sched_time(const struct session *s, uint32_t func_id, Profd__FunctionTotals *f)
-{
-	struct sched_func_time t;
-
-	if (!s->sched || !sched_session_func_time(s->sched, func_id, &t))
-		return;
-	f->sched_calls = t.calls;
-	f->on_cpu_ns = f->total_ns > t.off_ns ? f->total_ns - t.off_ns : 0;
-	f->off_cpu_ns = t.off_ns;
-	f->runnable_ns = t.runnable_ns;
-}
-
-static size_t fill_top_functions(struct session *s, const struct func_totals *totals, size_t n,
-				 Profd__FunctionTotals *top, Profd__FunctionTotals **ptrs)
-{
-	const struct session_process *p = session_root(s);
-	size_t k = 0;
-
-	for (size_t i = 0; i < n && k < SUMMARY_TOP_FUNCTIONS; i++) {
-		const char *name = func_registry_name(&p->funcs, totals[i].func_id);
-
-		if (!name)
-			continue;
-		profd__function_totals__init(&top[k]);
-		top[k].name = (char *)demangle_cached(s->demangled, name);
-		top[k].calls = totals[i].calls;
-		top[k].exited = totals[i].exited;
-		top[k].total_ns = totals[i].total_ns;
-		top[k].self_ns = totals[i].self_ns;
-		top[k].max_ns = totals[i].max_ns;
-		top[k].p50_ns = totals[i].p50_ns;
-		top[k].p99_ns = totals[i].p99_ns;
-		top[k].dropped = totals[i].dropped;
-		top[k].filtered = totals[i].filtered;
-		fill_sched_time(s, totals[i].func_id, &top[k]);
-		ptrs[k] = &top[k];
-		k++;
-	}
-	return k;
-}
-
-static void send_summary(struct session *s, const struct perfetto_writer_stats *st,
-			 const struct sample_pipeline_stats *samples)
-{
-	Profd__SessionSummary sum = PROFD__SESSION_SUMMARY__INIT;
-	Profd__FunctionSelfSamples self[SUMMARY_SELF_FUNCTIONS], *self_ptrs[SUMMARY_SELF_FUNCTIONS];
-	uint8_t *buf = NULL;
-	size_t len;
-
-	Profd__FunctionTotals top[SUMMARY_TOP_FUNCTIONS], *top_ptrs[SUMMARY_TOP_FUNCTIONS];
-	struct func_totals *totals = NULL;
-	const struct session_process *p = session_root(s);
-	long n_totals;
-
-	if (fill_summary(s, &sum, st, samples))
-		goto out;
-	fill_summary_overhead(&sum, samples);
-	sum.n_self_samples = top_self_samples(s, self, self_ptrs);
-	sum.self_samples = self_ptrs;
-	n_totals = func_stats_totals(p->stats, 0, &totals);
-	if (n_totals > 0) {
-		sum.functions_called = (uint32_t)n_totals;
-		sum.n_top_functions = fill_top_functions(s, totals, (size_t)n_totals, top, top_ptrs);
-		sum.top_functions = top_ptrs;
-	}
-	len = profd__session_summary__get_packed_size(&sum);
-	while (len > FRAME_PAYLOAD_MAX && sum.n_skipped > 0) {
-		sum.n_skipped /= 2;
-		len = profd__session_summary__get_packed_size(&sum);
-	}
-	buf = malloc(len ? len : 1);
-	if (!buf)
-		goto out;
-	profd__session_summary__pack(&sum, buf);
-	conn_send(s->client, FRAME_SESSION_SUMMARY, buf, len);
-out:
-	free(totals);
-	free(buf);
-	free(sum.skipped);
-	free(sum.warnings);
 }
 
 static void session_unlink(struct server *srv, struct session *s)
@@ -838,7 +907,7 @@ static void session_finish(struct server *srv, struct session *s)
 	if (s->out_fd >= 0)
 		close(s->out_fd);
 	if (s->client) {
-		send_summary(s, &st, &samples);
+		session_send_summary(s, &st, &samples);
 		conn_close_later(s->client);
 		s->client->session = NULL;
 	}

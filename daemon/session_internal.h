@@ -40,7 +40,12 @@ struct thread_slot {
  */
 struct session_process {
 	struct session *s;
-	pid_t pid;
+	pid_t pid, ppid;
+	unsigned long long start_time;   /* /proc/PID/stat: a reused pid is another process */
+	char comm[16];                   /* its program, as the kernel names it */
+	char why_not[96];                /* no agent: why (static binary, setuid, ...) */
+	uint32_t execs;                  /* agents after the first: programs it exec'd */
+	bool exited;                     /* the kernel said so (perf EXIT) */
 	struct conn *agent;
 	struct func_registry funcs;      /* its agents' tables: ids and names */
 	struct func_stats *stats;        /* exact per-function figures */
@@ -51,7 +56,10 @@ struct session_process {
 	struct symbolizer *symbols;
 	struct dwarf_unwinder *unwinder; /* NULL: frame-pointer callchains only */
 	struct sample_pipeline *samples_out; /* NULL: no sampling */
+	uint32_t *trace_ids;             /* its agents' ids (funcs) -> the trace's (session_func_id) */
+	uint32_t n_trace_ids;
 	struct thread_slot *threads;
+	uint32_t n_thread_slots, n_threads; /* a power of two; used */
 	uint64_t events, drops, events_invalid;
 	uint64_t buffer_budget, buffer_peak; /* as the agent reported them at its goodbye */
 	int agent_said_goodbye;
@@ -86,7 +94,15 @@ struct session {
 	char **patterns;
 	size_t n_patterns;
 	uint32_t freq;
-	struct session_process *procs;   /* every process of the session */
+	struct session_process *procs;   /* every process of the session, newest first */
+	bool follow_children;            /* not --no-inherit */
+	uint32_t n_procs, n_live;        /* processes seen; followed and not gone */
+	uint32_t not_followed;           /* seen past the cap */
+	/* function names over the session: one trace id per name, whatever process */
+	char **func_names;               /* index = trace id; [0] NULL */
+	uint32_t n_func_names, func_names_cap;
+	uint32_t *func_hash;             /* open addressing over func_names: ids, 0 = empty */
+	uint32_t func_hash_cap;
 	uint64_t samples_lost;
 	uint64_t agent_deadline_ns;
 	unsigned long long target_start_time; /* to refuse an agent from a reused pid */
@@ -99,9 +115,18 @@ struct session {
 
 /* daemon/session.c */
 void session_error(struct session *s, const char *fmt, const char *detail);
+/* The trace's id of a function name (new ones are named in the trace); 0 when out of memory. */
+uint32_t session_func_id(struct session *s, const char *name);
+const char *session_func_name(const struct session *s, uint32_t id);
 void session_send_error(struct conn *c, const char *msg);
 /* Drains the perf rings (every process's samples and side records). */
 void session_read_samples(struct session *s);
+
+/* daemon/session_summary.c: the summary to the client (st: the trace's; samples: summed). */
+struct perfetto_writer_stats;
+struct sample_pipeline_stats;
+void session_send_summary(struct session *s, const struct perfetto_writer_stats *st,
+			  const struct sample_pipeline_stats *samples);
 
 /* daemon/session_process.c */
 struct session_process *session_process_new(struct session *s, pid_t pid);
@@ -128,6 +153,11 @@ void session_process_agent_frame(struct session_process *p, uint32_t type, const
 void session_process_agent_gone(struct session_process *p);
 /* Its exact figures on its totals track. */
 void session_process_write_totals(struct session_process *p, uint64_t ts);
+/*
+ * Why its program cannot take the agent, if it cannot (statically linked,
+ * setuid, another architecture): read from /proc/PID/exe into why_not.
+ */
+void session_process_check_program(struct session_process *p);
 /* Functions instrumented by its agents. */
 uint32_t session_process_functions(const struct session_process *p);
 uint64_t session_process_samples(const struct session_process *p);

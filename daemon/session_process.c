@@ -7,7 +7,11 @@
  * touches another process's state, the client or the session's end.
  */
 #include <dirent.h>
+#include <elf.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,7 +35,14 @@
 #include "proto/event_wire.h"
 #include "viewer-export/perfetto_writer.h"
 
-#define TID_SLOTS 4096                           /* power of two */
+#if defined(__x86_64__)
+#define PROFD_ELF_MACHINE EM_X86_64
+#else
+#define PROFD_ELF_MACHINE EM_AARCH64
+#endif
+
+#define TID_SLOTS_FIRST 64      /* power of two; grows: a tree of thousands costs little each */
+#define TID_SLOTS_MAX 65536
 
 struct session_process *session_process_new(struct session *s, pid_t pid)
 {
@@ -41,7 +52,8 @@ struct session_process *session_process_new(struct session *s, pid_t pid)
 		return NULL;
 	p->s = s;
 	p->pid = pid;
-	p->threads = calloc(TID_SLOTS, sizeof(*p->threads));
+	p->n_thread_slots = TID_SLOTS_FIRST;
+	p->threads = calloc(p->n_thread_slots, sizeof(*p->threads));
 	p->decoder = event_decoder_new();
 	p->stats = func_stats_new();
 	p->calls = call_stacks_new();
@@ -69,6 +81,7 @@ void session_process_free(struct session_process *p)
 	symbolizer_free(p->symbols);
 	dwarf_unwinder_free(p->unwinder);
 	free(p->threads);
+	free(p->trace_ids);
 	free(p);
 }
 
@@ -80,19 +93,52 @@ struct session_process *session_process_find(struct session *s, pid_t pid)
 	return NULL;
 }
 
+static struct thread_slot *slot_find(struct thread_slot *slots, uint32_t n, uint32_t tid)
+{
+	uint32_t i = (tid * 2654435761u) & (n - 1);
+
+	for (uint32_t probes = 0; probes < n; probes++, i = (i + 1) & (n - 1))
+		if (slots[i].tid == tid || slots[i].tid == 0)
+			return &slots[i];
+	return NULL;
+}
+
+/* Twice the slots, past half full; false when it cannot (the table stays as it is). */
+static bool threads_grow(struct session_process *p)
+{
+	uint32_t n = p->n_thread_slots * 2;
+	struct thread_slot *slots;
+
+	if (n > TID_SLOTS_MAX || !(slots = calloc(n, sizeof(*slots))))
+		return false;
+	for (uint32_t i = 0; i < p->n_thread_slots; i++)
+		if (p->threads[i].tid)
+			*slot_find(slots, n, p->threads[i].tid) = p->threads[i];
+	free(p->threads);
+	p->threads = slots;
+	p->n_thread_slots = n;
+	return true;
+}
+
 static struct thread_slot *process_thread(struct session_process *p, uint32_t tid)
 {
-	uint32_t i = (tid * 2654435761u) & (TID_SLOTS - 1);
+	struct thread_slot *t = slot_find(p->threads, p->n_thread_slots, tid);
 
-	for (uint32_t probes = 0; probes < TID_SLOTS; probes++, i = (i + 1) & (TID_SLOTS - 1)) {
-		if (p->threads[i].tid == tid)
-			return &p->threads[i];
-		if (p->threads[i].tid == 0) {
-			p->threads[i].tid = tid;
-			return &p->threads[i];
-		}
+	if (t && t->tid == 0 && (p->n_threads + 1) * 2 > p->n_thread_slots && threads_grow(p))
+		t = slot_find(p->threads, p->n_thread_slots, tid);
+	if (t && t->tid == 0) {
+		t->tid = tid;
+		p->n_threads++;
 	}
-	return NULL; /* more threads than slots: their order is not clamped */
+	return t; /* NULL: more threads than slots: their order is not clamped */
+}
+
+/* The trace's id of its current agent's function id, or 0 when none names it. */
+static inline uint32_t trace_id(const struct session_process *p, uint32_t agent_id)
+{
+	uint32_t local = func_registry_session_id(&p->funcs, agent_id);
+
+	return local < p->n_trace_ids ? p->trace_ids[local] : 0;
 }
 
 /* Names every thread the running process has now (later ones come from perf COMM and the agent). */
@@ -251,7 +297,7 @@ static void on_events(void *ctx, uint32_t tid, const struct decoded_event *evs, 
 
 	for (size_t i = 0; i < n; i++) {
 		const struct decoded_event *ev = &evs[i];
-		uint32_t func_id = func_registry_session_id(&p->funcs, ev->func_id);
+		uint32_t func_id = trace_id(p, ev->func_id);
 		uint64_t ts = ev->mono_ns;
 
 		if (!func_id || (ev->kind != EVENT_ENTER && ev->kind != EVENT_EXIT)) {
@@ -332,7 +378,7 @@ static double process_ns_per_tick(const struct session_process *p)
 static void on_func_agg(void *ctx, uint32_t tid, const struct decoded_func_agg *fa)
 {
 	struct session_process *p = ctx;
-	uint32_t func_id = func_registry_session_id(&p->funcs, fa->func_id);
+	uint32_t func_id = trace_id(p, fa->func_id);
 
 	if (!func_id) {
 		p->events_invalid++;
@@ -395,14 +441,24 @@ int session_process_agent_hello(struct session_process *p, struct conn *c)
 	return 0;
 }
 
+/* Its local id -> the trace's, by name: a function forked or exec'd again keeps its trace id. */
 static void function_named(void *ctx, uint32_t id, const Profd__InstrumentedFunction *f)
 {
 	struct session_process *p = ctx;
 
 	if (f->stub)
 		stub_map_add(p->stubs, f->stub, f->address, f->stub_same_offsets);
-	perfetto_writer_function(p->s->writer, id,
-				 demangle_cached(p->s->demangled, func_registry_name(&p->funcs, id)));
+	if (id >= p->n_trace_ids) {
+		uint32_t n = id * 2 + 16;
+		uint32_t *grown = realloc(p->trace_ids, n * sizeof(*grown));
+
+		if (!grown)
+			return; /* its events then name no function: counted as invalid */
+		memset(grown + p->n_trace_ids, 0, (n - p->n_trace_ids) * sizeof(*grown));
+		p->trace_ids = grown;
+		p->n_trace_ids = n;
+	}
+	p->trace_ids[id] = session_func_id(p->s, func_registry_name(&p->funcs, id));
 }
 
 static void handle_function_table(struct session_process *p, const uint8_t *b, size_t len)
@@ -501,7 +557,7 @@ void session_process_write_totals(struct session_process *p, uint64_t ts)
 
 		for (long i = 0; i < n; i++) {
 			const struct func_totals *t = &totals[i];
-			const char *name = func_registry_name(&p->funcs, t->func_id);
+			const char *name = session_func_name(s, t->func_id);
 			struct perfetto_func_totals out = {
 				.name = name ? demangle_cached(s->demangled, name) : "?",
 				.tid = t->tid, .calls = t->calls, .exited = t->exited,
@@ -537,6 +593,48 @@ void session_process_finish(struct session_process *p)
 	}
 	if (p->samples_out)
 		sample_pipeline_flush(p->samples_out);
+}
+
+/* No PT_INTERP among the program headers: nothing would load LD_PRELOAD. */
+static bool elf_is_static(int fd, const Elf64_Ehdr *eh)
+{
+	for (unsigned i = 0; i < eh->e_phnum && i < 256; i++) {
+		Elf64_Phdr ph;
+
+		if (pread(fd, &ph, sizeof(ph), (off_t)(eh->e_phoff + (uint64_t)i * eh->e_phentsize)) !=
+		    (ssize_t)sizeof(ph))
+			return false;
+		if (ph.p_type == PT_INTERP)
+			return false;
+	}
+	return true;
+}
+
+void session_process_check_program(struct session_process *p)
+{
+	char path[64];
+	Elf64_Ehdr eh;
+	struct stat st;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/exe", (int)p->pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	if (pread(fd, &eh, sizeof(eh), 0) != (ssize_t)sizeof(eh) || memcmp(eh.e_ident, ELFMAG, SELFMAG))
+		goto out;
+	if (eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_machine != PROFD_ELF_MACHINE)
+		snprintf(p->why_not, sizeof(p->why_not), "another architecture (ELF machine %u)",
+			 (unsigned)eh.e_machine);
+	else if (eh.e_phentsize == sizeof(Elf64_Phdr) && elf_is_static(fd, &eh))
+		snprintf(p->why_not, sizeof(p->why_not), "statically linked (nothing loads the agent)");
+	else if (!fstat(fd, &st) && (st.st_mode & (S_ISUID | S_ISGID)))
+		snprintf(p->why_not, sizeof(p->why_not), "set-user-ID or set-group-ID (the loader "
+			 "ignores LD_PRELOAD)");
+	else
+		p->why_not[0] = '\0';
+out:
+	close(fd);
 }
 
 uint32_t session_process_functions(const struct session_process *p)
