@@ -222,8 +222,12 @@ void session_process_comm(struct session_process *p, uint32_t tid, const char *c
 
 	if (t)
 		t->named_by_kernel = 1;
-	if ((pid_t)tid == p->pid)
+	if ((pid_t)tid == p->pid) { /* an exec, or its first name: what it runs now */
+		snprintf(p->comm, sizeof(p->comm), "%s", comm);
+		if (!p->agent_seen)
+			session_process_check_program(p);
 		perfetto_writer_process(p->s->writer, p->pid, comm);
+	}
 	perfetto_writer_thread(p->s->writer, p->pid, (pid_t)tid, comm);
 	if (p->samples_out) /* the agent's thread: its samples are profiling overhead */
 		sample_pipeline_thread_named(p->samples_out, tid, comm);
