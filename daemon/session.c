@@ -229,7 +229,7 @@ static struct session_process *session_add_process(struct server *srv, struct se
 	p->ppid = ppid;
 	p->start_time = access_start_time(pid);
 	proc_comm(pid, p->comm, sizeof(p->comm));
-	if (session_process_start_symbols(p, true, s->sampler != NULL))
+	if (s->sampler && session_process_start_symbols(p, true, true))
 		snprintf(p->why_not, sizeof(p->why_not), "out of memory for its samples");
 	perfetto_writer_process(s->writer, pid, p->comm[0] ? p->comm : NULL);
 	session_process_describe_threads(p);
