@@ -187,6 +187,12 @@ void threads_after_fork(void)
 		atomic_store(&t->seg_map[i], NULL);
 		atomic_store(&t->span_end[i], 0);
 	}
+	/*
+	 * The span of the head is over (its segment was the parent's): the
+	 * flusher skips to the next span, where the first segment will go
+	 * (hooks.c ring_switch_to rounds a head without one up to it).
+	 */
+	atomic_store(&t->span_end[(state_head(s) / SEGMENT_SPAN) % SEGMENT_SLOTS], state_head(s) + 1);
 	t->ring_base = 0;
 	t->ring_end = 0;
 	t->spare = NULL;
