@@ -15,6 +15,7 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -57,6 +58,18 @@ static struct {
 	struct func_filter *filter;   /* kept for modules loaded later */
 	struct table_cursor { size_t functions, skipped, warnings; uint32_t matched; } sent;
 	int atfork_registered;
+	/*
+	 * Forked children: with follow_children (the daemon's word) a child keeps
+	 * recording from its first instruction and connects on its own, at its
+	 * first slow path or exit (fork_pending), to the socket it was given
+	 * (path, token: none for an agent reached through a link).
+	 */
+	int follow_children;
+	int fork_pending;
+	pid_t forked_from;
+	struct event_clock_pair fork_pair; /* read at fork: the child's events start there */
+	char path[108];
+	char token[64];
 } agent = { .sock = -1, .link = -1 };
 
 /*
@@ -74,13 +87,14 @@ __attribute__((constructor(101))) static void xsave_size_init(void)
 }
 #endif
 
-static int send_hello(int fd, const char *token)
+static int send_hello(int fd, const char *token, pid_t forked_from)
 {
 	Profd__AgentHello hello = PROFD__AGENT_HELLO__INIT;
 	uint8_t buf[512];
 
 	hello.agent_token = (char *)token;
 	hello.pid = getpid();
+	hello.forked_from = forked_from;
 	hello.protocol_version = AGENT_PROTOCOL_VERSION;
 	if (profd__agent_hello__get_packed_size(&hello) > sizeof(buf))
 		return -EMSGSIZE;
@@ -241,6 +255,8 @@ static void agent_daemon_lost(void *ctx)
 	flusher_table_unlock(0);
 }
 
+static void agent_forked_connect(void);
+
 /*
  * rt_sigprocmask without libc: its wrappers may be instrumented, and the
  * thread's first call has no state to record them with yet.
@@ -286,6 +302,11 @@ int profagent_enter_slow(int reason)
 
 	signals_mask(SIG_SETMASK, &all, &saved_mask);
 	saved_guard = agent_thread_guard;
+	if (agent.fork_pending) {
+		agent_thread_guard = AGENT_GUARD_AGENT;
+		agent_forked_connect();
+		agent_thread_guard = saved_guard;
+	}
 	if (reason == HOOK_SLOW_THREAD) {
 		if (!agent_current_thread && !saved_guard)
 			profagent_thread_attach_slow(); /* leaves the guard set if it fails */
@@ -309,14 +330,63 @@ int profagent_enter_slow(int reason)
 	return again;
 }
 
-/* Fork: the child keeps running what it inherited but records nothing. */
+/*
+ * Fork (the child, before fork returns in it): only async-signal-safe work,
+ * the parent may have had threads holding any lock. Without follow_children
+ * the child keeps running what it inherited but records nothing. With it,
+ * the calling thread records on from its first instruction here, into its
+ * own figures and (once connected) its own stream: the parent's connection,
+ * flusher and rings are forgotten, and the connection is made later, in
+ * agent_forked_connect, outside this handler.
+ */
 static void atfork_child(void)
 {
-	atomic_store(&agent_recording, 0);
+	int follow = agent.state == AGENT_ACTIVE && agent.follow_children && agent.path[0];
+
 	flusher_forget_after_fork();
 	agent.sock = -1;
 	agent.link = -1;
-	agent.state = AGENT_IDLE;
+	if (!follow) {
+		atomic_store(&agent_recording, 0);
+		agent.state = AGENT_IDLE;
+		return;
+	}
+	flusher_read_clock_pair(&agent.fork_pair);
+	segments_after_fork();
+	threads_after_fork();
+	agent.sent = (struct table_cursor){ 0 };
+	agent.forked_from = (pid_t)syscall(SYS_getppid);
+	agent.fork_pending = 1;
+}
+
+/*
+ * A forked child's first slow path (or its exit): its own connection to
+ * profd, its hello as the parent's fork (it sends the inherited table
+ * again), its flusher. Signals are blocked (the slow path) and the guard
+ * held. When profd does not take it, the child records nothing more; the
+ * patches stay as pass-through.
+ */
+static void agent_forked_connect(void)
+{
+	Profd__AgentConfig *cfg = NULL;
+	int sock;
+
+	agent.fork_pending = 0;
+	sock = frame_connect_unix(agent.path);
+	if (sock >= 0 && send_hello(sock, agent.token, agent.forked_from) >= 0)
+		cfg = receive_config(sock);
+	if (cfg && cfg->follow_children &&
+	    flusher_start(sock, send_table_from_plan, agent_daemon_lost, &agent.plan) == 0) {
+		agent.sock = sock;
+		flusher_release(&agent.fork_pair);
+	} else {
+		atomic_store(&agent_recording, 0);
+		agent.state = AGENT_UNPATCHED; /* nobody will unpatch: pass-through, quiet */
+		if (sock >= 0)
+			close(sock);
+	}
+	if (cfg)
+		profd__agent_config__free_unpacked(cfg, NULL);
 }
 
 /* The pair's end profctl did not take to profd: an attach that gave up before it connected. */
@@ -369,11 +439,15 @@ static int agent_prepare(const char *path, const char *token)
 	agent.sock = agent_connect(path);
 	if (agent.sock < 0)
 		return agent.sock;
-	if (send_hello(agent.sock, token) < 0 || !(cfg = receive_config(agent.sock))) {
+	if (send_hello(agent.sock, token, 0) < 0 || !(cfg = receive_config(agent.sock))) {
 		agent_close();
 		return -ECONNREFUSED;
 	}
 	segments_set_budget(cfg->buffer_size);
+	agent.follow_children = cfg->follow_children;
+	/* a forked child connects where we did (a link cannot be shared: it does not follow) */
+	snprintf(agent.path, sizeof(agent.path), "%s", path);
+	snprintf(agent.token, sizeof(agent.token), "%s", token);
 	hooks_set_filters(cfg->min_duration_ticks, cfg->max_depth);
 	err = func_filter_parse((const char *const *)cfg->func_patterns, cfg->n_func_patterns,
 				&filter, err_text, sizeof(err_text));
@@ -585,6 +659,10 @@ __attribute__((constructor)) static void agent_start(void)
 
 __attribute__((destructor)) static void agent_stop(void)
 {
+	if (agent.fork_pending) { /* a forked child that recorded nothing yet: its figures still go */
+		agent_thread_guard = 1;
+		agent_forked_connect();
+	}
 	if (agent.state != AGENT_ACTIVE)
 		return;
 	agent_thread_guard = 1;

@@ -287,6 +287,10 @@ extern _Atomic uint32_t agent_segments_generation;
 void threads_map_agg_page(struct agent_thread *t, uint32_t index);
 /* Zeroes t's aggregates and drop counters (a new owner, or a new session). */
 void threads_clear_aggregates(struct agent_thread *t);
+/* agent/threads.c: in a forked child's atfork handler (async-signal-safe; see there). */
+void threads_after_fork(void);
+/* agent/segments.c: the same for the pool: the parent's segments are forgotten. */
+void segments_after_fork(void);
 /* Marks the calling thread as agent-internal: its calls are never recorded. */
 void threads_guard_forever(void);
 

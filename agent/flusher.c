@@ -692,5 +692,13 @@ void flusher_forget_after_fork(void)
 		close(flusher.sock); /* the child's copy only: the parent's stream is untouched */
 	flusher.sock = -1;
 	flusher.running = 0;
+	/* the parent's flusher may have held them: it does not exist here */
+	flusher.lock = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
+	flusher.table_lock = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
+	flusher.stage_len = 0;
+	atomic_store(&flusher.pokes, 0);
+	atomic_store(&flusher.table_pending, 0);
+	atomic_store(&flusher.released, 0);
+	atomic_store(&flusher.exited, 0);
 }
 

@@ -89,6 +89,12 @@ static struct event_record *pool_take_locked(uint32_t units)
 			   MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
 		if (seg == MAP_FAILED)
 			return NULL;
+		/*
+		 * A forked child forgets the parent's segments (segments_after_fork):
+		 * zero pages there, rather than copies that pin what the parent
+		 * rewrites (Linux 4.14; older kernels copy, as any fork does).
+		 */
+		madvise(seg, (size_t)units * UNIT_BYTES, MADV_WIPEONFORK);
 	}
 	pool.in_use += units;
 	if (pool.in_use > pool.peak)
@@ -201,6 +207,18 @@ void segments_trim(uint64_t now_ns)
 		}
 	}
 	pthread_mutex_unlock(&pool.lock);
+}
+
+/* Async-signal-safe (atfork child handler): the pool starts empty, its lock anew. */
+void segments_after_fork(void)
+{
+	pool.lock = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
+	for (unsigned c = 0; c < N_CLASSES; c++)
+		pool.free_lists[c] = NULL;
+	pool.in_use = 0;
+	pool.peak = 0;
+	pool.resident_free = 0;
+	atomic_fetch_add(&agent_segments_generation, 1);
 }
 
 void segments_stats(struct segment_pool_stats *st)

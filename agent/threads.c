@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "agent/agent_thread.h"
@@ -152,6 +153,57 @@ void profagent_thread_attach_slow(void)
 	pthread_mutex_unlock(&registry_lock);
 	agent_current_thread = t;
 	agent_thread_guard = 0;
+}
+
+/*
+ * In a forked child, from the atfork child handler: only the calling thread
+ * exists and only async-signal-safe work is allowed (a lock another parent
+ * thread held stays held in the copy: the lock is made anew). The other
+ * threads' states are the parent's: forgotten, never drained nor reused.
+ * The caller's keeps its shadow stack (those frames return through the exit
+ * trampoline here too, recorded no more: the calls are the parent's) and
+ * starts over as the first thread of a new process: no segment (its first
+ * recorded call takes the slow path, where the child's agent connects),
+ * figures from zero, its new tid.
+ */
+void threads_after_fork(void)
+{
+	struct agent_thread *t = agent_current_thread;
+	uint64_t s;
+
+	registry_lock = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
+	free_list = NULL;
+	registry_head = t;
+	if (!t)
+		return;
+	t->next = NULL;
+	s = atomic_load(&t->committed);
+	for (uint32_t i = 0; i < state_depth(s); i++) {
+		t->shadow[i].func_id = 0;
+		t->shadow[i].agg = NULL;
+		t->shadow[i].flags &= ~(SHADOW_RECORDED | SHADOW_PENDING);
+	}
+	for (uint32_t i = 0; i < SEGMENT_SLOTS; i++) {
+		atomic_store(&t->seg_map[i], NULL);
+		atomic_store(&t->span_end[i], 0);
+	}
+	/*
+	 * The span of the head is over (its segment was the parent's): the
+	 * flusher skips to the next span, where the first segment will go
+	 * (hooks.c ring_switch_to rounds a head without one up to it).
+	 */
+	atomic_store(&t->span_end[(state_head(s) / SEGMENT_SPAN) % SEGMENT_SLOTS], state_head(s) + 1);
+	t->ring_base = 0;
+	t->ring_end = 0;
+	t->spare = NULL;
+	t->want_spare = 0;
+	atomic_store(&t->tail, state_head(s));
+	t->denied_gen = atomic_load(&agent_segments_generation) - 1;
+	threads_clear_aggregates(t);
+	t->drops_reported = 0;
+	t->aggregates_sent_ns = 0;
+	t->flusher_stage = FLUSHER_STAGE_NEW;
+	t->tid = (uint32_t)syscall(SYS_gettid);
 }
 
 int threads_init(void)

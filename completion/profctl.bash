@@ -4,7 +4,7 @@ _profctl()
 	local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD - 1]}
 	local cmds="run attach detach report funcs status stop open snapshot export"
 	local profile="--funcs --freq -o --duration --call-graph --mmap-pages --buffer-size
-		--min-duration --max-depth --trace-compression --ring --sched -v"
+		--min-duration --max-depth --trace-compression --ring --sched --no-inherit -v"
 	local i cmd=
 
 	for ((i = 1; i < COMP_CWORD; i++)); do

@@ -164,6 +164,8 @@ int profile_options_parse(int argc, char **argv, struct profile_options *o, cons
 		{ "trace-compression", required_argument, NULL, 'C' },
 		{ "ring", required_argument, NULL, 'R' },
 		{ "sched", required_argument, NULL, 'S' },
+		{ "no-inherit", no_argument, NULL, 'I' },
+		{ "children", no_argument, NULL, 'c' },
 		{ 0 },
 	};
 	int c;
@@ -181,6 +183,8 @@ int profile_options_parse(int argc, char **argv, struct profile_options *o, cons
 		case 'd': if (parse_unsigned(optarg, "--duration", 86400 * 365, &o->duration_s)) return -EINVAL; break;
 		case 'o': o->output = optarg; break;
 		case 'v': o->verbose = true; break;
+		case 'I': o->no_inherit = true; break;
+		case 'c': o->children = true; break;
 		case 'g':
 			if (parse_call_graph(optarg, o))
 				return -EINVAL;
@@ -339,6 +343,7 @@ int session_client_start(struct session_client *c, const char *comm, pid_t attac
 	req.buffer_size = c->opt->buffer_size;
 	req.min_duration_ns = c->opt->min_duration_ns;
 	req.sched_off = c->opt->sched_off;
+	req.no_inherit = c->opt->no_inherit;
 	req.max_depth = c->opt->max_depth;
 	req.trace_compression = c->opt->trace_compression;
 	req.ring_size = c->opt->ring_size;
@@ -563,6 +568,48 @@ static void print_sched(const struct session_client *c, const Profd__SessionSumm
 	fprintf(stderr, "\n");
 }
 
+#define PROCESS_ROWS_SHOWN 16
+
+static void print_process_row(const Profd__ProcessSummary *p)
+{
+	fprintf(stderr, "profctl: %8d %8d  %-16s", p->pid, p->ppid, p->name ? p->name : "?");
+	if (p->instrumented)
+		fprintf(stderr, " %10llu %8llu%s\n", (unsigned long long)p->calls_made,
+			(unsigned long long)p->samples, p->execs ? "  (exec'd)" : "");
+	else
+		fprintf(stderr, " %10s %8llu  not instrumented: %s\n", "-",
+			(unsigned long long)p->samples, p->why_not ? p->why_not : "?");
+}
+
+/* Every process of the tree is named, or counted: a process left out is never silent. */
+static void print_processes(const struct session_client *c, const Profd__SessionSummary *s)
+{
+	uint32_t instrumented = 0, shown = 0;
+
+	if (s->processes_seen <= 1 && s->n_processes <= 1)
+		return;
+	for (size_t i = 0; i < s->n_processes; i++)
+		instrumented += s->processes[i]->instrumented;
+	fprintf(stderr, "profctl: processes: %u seen, %zu followed (%u instrumented)",
+		s->processes_seen, s->n_processes, instrumented);
+	if (s->processes_not_followed)
+		fprintf(stderr, ", %u not followed (%s)", s->processes_not_followed,
+			c->opt->no_inherit ? "--no-inherit" : "over the cap of processes at once");
+	fprintf(stderr, "\nprofctl:      pid     ppid  program               calls  samples\n");
+	for (size_t i = 0; i < s->n_processes; i++) {
+		const Profd__ProcessSummary *p = s->processes[i];
+
+		/* the rows that say something first: every one not instrumented is shown */
+		if (shown >= PROCESS_ROWS_SHOWN && p->instrumented && !c->opt->verbose)
+			continue;
+		print_process_row(p);
+		shown++;
+	}
+	if (shown < s->n_processes)
+		fprintf(stderr, "profctl: ... %zu more instrumented processes (-v lists them)\n",
+			s->n_processes - shown);
+}
+
 static void print_summary(const struct session_client *c, const Profd__SessionSummary *s)
 {
 	if (s->error && s->error[0])
@@ -580,6 +627,7 @@ static void print_summary(const struct session_client *c, const Profd__SessionSu
 			s->functions_matched, s->functions_instrumented, s->n_skipped);
 		print_skipped(s, c->opt->verbose);
 	}
+	print_processes(c, s);
 	if (s->agent_connected)
 		print_calls(s);
 	fprintf(stderr, "profctl: samples: %llu (%llu lost)\n", (unsigned long long)s->samples,

@@ -35,6 +35,8 @@ struct profile_options {
 	unsigned trace_compression; /* --trace-compression: 0 profd's default (deflate), 1 none, 2 deflate, 3 zstd */
 	unsigned long long ring_size; /* --ring: a flight recorder of this many bytes; 0 = none */
 	bool sched_off;               /* --sched off: no scheduler states */
+	bool no_inherit;              /* run --no-inherit: the first process only */
+	bool children;                /* attach --children: PID's children forked from now on */
 };
 
 /*

@@ -142,6 +142,61 @@ void func_stats_new_agent(struct func_stats *fs)
 	}
 }
 
+static void drops_add(struct decoded_thread_drops *d, const struct decoded_thread_drops *a)
+{
+	for (int r = 0; r < AGG_DROP_REASONS; r++)
+		d->by_reason[r] += a->by_reason[r];
+	d->unattributed += a->unattributed;
+	for (int r = 0; r < AGG_FILTER_REASONS; r++)
+		d->filtered_by[r] += a->filtered_by[r];
+}
+
+/* Into dst's earlier-agents figures (base): what src holds is final for the merge. */
+static void entry_merge(struct stat_entry *d, const struct stat_entry *e)
+{
+	d->base_entered += e->base_entered + e->last.entered;
+	d->base_exited += e->base_exited + e->last.exited;
+	d->base_untimed += e->base_untimed + e->last.untimed;
+	d->base_unrecorded += e->base_unrecorded + e->last.unrecorded;
+	d->base_filtered += e->base_filtered + e->last.filtered;
+	d->base_total += e->base_total + e->last.total_ns;
+	d->base_self += e->base_self + e->last.self_ns;
+	if (e->base_max > d->base_max)
+		d->base_max = e->base_max;
+	if (e->last.max_ns > d->base_max)
+		d->base_max = e->last.max_ns;
+	for (int b = 0; b < AGG_BUCKETS; b++)
+		d->hist[b] += e->hist[b];
+	if (e->ns_per_tick > 0)
+		d->ns_per_tick = e->ns_per_tick;
+}
+
+int func_stats_merge(struct func_stats *dst, const struct func_stats *src)
+{
+	for (size_t i = 0; i < src->cap; i++) {
+		const struct stat_entry *e = &src->entries[i];
+		struct stat_entry *d;
+
+		if (!e->func_id)
+			continue;
+		d = entry_get(dst, e->tid, e->func_id);
+		if (!d)
+			return -ENOMEM;
+		entry_merge(d, e);
+	}
+	for (size_t i = 0; i < src->n_threads; i++) {
+		const struct thread_drops *t = &src->threads[i];
+		struct decoded_thread_drops sum = t->base;
+
+		drops_add(&sum, &t->last);
+		func_stats_thread_drops(dst, t->tid, &(struct decoded_thread_drops){ 0 });
+		for (size_t k = 0; k < dst->n_threads; k++)
+			if (dst->threads[k].tid == t->tid)
+				drops_add(&dst->threads[k].base, &sum);
+	}
+	return 0;
+}
+
 void func_stats_thread_drops(struct func_stats *fs, uint32_t tid,
 			     const struct decoded_thread_drops *td)
 {

@@ -49,6 +49,12 @@ void func_stats_thread_drops(struct func_stats *fs, uint32_t tid,
 void func_stats_new_agent(struct func_stats *fs);
 
 /*
+ * Adds src's figures to dst (a session's total over its processes: func ids
+ * must be the same space in both). 0 or -ENOMEM (dst then holds part).
+ */
+int func_stats_merge(struct func_stats *dst, const struct func_stats *src);
+
+/*
  * Every function over all threads (per_thread 0) or every (thread, function)
  * pair (per_thread 1), sorted by total time, most first. Returns the count
  * and sets *out (malloc'd; free it), or -ENOMEM.

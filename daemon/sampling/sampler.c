@@ -308,6 +308,9 @@ static int parse_task(const struct parse_ctx *pc, const uint8_t *rec, size_t siz
 		return -EINVAL;
 	if (pc->cb->task)
 		pc->cb->task(pc->ctx, is_exit, rd32(rec + 8), rd32(rec + 16), rd64(rec + 24));
+	/* FORK and EXIT bodies: pid, ppid, tid, ptid, time */
+	if (!is_exit && pc->cb->fork)
+		pc->cb->fork(pc->ctx, rd32(rec + 8), rd32(rec + 12), rd32(rec + 16), rd64(rec + 24));
 	return 0;
 }
 

@@ -92,6 +92,8 @@ struct sampler_callbacks {
 	void (*mmap)(void *ctx, const struct sampler_mmap *m);
 	void (*comm)(void *ctx, uint32_t pid, uint32_t tid, const char *comm, uint64_t time);
 	void (*task)(void *ctx, bool is_exit, uint32_t pid, uint32_t tid, uint64_t time);
+	/* A FORK record (also passed to task): ppid/ptid created pid/tid. */
+	void (*fork)(void *ctx, uint32_t pid, uint32_t ppid, uint32_t tid, uint64_t time);
 	void (*lost)(void *ctx, uint32_t cpu, uint64_t lost, uint64_t time);
 };
 

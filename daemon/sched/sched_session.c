@@ -51,7 +51,8 @@ void sched_session_free(struct sched_session *ss)
 static bool describe(const struct sched_session *ss, uint32_t tid, uint32_t tgid,
 		     const char *comm, int32_t prio, uint32_t cpu, struct perfetto_sched_task *out)
 {
-	bool ours = tid && (pid_t)tgid == ss->cfg.target;
+	bool ours = tid && (ss->cfg.is_target ? ss->cfg.is_target(ss->cfg.is_target_ctx, tgid) :
+						(pid_t)tgid == ss->cfg.target);
 
 	if (tid && !ours && !ss->cfg.see_other_tasks) {
 		*out = (struct perfetto_sched_task){ .tid = PERFETTO_SCHED_HIDDEN_TID + (int32_t)cpu,

@@ -22,6 +22,9 @@ struct sched_session;
 
 struct sched_session_config {
 	pid_t target;
+	/* set: the session's processes are those it says (a tree), else target alone */
+	bool (*is_target)(void *ctx, uint32_t tgid);
+	void *is_target_ctx;
 	struct perfetto_writer *writer;
 	bool see_other_tasks; /* else their pid, name and priority are hidden */
 };

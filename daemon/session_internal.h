@@ -1,0 +1,165 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What daemon/session.c (the session: the client, the trace, the sampler,
+ * the scheduler view, what spans processes) and daemon/session_process.c
+ * (one profiled process: its agent connection, events, call stacks,
+ * symbols, exact figures) share. Private to those two files.
+ */
+#ifndef PROFD_SESSION_INTERNAL_H
+#define PROFD_SESSION_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+
+#include "daemon/events/func_registry.h"
+#include "daemon/sampling/sampler.h"
+#include "daemon/server.h"
+#include "profd.pb-c.h"
+
+enum { CALL_GRAPH_AUTO = 0, CALL_GRAPH_FP = 1, CALL_GRAPH_DWARF = 2 };
+
+#define SAMPLE_HOLD_MAX_NS (2ull * 1000000000ull) /* samples wait this long for events */
+
+struct session;
+
+struct thread_slot {
+	uint32_t tid;          /* 0 = empty */
+	uint64_t last_ts;      /* slices on one thread never go back in time */
+	uint64_t drops;
+	int named_by_kernel;   /* perf COMM names beat the agent's, read earlier */
+};
+
+/*
+ * One process of the session: what its agent sent (function ids, events,
+ * figures) and what profd keeps to make sense of its samples (its mappings,
+ * its call stacks, its stubs). Events and samples of a process never meet
+ * another's state.
+ */
+struct session_process {
+	struct session *s;
+	pid_t pid, ppid;
+	unsigned long long start_time;   /* /proc/PID/stat: a reused pid is another process */
+	char comm[16];                   /* its program, as the kernel names it */
+	char why_not[96];                /* no agent: why (static binary, setuid, ...) */
+	uint32_t execs;                  /* agents after the first: programs it exec'd */
+	bool exited;                     /* the kernel said so (perf EXIT) */
+	struct conn *agent;
+	struct func_registry funcs;      /* its agents' tables: ids and names */
+	struct func_stats *stats;        /* exact per-function figures */
+	struct event_decoder *decoder;
+	struct call_stacks *calls;       /* the agent's shadow stacks, replayed */
+	struct stub_map *stubs;          /* where the agent's stubs are */
+	struct pid_ns_map *pid_ns;       /* NULL: it numbers its threads as we do */
+	struct symbolizer *symbols;
+	struct dwarf_unwinder *unwinder; /* NULL: frame-pointer callchains only */
+	struct sample_pipeline *samples_out; /* NULL: no sampling */
+	uint32_t *trace_ids;             /* its agents' ids (funcs) -> the trace's (session_func_id) */
+	uint32_t n_trace_ids;
+	struct thread_slot *threads;
+	uint32_t n_thread_slots, n_threads; /* a power of two; used */
+	uint64_t events, drops, events_invalid;
+	uint64_t buffer_budget, buffer_peak; /* as the agent reported them at its goodbye */
+	int agent_said_goodbye;
+	int agent_seen;
+	struct session_process *next;
+};
+
+struct session {
+	uint64_t id;
+	char token[33];
+	struct conn *client;
+	struct ucred client_cred;  /* SO_PEERCRED of the client: who asks for the target */
+	pid_t target;
+	int out_fd;
+	struct perfetto_writer *writer;
+	struct sampler *sampler;
+	struct sched_session *sched;     /* NULL: no scheduler states (sched_why says why) */
+	bool sched_off;                  /* --sched off */
+	char sched_why[192];
+	struct kernel_symbols *kernel;   /* NULL: the client may not see kernel frames */
+	uint32_t call_graph;             /* CALL_GRAPH_* */
+	uint32_t ring_pages, stack_bytes; /* 0: the sampler's defaults */
+	uint64_t buffer_size;            /* the agent's event buffer budget; 0: its default */
+	uint64_t min_duration_ns;        /* --min-duration (0: none), and in TSC ticks */
+	uint64_t min_duration_ticks;
+	uint32_t max_depth;              /* --max-depth (0: none) */
+	struct demangle_cache *demangled;
+	char *comm;
+	char *output_name;     /* as the client named it, for status only */
+	uint64_t started_ns;
+	uint64_t rate_at_ns, rate_mark, events_per_s; /* status: events over the last second */
+	char **patterns;
+	size_t n_patterns;
+	uint32_t freq;
+	struct session_process *procs;   /* every process of the session, newest first */
+	bool follow_children;            /* not --no-inherit */
+	uint32_t n_procs, n_live;        /* processes seen; followed and not gone */
+	uint32_t not_followed;           /* seen past the cap */
+	/* function names over the session: one trace id per name, whatever process */
+	char **func_names;               /* index = trace id; [0] NULL */
+	uint32_t n_func_names, func_names_cap;
+	uint32_t *func_hash;             /* open addressing over func_names: ids, 0 = empty */
+	uint32_t func_hash_cap;
+	uint64_t samples_lost;
+	uint64_t agent_deadline_ns;
+	unsigned long long target_start_time; /* to refuse an agent from a reused pid */
+	int attach_mode;
+	int target_exited;
+	char error[256];
+	char warning[256];
+	struct session *next;
+};
+
+/* daemon/session.c */
+void session_error(struct session *s, const char *fmt, const char *detail);
+/* The trace's id of a function name (new ones are named in the trace); 0 when out of memory. */
+uint32_t session_func_id(struct session *s, const char *name);
+const char *session_func_name(const struct session *s, uint32_t id);
+void session_send_error(struct conn *c, const char *msg);
+/* Drains the perf rings (every process's samples and side records). */
+void session_read_samples(struct session *s);
+
+/* daemon/session_summary.c: the summary to the client (st: the trace's; samples: summed). */
+struct perfetto_writer_stats;
+struct sample_pipeline_stats;
+void session_send_summary(struct session *s, const struct perfetto_writer_stats *st,
+			  const struct sample_pipeline_stats *samples);
+
+/* daemon/session_process.c */
+struct session_process *session_process_new(struct session *s, pid_t pid);
+/* Flushes what it holds into the trace (samples, figures); the trace must still be open. */
+void session_process_finish(struct session_process *p);
+void session_process_free(struct session_process *p);
+struct session_process *session_process_find(struct session *s, pid_t pid);
+/* Its symbols and unwinder (and, with sampling, its sample pipeline); loaded from /proc with load_maps. */
+int session_process_start_symbols(struct session_process *p, bool load_maps, bool sampling);
+/* Names its threads as /proc shows them now. */
+void session_process_describe_threads(struct session_process *p);
+/* Sampler records of this process. */
+void session_process_sample(struct session_process *p, const struct sampler_sample *smp);
+void session_process_mmap(struct session_process *p, const struct sampler_mmap *m);
+void session_process_comm(struct session_process *p, uint32_t tid, const char *comm);
+/* Every ring read from `started` on. */
+void session_process_rings_read(struct session_process *p, uint64_t started);
+/* Periodic: samples and switches held too long go out. */
+void session_process_tick(struct session_process *p, uint64_t now);
+/* Agent frames: its hello (c becomes its agent), its table, events, goodbye. */
+int session_process_agent_hello(struct session_process *p, struct conn *c);
+void session_process_agent_frame(struct session_process *p, uint32_t type, const uint8_t *payload,
+				 size_t len);
+void session_process_agent_gone(struct session_process *p);
+/* Its exact figures on its totals track. */
+void session_process_write_totals(struct session_process *p, uint64_t ts);
+/*
+ * Why its program cannot take the agent, if it cannot (statically linked,
+ * setuid, another architecture): read from /proc/PID/exe into why_not.
+ */
+void session_process_check_program(struct session_process *p);
+/* Functions instrumented by its agents. */
+uint32_t session_process_functions(const struct session_process *p);
+uint64_t session_process_samples(const struct session_process *p);
+
+#endif

@@ -1,0 +1,656 @@
+// SPDX-License-Identifier: MIT
+/*
+ * One process of a session (see session_internal.h): its agent connection
+ * (hello, function tables, events, goodbye), the call stacks replayed from
+ * its events, its threads' slices, its symbols and sample pipeline, and its
+ * exact per-function figures. Writes into the session's trace; never
+ * touches another process's state, the client or the session's end.
+ */
+#include <dirent.h>
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "common/mono_clock.h"
+#include "daemon/access.h"
+#include "daemon/events/event_decoder.h"
+#include "daemon/events/func_stats.h"
+#include "daemon/pid_ns.h"
+#include "daemon/sampling/call_stacks.h"
+#include "daemon/sampling/dwarf_unwind.h"
+#include "daemon/sampling/sample_pipeline.h"
+#include "daemon/sampling/stub_map.h"
+#include "daemon/sched/sched_session.h"
+#include "daemon/session.h"
+#include "daemon/session_internal.h"
+#include "daemon/symbols/demangle.h"
+#include "daemon/symbols/symbols.h"
+#include "proto/event_wire.h"
+#include "viewer-export/perfetto_writer.h"
+
+#if defined(__x86_64__)
+#define PROFD_ELF_MACHINE EM_X86_64
+#else
+#define PROFD_ELF_MACHINE EM_AARCH64
+#endif
+
+#define TID_SLOTS_FIRST 64      /* power of two; grows: a tree of thousands costs little each */
+#define TID_SLOTS_MAX 65536
+
+struct session_process *session_process_new(struct session *s, pid_t pid)
+{
+	struct session_process *p = calloc(1, sizeof(*p));
+
+	if (!p)
+		return NULL;
+	p->s = s;
+	p->pid = pid;
+	p->n_thread_slots = TID_SLOTS_FIRST;
+	p->threads = calloc(p->n_thread_slots, sizeof(*p->threads));
+	p->decoder = event_decoder_new();
+	p->stats = func_stats_new();
+	p->calls = call_stacks_new();
+	p->stubs = stub_map_new();
+	if (!p->threads || !p->decoder || !p->stats || !p->calls || !p->stubs) {
+		session_process_free(p);
+		return NULL;
+	}
+	p->next = s->procs;
+	s->procs = p;
+	return p;
+}
+
+void session_process_free(struct session_process *p)
+{
+	if (!p)
+		return;
+	pid_ns_map_free(p->pid_ns);
+	func_registry_free(&p->funcs);
+	func_stats_free(p->stats);
+	event_decoder_free(p->decoder);
+	sample_pipeline_free(p->samples_out); /* empty: session_process_finish flushed it */
+	call_stacks_free(p->calls);
+	stub_map_free(p->stubs);
+	symbolizer_free(p->symbols);
+	dwarf_unwinder_free(p->unwinder);
+	free(p->threads);
+	free(p->trace_ids);
+	free(p);
+}
+
+struct session_process *session_process_find(struct session *s, pid_t pid)
+{
+	for (struct session_process *p = s->procs; p; p = p->next)
+		if (p->pid == pid)
+			return p;
+	return NULL;
+}
+
+static struct thread_slot *slot_find(struct thread_slot *slots, uint32_t n, uint32_t tid)
+{
+	uint32_t i = (tid * 2654435761u) & (n - 1);
+
+	for (uint32_t probes = 0; probes < n; probes++, i = (i + 1) & (n - 1))
+		if (slots[i].tid == tid || slots[i].tid == 0)
+			return &slots[i];
+	return NULL;
+}
+
+/* Twice the slots, past half full; false when it cannot (the table stays as it is). */
+static bool threads_grow(struct session_process *p)
+{
+	uint32_t n = p->n_thread_slots * 2;
+	struct thread_slot *slots;
+
+	if (n > TID_SLOTS_MAX || !(slots = calloc(n, sizeof(*slots))))
+		return false;
+	for (uint32_t i = 0; i < p->n_thread_slots; i++)
+		if (p->threads[i].tid)
+			*slot_find(slots, n, p->threads[i].tid) = p->threads[i];
+	free(p->threads);
+	p->threads = slots;
+	p->n_thread_slots = n;
+	return true;
+}
+
+static struct thread_slot *process_thread(struct session_process *p, uint32_t tid)
+{
+	struct thread_slot *t = slot_find(p->threads, p->n_thread_slots, tid);
+
+	if (t && t->tid == 0 && (p->n_threads + 1) * 2 > p->n_thread_slots && threads_grow(p))
+		t = slot_find(p->threads, p->n_thread_slots, tid);
+	if (t && t->tid == 0) {
+		t->tid = tid;
+		p->n_threads++;
+	}
+	return t; /* NULL: more threads than slots: their order is not clamped */
+}
+
+/* The trace's id of its current agent's function id, or 0 when none names it. */
+static inline uint32_t trace_id(const struct session_process *p, uint32_t agent_id)
+{
+	uint32_t local = func_registry_session_id(&p->funcs, agent_id);
+
+	return local < p->n_trace_ids ? p->trace_ids[local] : 0;
+}
+
+/* Names every thread the running process has now (later ones come from perf COMM and the agent). */
+void session_process_describe_threads(struct session_process *p)
+{
+	char path[96], name[64];
+	struct dirent *d;
+	DIR *dir;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)p->pid);
+	dir = opendir(path);
+	while (dir && (d = readdir(dir))) {
+		int tid = atoi(d->d_name);
+		FILE *f;
+
+		if (tid <= 0)
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%d/comm", (int)p->pid, tid);
+		f = fopen(path, "re");
+		if (f && fgets(name, sizeof(name), f)) {
+			name[strcspn(name, "\n")] = '\0';
+			if (tid == p->pid)
+				perfetto_writer_process(p->s->writer, p->pid, name);
+			perfetto_writer_thread(p->s->writer, p->pid, tid, name);
+		}
+		if (f)
+			fclose(f);
+	}
+	if (dir)
+		closedir(dir);
+}
+
+/*
+ * Its symbolizer (and DWARF unwinder, unless frame pointers were asked for)
+ * and, with sampling, the pipeline its samples go through. load_maps: the
+ * process runs already, its mappings come from /proc (else from MMAP2
+ * records). 0, or -ENOMEM (sampling then stays off for it).
+ */
+int session_process_start_symbols(struct session_process *p, bool load_maps, bool sampling)
+{
+	struct session *s = p->s;
+
+	p->symbols = symbolizer_new(p->pid);
+	if (!p->symbols)
+		return -ENOMEM;
+	if (load_maps)
+		symbolizer_load_proc_maps(p->symbols);
+	if (!sampling)
+		return 0;
+	if (s->call_graph != CALL_GRAPH_FP) { /* most of Debian has no frame pointers */
+		p->unwinder = dwarf_unwinder_new(p->pid);
+		if (p->unwinder && load_maps)
+			dwarf_unwinder_load_proc_maps(p->unwinder);
+	}
+	p->samples_out = sample_pipeline_new(&(struct sample_pipeline_config){
+		.target = p->pid, .writer = s->writer, .symbols = p->symbols,
+		.unwinder = p->unwinder, .demangled = s->demangled, .calls = p->calls,
+		.stubs = p->stubs, .kernel = s->kernel });
+	return p->samples_out ? 0 : -ENOMEM;
+}
+
+void session_process_sample(struct session_process *p, const struct sampler_sample *smp)
+{
+	if (p->samples_out)
+		sample_pipeline_add(p->samples_out, smp);
+}
+
+void session_process_mmap(struct session_process *p, const struct sampler_mmap *m)
+{
+	if (!(m->prot & PROT_EXEC) || !p->symbols)
+		return;
+	symbolizer_add_mapping(p->symbols, m->start, m->start + m->len, m->pgoff, m->filename);
+	if (p->unwinder)
+		dwarf_unwinder_add_mapping(p->unwinder, m->start, m->start + m->len, m->pgoff,
+					   m->filename);
+}
+
+void session_process_comm(struct session_process *p, uint32_t tid, const char *comm)
+{
+	struct thread_slot *t = process_thread(p, tid);
+
+	if (t)
+		t->named_by_kernel = 1;
+	if ((pid_t)tid == p->pid) { /* an exec, or its first name: what it runs now */
+		snprintf(p->comm, sizeof(p->comm), "%s", comm);
+		if (!p->agent_seen)
+			session_process_check_program(p);
+		perfetto_writer_process(p->s->writer, p->pid, comm);
+	}
+	perfetto_writer_thread(p->s->writer, p->pid, (pid_t)tid, comm);
+	if (p->samples_out) /* the agent's thread: its samples are profiling overhead */
+		sample_pipeline_thread_named(p->samples_out, tid, comm);
+}
+
+void session_process_rings_read(struct session_process *p, uint64_t started)
+{
+	if (p->samples_out)
+		sample_pipeline_rings_read(p->samples_out, started);
+}
+
+void session_process_tick(struct session_process *p, uint64_t now)
+{
+	if (p->samples_out && now > SAMPLE_HOLD_MAX_NS) /* an agent that went quiet */
+		sample_pipeline_release_older(p->samples_out, now - SAMPLE_HOLD_MAX_NS);
+}
+
+/* ---- its agent's events ------------------------------------------------------------ */
+
+/*
+ * A call returned: its slice ends, with the samples it took as the innermost
+ * call and, when the thread was switched out during it, its on-CPU and
+ * off-CPU time (a slice without them ran throughout, if the trace has
+ * scheduler states).
+ */
+static void end_call(struct session_process *p, uint32_t tid, uint64_t ts, uint32_t func_id,
+		     struct offcpu_thread *clock)
+{
+	struct sched_session *sched = p->s->sched;
+	struct call_frame done = { 0 };
+	struct perfetto_arg args[4];
+	size_t n = 0;
+
+	if (call_stacks_exit(p->calls, tid, func_id, &done) == 0 && sched) {
+		struct offcpu_time now = offcpu_thread_before(clock, ts);
+		struct offcpu_time in = { now.off_ns - done.off_at_enter.off_ns,
+					  now.runnable_ns - done.off_at_enter.runnable_ns };
+		uint64_t dur = ts >= done.enter_ts ? ts - done.enter_ts : 0;
+
+		/* a clock behind its value at enter was forgotten meanwhile: no figure */
+		if (now.off_ns < done.off_at_enter.off_ns ||
+		    now.runnable_ns < done.off_at_enter.runnable_ns)
+			goto end;
+		sched_session_call(sched, func_id, dur, &in);
+		if (in.off_ns) {
+			if (in.off_ns > dur) /* its enter and the switches: two clocks, one order */
+				in.off_ns = dur;
+			args[n++] = (struct perfetto_arg){ "on_cpu_ns", dur - in.off_ns };
+			args[n++] = (struct perfetto_arg){ "off_cpu_ns", in.off_ns };
+			args[n++] = (struct perfetto_arg){ "runnable_ns", in.runnable_ns };
+		}
+	}
+end:
+	if (done.self_samples)
+		args[n++] = (struct perfetto_arg){ "self_samples", done.self_samples };
+	perfetto_writer_slice_end_args(p->s->writer, p->pid, (pid_t)tid, ts, args, n);
+}
+
+/*
+ * One thread's events in stream order: its slot resolved once per batch, then
+ * per event only what the event needs (profd's hot path: ~10 M events/s).
+ */
+static void on_events(void *ctx, uint32_t tid, const struct decoded_event *evs, size_t n)
+{
+	struct session_process *p = ctx;
+	struct session *s = p->s;
+	struct thread_slot *t = process_thread(p, tid);
+	uint64_t last_ts = t ? t->last_ts : 0;
+	/* no switch is drained while a batch is decoded: one lookup serves it */
+	struct offcpu_thread *clock = s->sched ? sched_session_clock(s->sched, tid) : NULL;
+
+	for (size_t i = 0; i < n; i++) {
+		const struct decoded_event *ev = &evs[i];
+		uint32_t func_id = trace_id(p, ev->func_id);
+		uint64_t ts = ev->mono_ns;
+
+		if (!func_id || (ev->kind != EVENT_ENTER && ev->kind != EVENT_EXIT)) {
+			p->events_invalid++;
+			continue;
+		}
+		if (ts < last_ts) /* slices on one thread never go back in time */
+			ts = last_ts;
+		last_ts = ts;
+		p->events++;
+		/* samples taken before this event see the calls open before it */
+		if (p->samples_out)
+			sample_pipeline_thread_reached(p->samples_out, tid, ts);
+		if (ev->kind == EVENT_EXIT) {
+			end_call(p, tid, ts, func_id, clock);
+			continue;
+		}
+		call_stacks_enter(p->calls, tid, &(struct call_frame){
+			.func_id = func_id, .return_address = ev->return_address,
+			.return_slot = ev->return_slot, .enter_ts = ts,
+			.off_at_enter = offcpu_thread_before(clock, ts) });
+		perfetto_writer_slice_begin(s->writer, p->pid, (pid_t)tid, ts, func_id);
+	}
+	if (t)
+		t->last_ts = last_ts;
+}
+
+static void on_watermark(void *ctx, uint64_t ts)
+{
+	struct session_process *p = ctx;
+
+	if (p->samples_out)
+		sample_pipeline_watermark(p->samples_out, ts);
+	if (p->s->sched)
+		sched_session_watermark(p->s->sched, ts);
+}
+
+/* Its samples are all read (before this frame): they are written with its calls, then forgotten. */
+static void on_thread_exit(void *ctx, uint32_t tid)
+{
+	struct session_process *p = ctx;
+
+	if (p->samples_out)
+		sample_pipeline_thread_reached(p->samples_out, tid, UINT64_MAX);
+	call_stacks_thread_gone(p->calls, tid);
+	if (p->s->sched)
+		sched_session_thread_gone(p->s->sched, tid);
+}
+
+static void on_thread_name(void *ctx, uint32_t tid, const char *name)
+{
+	struct session_process *p = ctx;
+	struct thread_slot *t = process_thread(p, tid);
+
+	if (t && t->named_by_kernel)
+		return;
+	perfetto_writer_thread(p->s->writer, p->pid, (pid_t)tid, name);
+}
+
+static void on_drops(void *ctx, uint32_t tid, uint64_t drops, uint64_t ts)
+{
+	struct session_process *p = ctx;
+	struct thread_slot *t = process_thread(p, tid);
+
+	if (!t || drops <= t->drops)
+		return;
+	p->drops += drops - t->drops;
+	t->drops = drops;
+	perfetto_writer_counter(p->s->writer, p->pid, "dropped events", ts, (int64_t)p->drops);
+}
+
+/* The rate of durations in the stream so far: aggregates come in TSC ticks. */
+static double process_ns_per_tick(const struct session_process *p)
+{
+	return (double)event_decoder_ticks_to_ns(p->decoder, 1ull << 32) / 4294967296.0;
+}
+
+static void on_func_agg(void *ctx, uint32_t tid, const struct decoded_func_agg *fa)
+{
+	struct session_process *p = ctx;
+	uint32_t func_id = trace_id(p, fa->func_id);
+
+	if (!func_id) {
+		p->events_invalid++;
+		return;
+	}
+	if (func_stats_update(p->stats, tid, func_id, fa, process_ns_per_tick(p)))
+		session_error(p->s, "%s", "out of memory for the per-function figures");
+}
+
+static void on_thread_drops(void *ctx, uint32_t tid, const struct decoded_thread_drops *td)
+{
+	struct session_process *p = ctx;
+
+	func_stats_thread_drops(p->stats, tid, td);
+}
+
+static uint32_t on_map_tid(void *ctx, uint32_t agent_tid)
+{
+	struct session_process *p = ctx;
+
+	return pid_ns_map_host_tid(p->pid_ns, agent_tid);
+}
+
+static const struct event_decoder_callbacks decoder_cb = {
+	.map_tid = on_map_tid,
+	.events = on_events,
+	.func_agg = on_func_agg,
+	.thread_drops = on_thread_drops,
+	.watermark = on_watermark,
+	.thread_exit = on_thread_exit,
+	.thread_name = on_thread_name,
+	.drops = on_drops,
+};
+
+/*
+ * c is its agent from now on (a new one after an exec starts its own zstd
+ * stream, clock and stacks). 0, or -ENOMEM.
+ */
+int session_process_agent_hello(struct session_process *p, struct conn *c)
+{
+	if (p->samples_out)
+		sample_pipeline_flush(p->samples_out);
+	call_stacks_clear(p->calls);
+	stub_map_clear(p->stubs);
+	event_decoder_free(p->decoder);
+	p->decoder = event_decoder_new();
+	if (!p->decoder)
+		return -ENOMEM;
+	if (!p->pid_ns && (p->pid_ns = pid_ns_map_new(p->pid)))
+		server_log("session %" PRIu64 ": PID %d is %d in its own PID namespace: thread ids "
+			   "translated", p->s->id, (int)p->pid, (int)pid_ns_map_ns_pid(p->pid_ns));
+	p->agent = c;
+	p->agent_seen = 1;
+	/* it patches before its table arrives: samples wait for the table and the events */
+	if (p->samples_out)
+		sample_pipeline_set_agent(p->samples_out, true, 0);
+	func_registry_new_agent(&p->funcs);
+	func_stats_new_agent(p->stats);
+	p->agent_said_goodbye = 0;
+	return 0;
+}
+
+/* Its local id -> the trace's, by name: a function forked or exec'd again keeps its trace id. */
+static void function_named(void *ctx, uint32_t id, const Profd__InstrumentedFunction *f)
+{
+	struct session_process *p = ctx;
+
+	if (f->stub)
+		stub_map_add(p->stubs, f->stub, f->address, f->stub_same_offsets);
+	if (id >= p->n_trace_ids) {
+		uint32_t n = id * 2 + 16;
+		uint32_t *grown = realloc(p->trace_ids, n * sizeof(*grown));
+
+		if (!grown)
+			return; /* its events then name no function: counted as invalid */
+		memset(grown + p->n_trace_ids, 0, (n - p->n_trace_ids) * sizeof(*grown));
+		p->trace_ids = grown;
+		p->n_trace_ids = n;
+	}
+	p->trace_ids[id] = session_func_id(p->s, func_registry_name(&p->funcs, id));
+}
+
+static void handle_function_table(struct session_process *p, const uint8_t *b, size_t len)
+{
+	Profd__FunctionTable *t = profd__function_table__unpack(NULL, len, b);
+
+	if (!t || func_registry_add(&p->funcs, t, function_named, p)) {
+		session_error(p->s, "%s", "malformed function table from the agent");
+		if (t)
+			profd__function_table__free_unpacked(t, NULL);
+		conn_close_later(p->agent);
+		return;
+	}
+	/* from now on samples wait for the events that say which calls were open */
+	if (p->samples_out)
+		sample_pipeline_set_agent(p->samples_out, true, t->exit_trampoline);
+}
+
+static void handle_events(struct session_process *p, const uint8_t *b, size_t len, bool raw)
+{
+	struct session *s = p->s;
+	char err[160];
+	int r;
+
+	if (!p->funcs.agent_has_table) {
+		session_error(s, "%s", "events before the function table");
+		conn_close_later(p->agent);
+		return;
+	}
+	/* every sample up to now in hand, so none arrives after the events that pass it */
+	if (s->sampler)
+		session_read_samples(s);
+	/* and every switch: the calls' on/off-CPU clocks must not miss one before them */
+	session_sched_drain(p->agent->srv);
+	r = raw ? event_decoder_feed_raw(p->decoder, b, len, &decoder_cb, p, err, sizeof(err)) :
+		  event_decoder_feed(p->decoder, b, len, &decoder_cb, p, err, sizeof(err));
+	if (r) {
+		session_error(s, "agent stream: %s", err);
+		conn_close_later(p->agent);
+	}
+}
+
+static void handle_goodbye(struct session_process *p, const uint8_t *b, size_t len)
+{
+	Profd__AgentGoodbye *bye = profd__agent_goodbye__unpack(NULL, len, b);
+
+	if (!bye)
+		return; /* its figures are for the summary only: the session goes on */
+	if (bye->buffer_budget > p->buffer_budget)
+		p->buffer_budget = bye->buffer_budget;
+	if (bye->buffer_peak > p->buffer_peak)
+		p->buffer_peak = bye->buffer_peak;
+	profd__agent_goodbye__free_unpacked(bye, NULL);
+}
+
+void session_process_agent_frame(struct session_process *p, uint32_t type, const uint8_t *payload,
+				 size_t len)
+{
+	switch (type) {
+	case FRAME_FUNCTION_TABLE:
+		handle_function_table(p, payload, len);
+		break;
+	case FRAME_EVENTS:
+	case FRAME_EVENTS_RAW:
+		handle_events(p, payload, len, type == FRAME_EVENTS_RAW);
+		break;
+	case FRAME_AGENT_GOODBYE:
+		p->agent_said_goodbye = 1; /* nothing more will come, whenever its socket closes */
+		handle_goodbye(p, payload, len);
+		break;
+	default:
+		session_error(p->s, "unexpected %s frame from the agent", frame_type_name(type));
+		conn_close_later(p->agent);
+	}
+}
+
+void session_process_agent_gone(struct session_process *p)
+{
+	p->agent = NULL;
+	if (p->samples_out) /* no more events: held samples go out with what is known */
+		sample_pipeline_set_agent(p->samples_out, false, 0);
+}
+
+/*
+ * The exact per-function figures, over all threads and per thread, on the
+ * process's totals track (the UI shows them as arguments of one event per
+ * function, `profctl report` reads them back), at the session's end.
+ */
+void session_process_write_totals(struct session_process *p, uint64_t ts)
+{
+	struct session *s = p->s;
+
+	for (int per_thread = 0; per_thread <= 1; per_thread++) {
+		struct func_totals *totals = NULL;
+		long n = func_stats_totals(p->stats, per_thread, &totals);
+
+		for (long i = 0; i < n; i++) {
+			const struct func_totals *t = &totals[i];
+			const char *name = session_func_name(s, t->func_id);
+			struct perfetto_func_totals out = {
+				.name = name ? demangle_cached(s->demangled, name) : "?",
+				.tid = t->tid, .calls = t->calls, .exited = t->exited,
+				.dropped = t->dropped, .filtered = t->filtered,
+				.total_ns = t->total_ns, .self_ns = t->self_ns,
+				.max_ns = t->max_ns, .p50_ns = t->p50_ns, .p90_ns = t->p90_ns,
+				.p99_ns = t->p99_ns,
+			};
+			struct sched_func_time st;
+
+			if (!t->tid && s->sched && sched_session_func_time(s->sched, t->func_id, &st)) {
+				out.sched_calls = st.calls;
+				out.on_cpu_ns = t->total_ns > st.off_ns ? t->total_ns - st.off_ns : 0;
+				out.off_cpu_ns = st.off_ns;
+				out.runnable_ns = st.runnable_ns;
+			}
+			perfetto_writer_func_totals(s->writer, p->pid, ts, &out);
+		}
+		free(totals);
+		if (n < 0)
+			session_error(s, "%s", "out of memory for the per-function figures");
+	}
+}
+
+/* What it still holds goes into the trace: its held samples, then its figures. */
+void session_process_finish(struct session_process *p)
+{
+	if (p->events_invalid) { /* ids no table named, or kinds we do not know: not written */
+		char invalid[32];
+
+		snprintf(invalid, sizeof(invalid), "%" PRIu64, p->events_invalid);
+		session_error(p->s, "the agent sent %s events naming no known function", invalid);
+	}
+	if (p->samples_out)
+		sample_pipeline_flush(p->samples_out);
+}
+
+/* No PT_INTERP among the program headers: nothing would load LD_PRELOAD. */
+static bool elf_is_static(int fd, const Elf64_Ehdr *eh)
+{
+	for (unsigned i = 0; i < eh->e_phnum && i < 256; i++) {
+		Elf64_Phdr ph;
+
+		if (pread(fd, &ph, sizeof(ph), (off_t)(eh->e_phoff + (uint64_t)i * eh->e_phentsize)) !=
+		    (ssize_t)sizeof(ph))
+			return false;
+		if (ph.p_type == PT_INTERP)
+			return false;
+	}
+	return true;
+}
+
+void session_process_check_program(struct session_process *p)
+{
+	char path[64];
+	Elf64_Ehdr eh;
+	struct stat st;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/exe", (int)p->pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	if (pread(fd, &eh, sizeof(eh), 0) != (ssize_t)sizeof(eh) || memcmp(eh.e_ident, ELFMAG, SELFMAG))
+		goto out;
+	if (eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_machine != PROFD_ELF_MACHINE)
+		snprintf(p->why_not, sizeof(p->why_not), "another architecture (ELF machine %u)",
+			 (unsigned)eh.e_machine);
+	else if (eh.e_phentsize == sizeof(Elf64_Phdr) && elf_is_static(fd, &eh))
+		snprintf(p->why_not, sizeof(p->why_not), "statically linked (nothing loads the agent)");
+	else if (!fstat(fd, &st) && (st.st_mode & (S_ISUID | S_ISGID)))
+		snprintf(p->why_not, sizeof(p->why_not), "set-user-ID or set-group-ID (the loader "
+			 "ignores LD_PRELOAD)");
+	else
+		p->why_not[0] = '\0';
+out:
+	close(fd);
+}
+
+uint32_t session_process_functions(const struct session_process *p)
+{
+	uint32_t n = 0;
+
+	for (size_t i = 0; i < p->funcs.n_tables; i++)
+		n += (uint32_t)p->funcs.tables[i]->n_functions;
+	return n;
+}
+
+uint64_t session_process_samples(const struct session_process *p)
+{
+	return p->samples_out ? sample_pipeline_written(p->samples_out) : 0;
+}

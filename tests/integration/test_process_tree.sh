@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# profctl run follows every process the command starts: forked workers,
+# fork+exec, posix_spawn, vfork+exec, a shell running two programs, a
+# grandchild, a child that execs a static binary, a child gone before its
+# agent could connect; --no-inherit keeps to the first. Each process's slices
+# are its own calls (each prints "pid PID fibf N"), and every process that
+# computed has samples. No timing is asserted.
+set -u
+. "$(dirname "$0")/common.bash"
+TREE="$ROOT/$BUILD/tests/targets/proc_tree"
+DEMO="$ROOT/$BUILD/examples/demo"
+
+# name: run CMD under --funcs fibf into NAME.{out,err,dump}
+profile() {
+	local name=$1
+	shift
+	timeout 300 "$PROFCTL" run --funcs 'fibf' -o "$WORK/$name.pftrace" -- "$@" \
+		>"$WORK/$name.out" 2>"$WORK/$name.err"
+	check_eq "$name: exits as the program does" "$?" 0
+	"$PROFCTL" report --dump "$WORK/$name.pftrace" >"$WORK/$name.dump"
+	check_eq "$name: the trace breaks no rule" "$(grep -c '^problem' "$WORK/$name.dump")" 0
+}
+
+# name: every "pid P fibf N" line has N slices of fibf on P's (only) thread, and samples on P
+# (report --dump: "slice TID DEPTH NAME ...", "sample TID ...", "thread PID TID NAME")
+per_process() {
+	local name=$1 pid n bad=0 nosamples=0
+	while read -r _ pid _ n; do
+		slices=$(awk -v p="$pid" '$1 == "slice" && $2 == p && $4 == "fibf"' \
+			"$WORK/$name.dump" | wc -l)
+		[ "$slices" -eq "$n" ] || { echo "  pid $pid: $slices slices, $n calls"; bad=1; }
+		grep -q "^sample $pid " "$WORK/$name.dump" || { echo "  pid $pid: no sample"; nosamples=1; }
+	done <"$WORK/$name.out"
+	check_eq "$name: each process's slices are its own calls" "$bad" 0
+	check_eq "$name: each process has samples" "$nosamples" 0
+	check_eq "$name: one Perfetto process per program run" \
+		"$(grep -c '^process ' "$WORK/$name.dump")" "$2"
+}
+
+profile fork "$TREE" fork 3 22
+check_eq "fork: 4 processes print their counts" "$(wc -l <"$WORK/fork.out")" 4
+per_process fork 4
+check "fork: the summary names 4 processes, all instrumented" \
+	grep -q '^profctl: processes: 4 seen, 4 followed (4 instrumented)' "$WORK/fork.err"
+made=$(sed -nE 's/^profctl: calls: ([0-9]+) made.*/\1/p' "$WORK/fork.err")
+check_eq "fork: calls in total = the sum of the processes' own" "$made" \
+	"$(awk '{n += $4} END {print n}' "$WORK/fork.out")"
+
+profile forkexec "$TREE" forkexec "$TREE" work 20
+per_process forkexec 2
+profile spawn "$TREE" spawn "$TREE" work 20
+per_process spawn 2
+profile vfork "$TREE" vfork "$TREE" work 20
+per_process vfork 2
+profile grand "$TREE" grand 20
+per_process grand 3
+check "grand: the grandchild's parent is the child" awk -v g="$(awk 'NR==2 {print $2}' "$WORK/grand.out")" \
+	'$1 == "profctl:" && $2 == g {found = 1} END {exit !found}' "$WORK/grand.err"
+
+profile quick "$TREE" quick
+check_eq "quick: the child gone before its agent connected is named" \
+	"$(grep -c 'not instrumented: exited before its agent connected' "$WORK/quick.err")" 1
+
+# a shell running two programs: the shell has no fibf, each demo its own fib
+timeout 300 "$PROFCTL" run --funcs 'fib*,worker*' -o "$WORK/sh.pftrace" -- \
+	sh -c "'$DEMO' >'$WORK/d1.out'; '$DEMO' >'$WORK/d2.out'" 2>"$WORK/sh.err"
+check_eq "sh -c: exits 0" "$?" 0
+"$PROFCTL" report --dump "$WORK/sh.pftrace" >"$WORK/sh.dump"
+want=$(awk '$2 == "fib" && $3 == "calls" {n += $4} END {print n}' "$WORK/d1.out")
+for pid in $(awk '$1 == "profctl:" && $4 == "demo" {print $2}' "$WORK/sh.err"); do
+	check_eq "sh -c: demo $pid's fib slices = its calls" \
+		"$(awk -v p="$pid" '$1 == "thread" {pid_of[$3] = $2}
+			$1 == "slice" && pid_of[$2] == p && $4 == "fib"' "$WORK/sh.dump" | wc -l)" "$want"
+done
+check_eq "sh -c: two demos followed" "$(awk '$1 == "profctl:" && $4 == "demo"' "$WORK/sh.err" | wc -l)" 2
+check "sh -c: no 'matched no function' warning" bash -c "! grep -q 'matched no function' '$WORK/sh.err'"
+
+# --no-inherit: the first process only, the others counted
+timeout 300 "$PROFCTL" run --no-inherit --funcs 'fibf' -o "$WORK/noinh.pftrace" -- \
+	"$TREE" fork 2 20 >"$WORK/noinh.out" 2>"$WORK/noinh.err"
+"$PROFCTL" report --dump "$WORK/noinh.pftrace" >"$WORK/noinh.dump"
+check_eq "--no-inherit: one process in the trace" "$(grep -c '^process ' "$WORK/noinh.dump")" 1
+check "--no-inherit: the children are counted, not followed" \
+	grep -q '2 not followed (--no-inherit)' "$WORK/noinh.err"
+
+# a child that execs a static binary: one line says why, its samples are there
+cat >"$WORK/spin.c" <<'EOF'
+#include <time.h>
+int main(void)
+{
+	struct timespec t;
+	volatile unsigned long x = 0;
+	do {
+		for (int i = 0; i < 100000; i++)
+			x += i;
+		clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+	} while (t.tv_sec * 1000 + t.tv_nsec / 1000000 < 150);
+	return 0;
+}
+EOF
+if ${CC:-cc} -O1 -static -o "$WORK/spin" "$WORK/spin.c" 2>"$WORK/cc.err"; then
+	timeout 300 "$PROFCTL" run --funcs 'fibf' -o "$WORK/static.pftrace" -- \
+		"$TREE" forkexec "$WORK/spin" >"$WORK/static.out" 2>"$WORK/static.err"
+	check_eq "static child: exits 0" "$?" 0
+	"$PROFCTL" report --dump "$WORK/static.pftrace" >"$WORK/static.dump"
+	spid=$(awk '/not instrumented: statically linked/ {print $2}' "$WORK/static.err")
+	check_eq "static child: one summary line says so" \
+		"$(grep -c 'not instrumented: statically linked' "$WORK/static.err")" 1
+	check "static child: its samples are there" grep -q "^sample ${spid:-none} " "$WORK/static.dump"
+else
+	skip "cannot link statically (no libc.a?): $(head -n 1 "$WORK/cc.err")"
+fi
+
+finish

@@ -1,0 +1,183 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Process trees for profctl run (tests/integration/test_process_tree.sh):
+ * each process computes fibf() and spins on its own CPU time, and prints
+ * "pid PID fibf N" with its own call count, so the test can compare every
+ * process's slices with what it made.
+ *   proc_tree work N            fibf(N) here
+ *   proc_tree fork K N          K workers forked, each fibf(N); the parent fibf(15)
+ *   proc_tree forkexec PROG...  a child execs PROG...; the parent fibf(15)
+ *   proc_tree spawn PROG...     posix_spawn of PROG...; the parent fibf(15)
+ *   proc_tree vfork PROG...     vfork + exec of PROG...
+ *   proc_tree grand N           a child whose child computes fibf(N)
+ *   proc_tree quick             a child that _exits at once (no call, no exit handlers)
+ *   proc_tree server PORTFILE   a pre-forking server: a worker per line on a FIFO
+ */
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+static long fibf_calls;
+static volatile long zero; /* no call of fibf becomes a loop: each is an entry */
+
+__attribute__((noinline)) long fibf(int n)
+{
+	long a, b;
+
+	fibf_calls++;
+	if (n < 2)
+		return n;
+	a = fibf(n - 1);
+	b = fibf(n - 2);
+	return a + b + zero;
+}
+
+/* CPU time, not wall time: the same samples whatever the machine's load. */
+__attribute__((noinline)) void spin_cpu(long ms)
+{
+	struct timespec t0, t;
+	volatile unsigned long x = 0;
+
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t0);
+	do {
+		for (int i = 0; i < 100000; i++)
+			x += (unsigned long)i;
+		clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+	} while ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < ms);
+}
+
+static void work(int n)
+{
+	fibf(n);
+	spin_cpu(100);
+	printf("pid %d fibf %ld\n", (int)getpid(), fibf_calls);
+	fflush(stdout);
+}
+
+static int wait_all(void)
+{
+	int status, bad = 0;
+
+	while (wait(&status) > 0)
+		bad |= !WIFEXITED(status) || WEXITSTATUS(status);
+	return bad;
+}
+
+static int fork_workers(int k, int n)
+{
+	for (int i = 0; i < k; i++) {
+		pid_t pid = fork();
+
+		if (pid < 0)
+			return 1;
+		if (pid == 0) {
+			fibf_calls = 0; /* the parent's count is the parent's */
+			work(n);
+			exit(0);
+		}
+	}
+	work(15);
+	return wait_all();
+}
+
+static int run_child(char **argv, int how)
+{
+	pid_t pid;
+
+	if (how == 's') {
+		if (posix_spawn(&pid, argv[0], NULL, NULL, argv, environ))
+			return 1;
+	} else {
+		pid = how == 'v' ? vfork() : fork();
+		if (pid < 0)
+			return 1;
+		if (pid == 0) {
+			execv(argv[0], argv);
+			_exit(127);
+		}
+	}
+	if (how != 'v')
+		work(15);
+	return wait_all();
+}
+
+static int grandchild(int n)
+{
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		fibf_calls = 0;
+		if (fork() == 0) {
+			fibf_calls = 0;
+			work(n);
+			exit(0);
+		}
+		exit(wait_all());
+	}
+	work(15);
+	return wait_all();
+}
+
+/* One worker per line read: a master that forks after it was attached to. */
+static int server(const char *fifo)
+{
+	char line[64];
+	FILE *f;
+
+	printf("ready\n");
+	fflush(stdout);
+	while ((f = fopen(fifo, "r"))) {
+		while (fgets(line, sizeof(line), f)) {
+			if (strncmp(line, "quit", 4) == 0) {
+				fclose(f);
+				return wait_all();
+			}
+			if (fork() == 0) {
+				fibf_calls = 0;
+				work(atoi(line));
+				exit(0);
+			}
+			while (waitpid(-1, NULL, WNOHANG) > 0)
+				;
+		}
+		fclose(f);
+	}
+	return 1;
+}
+
+int main(int argc, char **argv)
+{
+	const char *mode = argc > 1 ? argv[1] : "";
+
+	if (!strcmp(mode, "work") && argc > 2) {
+		work(atoi(argv[2]));
+		return 0;
+	}
+	if (!strcmp(mode, "fork") && argc > 3)
+		return fork_workers(atoi(argv[2]), atoi(argv[3]));
+	if (!strcmp(mode, "forkexec") && argc > 2)
+		return run_child(argv + 2, 'f');
+	if (!strcmp(mode, "spawn") && argc > 2)
+		return run_child(argv + 2, 's');
+	if (!strcmp(mode, "vfork") && argc > 2)
+		return run_child(argv + 2, 'v');
+	if (!strcmp(mode, "grand") && argc > 2)
+		return grandchild(atoi(argv[2]));
+	if (!strcmp(mode, "quick")) {
+		if (fork() == 0)
+			_exit(0);
+		work(15);
+		return wait_all();
+	}
+	if (!strcmp(mode, "server") && argc > 2)
+		return server(argv[2]);
+	fprintf(stderr, "usage: proc_tree work N | fork K N | forkexec|spawn|vfork PROG... | "
+			"grand N | quick | server FIFO\n");
+	return 2;
+}
