@@ -263,7 +263,9 @@ static void on_lost(void *ctx, uint32_t cpu, uint64_t lost, uint64_t time)
 	((struct run *)ctx)->lost += lost;
 }
 
-static const struct sampler_callbacks run_cbs = { on_sample, on_mmap, on_comm, on_task, on_lost };
+static const struct sampler_callbacks run_cbs = {
+	.sample = on_sample, .mmap = on_mmap, .comm = on_comm, .task = on_task, .lost = on_lost,
+};
 
 /* Polls and drains until the child exits (or 30 s pass). */
 static void drain_child(struct sampler *s, pid_t child, const struct sampler_callbacks *cb,
@@ -1009,7 +1011,9 @@ static void p_lost(void *ctx, uint32_t cpu, uint64_t lost, uint64_t time)
 	((struct parsed *)ctx)->lost += lost;
 }
 
-static const struct sampler_callbacks parse_cbs = { p_sample, p_mmap, p_comm, p_task, p_lost };
+static const struct sampler_callbacks parse_cbs = {
+	.sample = p_sample, .mmap = p_mmap, .comm = p_comm, .task = p_task, .lost = p_lost,
+};
 
 static void test_parse_wrapped_sample(void)
 {
