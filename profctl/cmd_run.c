@@ -283,6 +283,16 @@ static int prepare(struct run_state *rs)
 				"qemu's QEMU_SET_ENV\n", rs->agent_path);
 		return -ELIBACC;
 	}
+	/*
+	 * qemu-user aborts (an assertion in its TCG) when a forked child starts
+	 * a thread the way the agent's flusher starts in a followed child.
+	 */
+	if ((rs->foreign || strncmp(command_name(rs), "qemu-", 5) == 0) && !rs->opt.no_inherit &&
+	    rs->opt.n_patterns) {
+		fprintf(stderr, "profctl: %s runs under qemu-user: the processes it starts are "
+				"not followed (as with --no-inherit)\n", command_name(rs));
+		rs->opt.no_inherit = true;
+	}
 	return 0;
 }
 
