@@ -772,6 +772,15 @@ static uint64_t pw_totals_uuid(struct perfetto_writer *w, pid_t pid)
 	return p->totals_uuid;
 }
 
+static void pw_str_arg(struct pwb *b, const char *name, const char *value)
+{
+	size_t da = pwb_open(b, 4); /* debug_annotations */
+
+	pwb_str(b, 10, name);
+	pwb_str(b, 6, value); /* string_value */
+	pwb_close(b, da);
+}
+
 static void pw_uint_arg(struct pwb *b, const char *name, uint64_t value)
 {
 	size_t da = pwb_open(b, 4); /* debug_annotations */
@@ -795,7 +804,13 @@ int perfetto_writer_func_totals(struct perfetto_writer *w, pid_t pid, uint64_t t
 	ev = pwb_open(&w->pkt, PW_F_TRACK_EVENT);
 	pwb_uint(&w->pkt, 9, PW_TYPE_INSTANT);
 	pwb_uint(&w->pkt, 11, uuid);
-	pwb_str(&w->pkt, 23, t->name); /* name, not interned: one event per function */
+	/*
+	 * Named for the track, the function in an argument: a slice named after
+	 * a function is a call of it (`select name, count(*) from slice` counts
+	 * calls), so these must not be.
+	 */
+	pwb_str(&w->pkt, 23, PERFETTO_FUNC_TOTALS_EVENT);
+	pw_str_arg(&w->pkt, "function", t->name);
 	pw_uint_arg(&w->pkt, "tid", t->tid);
 	pw_uint_arg(&w->pkt, "calls", t->calls);
 	pw_uint_arg(&w->pkt, "returned", t->exited);

@@ -174,13 +174,6 @@ int perfetto_writer_samples_lost(struct perfetto_writer *w, uint64_t ts, uint32_
 void perfetto_writer_set_sample_freq(struct perfetto_writer *w, uint32_t freq_hz);
 
 /*
- * One function's exact figures (every call, recorded on the timeline or not),
- * for the track PERFETTO_FUNC_TOTALS_TRACK of its process: one instant event
- * named after the function at `ts`, with the figures as its arguments (the UI
- * shows them when the event is selected; trace processor puts them in args).
- * tid 0: over all threads; else that thread's.
- */
-/*
  * The key of the trace's closing packet (TracePacket.trace_attributes; the
  * importer's metadata row trace_attribute.profd.trace_end). Its value: the
  * packets before it, 0 in a flight-recorder window. Written last, only when
@@ -188,7 +181,16 @@ void perfetto_writer_set_sample_freq(struct perfetto_writer *w, uint32_t freq_hz
  */
 #define PERFETTO_TRACE_END_KEY "profd.trace_end"
 
+/*
+ * One function's exact figures (every call, recorded on the timeline or not),
+ * for the track PERFETTO_FUNC_TOTALS_TRACK of its process: one instant event
+ * named PERFETTO_FUNC_TOTALS_EVENT at `ts`, the function's name in its
+ * argument "function" and the figures in the others (the UI shows them when
+ * the event is selected; trace processor puts them in args as debug.NAME).
+ * tid 0: over all threads; else that thread's.
+ */
 #define PERFETTO_FUNC_TOTALS_TRACK "profd: function totals (exact, every call)"
+#define PERFETTO_FUNC_TOTALS_EVENT "function totals"
 struct perfetto_func_totals {
 	const char *name;
 	uint32_t tid;

@@ -545,8 +545,13 @@ static void trd_func_total(struct trd *r, struct trd_seq *s, const trd_packet *p
 	for (size_t i = 0; i < te->n_debug_annotations; i++) {
 		const Perfetto__Protos__DebugAnnotation *a = te->debug_annotations[i];
 
-		if (a->name_field_case != PERFETTO__PROTOS__DEBUG_ANNOTATION__NAME_FIELD_NAME ||
-		    a->value_case != PERFETTO__PROTOS__DEBUG_ANNOTATION__VALUE_UINT_VALUE)
+		if (a->name_field_case != PERFETTO__PROTOS__DEBUG_ANNOTATION__NAME_FIELD_NAME)
+			continue;
+		/* the function's name (the event is named for the track; older traces: for it) */
+		if (a->value_case == PERFETTO__PROTOS__DEBUG_ANNOTATION__VALUE_STRING_VALUE &&
+		    strcmp(a->name, "function") == 0 && a->string_value)
+			ft->name = (char *)trd_str(r, a->string_value, strlen(a->string_value));
+		if (a->value_case != PERFETTO__PROTOS__DEBUG_ANNOTATION__VALUE_UINT_VALUE)
 			continue;
 		if (strcmp(a->name, "tid") == 0)
 			ft->tid = (uint32_t)a->uint_value;
