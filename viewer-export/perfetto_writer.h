@@ -107,8 +107,12 @@ int perfetto_writer_function(struct perfetto_writer *w, uint32_t func_id, const 
  * thread: BEGINs at depth >= PERFETTO_MAX_SLICE_DEPTH and their ENDs are not
  * written and are counted in perfetto_writer_stats.slices_clamped. An END on a
  * thread with nothing open is ignored and counted in ends_unmatched.
+ * PERFETTO_MAX_SLICE_DEPTH is the importer's own limit (trace processor's
+ * SliceTracker::kMaxDepth, v58): deeper slices it drops, counting
+ * slice_max_depth_exceeded; profd keeps such calls off the timeline before
+ * (the agent's depth filter), counted per function as filtered.
  */
-#define PERFETTO_MAX_SLICE_DEPTH 500
+#define PERFETTO_MAX_SLICE_DEPTH 512
 int perfetto_writer_slice_begin(struct perfetto_writer *w, pid_t pid, pid_t tid, uint64_t ts,
 				uint32_t func_id);
 int perfetto_writer_slice_end(struct perfetto_writer *w, pid_t pid, pid_t tid, uint64_t ts);
