@@ -946,6 +946,13 @@ static void pw_build_prologue(struct perfetto_writer *w)
 	}
 	w->side.len = 0;
 	w->side.oom = false;
+	/*
+	 * The window's first clock snapshot when this chunk is the oldest: the
+	 * header has none, since one taken when the window is written is newer
+	 * than every chunk's and the importer then sees the trace clock go back
+	 * at each of them (invalid_clock_snapshots, one per chunk).
+	 */
+	pw_side_take(w, pw_build_clock_snapshot(w, true));
 	for (i = 0; i < w->threads.n; i++) {
 		struct pw_thread *t = pw_table_at(&w->threads, i);
 
@@ -1007,7 +1014,7 @@ static int pw_build_header(struct perfetto_writer *w)
 
 	w->side.len = 0;
 	w->side.oom = false;
-	pw_side_take(w, pw_build_clock_snapshot(w, true));
+	/* no clock snapshot: the oldest chunk starts with its own (pw_build_prologue) */
 	if (w->sched)
 		pw_side_take(w, pw_sched_system_info(w));
 	for (i = 0; i < w->procs.n; i++) {
