@@ -157,6 +157,8 @@ int perfetto_writer_sample(struct perfetto_writer *w, uint64_t ts, uint32_t cpu,
 #define PERFETTO_OVERHEAD_HOOKS "hooks"     /* stubs, trampolines, enter/exit hooks */
 #define PERFETTO_OVERHEAD_FLUSHER "flusher" /* the agent's flusher thread */
 #define PERFETTO_OVERHEAD_AGENT "agent"     /* its start-up, slow paths, the rest */
+/* The one frame of a sample no frame of which could be unwound (in PERFETTO_OVERHEAD_MAPPING). */
+#define PERFETTO_NOT_UNWOUND "[not unwound]"
 
 /*
  * A sample that could not be unwound into any frame: a PerfSample with

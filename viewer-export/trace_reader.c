@@ -424,6 +424,10 @@ static void trd_perf_sample(struct trd *r, struct trd_seq *s, const trd_packet *
 		out.s.frames = st->frames;
 		out.s.frame_mappings = st->maps;
 		out.s.frame_build_ids = st->bids;
+		/* profd's marker of a sample it could not unwind (a skip record before) */
+		if (st->n == 1 && strcmp(st->frames[0], PERFETTO_NOT_UNWOUND) == 0 &&
+		    st->maps[0] && strcmp(st->maps[0], PERFETTO_OVERHEAD_MAPPING) == 0)
+			r->st.samples_skipped++;
 	}
 	trd_sample_event(r, &out);
 }
