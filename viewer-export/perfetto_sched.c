@@ -189,26 +189,16 @@ static void pw_int(struct pwb *b, uint32_t field, int32_t v)
 	pwb_uint(b, field, (uint64_t)(int64_t)v);
 }
 
-int perfetto_writer_sched_switch(struct perfetto_writer *w, uint64_t ts, uint32_t cpu,
-				 const struct perfetto_sched_task *prev, uint32_t prev_state,
-				 const struct perfetto_sched_task *next)
+/* One sched_switch event into c's bundle; c then runs next. */
+static int pw_sched_put_switch(struct perfetto_writer *w, uint32_t cpu, struct pw_sched_cpu *c,
+			       uint64_t ts, const struct perfetto_sched_task *from,
+			       uint32_t prev_state, const struct perfetto_sched_task *next)
 {
-	struct pw_sched_cpu *c;
-	struct perfetto_sched_task from = *prev;
-	struct pw_sched_ev e;
+	struct pw_sched_ev e = pw_sched_event(w, c, ts, from->tid, FE_SCHED_SWITCH);
 
-	if (!(c = pw_sched_cpu(w, cpu)))
-		return -ENOMEM;
-	/* who ran since a traced thread left this CPU: the task it handed it to */
-	if (!prev->traced && c->has_last) {
-		from.tid = c->last_tid;
-		from.comm = c->last_comm;
-		from.prio = c->last_prio;
-	}
-	e = pw_sched_event(w, c, ts, from.tid, FE_SCHED_SWITCH);
-	pwb_str(&c->events, 1, from.comm);
-	pw_int(&c->events, 2, from.tid);
-	pw_int(&c->events, 3, from.prio);
+	pwb_str(&c->events, 1, from->comm);
+	pw_int(&c->events, 2, from->tid);
+	pw_int(&c->events, 3, from->prio);
 	if (prev_state)
 		pwb_uint(&c->events, 4, prev_state);
 	pwb_str(&c->events, 5, next->comm);
@@ -219,6 +209,40 @@ int perfetto_writer_sched_switch(struct perfetto_writer *w, uint64_t ts, uint32_
 	c->last_prio = next->prio;
 	snprintf(c->last_comm, sizeof(c->last_comm), "%s", next->comm);
 	return pw_sched_event_end(w, cpu, c, e);
+}
+
+int perfetto_writer_sched_switch(struct perfetto_writer *w, uint64_t ts, uint32_t cpu,
+				 const struct perfetto_sched_task *prev, uint32_t prev_state,
+				 const struct perfetto_sched_task *next)
+{
+	struct pw_sched_cpu *c;
+	struct perfetto_sched_task from = *prev, last;
+	int err;
+
+	if (!(c = pw_sched_cpu(w, cpu)))
+		return -ENOMEM;
+	/* who ran since a traced thread left this CPU: the task it handed it to */
+	if (!prev->traced && c->has_last) {
+		from.tid = c->last_tid;
+		from.comm = c->last_comm;
+		from.prio = c->last_prio;
+	} else if (c->has_last && c->last_tid != prev->tid) {
+		/*
+		 * A traced thread leaves a CPU we never saw it take (its switch in
+		 * came before it was followed, or was lost): the importer would
+		 * count the switch's prev as a contradiction
+		 * (mismatched_sched_switch_tids) and leave the last task running.
+		 * What is known: prev ran at ts. So the last task hands over at
+		 * ts, in an unknown state (written as R), and prev runs 0 ns.
+		 */
+		last = (struct perfetto_sched_task){ .tid = c->last_tid, .comm = c->last_comm,
+						     .prio = c->last_prio };
+		w->st.sched_repaired++;
+		err = pw_sched_put_switch(w, cpu, c, ts, &last, 0, prev);
+		if (err)
+			return err;
+	}
+	return pw_sched_put_switch(w, cpu, c, ts, &from, prev_state, next);
 }
 
 int perfetto_writer_sched_waking(struct perfetto_writer *w, uint64_t ts, uint32_t cpu,

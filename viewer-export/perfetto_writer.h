@@ -259,6 +259,7 @@ struct perfetto_writer_stats {
 	uint64_t ends_unmatched;
 	uint64_t samples;
 	uint64_t sched_events;
+	uint64_t sched_repaired;  /* switches written before a traced prev the CPU was not known to run */
 	int write_error;         /* first errno of a failed write, 0 if none */
 	uint64_t cut_ns;         /* CLOCK_MONOTONIC of that failure: the file ends at bytes */
 };
