@@ -21,10 +21,9 @@ enum {
 	PW_F_SYSTEM_INFO = 45,   /* TracePacket.system_info */
 	FB_CPU = 1, FB_EVENT = 2, FB_LOST_EVENTS = 3, /* FtraceEventBundle */
 	FE_TIMESTAMP = 1, FE_PID = 2,                 /* FtraceEvent */
-	FE_SCHED_SWITCH = 4, FE_SCHED_WAKING = 20, FE_TASK_NEWTASK = 235,
+	FE_SCHED_SWITCH = 4, FE_SCHED_WAKING = 20,
 	FE_SCHED_PROCESS_FREE = 240,
 };
-#define CLONE_THREAD_FLAG 0x10000u
 /* A CPU's events go out once they fill this much, or at the next flush. */
 #define PW_SCHED_BUNDLE_BYTES (16u << 10)
 
@@ -261,22 +260,6 @@ int perfetto_writer_sched_waking(struct perfetto_writer *w, uint64_t ts, uint32_
 	pw_int(&c->events, 3, woken->prio);
 	pwb_uint(&c->events, 4, 1); /* success */
 	pwb_uint(&c->events, 5, target_cpu);
-	return pw_sched_event_end(w, cpu, c, e);
-}
-
-int perfetto_writer_sched_new_task(struct perfetto_writer *w, uint64_t ts, uint32_t cpu,
-				   const struct perfetto_sched_task *parent,
-				   const struct perfetto_sched_task *task, bool same_process)
-{
-	struct pw_sched_cpu *c;
-	struct pw_sched_ev e;
-
-	if (!(c = pw_sched_cpu(w, cpu)))
-		return -ENOMEM;
-	e = pw_sched_event(w, c, ts, parent->tid, FE_TASK_NEWTASK);
-	pw_int(&c->events, 1, task->tid);
-	pwb_str(&c->events, 2, task->comm);
-	pwb_uint(&c->events, 3, same_process ? CLONE_THREAD_FLAG : 0);
 	return pw_sched_event_end(w, cpu, c, e);
 }
 

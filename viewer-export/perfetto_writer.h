@@ -240,10 +240,10 @@ int perfetto_writer_sched_switch(struct perfetto_writer *w, uint64_t ts, uint32_
 int perfetto_writer_sched_waking(struct perfetto_writer *w, uint64_t ts, uint32_t cpu,
 				 const struct perfetto_sched_task *waker,
 				 const struct perfetto_sched_task *woken, uint32_t target_cpu);
-/* parent (running on cpu) started task: a thread of its process when same_process. */
-int perfetto_writer_sched_new_task(struct perfetto_writer *w, uint64_t ts, uint32_t cpu,
-				   const struct perfetto_sched_task *parent,
-				   const struct perfetto_sched_task *task, bool same_process);
+/*
+ * (No task_newtask: a new task is written as a waking by its creator. The
+ * importer would start a second thread beside the track descriptor's.)
+ */
 /* task is gone for good (after its last switch): later events of its tid are another thread. */
 int perfetto_writer_sched_task_free(struct perfetto_writer *w, uint64_t ts, uint32_t cpu,
 				    const struct perfetto_sched_task *task);
