@@ -124,6 +124,13 @@ static int func_names_grow(struct session *s)
  * it: a worker forked from its parent, or the same program run again, adds
  * to the same function's slices and figures. New names are named in the trace.
  */
+uint32_t session_timeline_depth(const struct session *s)
+{
+	/* the importer drops slices at its depth limit, counting an import error: ours are filtered */
+	return s->max_depth && s->max_depth < PERFETTO_MAX_SLICE_DEPTH ? s->max_depth :
+									 PERFETTO_MAX_SLICE_DEPTH;
+}
+
 uint32_t session_func_id(struct session *s, const char *name)
 {
 	uint32_t k;
@@ -779,7 +786,7 @@ static void handle_agent_hello(struct server *srv, struct conn *c, const uint8_t
 	cfg.func_patterns = s->patterns;
 	cfg.buffer_size = s->buffer_size;
 	cfg.min_duration_ticks = s->min_duration_ticks;
-	cfg.max_depth = s->max_depth;
+	cfg.max_depth = session_timeline_depth(s);
 	cfg.follow_children = s->follow_children;
 	if (profd__agent_config__get_packed_size(&cfg) <= sizeof(buf))
 		conn_send(c, FRAME_AGENT_CONFIG, buf, profd__agent_config__pack(&cfg, buf));

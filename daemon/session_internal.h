@@ -116,6 +116,8 @@ struct session {
 /* daemon/session.c */
 void session_error(struct session *s, const char *fmt, const char *detail);
 /* The trace's id of a function name (new ones are named in the trace); 0 when out of memory. */
+/* The depth calls are kept on the timeline to: --max-depth, within the viewer's limit. */
+uint32_t session_timeline_depth(const struct session *s);
 uint32_t session_func_id(struct session *s, const char *name);
 const char *session_func_name(const struct session *s, uint32_t id);
 void session_send_error(struct conn *c, const char *msg);

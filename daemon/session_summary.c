@@ -154,7 +154,8 @@ static int fill_summary(struct session *s, Profd__SessionSummary *sum,
 	sum->filtered_short = calls.filtered_by_reason[AGG_FILTER_SHORT];
 	sum->filtered_deep = calls.filtered_by_reason[AGG_FILTER_DEEP];
 	sum->min_duration_ns = s->min_duration_ns;
-	sum->max_depth = s->max_depth;
+	/* the viewer's limit applies whatever was asked: say it when it kept calls off */
+	sum->max_depth = s->max_depth || sum->filtered_deep ? session_timeline_depth(s) : 0;
 	if (calls.recorded > UI_SLICE_LIMIT)
 		sum->suggested_min_duration_ns =
 			func_stats_min_duration_for(all, UI_SLICE_LIMIT);

@@ -15,6 +15,7 @@
 #include "profctl/session_client.h"
 #include "proto/frame.h"
 #include "proto/frame_io.h"
+#include "viewer-export/perfetto_writer.h"
 #include "profd.pb-c.h"
 
 #define REPLY_TIMEOUT_MS 10000
@@ -463,7 +464,8 @@ static void print_filtered(const Profd__SessionSummary *s)
 		fprintf(stderr, "shorter than %s: %llu%s", fmt_ns(a, sizeof(a), s->min_duration_ns),
 			(unsigned long long)s->filtered_short, s->max_depth ? ", " : "");
 	if (s->max_depth)
-		fprintf(stderr, "deeper than %u: %llu", s->max_depth,
+		fprintf(stderr, "deeper than %u%s: %llu", s->max_depth,
+			s->max_depth == PERFETTO_MAX_SLICE_DEPTH ? ", the Perfetto viewer's limit" : "",
 			(unsigned long long)s->filtered_deep);
 	fprintf(stderr, ")");
 }

@@ -21,10 +21,9 @@ enum {
 	PW_F_SYSTEM_INFO = 45,   /* TracePacket.system_info */
 	FB_CPU = 1, FB_EVENT = 2, FB_LOST_EVENTS = 3, /* FtraceEventBundle */
 	FE_TIMESTAMP = 1, FE_PID = 2,                 /* FtraceEvent */
-	FE_SCHED_SWITCH = 4, FE_SCHED_WAKING = 20, FE_TASK_NEWTASK = 235,
+	FE_SCHED_SWITCH = 4, FE_SCHED_WAKING = 20,
 	FE_SCHED_PROCESS_FREE = 240,
 };
-#define CLONE_THREAD_FLAG 0x10000u
 /* A CPU's events go out once they fill this much, or at the next flush. */
 #define PW_SCHED_BUNDLE_BYTES (16u << 10)
 
@@ -189,26 +188,16 @@ static void pw_int(struct pwb *b, uint32_t field, int32_t v)
 	pwb_uint(b, field, (uint64_t)(int64_t)v);
 }
 
-int perfetto_writer_sched_switch(struct perfetto_writer *w, uint64_t ts, uint32_t cpu,
-				 const struct perfetto_sched_task *prev, uint32_t prev_state,
-				 const struct perfetto_sched_task *next)
+/* One sched_switch event into c's bundle; c then runs next. */
+static int pw_sched_put_switch(struct perfetto_writer *w, uint32_t cpu, struct pw_sched_cpu *c,
+			       uint64_t ts, const struct perfetto_sched_task *from,
+			       uint32_t prev_state, const struct perfetto_sched_task *next)
 {
-	struct pw_sched_cpu *c;
-	struct perfetto_sched_task from = *prev;
-	struct pw_sched_ev e;
+	struct pw_sched_ev e = pw_sched_event(w, c, ts, from->tid, FE_SCHED_SWITCH);
 
-	if (!(c = pw_sched_cpu(w, cpu)))
-		return -ENOMEM;
-	/* who ran since a traced thread left this CPU: the task it handed it to */
-	if (!prev->traced && c->has_last) {
-		from.tid = c->last_tid;
-		from.comm = c->last_comm;
-		from.prio = c->last_prio;
-	}
-	e = pw_sched_event(w, c, ts, from.tid, FE_SCHED_SWITCH);
-	pwb_str(&c->events, 1, from.comm);
-	pw_int(&c->events, 2, from.tid);
-	pw_int(&c->events, 3, from.prio);
+	pwb_str(&c->events, 1, from->comm);
+	pw_int(&c->events, 2, from->tid);
+	pw_int(&c->events, 3, from->prio);
 	if (prev_state)
 		pwb_uint(&c->events, 4, prev_state);
 	pwb_str(&c->events, 5, next->comm);
@@ -219,6 +208,40 @@ int perfetto_writer_sched_switch(struct perfetto_writer *w, uint64_t ts, uint32_
 	c->last_prio = next->prio;
 	snprintf(c->last_comm, sizeof(c->last_comm), "%s", next->comm);
 	return pw_sched_event_end(w, cpu, c, e);
+}
+
+int perfetto_writer_sched_switch(struct perfetto_writer *w, uint64_t ts, uint32_t cpu,
+				 const struct perfetto_sched_task *prev, uint32_t prev_state,
+				 const struct perfetto_sched_task *next)
+{
+	struct pw_sched_cpu *c;
+	struct perfetto_sched_task from = *prev, last;
+	int err;
+
+	if (!(c = pw_sched_cpu(w, cpu)))
+		return -ENOMEM;
+	/* who ran since a traced thread left this CPU: the task it handed it to */
+	if (!prev->traced && c->has_last) {
+		from.tid = c->last_tid;
+		from.comm = c->last_comm;
+		from.prio = c->last_prio;
+	} else if (c->has_last && c->last_tid != prev->tid) {
+		/*
+		 * A traced thread leaves a CPU we never saw it take (its switch in
+		 * came before it was followed, or was lost): the importer would
+		 * count the switch's prev as a contradiction
+		 * (mismatched_sched_switch_tids) and leave the last task running.
+		 * What is known: prev ran at ts. So the last task hands over at
+		 * ts, in an unknown state (written as R), and prev runs 0 ns.
+		 */
+		last = (struct perfetto_sched_task){ .tid = c->last_tid, .comm = c->last_comm,
+						     .prio = c->last_prio };
+		w->st.sched_repaired++;
+		err = pw_sched_put_switch(w, cpu, c, ts, &last, 0, prev);
+		if (err)
+			return err;
+	}
+	return pw_sched_put_switch(w, cpu, c, ts, &from, prev_state, next);
 }
 
 int perfetto_writer_sched_waking(struct perfetto_writer *w, uint64_t ts, uint32_t cpu,
@@ -237,22 +260,6 @@ int perfetto_writer_sched_waking(struct perfetto_writer *w, uint64_t ts, uint32_
 	pw_int(&c->events, 3, woken->prio);
 	pwb_uint(&c->events, 4, 1); /* success */
 	pwb_uint(&c->events, 5, target_cpu);
-	return pw_sched_event_end(w, cpu, c, e);
-}
-
-int perfetto_writer_sched_new_task(struct perfetto_writer *w, uint64_t ts, uint32_t cpu,
-				   const struct perfetto_sched_task *parent,
-				   const struct perfetto_sched_task *task, bool same_process)
-{
-	struct pw_sched_cpu *c;
-	struct pw_sched_ev e;
-
-	if (!(c = pw_sched_cpu(w, cpu)))
-		return -ENOMEM;
-	e = pw_sched_event(w, c, ts, parent->tid, FE_TASK_NEWTASK);
-	pw_int(&c->events, 1, task->tid);
-	pwb_str(&c->events, 2, task->comm);
-	pwb_uint(&c->events, 3, same_process ? CLONE_THREAD_FLAG : 0);
 	return pw_sched_event_end(w, cpu, c, e);
 }
 

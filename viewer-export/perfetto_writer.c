@@ -772,6 +772,15 @@ static uint64_t pw_totals_uuid(struct perfetto_writer *w, pid_t pid)
 	return p->totals_uuid;
 }
 
+static void pw_str_arg(struct pwb *b, const char *name, const char *value)
+{
+	size_t da = pwb_open(b, 4); /* debug_annotations */
+
+	pwb_str(b, 10, name);
+	pwb_str(b, 6, value); /* string_value */
+	pwb_close(b, da);
+}
+
 static void pw_uint_arg(struct pwb *b, const char *name, uint64_t value)
 {
 	size_t da = pwb_open(b, 4); /* debug_annotations */
@@ -795,7 +804,13 @@ int perfetto_writer_func_totals(struct perfetto_writer *w, pid_t pid, uint64_t t
 	ev = pwb_open(&w->pkt, PW_F_TRACK_EVENT);
 	pwb_uint(&w->pkt, 9, PW_TYPE_INSTANT);
 	pwb_uint(&w->pkt, 11, uuid);
-	pwb_str(&w->pkt, 23, t->name); /* name, not interned: one event per function */
+	/*
+	 * Named for the track, the function in an argument: a slice named after
+	 * a function is a call of it (`select name, count(*) from slice` counts
+	 * calls), so these must not be.
+	 */
+	pwb_str(&w->pkt, 23, PERFETTO_FUNC_TOTALS_EVENT);
+	pw_str_arg(&w->pkt, "function", t->name);
 	pw_uint_arg(&w->pkt, "tid", t->tid);
 	pw_uint_arg(&w->pkt, "calls", t->calls);
 	pw_uint_arg(&w->pkt, "returned", t->exited);
@@ -931,6 +946,13 @@ static void pw_build_prologue(struct perfetto_writer *w)
 	}
 	w->side.len = 0;
 	w->side.oom = false;
+	/*
+	 * The window's first clock snapshot when this chunk is the oldest: the
+	 * header has none, since one taken when the window is written is newer
+	 * than every chunk's and the importer then sees the trace clock go back
+	 * at each of them (invalid_clock_snapshots, one per chunk).
+	 */
+	pw_side_take(w, pw_build_clock_snapshot(w, true));
 	for (i = 0; i < w->threads.n; i++) {
 		struct pw_thread *t = pw_table_at(&w->threads, i);
 
@@ -992,7 +1014,7 @@ static int pw_build_header(struct perfetto_writer *w)
 
 	w->side.len = 0;
 	w->side.oom = false;
-	pw_side_take(w, pw_build_clock_snapshot(w, true));
+	/* no clock snapshot: the oldest chunk starts with its own (pw_build_prologue) */
 	if (w->sched)
 		pw_side_take(w, pw_sched_system_info(w));
 	for (i = 0; i < w->procs.n; i++) {

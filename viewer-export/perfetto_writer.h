@@ -107,8 +107,12 @@ int perfetto_writer_function(struct perfetto_writer *w, uint32_t func_id, const 
  * thread: BEGINs at depth >= PERFETTO_MAX_SLICE_DEPTH and their ENDs are not
  * written and are counted in perfetto_writer_stats.slices_clamped. An END on a
  * thread with nothing open is ignored and counted in ends_unmatched.
+ * PERFETTO_MAX_SLICE_DEPTH is the importer's own limit (trace processor's
+ * SliceTracker::kMaxDepth, v58): deeper slices it drops, counting
+ * slice_max_depth_exceeded; profd keeps such calls off the timeline before
+ * (the agent's depth filter), counted per function as filtered.
  */
-#define PERFETTO_MAX_SLICE_DEPTH 500
+#define PERFETTO_MAX_SLICE_DEPTH 512
 int perfetto_writer_slice_begin(struct perfetto_writer *w, pid_t pid, pid_t tid, uint64_t ts,
 				uint32_t func_id);
 int perfetto_writer_slice_end(struct perfetto_writer *w, pid_t pid, pid_t tid, uint64_t ts);
@@ -153,6 +157,8 @@ int perfetto_writer_sample(struct perfetto_writer *w, uint64_t ts, uint32_t cpu,
 #define PERFETTO_OVERHEAD_HOOKS "hooks"     /* stubs, trampolines, enter/exit hooks */
 #define PERFETTO_OVERHEAD_FLUSHER "flusher" /* the agent's flusher thread */
 #define PERFETTO_OVERHEAD_AGENT "agent"     /* its start-up, slow paths, the rest */
+/* The one frame of a sample no frame of which could be unwound (in PERFETTO_OVERHEAD_MAPPING). */
+#define PERFETTO_NOT_UNWOUND "[not unwound]"
 
 /*
  * A sample that could not be unwound into any frame: a PerfSample with
@@ -174,13 +180,6 @@ int perfetto_writer_samples_lost(struct perfetto_writer *w, uint64_t ts, uint32_
 void perfetto_writer_set_sample_freq(struct perfetto_writer *w, uint32_t freq_hz);
 
 /*
- * One function's exact figures (every call, recorded on the timeline or not),
- * for the track PERFETTO_FUNC_TOTALS_TRACK of its process: one instant event
- * named after the function at `ts`, with the figures as its arguments (the UI
- * shows them when the event is selected; trace processor puts them in args).
- * tid 0: over all threads; else that thread's.
- */
-/*
  * The key of the trace's closing packet (TracePacket.trace_attributes; the
  * importer's metadata row trace_attribute.profd.trace_end). Its value: the
  * packets before it, 0 in a flight-recorder window. Written last, only when
@@ -188,7 +187,16 @@ void perfetto_writer_set_sample_freq(struct perfetto_writer *w, uint32_t freq_hz
  */
 #define PERFETTO_TRACE_END_KEY "profd.trace_end"
 
+/*
+ * One function's exact figures (every call, recorded on the timeline or not),
+ * for the track PERFETTO_FUNC_TOTALS_TRACK of its process: one instant event
+ * named PERFETTO_FUNC_TOTALS_EVENT at `ts`, the function's name in its
+ * argument "function" and the figures in the others (the UI shows them when
+ * the event is selected; trace processor puts them in args as debug.NAME).
+ * tid 0: over all threads; else that thread's.
+ */
 #define PERFETTO_FUNC_TOTALS_TRACK "profd: function totals (exact, every call)"
+#define PERFETTO_FUNC_TOTALS_EVENT "function totals"
 struct perfetto_func_totals {
 	const char *name;
 	uint32_t tid;
@@ -232,10 +240,10 @@ int perfetto_writer_sched_switch(struct perfetto_writer *w, uint64_t ts, uint32_
 int perfetto_writer_sched_waking(struct perfetto_writer *w, uint64_t ts, uint32_t cpu,
 				 const struct perfetto_sched_task *waker,
 				 const struct perfetto_sched_task *woken, uint32_t target_cpu);
-/* parent (running on cpu) started task: a thread of its process when same_process. */
-int perfetto_writer_sched_new_task(struct perfetto_writer *w, uint64_t ts, uint32_t cpu,
-				   const struct perfetto_sched_task *parent,
-				   const struct perfetto_sched_task *task, bool same_process);
+/*
+ * (No task_newtask: a new task is written as a waking by its creator. The
+ * importer would start a second thread beside the track descriptor's.)
+ */
 /* task is gone for good (after its last switch): later events of its tid are another thread. */
 int perfetto_writer_sched_task_free(struct perfetto_writer *w, uint64_t ts, uint32_t cpu,
 				    const struct perfetto_sched_task *task);
@@ -251,6 +259,7 @@ struct perfetto_writer_stats {
 	uint64_t ends_unmatched;
 	uint64_t samples;
 	uint64_t sched_events;
+	uint64_t sched_repaired;  /* switches written before a traced prev the CPU was not known to run */
 	int write_error;         /* first errno of a failed write, 0 if none */
 	uint64_t cut_ns;         /* CLOCK_MONOTONIC of that failure: the file ends at bytes */
 };

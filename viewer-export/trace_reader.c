@@ -424,6 +424,10 @@ static void trd_perf_sample(struct trd *r, struct trd_seq *s, const trd_packet *
 		out.s.frames = st->frames;
 		out.s.frame_mappings = st->maps;
 		out.s.frame_build_ids = st->bids;
+		/* profd's marker of a sample it could not unwind (a skip record before) */
+		if (st->n == 1 && strcmp(st->frames[0], PERFETTO_NOT_UNWOUND) == 0 &&
+		    st->maps[0] && strcmp(st->maps[0], PERFETTO_OVERHEAD_MAPPING) == 0)
+			r->st.samples_skipped++;
 	}
 	trd_sample_event(r, &out);
 }
@@ -545,8 +549,13 @@ static void trd_func_total(struct trd *r, struct trd_seq *s, const trd_packet *p
 	for (size_t i = 0; i < te->n_debug_annotations; i++) {
 		const Perfetto__Protos__DebugAnnotation *a = te->debug_annotations[i];
 
-		if (a->name_field_case != PERFETTO__PROTOS__DEBUG_ANNOTATION__NAME_FIELD_NAME ||
-		    a->value_case != PERFETTO__PROTOS__DEBUG_ANNOTATION__VALUE_UINT_VALUE)
+		if (a->name_field_case != PERFETTO__PROTOS__DEBUG_ANNOTATION__NAME_FIELD_NAME)
+			continue;
+		/* the function's name (the event is named for the track; older traces: for it) */
+		if (a->value_case == PERFETTO__PROTOS__DEBUG_ANNOTATION__VALUE_STRING_VALUE &&
+		    strcmp(a->name, "function") == 0 && a->string_value)
+			ft->name = (char *)trd_str(r, a->string_value, strlen(a->string_value));
+		if (a->value_case != PERFETTO__PROTOS__DEBUG_ANNOTATION__VALUE_UINT_VALUE)
 			continue;
 		if (strcmp(a->name, "tid") == 0)
 			ft->tid = (uint32_t)a->uint_value;

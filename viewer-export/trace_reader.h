@@ -79,7 +79,7 @@ struct trace_model {
 	int32_t *process_pids;
 	size_t n_processes;
 	uint64_t samples_lost;          /* sum of kernel_records_lost */
-	uint64_t samples_skipped;       /* PerfSamples with a sample_skipped_reason */
+	uint64_t samples_skipped;       /* not unwound (trace_stream_stats) */
 	uint64_t sample_freq;           /* Hz of the perf timebase (PerfSampleDefaults), 0: none */
 	int has_clock_snapshot;
 	size_t first_clock_snapshot;    /* packet index (file order) of the first one, if any */

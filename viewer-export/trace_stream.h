@@ -136,7 +136,7 @@ struct trace_stream_opts {
 struct trace_stream_stats {
 	size_t n_packets;          /* decoded TracePackets */
 	uint64_t samples_lost;     /* sum of kernel_records_lost */
-	uint64_t samples_skipped;  /* PerfSamples with a sample_skipped_reason */
+	uint64_t samples_skipped;  /* not unwound: PERFETTO_NOT_UNWOUND samples, or skip records (older) */
 	uint64_t sample_freq;      /* Hz of the perf timebase, 0: none */
 	bool has_clock_snapshot;
 	size_t first_clock_snapshot; /* packet index of the first one */

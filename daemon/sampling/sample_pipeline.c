@@ -322,9 +322,16 @@ static enum overhead_kind write_sample(struct sample_pipeline *p,
 	}
 	n = append_kernel_frames(p, smp, frames, n, sizeof(all) / sizeof(all[0]) - OVERHEAD_FRAMES);
 	if (n == 0) {
+		/*
+		 * A sample all the same (its CPU time is the thread's), under one
+		 * marker frame: a skip record (sample_skipped_reason) would be an
+		 * import error for trace processor (perf_samples_skipped).
+		 */
 		p->stats.empty++;
-		perfetto_writer_sample_skipped(p->cfg.writer, smp->time, smp->cpu, (pid_t)smp->pid,
-					       (pid_t)smp->tid);
+		p->stats.written++;
+		all[0] = overhead_mark(PERFETTO_NOT_UNWOUND, 0);
+		perfetto_writer_sample(p->cfg.writer, smp->time, smp->cpu, (pid_t)smp->pid,
+				       (pid_t)smp->tid, all, 1);
 		return OVERHEAD_NONE;
 	}
 	kind = overhead_classify(is_agent_thread(p, smp->tid), owners, n_owners);

@@ -111,8 +111,16 @@ void sched_session_record(struct sched_session *ss, const struct sched_record *r
 	case SCHED_RECORD_WAKEUP_NEW: /* a new task starts runnable, its creator the waker */
 		if (hidden && !next.traced && next.tid >= PERFETTO_SCHED_HIDDEN_TID)
 			return; /* a child process the client may not see: not even that it began */
-		perfetto_writer_sched_new_task(ss->cfg.writer, r->ts, r->cpu, &prev, &next,
-					       r->prev_tgid == r->next_tgid);
+		/*
+		 * Written as a waking, not a task_newtask: the importer starts a new
+		 * thread (and, without CLONE_THREAD, a new process) at a newtask,
+		 * beside the one the track descriptors made for the same tid (read
+		 * before any sorted event), so every thread created while profiled
+		 * was two threads in trace processor, its slices on one and its
+		 * scheduler states on the other.
+		 */
+		perfetto_writer_sched_waking(ss->cfg.writer, r->ts, r->cpu, &prev, &next,
+					     r->target_cpu);
 		ss->st.wakeups++;
 		break;
 	default:

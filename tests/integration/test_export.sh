@@ -94,12 +94,15 @@ for tid, evs in by_tid.items():
         print(tid, len(stack), name, ts, dur)
         stack.append(end)
 print("samples", sum(1 for e in d["traceEvents"] if e["ph"] == "i"))
+print("sample_names", ",".join(sorted({e["name"] for e in d["traceEvents"] if e["ph"] == "i"})))
 print("names", sum(1 for e in d["traceEvents"] if e["ph"] == "M" and e["name"] == "thread_name"))
 PY
 check_eq "chrome: slices per thread, their depth, ts and dur = the trace's" \
-	"$(grep -v '^samples\|^names' "$WORK/json_slices.txt" | sort)" \
+	"$(grep -v '^samples\|^names\|^sample_names' "$WORK/json_slices.txt" | sort)" \
 	"$(awk '$1 == "slice" { print $2, $3, $4, $5, $6 }' "$WORK/dump.txt" | sort)"
 check_eq "chrome: one instant event per sample" "$(awk '$1 == "samples" { print $2 }' "$WORK/json_slices.txt")" "$n_samples"
+check_eq "chrome: samples are named for what they are, not after a function" \
+	"$(sed -n 's/^sample_names //p' "$WORK/json_slices.txt")" "cpu sample"
 check "chrome: thread names" test "$(awk '$1 == "names" { print $2 }' "$WORK/json_slices.txt")" -ge 2
 
 # ---- bad input: one line, non-zero exit, no output left -------------------------------------

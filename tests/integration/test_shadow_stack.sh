@@ -34,7 +34,7 @@ check_eq "longjmp'd calls: one slice per call" "$(slices torture sh_jump_leaf)" 
 check_eq "longjmp'd calls nest no deeper than the recursion (depth <= 4)" \
 	"$(awk '$1 == "slice" && $4 == "sh_jump_leaf" && $3 > 4' "$WORK/torture.dump" | wc -l)" 0
 check_eq "short-lived threads: one slice each" "$(slices torture sh_thread_body)" "$(counted torture sh_thread_body)"
-check_eq "recursion 100,000 deep: traced down to Perfetto's depth limit" "$(slices torture sh_recurse)" 500
+check_eq "recursion 100,000 deep: traced down to Perfetto's depth limit" "$(slices torture sh_recurse)" 512
 check_eq "signal handler calls on sigaltstack: 4 per signal" "$(slices torture sh_in_handler)" 200
 
 if [ -x "$TARGETS/exceptions" ]; then

@@ -784,8 +784,12 @@ static void test_waking_fields(void)
 	trace_free(t);
 }
 
-/* A new thread of the target is a CLONE_THREAD child; a new process is not. */
-static void test_new_task_clone_flags(void)
+/*
+ * A new task is written as a waking of it by its creator, never as a
+ * task_newtask: trace processor would start a second thread (or process)
+ * beside the one the track descriptors made for the same tid.
+ */
+static void test_new_task_is_a_waking(void)
 {
 	struct fixture fx;
 	struct trace *t;
@@ -796,16 +800,15 @@ static void test_new_task_clone_flags(void)
 	wakeup_new(&fx, T0 + 200, 1, &main_thread, &(struct task){ 4000, 4000, "childproc", 120 },
 		   0);
 	t = fx_close(&fx);
-	if ((e = nth(t, FE_NEWTASK, 0))) {
-		CHECK_EQ_INT(e->pid, TARGET); /* the parent runs */
-		CHECK_EQ_INT(e->f[NT_PID], TARGET + 1);
-		CHECK_EQ_STR(e->s[NT_COMM], "worker");
-		CHECK_EQ_U64(e->f[NT_CLONE_FLAGS], 0x10000);
+	CHECK_EQ_INT(count_kind(t, FE_NEWTASK), 0);
+	CHECK_EQ_INT(count_kind(t, FE_WAKING), 2);
+	if ((e = nth(t, FE_WAKING, 0))) {
+		CHECK_EQ_INT(e->pid, TARGET); /* the creator runs: the waker */
+		CHECK_EQ_INT(e->f[WK_PID], TARGET + 1);
+		CHECK_EQ_STR(e->s[WK_COMM], "worker");
 	}
-	if ((e = nth(t, FE_NEWTASK, 1))) {
-		CHECK_EQ_INT(e->f[NT_PID], 4000);
-		CHECK_EQ_U64(e->f[NT_CLONE_FLAGS], 0);
-	}
+	if ((e = nth(t, FE_WAKING, 1)))
+		CHECK_EQ_INT(e->f[WK_PID], 4000);
 	trace_free(t);
 }
 
@@ -995,7 +998,8 @@ static void test_stats_counted(void)
 	fx_open(&fx, false);
 	/* 4 switches, 2 wakings, 1 new task (a hidden child process: not written); 4 hidden */
 	feed_other_tasks(&fx);
-	sw(&fx, T0 + 800, 1, &main_thread, 0x10, &idle); /* + a switch and a free */
+	/* + a switch and a free, and before them a switch to main_thread (CPU 1 ran another) */
+	sw(&fx, T0 + 800, 1, &main_thread, 0x10, &idle);
 	sched_session_get_stats(fx.ss, &st);
 	perfetto_writer_get_stats(fx.w, &ws);
 	t = fx_close(&fx);
@@ -1003,8 +1007,9 @@ static void test_stats_counted(void)
 	CHECK_EQ_U64(st.wakeups, 2);
 	CHECK_EQ_U64(st.hidden, 4);
 	CHECK_EQ_U64(st.lost, 0);
-	CHECK_EQ_U64(ws.sched_events, 8);
-	CHECK_EQ_INT(t->n, 8);
+	CHECK_EQ_U64(ws.sched_repaired, 1);
+	CHECK_EQ_U64(ws.sched_events, 9);
+	CHECK_EQ_INT(t->n, 9);
 	trace_free(t);
 }
 
@@ -1053,7 +1058,7 @@ int main(void)
 	RUN_TEST(test_other_tasks_hidden);
 	RUN_TEST(test_other_tasks_visible);
 	RUN_TEST(test_waking_fields);
-	RUN_TEST(test_new_task_clone_flags);
+	RUN_TEST(test_new_task_is_a_waking);
 	RUN_TEST(test_dead_thread_freed);
 	RUN_TEST(test_lost_marks_next_bundles);
 	RUN_TEST(test_switches_drive_clocks);

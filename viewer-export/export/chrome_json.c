@@ -12,8 +12,9 @@
  *    last name wins);
  *  - the CPU samples as instant events ("ph":"i", thread scope) on a pseudo
  *    thread per sampled thread, "TID samples" (tid + EXPORT_SAMPLES_TID), so
- *    they do not interleave with the calls' slices; name: the leaf frame,
- *    args.stack: the frames root first, ';'-separated.
+ *    they do not interleave with the calls' slices; name "cpu sample" (one
+ *    named after a function would count as a call of it), args.leaf: the
+ *    leaf frame, args.stack: the frames root first, ';'-separated.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -22,6 +23,7 @@
 #include "viewer-export/export/export.h"
 
 #define CHROME_SAMPLES_TID (1 << 30) /* above any Linux tid (PID_MAX_LIMIT is 2^22) */
+#define CHROME_SAMPLE_NAME "cpu sample"
 
 struct chrome {
 	struct export_base base;
@@ -142,9 +144,10 @@ static int chrome_sample(void *ctx, const struct trace_stream_sample *smp)
 	fprintf(out, "{\"ph\":\"i\",\"s\":\"t\",\"pid\":%d,\"tid\":%d,\"ts\":", s->pid,
 		s->tid + CHROME_SAMPLES_TID);
 	json_us(out, s->ts);
-	fputs(",\"name\":", out);
+	/* named for what it is: an event named after a function would count as its call */
+	fputs(",\"name\":\"" CHROME_SAMPLE_NAME "\",\"args\":{\"leaf\":", out);
 	json_str(out, s->n_frames ? s->frames[s->n_frames - 1] : "[unknown]");
-	fprintf(out, ",\"args\":{\"cpu\":%u,\"stack\":\"", s->cpu);
+	fprintf(out, ",\"cpu\":%u,\"stack\":\"", s->cpu);
 	for (size_t k = 0; k < s->n_frames; k++) {
 		if (k)
 			fputc(';', out);
