@@ -43,7 +43,14 @@
  * to save socket copies that cost far less. (profd still reads the zstd
  * stream, FRAME_EVENTS, that earlier agents sent.)
  */
-#define STOP_TIMEOUT_S 3
+/*
+ * A stop waits for the flusher as long as it sends a frame at least every
+ * STOP_IDLE_S (a large final drain on a loaded machine outlasts any fixed
+ * wait), STOP_MAX_S in all: a stuck daemon must not hold the target's exit,
+ * and a detach runs this in a call profctl gives up on after 15 s.
+ */
+#define STOP_IDLE_S 3
+#define STOP_MAX_S 12
 /* A run commits right after the flusher starts; an attach may stop between the two. */
 #define RELEASE_WAIT_NS (2000ull * 1000 * 1000)
 /* At detach: how long calls already entered get to return (and record their exit). */
@@ -111,7 +118,8 @@ static int flusher_send_stage(void)
 	    frame_send(flusher.sock, FRAME_EVENTS_RAW, flusher.stage, flusher.stage_len, -1) < 0)
 		flusher.failed = -EPIPE;
 	flusher.stage_len = 0;
-	atomic_fetch_add(&agent_flush_progress, 1); /* pairs with the load in go_exit_flush() */
+	/* a stop waits while it moves (flusher_join, go_exit_flush) */
+	atomic_fetch_add(&agent_flush_progress, 1);
 	return flusher.failed;
 }
 
@@ -649,10 +657,30 @@ void flusher_release(const struct event_clock_pair *initial)
 	atomic_store_explicit(&flusher.released, 1, memory_order_release);
 }
 
-int flusher_stop(const char *reason, bool let_calls_return)
+/*
+ * Joins the flusher while it makes progress (see STOP_IDLE_S). The join's
+ * own deadline is absolute and it waits on through signals, so each round
+ * lasts its full second unless the flusher returns.
+ */
+static int flusher_join(void)
 {
+	uint32_t seen = atomic_load(&agent_flush_progress), now;
 	struct timespec deadline;
 
+	for (int waited = 0, idle = 0; waited < STOP_MAX_S && idle < STOP_IDLE_S; waited++) {
+		clock_gettime(CLOCK_REALTIME, &deadline);
+		deadline.tv_sec += 1;
+		if (pthread_timedjoin_np(flusher.thread, NULL, &deadline) == 0)
+			return 0;
+		now = atomic_load(&agent_flush_progress);
+		idle = now == seen ? idle + 1 : 0;
+		seen = now;
+	}
+	return -ETIMEDOUT;
+}
+
+int flusher_stop(const char *reason, bool let_calls_return)
+{
 	if (!flusher.running)
 		return 0;
 	pthread_mutex_lock(&flusher.lock);
@@ -661,9 +689,7 @@ int flusher_stop(const char *reason, bool let_calls_return)
 	flusher.let_calls_return = let_calls_return;
 	pthread_mutex_unlock(&flusher.lock);
 	flusher_poke();
-	clock_gettime(CLOCK_REALTIME, &deadline);
-	deadline.tv_sec += STOP_TIMEOUT_S;
-	if (pthread_timedjoin_np(flusher.thread, NULL, &deadline) != 0)
+	if (flusher_join())
 		return -ETIMEDOUT;
 	flusher.running = 0;
 	return 0;

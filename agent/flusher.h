@@ -36,8 +36,9 @@ int flusher_start(int sock, int (*send_table)(void *ctx, int sock), void (*lost)
 void flusher_release(const struct event_clock_pair *initial);
 
 /*
- * Final drain, AgentGoodbye with reason, join (bounded by a timeout so a
- * stuck daemon cannot hold the target's exit). let_calls_return (detach):
+ * Final drain, AgentGoodbye with reason, join (while the flusher makes
+ * progress, bounded so a stuck daemon cannot hold the target's exit for
+ * long). let_calls_return (detach):
  * calls entered before the unpatch get up to 100 ms to return first, so
  * their slices close. Safe to call twice. Returns -ETIMEDOUT when the
  * flusher did not finish (it keeps its socket then).

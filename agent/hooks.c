@@ -50,7 +50,7 @@ __thread uintptr_t agent_thread_guard __attribute__((tls_model("initial-exec")))
 /* Global because every hook reads it; written only at start, stop and fork. */
 _Atomic int agent_recording;
 _Atomic uint32_t agent_exit_request;
-/* Frames the flusher has sent: a Go exit waits while it grows (go_exit_flush). */
+/* Frames the flusher has sent: a stop waits while it grows (go_exit_flush, flusher_join). */
 _Atomic uint32_t agent_flush_progress;
 /*
  * The session's timeline filters (agent.c sets them before recording starts;
@@ -732,24 +732,24 @@ COLD static void shadow_stack_restore_returns(struct agent_thread *t, uintptr_t 
 
 /* ---- Go's exit ------------------------------------------------------------------------ */
 
-/* A raw futex call: libc's syscall() may be instrumented, and the hooks call nothing. */
-static long raw_futex(_Atomic uint32_t *word, int op, uint32_t val, const struct timespec *ts)
+/* A raw system call: libc's wrappers may be instrumented, and the hooks call nothing. */
+static long raw_syscall4(long nr, long a0, long a1, long a2, long a3)
 {
 #if defined(__x86_64__)
-	register long r10 __asm__("r10") = (long)ts;
+	register long r10 __asm__("r10") = a3;
 	long ret;
 
 	__asm__ volatile("syscall"
 			 : "=a"(ret)
-			 : "0"((long)SYS_futex), "D"(word), "S"((long)op), "d"((long)val), "r"(r10)
+			 : "0"(nr), "D"(a0), "S"(a1), "d"(a2), "r"(r10)
 			 : "rcx", "r11", "memory");
 	return ret;
 #else
-	register long x8 __asm__("x8") = SYS_futex;
-	register long x0 __asm__("x0") = (long)word;
-	register long x1 __asm__("x1") = op;
-	register long x2 __asm__("x2") = val;
-	register long x3 __asm__("x3") = (long)ts;
+	register long x8 __asm__("x8") = nr;
+	register long x0 __asm__("x0") = a0;
+	register long x1 __asm__("x1") = a1;
+	register long x2 __asm__("x2") = a2;
+	register long x3 __asm__("x3") = a3;
 
 	__asm__ volatile("svc #0" : "+r"(x0) : "r"(x8), "r"(x1), "r"(x2), "r"(x3) : "memory");
 	return x0;
@@ -757,32 +757,59 @@ static long raw_futex(_Atomic uint32_t *word, int op, uint32_t val, const struct
 }
 
 /*
+ * CLOCK_MONOTONIC in ns, or 0 when the kernel refuses (a seccomp filter
+ * that expects the vDSO): the caller then counts its waits instead.
+ */
+static uint64_t raw_monotonic_ns(void)
+{
+	struct timespec ts;
+
+	if (raw_syscall4(SYS_clock_gettime, CLOCK_MONOTONIC, (long)&ts, 0, 0))
+		return 0;
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+#define GO_EXIT_IDLE_NS (3ull * 1000000000u) /* the flusher sent nothing for this long */
+#define GO_EXIT_MAX_NS (30ull * 1000000000u)
+
+/*
  * Go's runtime.exit is about to exit_group: no destructor will run, so the
  * flusher (which looks at the word every tick) sends the final figures and
  * the goodbye now, while this thread waits. It waits as long as the flusher
- * makes progress (a loaded machine slows the final drain: a fixed 3 s lost
- * the final figures in 1 run of ~40 under '*'), 3 s without progress or 30 s
- * in all at most. It waits on whatever stack Go called from, a goroutine's
- * maybe, with ~800 bytes Go guarantees below it: hence no slow path (vector
- * state), no libc, one futex. Once: a second exit, or one after the flusher
- * ended, goes on.
+ * makes progress, 3 s without progress or 30 s in all at most, by the clock:
+ * the futex wait returns early with EINTR whenever a signal arrives, and
+ * Go's sysmon sends this thread SIGURG every ~10 ms (to Go it is a goroutine
+ * running on, to be preempted), so counting waits as seconds gave up after
+ * ~30 ms and lost the final figures of 1 run in ~40 on a loaded machine,
+ * where the flusher may not run that soon. It waits on whatever stack Go
+ * called from, a goroutine's maybe, with ~800 bytes Go guarantees below it:
+ * hence no slow path (vector state), no libc, raw system calls. Once: a
+ * second exit, or one after the flusher ended, goes on.
  */
 COLD static void go_exit_flush(void)
 {
 	const struct timespec second = { 1, 0 };
-	uint32_t none = AGENT_EXIT_NONE, seen, now;
+	uint32_t none = AGENT_EXIT_NONE, seen, progress;
+	uint64_t start, progress_at, now;
 
 	if (!atomic_load_explicit(&agent_recording, memory_order_relaxed) ||
 	    !atomic_compare_exchange_strong(&agent_exit_request, &none, AGENT_EXIT_REQUESTED))
 		return;
 	seen = atomic_load(&agent_flush_progress);
-	for (int waited = 0, idle = 0; waited < 30 && idle < 3 &&
-				       atomic_load(&agent_exit_request) == AGENT_EXIT_REQUESTED;
-	     waited++) {
-		raw_futex(&agent_exit_request, FUTEX_WAIT_PRIVATE, AGENT_EXIT_REQUESTED, &second);
-		now = atomic_load(&agent_flush_progress);
-		idle = now == seen ? idle + 1 : 0;
-		seen = now;
+	start = progress_at = raw_monotonic_ns();
+	/* without a clock, each wait counts as the full second it may last */
+	for (uint64_t waits = 0; atomic_load(&agent_exit_request) == AGENT_EXIT_REQUESTED;
+	     waits++) {
+		now = start ? raw_monotonic_ns() : waits * 1000000000u;
+		progress = atomic_load(&agent_flush_progress);
+		if (progress != seen) {
+			seen = progress;
+			progress_at = now;
+		}
+		if (now - progress_at >= GO_EXIT_IDLE_NS || now - start >= GO_EXIT_MAX_NS)
+			break;
+		raw_syscall4(SYS_futex, (long)&agent_exit_request, FUTEX_WAIT_PRIVATE,
+			     AGENT_EXIT_REQUESTED, (long)&second);
 	}
 }
 
