@@ -6,6 +6,7 @@
  * never raises SIGPIPE; no logging (callers know the peer) and no global state.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -80,6 +81,13 @@ static int frame_send_all(int fd, struct msghdr *msg)
 				continue;
 			if (errno != EAGAIN && errno != EWOULDBLOCK)
 				return -errno;
+			/*
+			 * A blocking socket says EAGAIN when its SO_SNDTIMEO ran out:
+			 * the peer stopped reading. The send fails (the agent's
+			 * flusher counts on it) rather than waiting forever.
+			 */
+			if (!(fcntl(fd, F_GETFL) & O_NONBLOCK))
+				return -ETIMEDOUT;
 			err = frame_wait(fd, POLLOUT, -1);
 			if (err < 0)
 				return err;
