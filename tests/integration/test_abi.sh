@@ -79,9 +79,12 @@ check_eq "counts run (the cases before the counts): exit status" "$?" 0
 "$PROFCTL" report --dump "$out.pftrace" >"$out.dump" 2>/dev/null
 check_eq "counts run: all count lines printed" "$(grep -c '^count ' "$out.out")" \
 	"$(grep -c '^count ' "$WORK/plain.out")"
+# the program's own counts: its process's slices (the first process; a forked child's are its own)
 while read -r _ name n; do
-	check_eq "counts run: slices of $name" \
-		"$(awk -v f="$name" '$1 == "slice" && $4 == f' "$out.dump" | wc -l)" "$n"
+	check_eq "counts run: slices of $name" "$(awk -v f="$name" '
+		$1 == "process" && !pid { pid = $2 }
+		$1 == "thread" && $2 == pid { mine[$3] = 1 }
+		$1 == "slice" && $4 == f && ($2 in mine)' "$out.dump" | wc -l)" "$n"
 done < <(grep '^count ' "$out.out")
 
 run_profiled "all" '*'
