@@ -197,7 +197,8 @@ static int record_and_detach(struct session_client *c, pid_t pid, const char *ag
 		fprintf(stderr, "profctl: session stopped by profctl stop: detaching\n");
 	if (why == STOP_SIGNAL || why == STOP_DURATION || why == STOP_DAEMON ||
 	    why == STOP_REQUESTED) {
-		if (agent_inject_remove(pid, agent, err, sizeof(err)) && kill(pid, 0) == 0)
+		if (c->opt->n_patterns && agent_inject_remove(pid, agent, err, sizeof(err)) &&
+		    kill(pid, 0) == 0)
 			fprintf(stderr, "profctl: detaching from PID %d: %s\n", (int)pid, err);
 		else if (c->opt->verbose)
 			fprintf(stderr, "profctl: detached in %.1f ms\n", seconds_since(&t0) * 1e3);
@@ -213,7 +214,7 @@ int cmd_attach(int argc, char **argv)
 {
 	struct profile_options opt;
 	struct session_client client;
-	char comm[64], agent[PATH_MAX + 32], token[128], err[512] = "";
+	char comm[64], agent[PATH_MAX + 32], token[128], err[512] = "", exe[64];
 	int first, patched = 0, signal_fd = stop_signals_fd(), r;
 	double pause_ms = 0;
 	struct timespec t0;
@@ -230,6 +231,12 @@ int cmd_attach(int argc, char **argv)
 	if (read_comm(pid, comm, sizeof(comm))) {
 		fprintf(stderr, "profctl: no such process: %d\n", (int)pid);
 		return 1;
+	}
+	snprintf(exe, sizeof(exe), "/proc/%d/exe", (int)pid);
+	if (opt.n_patterns && command_is_static(exe)) { /* no loader to dlopen the agent with */
+		fprintf(stderr, "profctl: PID %d (%s) is statically linked: functions cannot be "
+				"instrumented; sampling and scheduler states only\n", (int)pid, comm);
+		opt.n_patterns = 0;
 	}
 	session_client_init(&client, &opt);
 	r = session_client_open_output(&client, comm, pid);

@@ -31,4 +31,35 @@ check_eq "one line says why nothing is instrumented" \
 check_eq "no 'agent never connected' warning" "$(grep -c 'never connected' "$WORK/err")" 0
 timeout 60 "$PROFCTL" report --dump "$WORK/static.pftrace" >"$WORK/dump" 2>&1
 check "the trace has samples" test "$(grep -c '^sample' "$WORK/dump")" -gt 0
+
+# attach: no loader to dlopen the agent with; the same line, and the session goes on
+cat >"$WORK/serve.c" <<'SRC'
+#include <stdio.h>
+#include <unistd.h>
+int main(void)
+{
+	volatile unsigned long x = 0;
+
+	printf("ready\n");
+	fflush(stdout);
+	for (;;)
+		for (unsigned long i = 0; i < 100000000ul; i++)
+			x += i;
+}
+SRC
+${CC:-cc} -O1 -static -o "$WORK/serve" "$WORK/serve.c"
+"$WORK/serve" >"$WORK/serve.out" &
+serve=$!
+for _ in $(seq 100); do grep -q ready "$WORK/serve.out" 2>/dev/null && break; sleep 0.05; done
+timeout 60 "$PROFCTL" attach "$serve" --funcs 'main' --duration 1 -o "$WORK/attach.pftrace" \
+	2>"$WORK/attach.err"
+check_eq "attach: exit status 0" "$?" 0
+check_eq "attach: one line says why nothing is instrumented" \
+	"$(grep -c "^profctl: PID $serve (serve) is statically linked: functions cannot be instrumented; sampling and scheduler states only$" "$WORK/attach.err")" 1
+check_eq "attach: no other complaint" "$(grep -ciE 'cannot|error|detaching' "$WORK/attach.err")" 1
+check "attach: the program runs on" kill -0 "$serve"
+kill "$serve"
+wait "$serve" 2>/dev/null
+timeout 60 "$PROFCTL" report --dump "$WORK/attach.pftrace" >"$WORK/attach.dump" 2>&1
+check "attach: the trace has samples" test "$(grep -c '^sample' "$WORK/attach.dump")" -gt 0
 finish
