@@ -29,6 +29,7 @@
 #include "daemon/events/func_registry.h"
 #include "daemon/events/func_stats.h"
 #include "daemon/symbols/kernel_symbols.h"
+#include "daemon/symbols/module_cache.h"
 #include "daemon/sampling/sample_pipeline.h"
 #include "daemon/sampling/sampler.h"
 #include "daemon/pid_ns.h"
@@ -270,6 +271,7 @@ static void session_free(struct session *s)
 		session_process_free(p);
 	}
 	kernel_symbols_free(s->kernel); /* after the writer: names are keyed by address */
+	module_cache_free(s->modules);
 	for (uint32_t i = 0; i <= s->n_func_names && s->func_names; i++)
 		free(s->func_names[i]);
 	free(s->func_names);
@@ -303,6 +305,7 @@ static struct session *session_new(struct server *srv, struct conn *c, const Pro
 	if (!s)
 		return NULL;
 	s->demangled = demangle_cache_new();
+	s->modules = module_cache_new();
 	s->comm = strdup(req->target_comm && req->target_comm[0] ? req->target_comm : "target");
 	s->output_name = strdup(req->output_name ? req->output_name : "");
 	s->started_ns = s->rate_at_ns = mono_clock_ns();
@@ -310,7 +313,7 @@ static struct session *session_new(struct server *srv, struct conn *c, const Pro
 	for (size_t i = 0; s->patterns && i < req->n_func_patterns; i++)
 		if ((s->patterns[i] = strdup(req->func_patterns[i])))
 			s->n_patterns++;
-	if (!s->demangled || !s->comm ||
+	if (!s->demangled || !s->modules || !s->comm ||
 	    !s->output_name || !s->patterns ||
 	    s->n_patterns != req->n_func_patterns ||
 	    getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd)) {

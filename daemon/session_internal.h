@@ -87,6 +87,7 @@ struct session {
 	uint64_t min_duration_ticks;
 	uint32_t max_depth;              /* --max-depth (0: none) */
 	struct demangle_cache *demangled;
+	struct module_cache *modules;    /* ELF files' symbols, read once for all processes */
 	char *comm;
 	char *output_name;     /* as the client named it, for status only */
 	uint64_t started_ns;

@@ -184,6 +184,7 @@ int session_process_start_symbols(struct session_process *p, bool load_maps, boo
 	p->symbols = symbolizer_new(p->pid);
 	if (!p->symbols)
 		return -ENOMEM;
+	symbolizer_share_modules(p->symbols, s->modules);
 	if (load_maps)
 		symbolizer_load_proc_maps(p->symbols);
 	if (!sampling)
