@@ -332,7 +332,7 @@ static struct session *session_new(struct server *srv, struct conn *c, const Pro
 	s->min_duration_ns = req->min_duration_ns;
 	s->max_depth = req->max_depth;
 	s->sched_off = req->sched_off;
-	s->follow_children = !req->no_inherit && req->attach_pid <= 0;
+	s->follow_children = !req->no_inherit && (req->attach_pid <= 0 || req->attach_children);
 	/* at least one tick: a filter asked for is never silently off */
 	if (req->min_duration_ns)
 		s->min_duration_ticks = (uint64_t)((double)req->min_duration_ns * tsc_ticks_per_ns()) + 1;
@@ -922,6 +922,10 @@ static void session_finish(struct server *srv, struct session *s)
 		conn_close_later(p->agent);
 		p->agent->session = NULL;
 	}
+	/* children's copies keep a spawner open: it ends with its session */
+	for (struct conn *k = srv->conns; k; k = k->next)
+		if (k->kind == CONN_SPAWNER && k->bound_session == s->id)
+			conn_close_later(k);
 	server_log("session %" PRIu64 " ended: %" PRIu64 " events, %" PRIu64 " dropped, %" PRIu64
 		   " samples (%" PRIu64 " in calls, %" PRIu64 " returns repaired, %" PRIu64
 		   " left, %" PRIu64 " written before their events, %" PRIu64
@@ -1114,24 +1118,52 @@ out:
 		profd__snapshot_request__free_unpacked(req, NULL);
 }
 
-/* A connected AF_UNIX stream socket made by the session's target (its creator, for a pair). */
-static const char *agent_link_refusal(const struct session *s, int fd)
+/* NULL when fd is a connected AF_UNIX stream socket (its creator, for a pair, in *peer); else why not. */
+static const char *stream_peer(int fd, struct ucred *peer)
 {
 	int type = 0, domain = 0;
-	socklen_t tlen = sizeof(type), dlen = sizeof(domain), plen = sizeof(struct ucred);
-	struct ucred peer;
+	socklen_t tlen = sizeof(type), dlen = sizeof(domain), plen = sizeof(*peer);
 
 	if (fd < 0)
 		return "no descriptor came with it";
-	if (!s->attach_mode || !s->procs || s->procs->agent || s->procs->agent_seen)
-		return "the session has its agent";
 	if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tlen) || type != SOCK_STREAM ||
 	    getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &dlen) || domain != AF_UNIX ||
-	    getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &plen))
+	    getsockopt(fd, SOL_SOCKET, SO_PEERCRED, peer, &plen))
 		return "not a local stream socket";
-	if (peer.pid != s->target || access_start_time(s->target) != s->target_start_time)
-		return "its other end is not the target's";
 	return NULL;
+}
+
+/* A pair made by the session's target (the kernel names its creator); NULL, or why not. */
+static const char *target_link_refusal(const struct session *s, int fd)
+{
+	struct ucred peer;
+	const char *why = stream_peer(fd, &peer);
+
+	if (!why && (peer.pid != s->target || access_start_time(s->target) != s->target_start_time))
+		why = "its other end is not the target's";
+	return why;
+}
+
+/* Serves fd as a connection bound to s, of kind; NULL (fd then closed) when it cannot. */
+static struct conn *adopt_bound(struct server *srv, struct session *s, int fd,
+				enum conn_kind kind, const char *what, const char *why)
+{
+	struct conn *a = NULL;
+
+	if (!why && !(a = server_adopt(srv, fd)))
+		why = "too many connections";
+	if (why) {
+		char msg[160];
+
+		snprintf(msg, sizeof(msg), "%s refused: %s", what, why);
+		session_error(s, "%s", msg);
+		if (fd >= 0)
+			close(fd);
+		return NULL;
+	}
+	a->kind = kind;
+	a->bound_session = s->id;
+	return a;
 }
 
 /*
@@ -1143,21 +1175,60 @@ static const char *agent_link_refusal(const struct session *s, int fd)
  */
 static void handle_agent_link(struct server *srv, struct session *s, struct conn *c)
 {
+	struct session_process *root = session_process_find(s, s->target);
 	int fd = c->passed_fd;
-	const char *why = agent_link_refusal(s, fd);
-	struct conn *a = NULL;
+	const char *why = target_link_refusal(s, fd);
 
 	c->passed_fd = -1;
-	if (!why && !(a = server_adopt(srv, fd)))
-		why = "too many connections";
-	if (why) {
-		session_error(s, "agent link refused: %s", why);
+	if (!s->attach_mode || !root || root->agent || root->agent_seen)
+		why = "the session has its agent";
+	adopt_bound(srv, s, fd, CONN_AGENT, "agent link", why);
+}
+
+/*
+ * attach --children: the profd end of the pair the target made for the
+ * processes it forks (the agent's spawner, inherited by each): their own
+ * links come through it (session_spawner_frame), as long as the session lasts.
+ */
+static void handle_spawner_link(struct server *srv, struct session *s, struct conn *c)
+{
+	int fd = c->passed_fd;
+	const char *why = target_link_refusal(s, fd);
+
+	c->passed_fd = -1;
+	if (!s->attach_mode || !s->follow_children)
+		why = "the session does not follow children";
+	adopt_bound(srv, s, fd, CONN_SPAWNER, "spawner link", why);
+}
+
+void session_spawner_frame(struct server *srv, struct conn *c, uint32_t type)
+{
+	struct session *s = session_by_id(srv, c->bound_session);
+	unsigned long long start;
+	struct ucred peer;
+	char why[160];
+	int fd = c->passed_fd;
+
+	c->passed_fd = -1;
+	if (!s || type != FRAME_AGENT_LINK) {
+		if (fd >= 0)
+			close(fd);
+		conn_close_later(c);
+		return;
+	}
+	/*
+	 * A forked child's own pair: its creator (the kernel's word, not the
+	 * child's) must descend from a process the session follows, and the
+	 * client must be allowed to trace it. Its agent's hello then joins it
+	 * as any child's does (hello_process), with the session's token.
+	 */
+	if (stream_peer(fd, &peer) || !session_descends(s, peer.pid) ||
+	    access_check_target(&s->client_cred, peer.pid, false, &start, why, sizeof(why))) {
 		if (fd >= 0)
 			close(fd);
 		return;
 	}
-	a->kind = CONN_AGENT;
-	a->bound_session = s->id;
+	adopt_bound(srv, s, fd, CONN_AGENT, "a child's link", NULL);
 }
 
 void session_client_frame(struct server *srv, struct conn *c, uint32_t type,
@@ -1188,6 +1259,9 @@ void session_client_frame(struct server *srv, struct conn *c, uint32_t type,
 	case FRAME_AGENT_LINK:
 		handle_agent_link(srv, s, c);
 		break;
+	case FRAME_SPAWNER_LINK:
+		handle_spawner_link(srv, s, c);
+		break;
 	default:
 		session_send_error(c, "unexpected frame from the client");
 	}
@@ -1208,7 +1282,7 @@ void session_conn_closed(struct server *srv, struct conn *c)
 		session_process_agent_gone(p);
 		if (s->target_exited)
 			session_finish(srv, s);
-		else if (s->attach_mode) /* detached from elsewhere: the client ends it */
+		else if (s->attach_mode && p->pid == s->target) /* detached from elsewhere */
 			conn_send(s->client, FRAME_AGENT_GONE, NULL, 0);
 	}
 }

@@ -26,7 +26,7 @@
 
 
 static const char attach_usage[] =
-	"usage: profctl attach PID --funcs GLOBS [--freq HZ] [-o FILE] [--duration S] [--call-graph fp|dwarf[,BYTES]|auto] [--mmap-pages N] [--buffer-size SIZE] [--min-duration DUR] [--max-depth N] [--trace-compression deflate|zstd|none] [--ring SIZE] [--sched on|off] [-v]\n";
+	"usage: profctl attach PID --funcs GLOBS [--freq HZ] [-o FILE] [--duration S] [--call-graph fp|dwarf[,BYTES]|auto] [--mmap-pages N] [--buffer-size SIZE] [--min-duration DUR] [--max-depth N] [--trace-compression deflate|zstd|none] [--ring SIZE] [--sched on|off] [--children] [-v]\n";
 
 static double seconds_since(const struct timespec *t0)
 {
@@ -241,7 +241,8 @@ int cmd_attach(int argc, char **argv)
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	r = opt.n_patterns ? agent_inject_start(pid, agent, &(struct agent_inject_session){
-							client.link.fd, client.link.socket_path, token },
+							client.link.fd, client.link.socket_path, token,
+							opt.children },
 						&patched, &pause_ms, err, sizeof(err))
 			   : 0;
 	if (r && target_gone(pid)) /* what failed is of no interest: it died under us */

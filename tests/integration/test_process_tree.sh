@@ -83,6 +83,28 @@ check_eq "--no-inherit: one process in the trace" "$(grep -c '^process ' "$WORK/
 check "--no-inherit: the children are counted, not followed" \
 	grep -q '2 not followed (--no-inherit)' "$WORK/noinh.err"
 
+# attach --children: a pre-forking server's workers, forked after the attach, are recorded
+mkfifo "$WORK/fifo"
+"$TREE" server "$WORK/fifo" >"$WORK/srv.out" &
+srv=$!
+wait_for "$WORK/srv.out" '^ready'
+"$PROFCTL" attach "$srv" --children -v --funcs fibf -o "$WORK/att.pftrace" 2>"$WORK/att.err" &
+att=$!
+if wait_for "$WORK/att.err" 'attached to PID'; then
+	printf '20\n21\n' >"$WORK/fifo"
+	for _ in $(seq 600); do [ "$(grep -c '^pid ' "$WORK/srv.out")" -ge 2 ] && break; sleep 0.05; done
+fi
+kill -INT "$att"
+wait "$att"
+check_eq "attach --children: detaches and exits 0" "$?" 0
+echo quit >"$WORK/fifo"
+wait "$srv"
+grep '^pid ' "$WORK/srv.out" >"$WORK/att.out"
+check_eq "attach --children: two workers forked after the attach" "$(wc -l <"$WORK/att.out")" 2
+"$PROFCTL" report --dump "$WORK/att.pftrace" >"$WORK/att.dump"
+check_eq "attach --children: the trace breaks no rule" "$(grep -c '^problem' "$WORK/att.dump")" 0
+per_process att 3
+
 # a child that execs a static binary: one line says why, its samples are there
 cat >"$WORK/spin.c" <<'EOF'
 #include <time.h>
