@@ -1133,17 +1133,6 @@ static const char *stream_peer(int fd, struct ucred *peer)
 	return NULL;
 }
 
-/* A pair made by the session's target (the kernel names its creator); NULL, or why not. */
-static const char *target_link_refusal(const struct session *s, int fd)
-{
-	struct ucred peer;
-	const char *why = stream_peer(fd, &peer);
-
-	if (!why && (peer.pid != s->target || access_start_time(s->target) != s->target_start_time))
-		why = "its other end is not the target's";
-	return why;
-}
-
 /* Serves fd as a connection bound to s, of kind; NULL (fd then closed) when it cannot. */
 static struct conn *adopt_bound(struct server *srv, struct session *s, int fd,
 				enum conn_kind kind, const char *what, const char *why)
@@ -1167,21 +1156,53 @@ static struct conn *adopt_bound(struct server *srv, struct session *s, int fd,
 }
 
 /*
+ * NULL when the process that made a link (peer) is the target or, with
+ * --children, a descendant of the target (injected by the client) that the
+ * client may trace; else why not.
+ */
+static const char *link_maker_refusal(struct session *s, const struct ucred *peer)
+{
+	unsigned long long start;
+	char why[160];
+
+	if (peer->pid == s->target)
+		return access_start_time(s->target) == s->target_start_time ? NULL :
+			       "its other end is not the target's";
+	if (!s->follow_children || !session_descends(s, peer->pid) ||
+	    access_check_target(&s->client_cred, peer->pid, false, &start, why, sizeof(why)))
+		return "its other end is not the target's";
+	return NULL;
+}
+
+/* An agent link's maker: as link_maker_refusal says, and without an agent yet. */
+static const char *agent_link_refusal(struct session *s, const struct ucred *peer)
+{
+	struct session_process *p = session_process_find(s, peer->pid);
+
+	if (p && !p->exited && (p->agent || p->agent_seen))
+		return "that process has its agent";
+	return link_maker_refusal(s, peer);
+}
+
+/*
  * attach: the client hands over the profd end of a socket pair that the
  * target made (profctl took it with pidfd_getfd, with its ptrace rights), so
  * the agent needs no path, mode or group to reach us. The kernel names the
- * pair's creator, which must be this session's target; the agent on the
- * other end still presents the token, and the link serves this session only.
+ * pair's creator, which must be this session's target (or, with --children,
+ * one of its descendants); the agent on the other end still presents the
+ * token, and the link serves this session only.
  */
 static void handle_agent_link(struct server *srv, struct session *s, struct conn *c)
 {
-	struct session_process *root = session_process_find(s, s->target);
 	int fd = c->passed_fd;
-	const char *why = target_link_refusal(s, fd);
+	struct ucred peer;
+	const char *why = stream_peer(fd, &peer);
 
 	c->passed_fd = -1;
-	if (!s->attach_mode || !root || root->agent || root->agent_seen)
+	if (!why && !s->attach_mode)
 		why = "the session has its agent";
+	if (!why)
+		why = agent_link_refusal(s, &peer);
 	adopt_bound(srv, s, fd, CONN_AGENT, "agent link", why);
 }
 
@@ -1193,11 +1214,14 @@ static void handle_agent_link(struct server *srv, struct session *s, struct conn
 static void handle_spawner_link(struct server *srv, struct session *s, struct conn *c)
 {
 	int fd = c->passed_fd;
-	const char *why = target_link_refusal(s, fd);
+	struct ucred peer;
+	const char *why = stream_peer(fd, &peer);
 
 	c->passed_fd = -1;
-	if (!s->attach_mode || !s->follow_children)
+	if (!why && (!s->attach_mode || !s->follow_children))
 		why = "the session does not follow children";
+	if (!why)
+		why = link_maker_refusal(s, &peer);
 	adopt_bound(srv, s, fd, CONN_SPAWNER, "spawner link", why);
 }
 
