@@ -204,6 +204,8 @@ static void session_root_described(struct session *s, struct session_process *p)
 	snprintf(p->comm, sizeof(p->comm), "%s", s->comm);
 	s->n_procs = s->n_live = 1;
 	perfetto_writer_process(s->writer, p->pid, s->comm);
+	if (s->attach_mode) /* run: its program is not exec'd yet; its COMM record says when */
+		session_process_describe_detail(p);
 }
 
 static void session_follow_sched(struct server *srv, struct session *s, pid_t pid);
@@ -233,6 +235,7 @@ static struct session_process *session_add_process(struct server *srv, struct se
 	if (s->sampler && session_process_start_symbols(p, true, true))
 		snprintf(p->why_not, sizeof(p->why_not), "out of memory for its samples");
 	perfetto_writer_process(s->writer, pid, p->comm[0] ? p->comm : NULL);
+	session_process_describe_detail(p);
 	session_process_describe_threads(p);
 	session_follow_sched(srv, s, pid);
 	session_process_check_program(p);
@@ -772,6 +775,7 @@ static void handle_agent_hello(struct server *srv, struct conn *c, const uint8_t
 	}
 	if (p->agent_seen)
 		p->execs++;
+	session_process_describe_detail(p); /* the program its agent runs in */
 	if (session_process_agent_hello(p, c)) {
 		session_send_error(c, "out of memory");
 		goto out;

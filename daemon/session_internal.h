@@ -137,6 +137,8 @@ void session_process_free(struct session_process *p);
 struct session_process *session_process_find(struct session *s, pid_t pid);
 /* Its symbols and unwinder (and, with sampling, its sample pipeline); loaded from /proc with load_maps. */
 int session_process_start_symbols(struct session_process *p, bool load_maps, bool sampling);
+/* Its parent and command line, as /proc shows them now, into the trace. */
+void session_process_describe_detail(struct session_process *p);
 /* Names its threads as /proc shows them now. */
 void session_process_describe_threads(struct session_process *p);
 /* Sampler records of this process. */

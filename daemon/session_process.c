@@ -172,6 +172,27 @@ void session_process_describe_threads(struct session_process *p)
 }
 
 /*
+ * Its parent and command line into the trace (the importer's parent link):
+ * when it is found, and again when it runs another program. Nothing when it
+ * is gone already (its name and pid stay).
+ */
+void session_process_describe_detail(struct session_process *p)
+{
+	char path[64], buf[4096];
+	ssize_t n = 0;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)p->pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		n = read(fd, buf, sizeof(buf));
+		close(fd);
+	}
+	if (n > 0 && p->ppid > 0)
+		perfetto_writer_process_detail(p->s->writer, p->pid, p->ppid, buf, (size_t)n);
+}
+
+/*
  * Its symbolizer (and DWARF unwinder, unless frame pointers were asked for)
  * and, with sampling, the pipeline its samples go through. load_maps: the
  * process runs already, its mappings come from /proc (else from MMAP2
@@ -228,6 +249,7 @@ void session_process_comm(struct session_process *p, uint32_t tid, const char *c
 		if (!p->agent_seen)
 			session_process_check_program(p);
 		perfetto_writer_process(p->s->writer, p->pid, comm);
+		session_process_describe_detail(p);
 	}
 	perfetto_writer_thread(p->s->writer, p->pid, (pid_t)tid, comm);
 	if (p->samples_out) /* the agent's thread: its samples are profiling overhead */
