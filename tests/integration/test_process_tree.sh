@@ -46,6 +46,14 @@ made=$(sed -nE 's/^profctl: calls: ([0-9]+) made.*/\1/p' "$WORK/fork.err")
 check_eq "fork: calls in total = the sum of the processes' own" "$made" \
 	"$(awk '{n += $4} END {print n}' "$WORK/fork.out")"
 
+"$PROFCTL" report "$WORK/fork.pftrace" >"$WORK/fork.report"
+check_eq "fork: report has a row per process" \
+	"$(awk '/^processes \(/ {n = 1; next} n && $1 ~ /^[0-9]+$/ && NF >= 4 {r++} /^$/ {n = 0} END {print r}' \
+		"$WORK/fork.report")" 4
+check_eq "fork: report's per-process calls = each process's own" \
+	"$(awk '/^processes \(/ {n = 1; next} n && $1 ~ /^[0-9]+$/ {print $1, $2} /^$/ {n = 0}' \
+		"$WORK/fork.report" | sort)" "$(awk '{print $2, $4}' "$WORK/fork.out" | sort)"
+
 profile forkexec "$TREE" forkexec "$TREE" work 20
 per_process forkexec 2
 profile spawn "$TREE" spawn "$TREE" work 20
