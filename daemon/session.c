@@ -45,6 +45,7 @@
 #include "viewer-export/perfetto_writer.h"
 
 #define AGENT_GRACE_NS (3ull * 1000000000ull)   /* after the target exits */
+#define RETIRE_AFTER_NS (100ull * 1000000ull)    /* a process's exit to freeing its symbols */
 /* Per CPU: 16 MiB. A client must not make a root daemon pin memory without bound. */
 #define MAX_RING_PAGES 4096
 #define STRINGIFY_VALUE(x) #x
@@ -509,6 +510,7 @@ static void on_task(void *ctx, bool is_exit, uint32_t pid, uint32_t tid, uint64_
 	if (!is_exit || pid != tid || !(p = session_live_process(s, (pid_t)pid)))
 		return;
 	p->exited = true;
+	p->exited_ns = mono_clock_ns();
 	if (s->n_live)
 		s->n_live--;
 }
@@ -1355,8 +1357,17 @@ void session_tick_all(struct server *srv)
 			if (now > SAMPLE_HOLD_MAX_NS)
 				sched_session_watermark(s->sched, now - SAMPLE_HOLD_MAX_NS);
 		}
-		for (struct session_process *p = s->procs; p; p = p->next)
+		for (struct session_process *p = s->procs; p; p = p->next) {
 			session_process_tick(p, now);
+			/*
+			 * A tree of thousands must not keep every one's files open.
+			 * Its agent gone (its events all in), the rings read a few
+			 * times since its exit: no sample of it is still to come.
+			 */
+			if (p->exited && !p->agent && !p->retired &&
+			    now - p->exited_ns > RETIRE_AFTER_NS)
+				session_process_retire(p);
+		}
 		if (s->writer) /* never waits for the compressor */
 			perfetto_writer_poll(s->writer);
 		if (s->target_exited && (session_agents_done(s) || now >= s->agent_deadline_ns))

@@ -46,6 +46,8 @@ struct session_process {
 	char why_not[96];                /* no agent: why (static binary, setuid, ...) */
 	uint32_t execs;                  /* agents after the first: programs it exec'd */
 	bool exited;                     /* the kernel said so (perf EXIT) */
+	uint64_t exited_ns;              /* when profd read that */
+	bool retired;                    /* its symbols and unwinder freed: no more samples */
 	struct conn *agent;
 	struct func_registry funcs;      /* its agents' tables: ids and names */
 	struct func_stats *stats;        /* exact per-function figures */
@@ -154,6 +156,11 @@ int session_process_agent_hello(struct session_process *p, struct conn *c);
 void session_process_agent_frame(struct session_process *p, uint32_t type, const uint8_t *payload,
 				 size_t len);
 void session_process_agent_gone(struct session_process *p);
+/*
+ * Once it exited, its agent gone and its last samples written: its unwinder
+ * (files held open) and symbols go; its figures stay for the session's end.
+ */
+void session_process_retire(struct session_process *p);
 /* Its exact figures on its totals track. */
 void session_process_write_totals(struct session_process *p, uint64_t ts);
 /*

@@ -224,8 +224,19 @@ int session_process_start_symbols(struct session_process *p, bool load_maps, boo
 
 void session_process_sample(struct session_process *p, const struct sampler_sample *smp)
 {
-	if (p->samples_out)
+	if (p->samples_out && !p->retired)
 		sample_pipeline_add(p->samples_out, smp);
+}
+
+void session_process_retire(struct session_process *p)
+{
+	if (p->samples_out) /* what it holds goes out now, with its symbols */
+		sample_pipeline_flush(p->samples_out);
+	p->retired = true;
+	dwarf_unwinder_free(p->unwinder);
+	p->unwinder = NULL;
+	symbolizer_free(p->symbols);
+	p->symbols = NULL;
 }
 
 void session_process_mmap(struct session_process *p, const struct sampler_mmap *m)
