@@ -725,8 +725,8 @@ static struct session *session_by_token(struct server *srv, const char *token)
 
 /*
  * The process an agent's hello comes from: the target, or (following
- * children) a process of its tree: one the kernel told of (FORK records,
- * read first), else one whose parents in /proc lead to the session. Who
+ * children) a process of its tree: one the kernel told of (FORK records
+ * read so far), else one whose parents in /proc lead to the session. Who
  * connected is the kernel's word (SO_PEERCRED), not the agent's; the token
  * is the session's secret, handed down through the environment; the client
  * must still be allowed to ptrace the process. A handed-over link serves
@@ -747,8 +747,12 @@ static struct session_process *hello_process(struct server *srv, struct session 
 			       session_live_process(s, pid) : NULL;
 	if (!s->follow_children)
 		return NULL;
-	if (s->sampler)
-		session_read_samples(s); /* its FORK record may be in the rings */
+	/*
+	 * Not draining the rings for its FORK record first: the agent waits for
+	 * our answer, and the samples pending (unwound as they are read) are
+	 * no business of its start. One still unread adds it from /proc below;
+	 * the record then finds it known.
+	 */
 	p = session_live_process(s, pid);
 	if (p)
 		return access_start_time(pid) == p->start_time ? p : NULL;
