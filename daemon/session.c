@@ -1213,7 +1213,10 @@ static void handle_agent_link(struct server *srv, struct session *s, struct conn
 		why = "the session has its agent";
 	if (!why)
 		why = agent_link_refusal(s, &peer);
-	adopt_bound(srv, s, fd, CONN_AGENT, "agent link", why);
+	/* a descendant that ran before the attach: it inherited no perf event */
+	if (adopt_bound(srv, s, fd, CONN_AGENT, "agent link", why) && peer.pid != s->target &&
+	    s->sampler && sampler_add_process(s->sampler, peer.pid))
+		server_log("session %" PRIu64 ": PID %d is not sampled", s->id, (int)peer.pid);
 }
 
 /*

@@ -121,6 +121,7 @@ check_eq "attach --children: the trace breaks no rule" "$(grep -c '^problem' "$W
 per_process att 4
 check "attach --children: the worker running at the attach has its calls" awk -v p="${old:-none}" \
 	'$1 == "slice" && $2 == p && $4 == "fibf" {n++} END {exit !(n > 0)}' "$WORK/att.dump"
+check "attach --children: and its samples" grep -q "^sample ${old:-none} " "$WORK/att.dump"
 
 # a child that execs a static binary: one line says why, its samples are there
 cat >"$WORK/spin.c" <<'EOF'
