@@ -54,6 +54,12 @@ static struct {
 	enum agent_state state;
 	int sock;
 	int link;                     /* our end of a socket pair for profd, until attach takes it */
+	/*
+	 * attach --children: our end of a pair whose other end profd holds,
+	 * shared with every process forked from here: a child hands profd its
+	 * own link through it (it has no socket path to connect to).
+	 */
+	int spawner;
 	struct instrument_plan plan;
 	struct func_filter *filter;   /* kept for modules loaded later */
 	struct table_cursor { size_t functions, skipped, warnings; uint32_t matched; } sent;
@@ -70,7 +76,7 @@ static struct {
 	struct event_clock_pair fork_pair; /* read at fork: the child's events start there */
 	char path[108];
 	char token[64];
-} agent = { .sock = -1, .link = -1 };
+} agent = { .sock = -1, .link = -1, .spawner = -1 };
 
 /*
  * Before anything can be patched, and wherever the agent's objects are linked
@@ -341,7 +347,8 @@ int profagent_enter_slow(int reason)
  */
 static void atfork_child(void)
 {
-	int follow = agent.state == AGENT_ACTIVE && agent.follow_children && agent.path[0];
+	int follow = agent.state == AGENT_ACTIVE && agent.follow_children &&
+		     (agent.path[0] || agent.spawner >= 0);
 
 	flusher_forget_after_fork();
 	agent.sock = -1;
@@ -366,13 +373,30 @@ static void atfork_child(void)
  * held. When profd does not take it, the child records nothing more; the
  * patches stay as pass-through.
  */
+/* A link of our own, its profd end handed over through the spawner; our end, or -errno. */
+static int spawner_connect(void)
+{
+	int sv[2], err;
+
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
+		return -errno;
+	/* profd knows us by the pair's SO_PEERCRED: its creator, this process */
+	err = frame_send(agent.spawner, FRAME_AGENT_LINK, NULL, 0, sv[1]);
+	close(sv[1]);
+	if (err < 0) {
+		close(sv[0]);
+		return err;
+	}
+	return sv[0];
+}
+
 static void agent_forked_connect(void)
 {
 	Profd__AgentConfig *cfg = NULL;
 	int sock;
 
 	agent.fork_pending = 0;
-	sock = frame_connect_unix(agent.path);
+	sock = agent.path[0] ? frame_connect_unix(agent.path) : spawner_connect();
 	if (sock >= 0 && send_hello(sock, agent.token, agent.forked_from) >= 0)
 		cfg = receive_config(sock);
 	if (cfg && cfg->follow_children &&
@@ -415,6 +439,9 @@ static void agent_close(void)
 	if (agent.sock >= 0)
 		close(agent.sock);
 	agent.sock = -1;
+	if (agent.spawner >= 0) /* forked children keep their copies while they record */
+		close(agent.spawner);
+	agent.spawner = -1;
 	agent_link_close();
 	instrument_plan_free(&agent.plan);
 	func_filter_free(agent.filter);
@@ -520,6 +547,24 @@ __attribute__((visibility("default"))) int profagent_link_open(void)
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
 		return -errno;
 	agent.link = sv[0];
+	return sv[1];
+}
+
+/*
+ * profctl attach --children, after step 0: the spawner pair (see agent.spawner);
+ * returns the number of the end for profctl to hand to profd, or -errno.
+ */
+__attribute__((visibility("default"))) int profagent_spawner_open(void)
+{
+	int sv[2];
+
+	if (agent.state != AGENT_IDLE)
+		return -EBUSY;
+	if (agent.spawner >= 0)
+		close(agent.spawner);
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
+		return -errno;
+	agent.spawner = sv[0];
 	return sv[1];
 }
 

@@ -540,30 +540,32 @@ static int plan_add_module(struct instrument_plan *plan, const struct loaded_mod
 	return 0;
 }
 
-static void module_instrument(const struct loaded_module *m, const struct func_filter *filter,
+/* Whether it mapped a stub region (the maps the next module plans with then changed). */
+static bool module_instrument(const struct loaded_module *m, const struct func_filter *filter,
 			      const struct proc_maps *maps, struct instrument_plan *plan)
 {
 	struct instrument_report *r = &plan->report;
 	struct module_job job = { .module = m, .plan = plan,
 				  .module_index = (uint32_t)plan->n_modules };
+	char err[256] = "";
 
 	if (plan_add_module(plan, m))
-		return;
-	char err[256] = "";
+		return false;
 
 	r->modules_scanned++;
 	job.module_name = report_keep_string(r, m->path);
 	if (!job.module_name)
-		return;
+		return false;
 	if (elf_symbols_load(m->path, &job.syms, err, sizeof(err))) {
 		report_warn(r, "%s: cannot read symbols: %s", m->path, err);
-		return;
+		return false;
 	}
 	module_pick(&job, filter, r);
 	if (module_plan(&job, maps, r))
 		report_warn(r, "%s: %s", m->path, "out of memory while preparing stubs");
 	free(job.picked);
 	elf_symbols_free(&job.syms);
+	return job.n_picked > 0;
 }
 
 static int plan_knows(const struct instrument_plan *plan, const struct loaded_module *m)
@@ -586,10 +588,14 @@ static int plan_modules(const struct func_filter *filter, const struct loaded_mo
 	for (size_t i = 0; i < n && !err; i++) {
 		if (plan_knows(plan, &list[i]))
 			continue;
-		module_instrument(&list[i], filter, &plan->maps, plan);
-		/* Stub regions were mapped: the next module must see them. */
-		proc_maps_free(&plan->maps);
-		err = proc_maps_load(&plan->maps);
+		/*
+		 * Stub regions were mapped: the next module must see them. Only
+		 * then: a process of a tree reads its maps once, not per module.
+		 */
+		if (module_instrument(&list[i], filter, &plan->maps, plan)) {
+			proc_maps_free(&plan->maps);
+			err = proc_maps_load(&plan->maps);
+		}
 	}
 	return err;
 }

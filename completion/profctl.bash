@@ -28,7 +28,7 @@ _profctl()
 	esac
 	case $cmd in
 	run) COMPREPLY=($(compgen -W "$profile --" -- "$cur")) ;;
-	attach) COMPREPLY=($(compgen -W "$profile" -- "$cur")) ;;
+	attach) COMPREPLY=($(compgen -W "$profile --children" -- "$cur")) ;;
 	report)
 		if [ "${cur#-}" != "$cur" ]; then
 			COMPREPLY=($(compgen -W "--dump --sort --top --threads --percentiles --funcs --callers" -- "$cur"))

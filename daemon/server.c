@@ -454,6 +454,8 @@ static void conn_dispatch(struct server *srv, struct conn *c, const struct frame
 		c->kind = h->type == FRAME_AGENT_HELLO ? CONN_AGENT : CONN_CLIENT;
 	if (c->kind == CONN_AGENT)
 		session_agent_frame(srv, c, h->type, payload, h->length);
+	else if (c->kind == CONN_SPAWNER)
+		session_spawner_frame(srv, c, h->type);
 	else
 		session_client_frame(srv, c, h->type, payload, h->length);
 }

@@ -25,6 +25,7 @@ enum conn_kind {
 	CONN_NEW = 0,   /* first frame not seen yet */
 	CONN_CLIENT,    /* profctl */
 	CONN_AGENT,     /* libprofagent.so inside a target */
+	CONN_SPAWNER,   /* attach --children: forked children's links come through it */
 };
 
 struct conn {

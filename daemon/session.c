@@ -29,6 +29,7 @@
 #include "daemon/events/func_registry.h"
 #include "daemon/events/func_stats.h"
 #include "daemon/symbols/kernel_symbols.h"
+#include "daemon/symbols/module_cache.h"
 #include "daemon/sampling/sample_pipeline.h"
 #include "daemon/sampling/sampler.h"
 #include "daemon/pid_ns.h"
@@ -44,6 +45,7 @@
 #include "viewer-export/perfetto_writer.h"
 
 #define AGENT_GRACE_NS (3ull * 1000000000ull)   /* after the target exits */
+#define RETIRE_AFTER_NS (100ull * 1000000ull)    /* a process's exit to freeing its symbols */
 /* Per CPU: 16 MiB. A client must not make a root daemon pin memory without bound. */
 #define MAX_RING_PAGES 4096
 #define STRINGIFY_VALUE(x) #x
@@ -210,6 +212,8 @@ static void session_root_described(struct session *s, struct session_process *p)
 	snprintf(p->comm, sizeof(p->comm), "%s", s->comm);
 	s->n_procs = s->n_live = 1;
 	perfetto_writer_process(s->writer, p->pid, s->comm);
+	if (s->attach_mode) /* run: its program is not exec'd yet; its COMM record says when */
+		session_process_describe_detail(p);
 }
 
 static void session_follow_sched(struct server *srv, struct session *s, pid_t pid);
@@ -239,6 +243,7 @@ static struct session_process *session_add_process(struct server *srv, struct se
 	if (s->sampler && session_process_start_symbols(p, true, true))
 		snprintf(p->why_not, sizeof(p->why_not), "out of memory for its samples");
 	perfetto_writer_process(s->writer, pid, p->comm[0] ? p->comm : NULL);
+	session_process_describe_detail(p);
 	session_process_describe_threads(p);
 	session_follow_sched(srv, s, pid);
 	session_process_check_program(p);
@@ -277,6 +282,7 @@ static void session_free(struct session *s)
 		session_process_free(p);
 	}
 	kernel_symbols_free(s->kernel); /* after the writer: names are keyed by address */
+	module_cache_free(s->modules);
 	for (uint32_t i = 0; i <= s->n_func_names && s->func_names; i++)
 		free(s->func_names[i]);
 	free(s->func_names);
@@ -310,6 +316,7 @@ static struct session *session_new(struct server *srv, struct conn *c, const Pro
 	if (!s)
 		return NULL;
 	s->demangled = demangle_cache_new();
+	s->modules = module_cache_new();
 	s->comm = strdup(req->target_comm && req->target_comm[0] ? req->target_comm : "target");
 	s->output_name = strdup(req->output_name ? req->output_name : "");
 	s->started_ns = s->rate_at_ns = mono_clock_ns();
@@ -317,7 +324,7 @@ static struct session *session_new(struct server *srv, struct conn *c, const Pro
 	for (size_t i = 0; s->patterns && i < req->n_func_patterns; i++)
 		if ((s->patterns[i] = strdup(req->func_patterns[i])))
 			s->n_patterns++;
-	if (!s->demangled || !s->comm ||
+	if (!s->demangled || !s->modules || !s->comm ||
 	    !s->output_name || !s->patterns ||
 	    s->n_patterns != req->n_func_patterns ||
 	    getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd)) {
@@ -336,7 +343,7 @@ static struct session *session_new(struct server *srv, struct conn *c, const Pro
 	s->min_duration_ns = req->min_duration_ns;
 	s->max_depth = req->max_depth;
 	s->sched_off = req->sched_off;
-	s->follow_children = !req->no_inherit && req->attach_pid <= 0;
+	s->follow_children = !req->no_inherit && (req->attach_pid <= 0 || req->attach_children);
 	/* at least one tick: a filter asked for is never silently off */
 	if (req->min_duration_ns)
 		s->min_duration_ticks = (uint64_t)((double)req->min_duration_ns * tsc_ticks_per_ns()) + 1;
@@ -510,6 +517,7 @@ static void on_task(void *ctx, bool is_exit, uint32_t pid, uint32_t tid, uint64_
 	if (!is_exit || pid != tid || !(p = session_live_process(s, (pid_t)pid)))
 		return;
 	p->exited = true;
+	p->exited_ns = mono_clock_ns();
 	if (s->n_live)
 		s->n_live--;
 }
@@ -724,8 +732,8 @@ static struct session *session_by_token(struct server *srv, const char *token)
 
 /*
  * The process an agent's hello comes from: the target, or (following
- * children) a process of its tree: one the kernel told of (FORK records,
- * read first), else one whose parents in /proc lead to the session. Who
+ * children) a process of its tree: one the kernel told of (FORK records
+ * read so far), else one whose parents in /proc lead to the session. Who
  * connected is the kernel's word (SO_PEERCRED), not the agent's; the token
  * is the session's secret, handed down through the environment; the client
  * must still be allowed to ptrace the process. A handed-over link serves
@@ -746,8 +754,12 @@ static struct session_process *hello_process(struct server *srv, struct session 
 			       session_live_process(s, pid) : NULL;
 	if (!s->follow_children)
 		return NULL;
-	if (s->sampler)
-		session_read_samples(s); /* its FORK record may be in the rings */
+	/*
+	 * Not draining the rings for its FORK record first: the agent waits for
+	 * our answer, and the samples pending (unwound as they are read) are
+	 * no business of its start. One still unread adds it from /proc below;
+	 * the record then finds it known.
+	 */
 	p = session_live_process(s, pid);
 	if (p)
 		return access_start_time(pid) == p->start_time ? p : NULL;
@@ -776,6 +788,7 @@ static void handle_agent_hello(struct server *srv, struct conn *c, const uint8_t
 	}
 	if (p->agent_seen)
 		p->execs++;
+	session_process_describe_detail(p); /* the program its agent runs in */
 	if (session_process_agent_hello(p, c)) {
 		session_send_error(c, "out of memory");
 		goto out;
@@ -926,6 +939,10 @@ static void session_finish(struct server *srv, struct session *s)
 		conn_close_later(p->agent);
 		p->agent->session = NULL;
 	}
+	/* children's copies keep a spawner open: it ends with its session */
+	for (struct conn *k = srv->conns; k; k = k->next)
+		if (k->kind == CONN_SPAWNER && k->bound_session == s->id)
+			conn_close_later(k);
 	server_log("session %" PRIu64 " ended: %" PRIu64 " events, %" PRIu64 " dropped, %" PRIu64
 		   " samples (%" PRIu64 " in calls, %" PRIu64 " returns repaired, %" PRIu64
 		   " left, %" PRIu64 " written before their events, %" PRIu64
@@ -1118,50 +1135,144 @@ out:
 		profd__snapshot_request__free_unpacked(req, NULL);
 }
 
-/* A connected AF_UNIX stream socket made by the session's target (its creator, for a pair). */
-static const char *agent_link_refusal(const struct session *s, int fd)
+/* NULL when fd is a connected AF_UNIX stream socket (its creator, for a pair, in *peer); else why not. */
+static const char *stream_peer(int fd, struct ucred *peer)
 {
 	int type = 0, domain = 0;
-	socklen_t tlen = sizeof(type), dlen = sizeof(domain), plen = sizeof(struct ucred);
-	struct ucred peer;
+	socklen_t tlen = sizeof(type), dlen = sizeof(domain), plen = sizeof(*peer);
 
 	if (fd < 0)
 		return "no descriptor came with it";
-	if (!s->attach_mode || !s->procs || s->procs->agent || s->procs->agent_seen)
-		return "the session has its agent";
 	if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tlen) || type != SOCK_STREAM ||
 	    getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &dlen) || domain != AF_UNIX ||
-	    getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &plen))
+	    getsockopt(fd, SOL_SOCKET, SO_PEERCRED, peer, &plen))
 		return "not a local stream socket";
-	if (peer.pid != s->target || access_start_time(s->target) != s->target_start_time)
+	return NULL;
+}
+
+/* Serves fd as a connection bound to s, of kind; NULL (fd then closed) when it cannot. */
+static struct conn *adopt_bound(struct server *srv, struct session *s, int fd,
+				enum conn_kind kind, const char *what, const char *why)
+{
+	struct conn *a = NULL;
+
+	if (!why && !(a = server_adopt(srv, fd)))
+		why = "too many connections";
+	if (why) {
+		char msg[160];
+
+		snprintf(msg, sizeof(msg), "%s refused: %s", what, why);
+		session_error(s, "%s", msg);
+		if (fd >= 0)
+			close(fd);
+		return NULL;
+	}
+	a->kind = kind;
+	a->bound_session = s->id;
+	return a;
+}
+
+/*
+ * NULL when the process that made a link (peer) is the target or, with
+ * --children, a descendant of the target (injected by the client) that the
+ * client may trace; else why not.
+ */
+static const char *link_maker_refusal(struct session *s, const struct ucred *peer)
+{
+	unsigned long long start;
+	char why[160];
+
+	if (peer->pid == s->target)
+		return access_start_time(s->target) == s->target_start_time ? NULL :
+			       "its other end is not the target's";
+	if (!s->follow_children || !session_descends(s, peer->pid) ||
+	    access_check_target(&s->client_cred, peer->pid, false, &start, why, sizeof(why)))
 		return "its other end is not the target's";
 	return NULL;
+}
+
+/* An agent link's maker: as link_maker_refusal says, and without an agent yet. */
+static const char *agent_link_refusal(struct session *s, const struct ucred *peer)
+{
+	struct session_process *p = session_process_find(s, peer->pid);
+
+	if (p && !p->exited && (p->agent || p->agent_seen))
+		return "that process has its agent";
+	return link_maker_refusal(s, peer);
 }
 
 /*
  * attach: the client hands over the profd end of a socket pair that the
  * target made (profctl took it with pidfd_getfd, with its ptrace rights), so
  * the agent needs no path, mode or group to reach us. The kernel names the
- * pair's creator, which must be this session's target; the agent on the
- * other end still presents the token, and the link serves this session only.
+ * pair's creator, which must be this session's target (or, with --children,
+ * one of its descendants); the agent on the other end still presents the
+ * token, and the link serves this session only.
  */
 static void handle_agent_link(struct server *srv, struct session *s, struct conn *c)
 {
 	int fd = c->passed_fd;
-	const char *why = agent_link_refusal(s, fd);
-	struct conn *a = NULL;
+	struct ucred peer;
+	const char *why = stream_peer(fd, &peer);
 
 	c->passed_fd = -1;
-	if (!why && !(a = server_adopt(srv, fd)))
-		why = "too many connections";
-	if (why) {
-		session_error(s, "agent link refused: %s", why);
+	if (!why && !s->attach_mode)
+		why = "the session has its agent";
+	if (!why)
+		why = agent_link_refusal(s, &peer);
+	/* a descendant that ran before the attach: it inherited no perf event */
+	if (adopt_bound(srv, s, fd, CONN_AGENT, "agent link", why) && peer.pid != s->target &&
+	    s->sampler && sampler_add_process(s->sampler, peer.pid))
+		server_log("session %" PRIu64 ": PID %d is not sampled", s->id, (int)peer.pid);
+}
+
+/*
+ * attach --children: the profd end of the pair the target made for the
+ * processes it forks (the agent's spawner, inherited by each): their own
+ * links come through it (session_spawner_frame), as long as the session lasts.
+ */
+static void handle_spawner_link(struct server *srv, struct session *s, struct conn *c)
+{
+	int fd = c->passed_fd;
+	struct ucred peer;
+	const char *why = stream_peer(fd, &peer);
+
+	c->passed_fd = -1;
+	if (!why && (!s->attach_mode || !s->follow_children))
+		why = "the session does not follow children";
+	if (!why)
+		why = link_maker_refusal(s, &peer);
+	adopt_bound(srv, s, fd, CONN_SPAWNER, "spawner link", why);
+}
+
+void session_spawner_frame(struct server *srv, struct conn *c, uint32_t type)
+{
+	struct session *s = session_by_id(srv, c->bound_session);
+	unsigned long long start;
+	struct ucred peer;
+	char why[160];
+	int fd = c->passed_fd;
+
+	c->passed_fd = -1;
+	if (!s || type != FRAME_AGENT_LINK) {
+		if (fd >= 0)
+			close(fd);
+		conn_close_later(c);
+		return;
+	}
+	/*
+	 * A forked child's own pair: its creator (the kernel's word, not the
+	 * child's) must descend from a process the session follows, and the
+	 * client must be allowed to trace it. Its agent's hello then joins it
+	 * as any child's does (hello_process), with the session's token.
+	 */
+	if (stream_peer(fd, &peer) || !session_descends(s, peer.pid) ||
+	    access_check_target(&s->client_cred, peer.pid, false, &start, why, sizeof(why))) {
 		if (fd >= 0)
 			close(fd);
 		return;
 	}
-	a->kind = CONN_AGENT;
-	a->bound_session = s->id;
+	adopt_bound(srv, s, fd, CONN_AGENT, "a child's link", NULL);
 }
 
 void session_client_frame(struct server *srv, struct conn *c, uint32_t type,
@@ -1192,6 +1303,9 @@ void session_client_frame(struct server *srv, struct conn *c, uint32_t type,
 	case FRAME_AGENT_LINK:
 		handle_agent_link(srv, s, c);
 		break;
+	case FRAME_SPAWNER_LINK:
+		handle_spawner_link(srv, s, c);
+		break;
 	default:
 		session_send_error(c, "unexpected frame from the client");
 	}
@@ -1212,7 +1326,7 @@ void session_conn_closed(struct server *srv, struct conn *c)
 		session_process_agent_gone(p);
 		if (s->target_exited)
 			session_finish(srv, s);
-		else if (s->attach_mode) /* detached from elsewhere: the client ends it */
+		else if (s->attach_mode && p->pid == s->target) /* detached from elsewhere */
 			conn_send(s->client, FRAME_AGENT_GONE, NULL, 0);
 	}
 }
@@ -1257,8 +1371,17 @@ void session_tick_all(struct server *srv)
 			if (now > SAMPLE_HOLD_MAX_NS)
 				sched_session_watermark(s->sched, now - SAMPLE_HOLD_MAX_NS);
 		}
-		for (struct session_process *p = s->procs; p; p = p->next)
+		for (struct session_process *p = s->procs; p; p = p->next) {
 			session_process_tick(p, now);
+			/*
+			 * A tree of thousands must not keep every one's files open.
+			 * Its agent gone (its events all in), the rings read a few
+			 * times since its exit: no sample of it is still to come.
+			 */
+			if (p->exited && !p->agent && !p->retired &&
+			    now - p->exited_ns > RETIRE_AFTER_NS)
+				session_process_retire(p);
+		}
 		if (s->writer) /* never waits for the compressor */
 			perfetto_writer_poll(s->writer);
 		if (s->target_exited && (session_agents_done(s) || now >= s->agent_deadline_ns))

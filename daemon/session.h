@@ -19,6 +19,8 @@ void session_client_frame(struct server *srv, struct conn *c, uint32_t type,
 /* An agent frame; the first must be FRAME_AGENT_HELLO. */
 void session_agent_frame(struct server *srv, struct conn *c, uint32_t type,
 			 const uint8_t *payload, size_t len);
+/* A frame on a spawner (attach --children): a forked child's link (FRAME_AGENT_LINK + fd). */
+void session_spawner_frame(struct server *srv, struct conn *c, uint32_t type);
 /* The connection went away (EOF, error, or protocol violation). */
 void session_conn_closed(struct server *srv, struct conn *c);
 /* Periodic work: read perf rings, flush the trace, deadlines. */

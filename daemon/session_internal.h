@@ -46,6 +46,8 @@ struct session_process {
 	char why_not[96];                /* no agent: why (static binary, setuid, ...) */
 	uint32_t execs;                  /* agents after the first: programs it exec'd */
 	bool exited;                     /* the kernel said so (perf EXIT) */
+	uint64_t exited_ns;              /* when profd read that */
+	bool retired;                    /* its symbols and unwinder freed: no more samples */
 	struct conn *agent;
 	struct func_registry funcs;      /* its agents' tables: ids and names */
 	struct func_stats *stats;        /* exact per-function figures */
@@ -87,6 +89,7 @@ struct session {
 	uint64_t min_duration_ticks;
 	uint32_t max_depth;              /* --max-depth (0: none) */
 	struct demangle_cache *demangled;
+	struct module_cache *modules;    /* ELF files' symbols, read once for all processes */
 	char *comm;
 	char *output_name;     /* as the client named it, for status only */
 	uint64_t started_ns;
@@ -138,6 +141,8 @@ void session_process_free(struct session_process *p);
 struct session_process *session_process_find(struct session *s, pid_t pid);
 /* Its symbols and unwinder (and, with sampling, its sample pipeline); loaded from /proc with load_maps. */
 int session_process_start_symbols(struct session_process *p, bool load_maps, bool sampling);
+/* Its parent and command line, as /proc shows them now, into the trace. */
+void session_process_describe_detail(struct session_process *p);
 /* Names its threads as /proc shows them now. */
 void session_process_describe_threads(struct session_process *p);
 /* Sampler records of this process. */
@@ -153,6 +158,11 @@ int session_process_agent_hello(struct session_process *p, struct conn *c);
 void session_process_agent_frame(struct session_process *p, uint32_t type, const uint8_t *payload,
 				 size_t len);
 void session_process_agent_gone(struct session_process *p);
+/*
+ * Once it exited, its agent gone and its last samples written: its unwinder
+ * (files held open) and symbols go; its figures stay for the session's end.
+ */
+void session_process_retire(struct session_process *p);
 /* Its exact figures on its totals track. */
 void session_process_write_totals(struct session_process *p, uint64_t ts);
 /*

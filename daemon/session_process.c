@@ -172,6 +172,27 @@ void session_process_describe_threads(struct session_process *p)
 }
 
 /*
+ * Its parent and command line into the trace (the importer's parent link):
+ * when it is found, and again when it runs another program. Nothing when it
+ * is gone already (its name and pid stay).
+ */
+void session_process_describe_detail(struct session_process *p)
+{
+	char path[64], buf[4096];
+	ssize_t n = 0;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)p->pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		n = read(fd, buf, sizeof(buf));
+		close(fd);
+	}
+	if (n > 0 && p->ppid > 0)
+		perfetto_writer_process_detail(p->s->writer, p->pid, p->ppid, buf, (size_t)n);
+}
+
+/*
  * Its symbolizer (and DWARF unwinder, unless frame pointers were asked for)
  * and, with sampling, the pipeline its samples go through. load_maps: the
  * process runs already, its mappings come from /proc (else from MMAP2
@@ -184,6 +205,7 @@ int session_process_start_symbols(struct session_process *p, bool load_maps, boo
 	p->symbols = symbolizer_new(p->pid);
 	if (!p->symbols)
 		return -ENOMEM;
+	symbolizer_share_modules(p->symbols, s->modules);
 	if (load_maps)
 		symbolizer_load_proc_maps(p->symbols);
 	if (!sampling)
@@ -202,8 +224,19 @@ int session_process_start_symbols(struct session_process *p, bool load_maps, boo
 
 void session_process_sample(struct session_process *p, const struct sampler_sample *smp)
 {
-	if (p->samples_out)
+	if (p->samples_out && !p->retired)
 		sample_pipeline_add(p->samples_out, smp);
+}
+
+void session_process_retire(struct session_process *p)
+{
+	if (p->samples_out) /* what it holds goes out now, with its symbols */
+		sample_pipeline_flush(p->samples_out);
+	p->retired = true;
+	dwarf_unwinder_free(p->unwinder);
+	p->unwinder = NULL;
+	symbolizer_free(p->symbols);
+	p->symbols = NULL;
 }
 
 void session_process_mmap(struct session_process *p, const struct sampler_mmap *m)
@@ -227,6 +260,7 @@ void session_process_comm(struct session_process *p, uint32_t tid, const char *c
 		if (!p->agent_seen)
 			session_process_check_program(p);
 		perfetto_writer_process(p->s->writer, p->pid, comm);
+		session_process_describe_detail(p);
 	}
 	perfetto_writer_thread(p->s->writer, p->pid, (pid_t)tid, comm);
 	if (p->samples_out) /* the agent's thread: its samples are profiling overhead */

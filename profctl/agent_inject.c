@@ -147,17 +147,19 @@ static int load_agent(struct inject_target *t, const char *agent_path, char *err
 }
 
 /*
- * The agent's connection to profd: a socket pair made in the target, whose
- * profd end we take (pidfd_getfd) and hand to profd on the session's own
+ * The agent's connection to profd: a socket pair made in the target (by the
+ * agent's opener: its link, or its children's spawner), whose profd end we
+ * take (pidfd_getfd) and hand to profd (in frame) on the session's own
  * connection, then close in the target. Neither the target's uid nor its
  * mount namespace matter. -ENOENT (an older agent) and -ENOSYS (no
  * pidfd_getfd) say to connect to the socket path instead.
  */
-static int link_agent(struct inject_target *t, int daemon_fd, char *err, size_t errlen)
+static int link_agent(struct inject_target *t, int daemon_fd, const char *opener,
+		      uint32_t frame, char *err, size_t errlen)
 {
 	int remote, local, r;
 
-	r = call_in_target(t, AGENT_MODULE, "profagent_link_open", NULL, 0, NULL, 0, false,
+	r = call_in_target(t, AGENT_MODULE, opener, NULL, 0, NULL, 0, false,
 			   &remote, err, errlen);
 	if (!r && remote < 0) {
 		snprintf(err, errlen, "the agent could not make its link: %s", strerror(-remote));
@@ -169,7 +171,7 @@ static int link_agent(struct inject_target *t, int daemon_fd, char *err, size_t 
 	close_in_target(t, remote);
 	if (local < 0)
 		return local;
-	r = frame_send(daemon_fd, FRAME_AGENT_LINK, NULL, 0, local);
+	r = frame_send(daemon_fd, frame, NULL, 0, local);
 	close(local);
 	if (r)
 		snprintf(err, errlen, "cannot hand the agent's link to profd: %s", strerror(-r));
@@ -218,9 +220,18 @@ static int join_session(struct inject_target *t, const struct agent_inject_sessi
 {
 	char connect_info[512];
 	uint64_t args[1] = { INJECT_DATA_ADDR };
-	int r = link_agent(t, sess->daemon_fd, err, errlen), ret;
+	int r = link_agent(t, sess->daemon_fd, "profagent_link_open", FRAME_AGENT_LINK, err,
+			   errlen), ret;
 
 	if (r && r != -ENOENT && r != -ENOSYS)
+		return r;
+	/*
+	 * Children forked later reach profd as their parent did: with a link, a
+	 * pair of their own handed over through the spawner; else by the path.
+	 */
+	if (!r && sess->children &&
+	    (r = link_agent(t, sess->daemon_fd, "profagent_spawner_open", FRAME_SPAWNER_LINK,
+			    err, errlen)))
 		return r;
 	/* an empty path: the link */
 	snprintf(connect_info, sizeof(connect_info), "%s\n%s", r ? sess->socket_path : "",

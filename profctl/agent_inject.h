@@ -7,6 +7,7 @@
 #ifndef PROFD_AGENT_INJECT_H
 #define PROFD_AGENT_INJECT_H
 
+#include <stdbool.h>
 #include <sys/types.h>
 
 /* The session the agent joins: profd's connection (its link goes there), or its socket and token. */
@@ -14,6 +15,7 @@ struct agent_inject_session {
 	int daemon_fd;
 	const char *socket_path;
 	const char *token;
+	bool children;   /* attach --children: the processes pid forks join too */
 };
 
 /*

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "profctl/agent_inject.h"
+#include "profctl/attach_children.h"
 #include "profctl/profctl.h"
 #include "profctl/session_client.h"
 #include "proto/frame.h"
@@ -26,7 +27,7 @@
 
 
 static const char attach_usage[] =
-	"usage: profctl attach PID --funcs GLOBS [--freq HZ] [-o FILE] [--duration S] [--call-graph fp|dwarf[,BYTES]|auto] [--mmap-pages N] [--buffer-size SIZE] [--min-duration DUR] [--max-depth N] [--trace-compression deflate|zstd|none] [--ring SIZE] [--sched on|off] [-v]\n";
+	"usage: profctl attach PID --funcs GLOBS [--freq HZ] [-o FILE] [--duration S] [--call-graph fp|dwarf[,BYTES]|auto] [--mmap-pages N] [--buffer-size SIZE] [--min-duration DUR] [--max-depth N] [--trace-compression deflate|zstd|none] [--ring SIZE] [--sched on|off] [--children] [-v]\n";
 
 static double seconds_since(const struct timespec *t0)
 {
@@ -183,7 +184,7 @@ static int agent_path_next_to_us(char *buf, size_t len)
 
 /* Attached and recording: wait, then put everything back and report. */
 static int record_and_detach(struct session_client *c, pid_t pid, const char *agent,
-			     int signal_fd)
+			     int signal_fd, struct attach_children *kids)
 {
 	char err[512] = "";
 	enum stop_cause why = wait_for_stop(c, pid, c->opt->duration_s, signal_fd);
@@ -207,12 +208,15 @@ static int record_and_detach(struct session_client *c, pid_t pid, const char *ag
 	} else {
 		fprintf(stderr, "profctl: PID %d exited\n", (int)pid);
 	}
+	if (why != STOP_DAEMON)
+		attach_children_stop(kids, agent);
 	return why == STOP_DAEMON ? -EPIPE : session_client_finish(c, 0);
 }
 
 int cmd_attach(int argc, char **argv)
 {
 	struct profile_options opt;
+	static struct attach_children kids; /* 16 KiB: not on the stack */
 	struct session_client client;
 	char comm[64], agent[PATH_MAX + 32], token[128], err[512] = "", exe[64];
 	int first, patched = 0, signal_fd = stop_signals_fd(), r;
@@ -247,9 +251,12 @@ int cmd_attach(int argc, char **argv)
 		return 1;
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	r = opt.n_patterns ? agent_inject_start(pid, agent, &(struct agent_inject_session){
-							client.link.fd, client.link.socket_path, token },
-						&patched, &pause_ms, err, sizeof(err))
+	if (opt.children)
+		attach_children_find(&kids, pid);
+	struct agent_inject_session sess = { client.link.fd, client.link.socket_path, token,
+					     opt.children };
+	r = opt.n_patterns ? agent_inject_start(pid, agent, &sess, &patched, &pause_ms, err,
+						sizeof(err))
 			   : 0;
 	if (r && target_gone(pid)) /* what failed is of no interest: it died under us */
 		snprintf(err, sizeof(err), "PID %d exited during the attach", (int)pid);
@@ -264,7 +271,9 @@ int cmd_attach(int argc, char **argv)
 			"profctl: attached to PID %d (%s) in %.1f ms, %d jumps written while "
 			"stopped for %.1f ms\n",
 			(int)pid, comm, seconds_since(&t0) * 1e3, patched, pause_ms);
-	r = record_and_detach(&client, pid, agent, signal_fd);
+	if (opt.children && opt.n_patterns)
+		attach_children_start(&kids, pid, agent, &sess, opt.verbose);
+	r = record_and_detach(&client, pid, agent, signal_fd, &kids);
 	session_client_close(&client);
 	close(signal_fd);
 	return r ? 1 : 0;

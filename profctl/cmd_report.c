@@ -37,6 +37,7 @@
 #include "profctl/report_callers.h"
 #include "profctl/report_names.h"
 #include "profctl/report_options.h"
+#include "profctl/report_procs.h"
 #include "profctl/report_sched.h"
 #include "viewer-export/perfetto_writer.h"
 #include "viewer-export/trace_stream.h"
@@ -61,6 +62,7 @@ struct report {
 	char *problems[REPORT_PROBLEMS_SHOWN];
 	uint64_t n_problems;
 	struct report_sched sched;
+	struct report_procs procs;       /* a process tree's processes */
 	bool oom;
 };
 
@@ -94,6 +96,8 @@ static int report_sample(void *ctx, const struct trace_stream_sample *smp)
 	struct name_stat *st;
 
 	rp->n_samples++;
+	if (report_procs_sample(&rp->procs, s->pid))
+		return -ENOMEM;
 	if (kind) { /* the profiler's cost: no call's self time (as profd counts) */
 		rp->overhead.samples++;
 		rp->overhead.hooks += strcmp(kind, PERFETTO_OVERHEAD_HOOKS) == 0;
@@ -116,9 +120,19 @@ static int report_sample(void *ctx, const struct trace_stream_sample *smp)
 	return 0;
 }
 
+static int report_process(void *ctx, size_t index, int32_t pid, const char *name, bool is_new)
+{
+	(void)index;
+	(void)is_new;
+	return report_procs_named(&((struct report *)ctx)->procs, pid, name);
+}
+
 static int report_func_total(void *ctx, const struct trace_func_total *t)
 {
 	struct report *rp = ctx;
+
+	if (report_procs_total(&rp->procs, t))
+		return -ENOMEM;
 
 	if (t->tid != 0 && rp->opt->threads) {
 		if (!report_grow((void **)&rp->thread_totals, &rp->cap_thread_totals,
@@ -261,7 +275,7 @@ static void print_off_cpu(FILE *out, const struct trace_func_total *t)
 static int report_exact_functions(struct report *rp)
 {
 	FILE *out = rp->out;
-
+	bool per_process = rp->procs.n > 1; /* a row per function and process: the pid says which */
 	bool sched = false;
 
 	if (!rp->n_totals)
@@ -272,11 +286,12 @@ static int report_exact_functions(struct report *rp)
 		(void *)&rp->opt->sort);
 	fprintf(out, "\ninstrumented functions (%zu called; exact, every call; p50/p99 estimated "
 		"within 12 %%; self samples: CPU samples taken while it was the innermost call%s):\n"
-		"%12s %10s %10s %10s %10s %10s %10s %12s%s %12s  %s\n", rp->n_totals,
+		"%12s %10s %10s %10s %10s %10s %10s %12s%s %12s%s  %s\n", rp->n_totals,
 		sched ? "; off-CPU: switched out inside its recorded calls, of it runnable, "
 			"* when some calls were not recorded" : "",
 		"calls", "total", "self", "avg", "p50~", "p99~", "max", "off timeline",
-		sched ? "    off-CPU   runnable" : "", "self samples", "name");
+		sched ? "    off-CPU   runnable" : "", "self samples", per_process ? "        pid" : "",
+		"name");
 	for (size_t i = 0, shown = 0; i < rp->n_totals && report_room(rp, shown); i++) {
 		const struct trace_func_total *t = &rp->totals[i];
 		const struct name_stat *st = t->name ? name_table_find(&rp->funcs, t->name) : NULL;
@@ -294,7 +309,10 @@ static int report_exact_functions(struct report *rp)
 		fprintf(out, " %12" PRIu64, t->not_on_timeline);
 		if (sched)
 			print_off_cpu(out, t);
-		fprintf(out, " %12" PRIu64 "  %s\n", st ? st->self_samples : 0, or_unnamed(t->name));
+		fprintf(out, " %12" PRIu64, st ? st->self_samples : 0);
+		if (per_process)
+			fprintf(out, " %10d", (int)t->pid);
+		fprintf(out, "  %s\n", or_unnamed(t->name));
 	}
 	return 1;
 }
@@ -423,6 +441,7 @@ static void report_human(struct report *rp, const char *path, const struct trace
 	fprintf(out, "\nthreads:\n");
 	for (size_t i = 0; i < n_threads; i++)
 		fprintf(out, "  %d/%d %s\n", th[i].pid, th[i].tid, th[i].name ? th[i].name : "");
+	report_procs_print(&rp->procs, out);
 	report_functions(rp);
 	if (rp->opt->percentiles)
 		report_percentiles(rp);
@@ -441,6 +460,7 @@ static void report_human(struct report *rp, const char *path, const struct trace
 }
 
 static const struct trace_stream_ops report_ops = {
+	.process = report_process,
 	.slice = report_slice,
 	.sample = report_sample,
 	.func_total = report_func_total,
@@ -549,6 +569,7 @@ static void report_free(struct report *rp)
 	free(rp->thread_totals);
 	report_callers_free(&rp->callers);
 	report_sched_free(&rp->sched);
+	report_procs_free(&rp->procs);
 	name_table_free(&rp->funcs);
 	name_table_free(&rp->leaves);
 }

@@ -46,6 +46,11 @@ static int parse_run_options(int argc, char **argv, struct run_state *rs)
 
 	if (first < 0)
 		return first;
+	if (rs->opt.children) {
+		fprintf(stderr, "profctl: --children is attach's: run follows every process its "
+			"command starts (--no-inherit: the first only)\n");
+		return -EINVAL;
+	}
 	if (first >= argc) {
 		fprintf(stderr, "profctl: run needs a command after '--'\n%s", run_usage);
 		return -EINVAL;

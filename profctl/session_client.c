@@ -345,6 +345,7 @@ int session_client_start(struct session_client *c, const char *comm, pid_t attac
 	req.min_duration_ns = c->opt->min_duration_ns;
 	req.sched_off = c->opt->sched_off;
 	req.no_inherit = c->opt->no_inherit;
+	req.attach_children = attach_pid > 0 && c->opt->children;
 	req.max_depth = c->opt->max_depth;
 	req.trace_compression = c->opt->trace_compression;
 	req.ring_size = c->opt->ring_size;

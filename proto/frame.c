@@ -74,6 +74,7 @@ static const char *const frame_type_names[FRAME_TYPE_MAX] = {
 	[FRAME_AGENT_GOODBYE] = "agent-goodbye",
 	[FRAME_EVENTS_RAW] = "events-raw",
 	[FRAME_AGENT_LINK] = "agent-link",
+	[FRAME_SPAWNER_LINK] = "spawner-link",
 };
 
 bool frame_type_known(uint32_t type)

@@ -37,7 +37,13 @@ enum frame_type {
 	FRAME_EVENTS_RAW = 21, /* the same chunks, not compressed: see proto/event_wire.h */
 	/* client -> profd (+ fd): the profd end of a socket pair the attach target made */
 	FRAME_AGENT_LINK = 22,
-	FRAME_TYPE_MAX = 23,
+	/*
+	 * client -> profd (+ fd): the profd end of a socket pair the attach
+	 * target made for its forked children (attach --children): each sends
+	 * an FRAME_AGENT_LINK over it with the profd end of its own pair.
+	 */
+	FRAME_SPAWNER_LINK = 23,
+	FRAME_TYPE_MAX = 24,
 };
 
 #define FRAME_HEADER_SIZE 8u

@@ -24,6 +24,9 @@ struct pw_proc {
 	uint64_t uuid;
 	uint64_t totals_uuid; /* its PERFETTO_FUNC_TOTALS_TRACK, 0 until used */
 	char *name;
+	int32_t ppid;         /* 0: not given */
+	char *cmdline;        /* NUL-separated arguments, cmdline_len bytes (+ a NUL); NULL: none */
+	size_t cmdline_len;
 };
 
 struct pw_thread_key {
@@ -260,6 +263,13 @@ static bool pw_rename(char **slot, const char *name, int *err)
 	return true;
 }
 
+/* Its arguments, each a field of number field. */
+static void pw_put_cmdline(struct pwb *b, uint32_t field, const struct pw_proc *p)
+{
+	for (size_t off = 0; p->cmdline && off < p->cmdline_len; off += strlen(p->cmdline + off) + 1)
+		pwb_str(b, field, p->cmdline + off);
+}
+
 /* The TrackDescriptor of a process, into the packet being built. */
 static void pw_put_process(struct pwb *b, const struct pw_proc *p)
 {
@@ -272,6 +282,23 @@ static void pw_put_process(struct pwb *b, const struct pw_proc *p)
 		pwb_str(b, 6, p->name); /* process_name */
 	pwb_close(b, pd);
 	pwb_close(b, d);
+}
+
+/*
+ * Its parent and command line, as a ProcessTree entry (TracePacket.
+ * process_tree = 2; the importer skips an entry without cmdline and takes
+ * argv[0] for the name, perfetto-format.md §3.1). Not in its descriptor:
+ * one descriptor per process, rewritten only for a new name.
+ */
+static void pw_put_process_tree(struct pwb *b, const struct pw_proc *p)
+{
+	size_t t = pwb_open(b, 2), e = pwb_open(b, 1); /* process_tree, processes */
+
+	pwb_uint(b, 1, (uint64_t)(int64_t)p->pid);
+	pwb_uint(b, 2, (uint64_t)(int64_t)p->ppid);
+	pw_put_cmdline(b, 3, p);
+	pwb_close(b, e);
+	pwb_close(b, t);
 }
 
 static int pw_describe_process(struct perfetto_writer *w, struct pw_proc *p)
@@ -319,6 +346,34 @@ int perfetto_writer_process(struct perfetto_writer *w, pid_t pid, const char *na
 	if (err)
 		return err;
 	return p->described ? 0 : pw_describe_process(w, p);
+}
+
+int perfetto_writer_process_detail(struct perfetto_writer *w, pid_t pid, pid_t ppid,
+				   const char *cmdline, size_t len)
+{
+	struct pw_proc *p = pw_proc_get(w, pid);
+	char *copy = len ? malloc(len + 1) : NULL;
+	size_t mark;
+
+	if (!p || (len && !copy)) {
+		free(copy);
+		return -ENOMEM;
+	}
+	if (!len || (p->ppid == ppid && p->cmdline_len == len && !memcmp(p->cmdline, cmdline, len))) {
+		free(copy); /* nothing new, or no arguments (a kernel thread, or gone) */
+		return 0;
+	}
+	memcpy(copy, cmdline, len);
+	copy[len] = '\0';
+	free(p->cmdline);
+	p->cmdline = copy;
+	p->cmdline_len = len;
+	p->ppid = ppid;
+	if (!p->described && pw_describe_process(w, p))
+		return -ENOMEM;
+	mark = pw_packet_begin(w, PW_SEQ_TRACK, 0, false);
+	pw_put_process_tree(&w->pkt, p);
+	return pw_packet_end(w, mark);
 }
 
 static void pw_put_thread(struct pwb *b, const struct pw_thread *t)
@@ -1024,6 +1079,12 @@ static int pw_build_header(struct perfetto_writer *w)
 		pwb_uint(&w->pkt, PW_F_SEQ_ID, PW_SEQ_TRACK);
 		pw_put_process(&w->pkt, p);
 		pw_side_take(w, mark);
+		if (p->ppid && p->cmdline) {
+			mark = pw_packet_open(w);
+			pwb_uint(&w->pkt, PW_F_SEQ_ID, PW_SEQ_TRACK);
+			pw_put_process_tree(&w->pkt, p);
+			pw_side_take(w, mark);
+		}
 		if (!p->totals_uuid)
 			continue;
 		mark = pw_packet_open(w);
@@ -1204,6 +1265,8 @@ int perfetto_writer_free(struct perfetto_writer *w)
 	ret = perfetto_writer_finish(w);
 	if (trace_sink_free(w->sink) < 0 && !ret)
 		ret = -trace_sink_write_error(w->sink);
+	for (uint32_t i = 0; i < w->procs.n; i++)
+		free(((struct pw_proc *)pw_table_at(&w->procs, i))->cmdline);
 	pw_free_names(&w->procs, offsetof(struct pw_proc, name));
 	pw_free_threads(&w->threads);
 	pw_free_names(&w->funcs, offsetof(struct pw_func, name));

@@ -87,6 +87,15 @@ int perfetto_writer_clock_snapshot(struct perfetto_writer *w);
 int perfetto_writer_process(struct perfetto_writer *w, pid_t pid, const char *name);
 
 /*
+ * pid's parent and command line (cmdline: len bytes of NUL-separated
+ * arguments, as /proc/PID/cmdline has them): a ProcessTree entry, the
+ * importer's parent link, written when either is new (after an exec).
+ * len 0 changes nothing.
+ */
+int perfetto_writer_process_detail(struct perfetto_writer *w, pid_t pid, pid_t ppid,
+				   const char *cmdline, size_t len);
+
+/*
  * Thread descriptor; emitted on first use of (pid, tid) or when the name
  * changes (NULL keeps the current name). The first use of a pid by a thread
  * or a counter also describes its process, unnamed until

@@ -13,11 +13,13 @@
 #include "daemon/sampling/dwarf_unwind.h"
 
 #include <asm/perf_regs.h>
+#include <elfutils/libdwelf.h>
 #include <elfutils/libdwfl.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <gelf.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,22 +78,89 @@ struct dwarf_unwinder {
 
 /* ---- libdwfl callbacks ------------------------------------------------------ */
 
+static int open_regular(const char *file);
+
+/* Whether the ELF file at fd has a .debug_frame and, given one, the build id (want, len). */
+static bool frame_file_fits(int fd, const unsigned char *want, int len)
+{
+	Elf *e = elf_begin(fd, ELF_C_READ, NULL);
+	Elf_Scn *scn = NULL;
+	bool found = false;
+	const void *id;
+	size_t shstrndx;
+	GElf_Shdr sh;
+
+	if (!e || elf_getshdrstrndx(e, &shstrndx) < 0 ||
+	    (len > 0 && (dwelf_elf_gnu_build_id(e, &id) != len || memcmp(id, want, (size_t)len))))
+		goto out;
+	while (!found && (scn = elf_nextscn(e, scn))) {
+		const char *name = gelf_getshdr(scn, &sh) ? elf_strptr(e, shstrndx, sh.sh_name) : NULL;
+
+		found = name && (strcmp(name, ".debug_frame") == 0 ||
+				 strcmp(name, ".zdebug_frame") == 0);
+	}
+out:
+	elf_end(e);
+	return found;
+}
+
+/* path opened if it is a debug file with a .debug_frame for the build id; else -1. */
+static int try_frame_file(const char *path, const unsigned char *id, int id_len, char **name)
+{
+	int fd = open_regular(path);
+
+	if (fd < 0)
+		return -1;
+	if (!frame_file_fits(fd, id, id_len) || !(*name = strdup(path))) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
 /*
- * Local debug files only when DEBUGINFOD_URLS is set: the standard search
- * would otherwise download from the sampling path.
+ * libdwfl asks for a module's debug file only for its .debug_frame (the
+ * unwinder needs nothing else of it; symbols are daemon/symbols'), when
+ * .eh_frame did not unwind a frame: in every process, its first frames in
+ * ld.so. Its standard search opens the file and keeps it, and libdw then
+ * decompresses every .debug_* section: ~10 ms a process for ld.so, though
+ * Debian's debug files have no .debug_frame. So the search is ours and
+ * offers only a file with one: /usr/lib/debug/.build-id/xx/yyyy.debug, then
+ * the debuglink's DIR/NAME, DIR/.debug/NAME, /usr/lib/debug/DIR/NAME, whose
+ * build id must be the module's. With DEBUGINFOD_URLS, libdwfl's search
+ * with downloads (never by default: it would download from the sampling path).
  */
 static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname,
 			  GElf_Addr base, const char *file_name, const char *debuglink_file,
 			  GElf_Word debuglink_crc, char **debuginfo_file_name)
 {
+	static const char *const formats[] = { "%.*s/%s", "%.*s/.debug/%s",
+					       "/usr/lib/debug%.*s/%s" };
 	const char *urls = getenv("DEBUGINFOD_URLS");
+	const char *slash = file_name ? strrchr(file_name, '/') : NULL;
+	const unsigned char *id;
+	char path[PATH_MAX];
+	GElf_Addr id_at;
+	int len, off, fd = -1;
 
 	if (urls && *urls)
 		return dwfl_build_id_find_debuginfo(mod, userdata, modname, base, file_name,
 						    debuglink_file, debuglink_crc,
 						    debuginfo_file_name);
-	return dwfl_standard_find_debuginfo(mod, userdata, modname, base, file_name,
-					    debuglink_file, debuglink_crc, debuginfo_file_name);
+	len = dwfl_module_build_id(mod, &id, &id_at);
+	if (len < 2)
+		return -1; /* no build id to check a debug file against */
+	off = snprintf(path, sizeof(path), "/usr/lib/debug/.build-id/%02x/", id[0]);
+	for (int i = 1; i < len; i++)
+		off += snprintf(path + off, sizeof(path) - (size_t)off, "%02x", id[i]);
+	snprintf(path + off, sizeof(path) - (size_t)off, ".debug");
+	fd = try_frame_file(path, id, len, debuginfo_file_name);
+	for (size_t i = 0; fd < 0 && slash && debuglink_file && !strchr(debuglink_file, '/') &&
+			   i < sizeof(formats) / sizeof(formats[0]); i++)
+		if (snprintf(path, sizeof(path), formats[i], (int)(slash - file_name), file_name,
+			     debuglink_file) < (int)sizeof(path))
+			fd = try_frame_file(path, id, len, debuginfo_file_name);
+	return fd;
 }
 
 static bool is_vdso(const struct module *m)

@@ -60,6 +60,7 @@ struct sampler {
 	uint64_t chain[SAMPLER_MAX_CALLCHAIN];
 	uint64_t kernel_chain[SAMPLER_MAX_CALLCHAIN];
 	char warning[512];                  /* "" or what sampler_warning returns */
+	struct sampler_config cfg;          /* as opened: sampler_add_process opens alike */
 };
 
 /* What one parse pass reports to. */
@@ -845,6 +846,10 @@ struct sampler *sampler_open(const struct sampler_config *cfg, char *err, size_t
 	s = open_events(cfg, &plan, err, errlen, &e);
 	if (!s && cfg->kernel_callchain && (e == -EACCES || e == -EPERM))
 		s = open_user_only(cfg, &plan, err, errlen, &e);
+	if (s) {
+		s->cfg = *cfg;
+		s->cfg.kernel_callchain = s->parse.kernel_callchain;
+	}
 out:
 	free(cpus);
 	free(tids);
@@ -857,6 +862,48 @@ size_t sampler_fds(const struct sampler *s, const int **fds)
 {
 	*fds = s->ring_fds;
 	return s->n_rings;
+}
+
+/* pid's threads on one CPU, into its ring, counting at once; ESRCH for a thread gone. */
+static int add_on_cpu(struct sampler *s, struct sampler_ring *r, const struct sampler_config *cfg,
+		      const pid_t *tids, size_t n)
+{
+	struct perf_event_attr attr;
+
+	make_attr(cfg, r->size, &attr);
+	for (size_t i = 0; i < n && r->fd >= 0; i++) {
+		int fd = (int)syscall(SYS_perf_event_open, &attr, tids[i], (int)r->cpu, -1,
+				      PERF_FLAG_FD_CLOEXEC);
+
+		if (fd < 0 && errno == ESRCH)
+			continue;
+		if (fd < 0)
+			return -errno;
+		if (push_fd(s, fd) < 0) {
+			close(fd);
+			return -ENOMEM;
+		}
+		if (ioctl(fd, PERF_EVENT_IOC_SET_OUTPUT, r->fd) < 0 ||
+		    ioctl(fd, PERF_EVENT_IOC_ENABLE, 0) < 0)
+			return -errno;
+	}
+	return 0;
+}
+
+int sampler_add_process(struct sampler *s, pid_t pid)
+{
+	struct sampler_config cfg = s->cfg;
+	pid_t *tids = NULL;
+	size_t n;
+	int e = 0;
+
+	cfg.pid = pid;
+	cfg.enable_on_exec = false;
+	n = target_threads(&cfg, &tids);
+	for (size_t i = 0; i < s->n_rings && n && !e; i++)
+		e = add_on_cpu(s, &s->rings[i], &cfg, tids, n);
+	free(tids);
+	return n ? e : -ENOMEM;
 }
 
 int sampler_enable(struct sampler *s)

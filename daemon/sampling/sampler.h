@@ -175,6 +175,13 @@ int sampler_parse_with(const void *data, size_t size, uint64_t tail, uint64_t he
 
 /* Enables counting (for a target that is already running). */
 int sampler_enable(struct sampler *s);
+/*
+ * Samples pid too, from now on, into the same rings (attach --children: a
+ * descendant that ran before the attach inherited no event). Its threads as
+ * /proc lists them now, and those they start. 0 or a negative errno (the
+ * events opened so far stay).
+ */
+int sampler_add_process(struct sampler *s, pid_t pid);
 
 void sampler_close(struct sampler *s);
 

@@ -50,6 +50,7 @@ struct elf_module *elf_module_new(const char *path)
 
 	if (!m)
 		return NULL;
+	m->refs = 1;
 	m->path = strdup(path);
 	if (!m->path) {
 		free(m);
@@ -64,9 +65,15 @@ struct elf_module *elf_module_new(const char *path)
 	return m;
 }
 
+struct elf_module *elf_module_ref(struct elf_module *m)
+{
+	m->refs++;
+	return m;
+}
+
 void elf_module_free(struct elf_module *m)
 {
-	if (!m)
+	if (!m || --m->refs > 0)
 		return;
 	free(m->functions);
 	free(m->names);
@@ -622,7 +629,7 @@ static void load_elf(struct elf_module *m, Elf *elf, uint64_t file_size, pid_t p
 		m->load_error = "no function symbols";
 }
 
-static int open_module_file(const struct elf_module *m, pid_t pid, uint64_t start, uint64_t end)
+int elf_module_open(const struct elf_module *m, pid_t pid, uint64_t start, uint64_t end)
 {
 	char buf[96];
 	int fd = open_regular(pid, m->path);
@@ -638,14 +645,14 @@ static int open_module_file(const struct elf_module *m, pid_t pid, uint64_t star
 	return fd;
 }
 
-static void load_file(struct elf_module *m, pid_t pid, uint64_t start, uint64_t end)
+void elf_module_load_fd(struct elf_module *m, int fd, pid_t pid)
 {
 	uint64_t size;
 	Elf *elf;
-	int fd = open_module_file(m, pid, start, end);
 
-	if (fd < 0) {
-		m->load_error = "cannot open file";
+	m->loaded = true;
+	if (elf_version(EV_CURRENT) == EV_NONE) {
+		m->load_error = "libelf version mismatch";
 		return;
 	}
 	elf = elf_open_fd(fd, &size);
@@ -654,6 +661,17 @@ static void load_file(struct elf_module *m, pid_t pid, uint64_t start, uint64_t 
 	else
 		m->load_error = "not an ELF file";
 	elf_end(elf);
+}
+
+static void load_file(struct elf_module *m, pid_t pid, uint64_t start, uint64_t end)
+{
+	int fd = elf_module_open(m, pid, start, end);
+
+	if (fd < 0) {
+		m->load_error = "cannot open file";
+		return;
+	}
+	elf_module_load_fd(m, fd, pid);
 	close(fd);
 }
 

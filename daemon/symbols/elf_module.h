@@ -50,6 +50,7 @@ struct elf_module {
 
 	uint8_t build_id[ELF_MODULE_MAX_BUILD_ID];
 	size_t build_id_len;
+	unsigned int refs;               /* its owners: symbolizers, daemon/symbols/module_cache.c */
 };
 
 /* Returns a module for path (not loaded yet), or NULL with errno set. */
@@ -61,6 +62,15 @@ struct elf_module *elf_module_new(const char *path);
  * (or this process's own vdso). Idempotent; sets loaded.
  */
 void elf_module_load(struct elf_module *m, pid_t pid, uint64_t map_start, uint64_t map_end);
+
+/*
+ * The file elf_module_load would read (not the vdso), opened: a descriptor,
+ * or a negative errno.
+ */
+int elf_module_open(const struct elf_module *m, pid_t pid, uint64_t map_start, uint64_t map_end);
+
+/* Loads from fd, a file elf_module_open opened (left open); sets loaded. */
+void elf_module_load_fd(struct elf_module *m, int fd, pid_t pid);
 
 /* Loads from an ELF image in memory (used for the vdso; exposed for tests). */
 void elf_module_load_image(struct elf_module *m, const void *image, size_t len);
@@ -74,6 +84,8 @@ const struct elf_function *elf_module_find_function(const struct elf_module *m, 
  */
 uint64_t elf_module_offset_to_vaddr(const struct elf_module *m, uint64_t file_offset);
 
+/* One more owner: m lives until each has called elf_module_free. */
+struct elf_module *elf_module_ref(struct elf_module *m);
 void elf_module_free(struct elf_module *m);
 
 #endif

@@ -18,6 +18,7 @@
 
 #include "daemon/symbols/elf_module.h"
 #include "daemon/symbols/jit_map.h"
+#include "daemon/symbols/module_cache.h"
 
 struct mapping {
 	uint64_t start, end, pgoff;
@@ -32,6 +33,7 @@ struct symbolizer {
 	size_t n_modules, cap_modules;
 	struct jit_map *jit;    /* perf-PID.map, created on the first pc in "[anon]" */
 	unsigned int jit_misses; /* [anon] pcs the map missed since it was last checked */
+	struct module_cache *shared; /* NULL: every file read for this process alone */
 };
 
 struct symbolizer *symbolizer_new(pid_t pid)
@@ -42,6 +44,11 @@ struct symbolizer *symbolizer_new(pid_t pid)
 		return NULL;
 	s->pid = pid;
 	return s;
+}
+
+void symbolizer_share_modules(struct symbolizer *s, struct module_cache *c)
+{
+	s->shared = c;
 }
 
 void symbolizer_free(struct symbolizer *s)
@@ -212,6 +219,34 @@ int symbolizer_load_proc_maps(struct symbolizer *s)
 	return err;
 }
 
+/*
+ * m's file, loaded: through the shared modules, where another process may
+ * have read it already; that module then stands for m in every mapping.
+ */
+static struct elf_module *module_load(struct symbolizer *s, struct elf_module *m,
+				      uint64_t start, uint64_t end)
+{
+	struct elf_module *got;
+
+	if (m->loaded || !s->shared || m->kind != ELF_MODULE_FILE) {
+		elf_module_load(m, s->pid, start, end);
+		return m;
+	}
+	got = module_cache_load(s->shared, m, s->pid, start, end);
+	if (got == m) {
+		elf_module_free(got); /* the reference we already hold */
+		return m;
+	}
+	for (size_t i = 0; i < s->n_modules; i++)
+		if (s->modules[i] == m)
+			s->modules[i] = got; /* the reference module_cache_load gave */
+	for (size_t i = 0; i < s->n_maps; i++)
+		if (s->maps[i].module == m)
+			s->maps[i].module = got;
+	elf_module_free(m);
+	return got;
+}
+
 static const struct mapping *maps_find(const struct symbolizer *s, uint64_t pc)
 {
 	size_t i = maps_first_ending_after(s, pc);
@@ -270,8 +305,7 @@ int symbolizer_lookup(struct symbolizer *s, uint64_t pc, struct symbol_info *out
 	out->mapping_path = "[unknown]";
 	if (!mp)
 		return -ENOENT;
-	m = mp->module;
-	elf_module_load(m, s->pid, mp->start, mp->end);
+	m = module_load(s, mp->module, mp->start, mp->end);
 	out->mapping_path = m->path;
 	out->map_start = mp->start;
 	out->map_end = mp->end;

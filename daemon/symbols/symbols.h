@@ -46,6 +46,13 @@ struct symbolizer *symbolizer_new(pid_t pid);
 void symbolizer_free(struct symbolizer *s);
 
 /*
+ * Files are read through c (daemon/symbols/module_cache.h), shared with the
+ * other symbolizers given it: c must outlive their lookups, not them.
+ */
+struct module_cache;
+void symbolizer_share_modules(struct symbolizer *s, struct module_cache *c);
+
+/*
  * Records an executable mapping (later ones replace overlapping earlier ones).
  * path NULL, "", "//anon" or "[anon:...]" is reported as "[anon]". Returns 0,
  * -EINVAL (start >= end) or -ENOMEM.

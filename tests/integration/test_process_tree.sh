@@ -46,6 +46,14 @@ made=$(sed -nE 's/^profctl: calls: ([0-9]+) made.*/\1/p' "$WORK/fork.err")
 check_eq "fork: calls in total = the sum of the processes' own" "$made" \
 	"$(awk '{n += $4} END {print n}' "$WORK/fork.out")"
 
+"$PROFCTL" report "$WORK/fork.pftrace" >"$WORK/fork.report"
+check_eq "fork: report has a row per process" \
+	"$(awk '/^processes \(/ {n = 1; next} n && $1 ~ /^[0-9]+$/ && NF >= 4 {r++} /^$/ {n = 0} END {print r}' \
+		"$WORK/fork.report")" 4
+check_eq "fork: report's per-process calls = each process's own" \
+	"$(awk '/^processes \(/ {n = 1; next} n && $1 ~ /^[0-9]+$/ {print $1, $2} /^$/ {n = 0}' \
+		"$WORK/fork.report" | sort)" "$(awk '{print $2, $4}' "$WORK/fork.out" | sort)"
+
 profile forkexec "$TREE" forkexec "$TREE" work 20
 per_process forkexec 2
 profile spawn "$TREE" spawn "$TREE" work 20
@@ -82,6 +90,38 @@ timeout 300 "$PROFCTL" run --no-inherit --funcs 'fibf' -o "$WORK/noinh.pftrace" 
 check_eq "--no-inherit: one process in the trace" "$(grep -c '^process ' "$WORK/noinh.dump")" 1
 check "--no-inherit: the children are counted, not followed" \
 	grep -q '2 not followed (--no-inherit)' "$WORK/noinh.err"
+
+# attach --children: a pre-forking server's worker running at the attach, and the
+# workers forked after it, are recorded
+mkfifo "$WORK/fifo"
+"$TREE" server "$WORK/fifo" >"$WORK/srv.out" &
+srv=$!
+wait_for "$WORK/srv.out" '^ready'
+echo 38 >"$WORK/fifo" # long enough to be running still when attached to
+for _ in $(seq 200); do old=$(pgrep -P "$srv") && break; sleep 0.05; done
+"$PROFCTL" attach "$srv" --children -v --buffer-size 4M --funcs fibf -o "$WORK/att.pftrace" \
+	2>"$WORK/att.err" &
+att=$!
+if wait_for "$WORK/att.err" 'attached to PID'; then
+	printf '20\n21\n' >"$WORK/fifo"
+	for _ in $(seq 600); do
+		[ "$(grep -vc "^pid ${old:-none} " "$WORK/srv.out")" -ge 3 ] && break
+		sleep 0.05
+	done
+fi
+kill -INT "$att"
+wait "$att"
+check_eq "attach --children: detaches and exits 0" "$?" 0
+echo quit >"$WORK/fifo"
+wait "$srv"
+grep '^pid ' "$WORK/srv.out" | grep -v "^pid ${old:-none} " >"$WORK/att.out"
+check_eq "attach --children: two workers forked after the attach" "$(wc -l <"$WORK/att.out")" 2
+"$PROFCTL" report --dump "$WORK/att.pftrace" >"$WORK/att.dump"
+check_eq "attach --children: the trace breaks no rule" "$(grep -c '^problem' "$WORK/att.dump")" 0
+per_process att 4
+check "attach --children: the worker running at the attach has its calls" awk -v p="${old:-none}" \
+	'$1 == "slice" && $2 == p && $4 == "fibf" {n++} END {exit !(n > 0)}' "$WORK/att.dump"
+check "attach --children: and its samples" grep -q "^sample ${old:-none} " "$WORK/att.dump"
 
 # a child that execs a static binary: one line says why, its samples are there
 cat >"$WORK/spin.c" <<'EOF'

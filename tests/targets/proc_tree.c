@@ -11,8 +11,9 @@
  *   proc_tree vfork PROG...     vfork + exec of PROG...
  *   proc_tree grand N           a child whose child computes fibf(N)
  *   proc_tree quick             a child that _exits at once (no call, no exit handlers)
- *   proc_tree server PORTFILE   a pre-forking server: a worker per line on a FIFO
+ *   proc_tree server FIFO       a pre-forking server: a worker per line on a FIFO
  */
+#include <fcntl.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -124,31 +125,59 @@ static int grandchild(int n)
 	return wait_all();
 }
 
-/* One worker per line read: a master that forks after it was attached to. */
+/* A worker per line (a number: its fibf), forked now; "quit" ends the server. */
+static int serve_line(const char *line)
+{
+	if (strncmp(line, "quit", 4) == 0)
+		return 1;
+	if (fork() == 0) {
+		fibf_calls = 0;
+		work(atoi(line));
+		exit(0);
+	}
+	while (waitpid(-1, NULL, WNOHANG) > 0)
+		;
+	return 0;
+}
+
+/*
+ * One worker per line read: a master that forks after it was attached to.
+ * It waits spinning in its own code, not blocked in libc, where attach finds
+ * no thread at a safe point. O_RDWR: the FIFO never blocks the open nor
+ * reads EOF when a writer leaves.
+ */
 static int server(const char *fifo)
 {
-	char line[64];
-	FILE *f;
+	char buf[256];
+	size_t len = 0;
+	int fd = open(fifo, O_RDWR | O_NONBLOCK | O_CLOEXEC);
 
+	if (fd < 0)
+		return 1;
 	printf("ready\n");
 	fflush(stdout);
-	while ((f = fopen(fifo, "r"))) {
-		while (fgets(line, sizeof(line), f)) {
-			if (strncmp(line, "quit", 4) == 0) {
-				fclose(f);
+	for (;;) {
+		ssize_t n = read(fd, buf + len, sizeof(buf) - 1 - len);
+		char *nl;
+
+		if (n <= 0) {
+			spin_cpu(2);
+			continue;
+		}
+		len += (size_t)n;
+		buf[len] = '\0';
+		while ((nl = strchr(buf, '\n'))) {
+			*nl = '\0';
+			if (serve_line(buf)) {
+				close(fd);
 				return wait_all();
 			}
-			if (fork() == 0) {
-				fibf_calls = 0;
-				work(atoi(line));
-				exit(0);
-			}
-			while (waitpid(-1, NULL, WNOHANG) > 0)
-				;
+			len -= (size_t)(nl + 1 - buf);
+			memmove(buf, nl + 1, len + 1);
 		}
-		fclose(f);
+		if (len == sizeof(buf) - 1)
+			len = 0; /* a line longer than the buffer: dropped */
 	}
-	return 1;
 }
 
 int main(int argc, char **argv)

@@ -147,7 +147,8 @@ static void test_type_names(void)
 	CHECK_EQ_STR(frame_type_name(FRAME_EVENTS_RAW), "events-raw");
 	CHECK_EQ_STR(frame_type_name(FRAME_SNAPSHOT_REQUEST), "snapshot-request");
 	CHECK_EQ_STR(frame_type_name(FRAME_AGENT_LINK), "agent-link");
-	CHECK_EQ_INT(known, 22); /* 1..22 */
+	CHECK_EQ_STR(frame_type_name(FRAME_SPAWNER_LINK), "spawner-link");
+	CHECK_EQ_INT(known, 23); /* 1..23 */
 }
 
 /* ---- reader ---------------------------------------------------------------- */

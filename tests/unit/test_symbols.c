@@ -24,6 +24,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "daemon/symbols/module_cache.h"
 #include "daemon/symbols/symbols.h"
 #include "tests/unit/unit.h"
 
@@ -183,6 +184,31 @@ static void test_libc_function(void)
 	CHECK_EQ_U64(elf_symbol_value(si.mapping_path, SHT_DYNSYM, "getpid"), si.rel_pc);
 	CHECK_EQ_U64(si.build_id_len, 20);
 	symbolizer_free(s);
+}
+
+/* Two processes' symbolizers sharing modules read libc once: the same names, freed in any order. */
+static void test_shared_modules(void)
+{
+	struct module_cache *c = module_cache_new();
+	struct symbolizer *a = self_symbolizer(), *b = self_symbolizer();
+	void *addr = dlsym(RTLD_DEFAULT, "getpid");
+	struct symbol_info sa, sb;
+
+	CHECK(c != NULL);
+	if (!c || !a || !b || !addr)
+		return;
+	symbolizer_share_modules(a, c);
+	symbolizer_share_modules(b, c);
+	CHECK_EQ_INT(symbolizer_lookup(a, (uintptr_t)addr, &sa), 0);
+	CHECK_EQ_INT(symbolizer_lookup(b, (uintptr_t)addr, &sb), 0);
+	CHECK_EQ_STR(sb.function, "getpid");
+	CHECK(sa.function == sb.function); /* one table, read once */
+	CHECK(sa.mapping_path == sb.mapping_path);
+	symbolizer_free(a);
+	module_cache_free(c);
+	CHECK_EQ_INT(symbolizer_lookup(b, (uintptr_t)addr, &sb), 0);
+	CHECK_EQ_STR(sb.function, "getpid");
+	symbolizer_free(b);
 }
 
 static void check_build_id(struct symbolizer *s, uintptr_t pc)
@@ -1029,6 +1055,7 @@ int main(void)
 	RUN_TEST(test_own_function_names);
 	RUN_TEST(test_rel_pc_is_st_value);
 	RUN_TEST(test_libc_function);
+	RUN_TEST(test_shared_modules);
 	RUN_TEST(test_libc_local_function_from_debug_file);
 	RUN_TEST(test_build_id_matches_readelf);
 	RUN_TEST(test_load_bias_of_pie);

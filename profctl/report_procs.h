@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * `profctl report`: the processes of a trace that holds several (a process
+ * tree), one row each: pid, name, instrumented calls (the exact figures)
+ * and CPU samples.
+ */
+#ifndef PROFD_REPORT_PROCS_H
+#define PROFD_REPORT_PROCS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+struct trace_func_total;
+
+struct report_proc {
+	int32_t pid;
+	char *name;
+	uint64_t calls, samples;
+};
+
+struct report_procs {
+	struct report_proc *v;
+	size_t n, cap;
+};
+
+/* A process of the trace (again when renamed). 0 or -ENOMEM. */
+int report_procs_named(struct report_procs *r, int32_t pid, const char *name);
+/* A sample of pid; a totals row (its calls count when over all threads). 0 or -ENOMEM. */
+int report_procs_sample(struct report_procs *r, int32_t pid);
+int report_procs_total(struct report_procs *r, const struct trace_func_total *t);
+/* The table, when the trace has more than one process. */
+void report_procs_print(const struct report_procs *r, FILE *out);
+void report_procs_free(struct report_procs *r);
+
+#endif
