@@ -11,11 +11,24 @@
 /* States after which the thread never runs again: its clock is of no more use. */
 #define STATE_DEAD (0x10u | 0x20u) /* X, Z */
 
+/*
+ * Traced threads that died, by tid (open addressing; 0 empty, UINT32_MAX a
+ * hole): their task_free is written only when the tid comes back as another
+ * task. Written at death, the importer ends the thread there, and whatever
+ * names it later (the final figures, counters, samples read late) makes a
+ * second thread and process of the same ids.
+ */
+struct dead_tids {
+	uint32_t *slots;
+	uint32_t cap, used; /* used counts holes too */
+};
+
 struct sched_session {
 	struct sched_session_config cfg;
 	struct offcpu_clocks *clocks;
 	struct sched_func_time *funcs; /* by session function id */
 	uint32_t n_funcs;
+	struct dead_tids dead;
 	struct sched_session_stats st;
 };
 
@@ -40,7 +53,73 @@ void sched_session_free(struct sched_session *ss)
 		return;
 	offcpu_clocks_free(ss->clocks);
 	free(ss->funcs);
+	free(ss->dead.slots);
 	free(ss);
+}
+
+#define DEAD_HOLE UINT32_MAX
+
+/* The slot of tid, or of the first free/hole one on its path when absent (found false). */
+static uint32_t *dead_slot(struct dead_tids *d, uint32_t tid, bool *found)
+{
+	uint32_t *hole = NULL;
+
+	*found = false;
+	for (uint32_t i = (tid * 2654435761u) & (d->cap - 1), n = 0; n < d->cap;
+	     i = (i + 1) & (d->cap - 1), n++) {
+		if (d->slots[i] == tid) {
+			*found = true;
+			return &d->slots[i];
+		}
+		if (d->slots[i] == DEAD_HOLE && !hole)
+			hole = &d->slots[i];
+		if (!d->slots[i])
+			return hole ? hole : &d->slots[i];
+	}
+	return hole;
+}
+
+/* Remembers a dead traced tid; on ENOMEM it is forgotten (a reuse then merges, nothing worse). */
+static void dead_add(struct dead_tids *d, uint32_t tid)
+{
+	bool found;
+	uint32_t *slot;
+
+	if (tid == 0 || tid == DEAD_HOLE)
+		return;
+	if ((d->used + 1) * 2 > d->cap) { /* grow (and drop holes) at half full */
+		struct dead_tids bigger = { .cap = d->cap ? d->cap * 2 : 256 };
+
+		bigger.slots = calloc(bigger.cap, sizeof(*bigger.slots));
+		if (!bigger.slots)
+			return;
+		for (uint32_t i = 0; i < d->cap; i++)
+			if (d->slots[i] && d->slots[i] != DEAD_HOLE)
+				dead_add(&bigger, d->slots[i]);
+		free(d->slots);
+		*d = bigger;
+	}
+	slot = dead_slot(d, tid, &found);
+	if (found || !slot)
+		return;
+	d->used += *slot == 0;
+	*slot = tid;
+}
+
+/* A task of this tid shows up again: the dead thread's free goes first, so it is another thread. */
+static void dead_reused(struct sched_session *ss, uint32_t tid, uint64_t ts, uint32_t cpu)
+{
+	struct perfetto_sched_task gone = { .tid = (int32_t)tid, .comm = "" };
+	bool found;
+	uint32_t *slot;
+
+	if (!ss->dead.cap || !tid)
+		return;
+	slot = dead_slot(&ss->dead, tid, &found);
+	if (!found)
+		return;
+	*slot = DEAD_HOLE;
+	perfetto_writer_sched_task_free(ss->cfg.writer, ts, cpu, &gone);
 }
 
 /*
@@ -76,9 +155,9 @@ static void on_switch(struct sched_session *ss, const struct sched_record *r,
 	if (next->traced)
 		offcpu_transition(ss->clocks, r->next_tid, r->ts, OFFCPU_RUNNING);
 	perfetto_writer_sched_switch(ss->cfg.writer, r->ts, r->cpu, prev, r->prev_state, next);
-	/* its last switch: later events of its tid are another thread's */
+	/* its last switch: later events of its tid are another thread's (freed then) */
 	if (prev->traced && dead)
-		perfetto_writer_sched_task_free(ss->cfg.writer, r->ts, r->cpu, prev);
+		dead_add(&ss->dead, r->prev_tid);
 	ss->st.switches++;
 }
 
@@ -97,6 +176,10 @@ void sched_session_record(struct sched_session *ss, const struct sched_record *r
 	prev_comm[SCHED_COMM_LEN] = next_comm[SCHED_COMM_LEN] = '\0';
 	hidden = describe(ss, r->prev_tid, r->prev_tgid, prev_comm, r->prev_prio, r->cpu, &prev);
 	hidden |= describe(ss, r->next_tid, r->next_tgid, next_comm, r->next_prio, next_cpu, &next);
+	if (prev.traced)
+		dead_reused(ss, r->prev_tid, r->ts, r->cpu);
+	if (next.traced)
+		dead_reused(ss, r->next_tid, r->ts, r->cpu);
 	switch (r->kind) {
 	case SCHED_RECORD_SWITCH:
 		on_switch(ss, r, &prev, &next);
