@@ -23,6 +23,7 @@ struct pw_proc {
 	bool described;
 	uint64_t uuid;
 	uint64_t totals_uuid; /* its PERFETTO_FUNC_TOTALS_TRACK, 0 until used */
+	uint64_t totals_ts;   /* the last event's there: each is 1 ns after it (see func_totals) */
 	char *name;
 	int32_t ppid;         /* 0: not given */
 	char *cmdline;        /* NUL-separated arguments, cmdline_len bytes (+ a NUL); NULL: none */
@@ -848,6 +849,7 @@ static void pw_uint_arg(struct pwb *b, const char *name, uint64_t value)
 int perfetto_writer_func_totals(struct perfetto_writer *w, pid_t pid, uint64_t ts,
 				const struct perfetto_func_totals *t)
 {
+	struct pw_proc *p;
 	uint64_t uuid;
 	size_t mark, ev;
 
@@ -855,6 +857,17 @@ int perfetto_writer_func_totals(struct perfetto_writer *w, pid_t pid, uint64_t t
 	uuid = pw_totals_uuid(w, pid);
 	if (!uuid)
 		return -ENOMEM;
+	/*
+	 * Instants at one timestamp nest in the importer (a 0 ns slice is still
+	 * open at its own end): thousands of functions' figures at one send
+	 * went past its depth limit (slice_max_depth_exceeded). 1 ns apart each
+	 * closes the one before.
+	 */
+	p = pw_proc_get(w, pid);
+	if (p && ts <= p->totals_ts)
+		ts = p->totals_ts + 1;
+	if (p)
+		p->totals_ts = ts;
 	mark = pw_packet_begin(w, PW_SEQ_TRACK, ts, true);
 	ev = pwb_open(&w->pkt, PW_F_TRACK_EVENT);
 	pwb_uint(&w->pkt, 9, PW_TYPE_INSTANT);
