@@ -37,7 +37,13 @@ int main(void) { sleep(60); return 0; }' 2>/dev/null; then
 	"$WORK/static_sleep" &
 	static_pid=$!
 	sleep 0.2
-	expect_refusal "statically linked" "$static_pid" "statically linked|no dynamic"
+	# no loader to dlopen the agent with: one line, then samples and scheduler states only
+	timeout 60 "$PROFCTL" attach "$static_pid" --funcs 'x*' --duration 1 \
+		-o "$WORK/static.pftrace" 2>"$WORK/static.err"
+	check_eq "statically linked: the attach goes on without the agent (exit $?)" "$?" 0
+	check_eq "statically linked: one line says why" \
+		"$(grep -c 'statically linked: functions cannot be instrumented' "$WORK/static.err")" 1
+	check "statically linked: the target still runs" kill -0 "$static_pid"
 	kill "$static_pid"
 else
 	skip "no static libc to build a static program"

@@ -6,6 +6,7 @@
 # samples); and each bad input: one line, non-zero exit, nothing left behind.
 set -u
 . "$(dirname "$0")/common.bash"
+TP_CHECK_EXCLUDE='/text\.pftrace$' # not a trace, on purpose
 DEMO="$ROOT/$BUILD/examples/demo"
 T="$WORK/demo.pftrace"
 FREQ=499
