@@ -41,7 +41,8 @@ AS_NOBODY=(setpriv --reuid=nobody --regid=nogroup --clear-groups)
 
 # start_server MODE: plain | mnt | pidns; sets srv (host pid) and port
 start_server() {
-	local hide="mount -t tmpfs none /tmp && mount -t tmpfs none '$ROOT/$BUILD' &&"
+	# the build directory first: a clone under /tmp is gone once /tmp is covered
+	local hide="mount -t tmpfs none '$ROOT/$BUILD' && mount -t tmpfs none /tmp &&"
 	: >"$WORK/srv.out"
 	case $1 in
 	plain) "${AS_NOBODY[@]}" "$BIN_DIR/rr_server" serve >"$WORK/srv.out" 2>&1 & ;;
