@@ -169,6 +169,7 @@ int export_chrome(const char *path, FILE *out, const struct export_opts *o, char
 	err[0] = 0;
 	fputs("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[", out);
 	rc = export_stream_run(path, &ops, &c.base, o, false);
+	export_stream_done(&c.base);
 	fputs("\n]}\n", out);
 	export_names_free(&c.sampled);
 	return rc;

@@ -42,6 +42,11 @@ struct export_base {
 	uint64_t problems;       /* importer-rule problems: warned about, not fatal */
 	char first_problem[256];
 	uint64_t sample_freq;    /* Hz, from the stats once read (0: none) */
+	/*
+	 * The stream read, kept until export_stream_done: the names and frames
+	 * it gave out point into it, and exporters write them after the read.
+	 */
+	struct trace_stream *stream;
 };
 
 /*
@@ -53,6 +58,8 @@ struct export_base {
  */
 int export_stream_run(const char *path, const struct trace_stream_ops *ops,
 		      struct export_base *base, const struct export_opts *o, bool attribute);
+/* Frees the stream export_stream_run kept (its names die with it): after the output is written. */
+void export_stream_done(struct export_base *base);
 
 /* An exporter's own failure: formats err and returns -e (e > 0). */
 int export_fail(struct export_base *base, int e, const char *fmt, ...)

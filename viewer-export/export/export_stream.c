@@ -85,9 +85,15 @@ int export_stream_run(const char *path, const struct trace_stream_ops *ops,
 	}
 	if (!err && !st->ended)
 		fprintf(stderr, "profctl: export: %s\n", trace_stream_cut_line(st, cut, sizeof(cut)));
-	trace_stream_free(ts);
+	base->stream = ts; /* freed by export_stream_done, once the names were written */
 	if (!err && base->problems)
 		fprintf(stderr, "profctl: export: warning: the trace breaks %llu importer rule(s), "
 			"first: %s\n", (unsigned long long)base->problems, base->first_problem);
 	return err;
+}
+
+void export_stream_done(struct export_base *base)
+{
+	trace_stream_free(base->stream);
+	base->stream = NULL;
 }

@@ -106,6 +106,7 @@ int export_folded(const char *path, FILE *out, const struct export_opts *o, char
 		put_stacks(out, &f, &f.samples, NULL);
 		put_stacks(out, &f, &f.calls, FOLDED_CALLS_ROOT);
 	}
+	export_stream_done(&f.base);
 	export_calls_free(f.chains);
 	export_stacks_free(&f.samples);
 	export_stacks_free(&f.calls);

@@ -340,6 +340,7 @@ int export_pprof(const char *path, FILE *out, const struct export_opts *o, char 
 		rc = export_fail(&p.base, ENOMEM, "out of memory encoding the profile");
 	if (!rc)
 		rc = gzip_write(&p, b.p, b.len, out);
+	export_stream_done(&p.base);
 	pwb_free(&b);
 	pprof_free(&p);
 	return rc;
