@@ -95,7 +95,7 @@ EXPORT_OBJ  := $(call obj,$(EXPORT_SRC))
 PROFCTL_OBJ := $(call obj,$(PROFCTL_SRC))
 # `profctl funcs` decides with the agent's own code (agent/instrument.c), run on mapped files
 PROFCTL_AGENT_OBJ := $(call obj,agent/instrument.c agent/elf_symbols.c agent/patcher.c \
-	agent/stub_slot_$(ARCH).c agent/proc_maps.c $(TRAMP_SRC) profctl/agent_link.c)
+	agent/stub_slot_$(ARCH).c agent/proc_maps.c agent/jit_callers.c $(TRAMP_SRC) profctl/agent_link.c)
 
 UNIT_SRC    := $(wildcard tests/unit/test_*.c)
 UNIT_BIN    := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))

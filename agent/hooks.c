@@ -38,6 +38,7 @@
 
 #include "agent/agent_thread.h"
 #include "agent/cpu_ticks.h"
+#include "agent/jit_callers.h"
 #include "trampolines/trampoline_layout.h"
 
 #define likely(x) __builtin_expect(!!(x), 1)
@@ -702,6 +703,16 @@ static void rehijack_return_homes(struct agent_thread *t, uint64_t state)
 }
 #endif
 
+/* A return address as the code it returns to sits: without a PAC on aarch64. */
+static inline uintptr_t return_address_plain(uintptr_t v)
+{
+#if defined(__x86_64__)
+	return v;
+#else
+	return pac_strip(v);
+#endif
+}
+
 /*
  * After an unwinder ran: entries whose frames are gone are closed, the live
  * ones get the exit trampoline back (only where their return address's home
@@ -824,6 +835,20 @@ COLD static int enter_without_thread(const struct stub_desc *desc)
 }
 
 /*
+ * The function has no figures on this thread yet: HOOK_SLOW_MEMORY to have
+ * the slow path map them, or 0 when it could not (the call runs unattributed).
+ */
+COLD static int agg_missing(struct agent_thread *t, uint32_t func_id)
+{
+	if (func_id < AGG_PAGE_FUNCS * AGG_PAGES && !t->memory_failed) {
+		t->want_agg_page = func_id / AGG_PAGE_FUNCS + 1;
+		return HOOK_SLOW_MEMORY;
+	}
+	count_add(&t->unattributed, 1);
+	return 0;
+}
+
+/*
  * The unusual cases of an enter (the caller holds the guard): 0 to go on and
  * hijack, 1 when the call must not be hijacked, HOOK_SLOW_MODULES to have
  * the trampoline's slow path look for new modules.
@@ -831,6 +856,15 @@ COLD static int enter_without_thread(const struct stub_desc *desc)
 COLD static int enter_slow_cases(struct agent_thread *t, const struct stub_desc *desc,
 				 uintptr_t *return_slot)
 {
+	if ((desc->flags & STUB_FLAG_JIT_CALLERS) && !jit_callers_is_native(return_address_plain(*return_slot))) {
+		/* from generated code, which may read or move this return address */
+		int r = 0;
+
+		if (atomic_load_explicit(&agent_recording, memory_order_relaxed) &&
+		    (agg_get(t, desc->func_id) || !(r = agg_missing(t, desc->func_id))))
+			count_untimed(t, desc->func_id, AGG_DROP_FROM_GENERATED_CODE);
+		return r ? r : 1;
+	}
 	if (t->returns_restored && return_slot < t->unwind_slot && !(desc->flags & STUB_FLAG_UNWINDER)) {
 		/*
 		 * Called by an unwinder that walks (its personality routine, FDE
@@ -838,7 +872,7 @@ COLD static int enter_slow_cases(struct agent_thread *t, const struct stub_desc 
 		 * reads only the frames above its own, which stay restored, never
 		 * those of its callees, so the call is hijacked and timed as any.
 		 */
-		return desc->flags ? 1 : desc->func_id == 0;
+		return desc->flags & ~STUB_FLAG_JIT_CALLERS ? 1 : desc->func_id == 0;
 	}
 	if (t->returns_restored)
 		shadow_stack_rehijack(t, return_slot);
@@ -862,20 +896,6 @@ COLD static int enter_slow_cases(struct agent_thread *t, const struct stub_desc 
 }
 
 /* ---- the hooks ----------------------------------------------------------------------- */
-
-/*
- * The function has no figures on this thread yet: HOOK_SLOW_MEMORY to have
- * the slow path map them, or 0 when it could not (the call runs unattributed).
- */
-COLD static int agg_missing(struct agent_thread *t, uint32_t func_id)
-{
-	if (func_id < AGG_PAGE_FUNCS * AGG_PAGES && !t->memory_failed) {
-		t->want_agg_page = func_id / AGG_PAGE_FUNCS + 1;
-		return HOOK_SLOW_MEMORY;
-	}
-	count_add(&t->unattributed, 1);
-	return 0;
-}
 
 /*
  * A call that stays off the timeline: the buffer budget is spent (or the

@@ -16,6 +16,7 @@
 
 #include "agent/elf_symbols.h"
 #include "agent/instrument.h"
+#include "agent/jit_callers.h"
 #include "agent/patcher.h"
 #include "agent/proc_maps.h"
 #include "trampolines/trampoline_layout.h"
@@ -425,6 +426,8 @@ static void module_pick(struct module_job *job, const struct func_filter *filter
 
 		if (!selected && !flags)
 			continue;
+		if (selected && job->syms.has_v8)
+			flags |= STUB_FLAG_JIT_CALLERS;
 		r->matched += selected;
 		why = precheck(job->module, &job->syms, i);
 		if (why && selected)
@@ -440,6 +443,37 @@ static void module_pick(struct module_job *job, const struct func_filter *filter
 		else
 			job->picked[job->n_picked++] = (struct picked_function){ i, selected, flags };
 	}
+}
+
+/*
+ * V8's compiled C++ for the enter hook (STUB_FLAG_JIT_CALLERS): the module's
+ * text but the embedded builtins, by their blob symbols or, without them,
+ * the span of the Builtins_ functions.
+ */
+static void register_v8_native_code(struct module_job *job, struct instrument_report *r)
+{
+	const struct loaded_module *m = job->module;
+	uint64_t lo = job->syms.v8_blob_lo, hi = job->syms.v8_blob_hi;
+
+	if (!hi) {
+		lo = UINT64_MAX;
+		for (size_t i = 0; i < job->syms.n_functions; i++) {
+			const struct elf_function *fn = &job->syms.functions[i];
+
+			if (strncmp(fn->name, "Builtins_", 9) == 0) {
+				lo = fn->value < lo ? fn->value : lo;
+				hi = fn->value + fn->size > hi ? fn->value + fn->size : hi;
+			}
+		}
+		if (!hi)
+			lo = 0;
+	}
+	if (!jit_callers_add(m->seg_lo[0], m->seg_hi[m->n_segs - 1], m->base + lo, m->base + hi))
+		return;
+	report_warn(r, "%s: %s", job->module_name,
+		    "too many runtimes loaded: calls from its generated code are hijacked as any");
+	for (size_t k = 0; k < job->n_picked; k++)
+		job->picked[k].flags &= ~STUB_FLAG_JIT_CALLERS;
 }
 
 /* Another symbol's entry inside [addr, addr + patch_len) would be overwritten. */
@@ -561,6 +595,8 @@ static bool module_instrument(const struct loaded_module *m, const struct func_f
 		return false;
 	}
 	module_pick(&job, filter, r);
+	if (job.syms.has_v8 && job.n_picked)
+		register_v8_native_code(&job, r);
 	if (module_plan(&job, maps, r))
 		report_warn(r, "%s: %s", m->path, "out of memory while preparing stubs");
 	free(job.picked);

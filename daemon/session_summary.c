@@ -149,6 +149,7 @@ static int fill_summary(struct session *s, Profd__SessionSummary *sum,
 	sum->dropped_shadow_full = calls.dropped_by_reason[AGG_DROP_SHADOW_FULL];
 	sum->dropped_in_hook = calls.dropped_by_reason[AGG_DROP_IN_HOOK];
 	sum->dropped_under_unwinder = calls.dropped_by_reason[AGG_DROP_UNDER_UNWINDER];
+	sum->dropped_from_generated_code = calls.dropped_by_reason[AGG_DROP_FROM_GENERATED_CODE];
 	sum->calls_unattributed = calls.unattributed;
 	sum->calls_filtered = calls.filtered;
 	sum->filtered_short = calls.filtered_by_reason[AGG_FILTER_SHORT];

@@ -497,9 +497,11 @@ static void print_off_cpu(const Profd__FunctionTotals *t)
 static void print_calls(const Profd__SessionSummary *s)
 {
 	static const char *const reasons[] = { "buffer full", "deeper than the shadow stack",
-					       "signal handler inside a hook", "during an unwind" };
+					       "signal handler inside a hook", "during an unwind",
+					       "called from generated code" };
 	const uint64_t by_reason[] = { s->dropped_buffer_full, s->dropped_shadow_full,
-				       s->dropped_in_hook, s->dropped_under_unwinder };
+				       s->dropped_in_hook, s->dropped_under_unwinder,
+				       s->dropped_from_generated_code };
 	char a[16], b[16], c[16], d[16], e[16], f[16];
 	const char *sep = " (";
 

@@ -53,6 +53,7 @@ enum agg_drop_reason {
 	AGG_DROP_SHADOW_FULL = 1,    /* nested deeper than the shadow stack: not timed */
 	AGG_DROP_IN_HOOK = 2,        /* a signal handler's call while a hook ran: not timed */
 	AGG_DROP_UNDER_UNWINDER = 3, /* made while an unwinder walked the stack: not timed */
+	AGG_DROP_FROM_GENERATED_CODE = 4, /* called by a runtime's generated code: not timed */
 	AGG_DROP_REASONS
 };
 

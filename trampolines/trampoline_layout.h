@@ -84,6 +84,12 @@
  * hijacked, never timed.
  */
 #define STUB_FLAG_GO_EXIT 32u
+/*
+ * A function of a module with V8 in it: a call whose return address is not
+ * in V8's compiled C++ (agent/jit_callers.h) came from generated code, which
+ * may read or rewrite that address; it is counted, not hijacked.
+ */
+#define STUB_FLAG_JIT_CALLERS 64u
 
 /* What the enter hook may ask the trampoline's slow path for. */
 #define HOOK_SLOW_THREAD 1  /* the thread's first call: set up its state, then ask again */
