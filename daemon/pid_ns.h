@@ -22,6 +22,12 @@ struct pid_ns_map;
 struct pid_ns_map *pid_ns_map_new(pid_t host_pid);
 void pid_ns_map_free(struct pid_ns_map *m);
 
+/*
+ * host_pid's own pid in its innermost PID namespace when that is not ours
+ * (what its getpid() returns there), else 0 (ours, or it cannot be read).
+ */
+pid_t pid_ns_own_pid(pid_t host_pid);
+
 /* The target's own pid in its namespace (what its getpid() returns). */
 pid_t pid_ns_map_ns_pid(const struct pid_ns_map *m);
 

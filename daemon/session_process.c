@@ -172,14 +172,16 @@ void session_process_describe_threads(struct session_process *p)
 }
 
 /*
- * Its parent and command line into the trace (the importer's parent link):
- * when it is found, and again when it runs another program. Nothing when it
- * is gone already (its name and pid stay).
+ * Its parent and command line into the trace (the importer's parent link),
+ * and its pid in its own PID namespace where that differs: when it is found,
+ * and again when it runs another program. Nothing when it is gone already
+ * (its name and pid stay).
  */
 void session_process_describe_detail(struct session_process *p)
 {
 	char path[64], buf[4096];
 	ssize_t n = 0;
+	pid_t ns_pid;
 	int fd;
 
 	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)p->pid);
@@ -190,6 +192,9 @@ void session_process_describe_detail(struct session_process *p)
 	}
 	if (n > 0 && p->ppid > 0)
 		perfetto_writer_process_detail(p->s->writer, p->pid, p->ppid, buf, (size_t)n);
+	ns_pid = pid_ns_own_pid(p->pid);
+	if (ns_pid) /* 0 also when gone: its label stays */
+		perfetto_writer_process_ns_pid(p->s->writer, p->pid, ns_pid);
 }
 
 /*

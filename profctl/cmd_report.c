@@ -488,6 +488,13 @@ static int dump_process(void *ctx, size_t index, int32_t pid, const char *name, 
 	return 0;
 }
 
+static int dump_process_label(void *ctx, size_t index, int32_t pid, const char *label)
+{
+	(void)index;
+	fprintf(dump_out(ctx), "label %d %s\n", pid, label ? label : "");
+	return 0;
+}
+
 static int dump_thread(void *ctx, size_t index, const struct trace_thread *t, bool is_new)
 {
 	(void)index;
@@ -550,6 +557,7 @@ static int dump_sched(void *ctx, const struct trace_sched_event *e)
 
 static const struct trace_stream_ops dump_ops = {
 	.process = dump_process,
+	.process_label = dump_process_label,
 	.thread = dump_thread,
 	.slice = dump_slice,
 	.sample = dump_sample,

@@ -26,6 +26,7 @@ struct pw_proc {
 	uint64_t totals_ts;   /* the last event's there: each is 1 ns after it (see func_totals) */
 	char *name;
 	int32_t ppid;         /* 0: not given */
+	int32_t ns_pid;       /* its pid in its own PID namespace; 0: the same as ours */
 	char *cmdline;        /* NUL-separated arguments, cmdline_len bytes (+ a NUL); NULL: none */
 	size_t cmdline_len;
 };
@@ -281,6 +282,12 @@ static void pw_put_process(struct pwb *b, const struct pw_proc *p)
 	pwb_uint(b, 1, (uint64_t)(int64_t)p->pid);
 	if (p->name)
 		pwb_str(b, 6, p->name); /* process_name */
+	if (p->ns_pid) { /* process_labels: the importer keeps them as the process's args */
+		char label[64];
+
+		snprintf(label, sizeof(label), "pid %d in its PID namespace", (int)p->ns_pid);
+		pwb_str(b, 8, label);
+	}
 	pwb_close(b, pd);
 	pwb_close(b, d);
 }
@@ -347,6 +354,18 @@ int perfetto_writer_process(struct perfetto_writer *w, pid_t pid, const char *na
 	if (err)
 		return err;
 	return p->described ? 0 : pw_describe_process(w, p);
+}
+
+int perfetto_writer_process_ns_pid(struct perfetto_writer *w, pid_t pid, pid_t ns_pid)
+{
+	struct pw_proc *p = pw_proc_get(w, pid);
+
+	if (!p)
+		return -ENOMEM;
+	if (p->ns_pid == ns_pid)
+		return 0;
+	p->ns_pid = ns_pid;
+	return pw_describe_process(w, p);
 }
 
 int perfetto_writer_process_detail(struct perfetto_writer *w, pid_t pid, pid_t ppid,

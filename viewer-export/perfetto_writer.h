@@ -87,6 +87,13 @@ int perfetto_writer_clock_snapshot(struct perfetto_writer *w);
 int perfetto_writer_process(struct perfetto_writer *w, pid_t pid, const char *name);
 
 /*
+ * pid is ns_pid in its own PID namespace (0: the same as ours): a label of
+ * its descriptor ("pid N in its PID namespace"; the importer's process args,
+ * chrome.process_label[0]), rewritten when it changes.
+ */
+int perfetto_writer_process_ns_pid(struct perfetto_writer *w, pid_t pid, pid_t ns_pid);
+
+/*
  * pid's parent and command line (cmdline: len bytes of NUL-separated
  * arguments, as /proc/PID/cmdline has them): a ProcessTree entry, the
  * importer's parent link, written when either is new (after an exec).

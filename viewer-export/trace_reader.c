@@ -702,6 +702,10 @@ static void trd_process_track(struct trd *r, struct trd_track *t,
 	}
 	if (r->ops->process && (is_new || pd->process_name))
 		trd_emitted(r, r->ops->process(r->ctx, e->index, pd->pid, name, is_new));
+	for (size_t i = 0; r->ops->process_label && i < pd->n_process_labels; i++)
+		trd_emitted(r, r->ops->process_label(r->ctx, e->index, pd->pid,
+						     trd_str(r, pd->process_labels[i],
+							     strlen(pd->process_labels[i]))));
 }
 
 /* Kind, pid and tid of a descriptor; false (with a problem) if it is unusable. */

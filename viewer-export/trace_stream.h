@@ -98,6 +98,8 @@ struct trace_sched_event {
 struct trace_stream_ops {
 	/* a process descriptor: first sight (is_new) or a later one; name NULL: none given */
 	int (*process)(void *ctx, size_t index, int32_t pid, const char *name, bool is_new);
+	/* one of a process descriptor's labels (profd: its pid in its own PID namespace) */
+	int (*process_label)(void *ctx, size_t index, int32_t pid, const char *label);
 	/* a thread descriptor, as process; index counts threads from 0 in file order */
 	int (*thread)(void *ctx, size_t index, const struct trace_thread *t, bool is_new);
 	int (*slice)(void *ctx, const struct trace_stream_slice *s);

@@ -152,6 +152,15 @@ elif start_server pidns; then
 	check "pidns: slices are on host thread ids (${slice_tid:-none})" \
 		grep -qx "${slice_tid:-none}" "$WORK/pidns.tasks"
 	check "pidns: profd said it translates" grep -q 'in its own PID namespace' "$WORK/pidns.err"
+	check "pidns: the trace labels the process with its namespace pid" \
+		grep -qx "label $srv pid 1 in its PID namespace" "$WORK/pidns.dump"
+	if command -v trace_processor_shell >/dev/null; then
+		echo "select a.display_value from process p join args a using (arg_set_id)
+			where p.pid = $srv;" >"$WORK/label.sql"
+		trace_processor_shell -q "$WORK/label.sql" "$WORK/pidns.pftrace" >"$WORK/label.out" 2>&1
+		check "pidns: Perfetto's importer has the label among the process's args" \
+			grep -q 'pid 1 in its PID namespace' "$WORK/label.out"
+	fi
 	stop_server
 else
 	check "the server starts in its own PID namespace" false

@@ -1789,7 +1789,7 @@ static void test_hostile_aggregates_before_two_pairs(void)
 	event_decoder_free(d);
 }
 
-#define DROPS0 0, 0, 0, 0, 0, 0, 0 /* the thread's drop counters, unattributed, filter counters */
+#define DROPS0 0, 0, 0, 0, 0, 0, 0, 0 /* the thread's drop counters, unattributed, filter counters */
 #define FUNC1 1, 10, 7, 0, 3, 1, 1000, 900, 400 /* func_id .. max: AGG_WIRE_FIELDS */
 
 struct varint_case {
@@ -1802,20 +1802,20 @@ struct varint_case {
 static void test_hostile_aggregates(void)
 {
 	static const struct varint_case cases[] = {
-		{ "bucket index past the last", 1, 19, { DROPS0, FUNC1, 1, AGG_BUCKETS, 1 } },
-		{ "second bucket past the last", 1, 21,
+		{ "bucket index past the last", 1, 20, { DROPS0, FUNC1, 1, AGG_BUCKETS, 1 } },
+		{ "second bucket past the last", 1, 22,
 		  { DROPS0, FUNC1, 2, AGG_BUCKETS - 1, 1, 0, 1 } },
-		{ "more buckets used than there are", 1, 17, { DROPS0, FUNC1, AGG_BUCKETS + 1 } },
-		{ "exited > entered", 1, 17, { DROPS0, 1, 7, 8, 0, 0, 0, 1000, 900, 400, 0 } },
-		{ "func id 0", 1, 17, { DROPS0, 0, 10, 7, 0, 3, 0, 1000, 900, 400, 0 } },
-		{ "func id past 32 bits", 1, 17,
+		{ "more buckets used than there are", 1, 18, { DROPS0, FUNC1, AGG_BUCKETS + 1 } },
+		{ "exited > entered", 1, 18, { DROPS0, 1, 7, 8, 0, 0, 0, 1000, 900, 400, 0 } },
+		{ "func id 0", 1, 18, { DROPS0, 0, 10, 7, 0, 3, 0, 1000, 900, 400, 0 } },
+		{ "func id past 32 bits", 1, 18,
 		  { DROPS0, 1ull << 32, 10, 7, 0, 3, 0, 1000, 900, 400, 0 } },
-		{ "bucket count past 32 bits", 1, 19, { DROPS0, FUNC1, 1, 3, 1ull << 32 } },
-		{ "count 2 of one function", 2, 17, { DROPS0, FUNC1, 0 } },
-		{ "a byte after the functions", 1, 18, { DROPS0, FUNC1, 0, 0 } },
-		{ "count 0 before a function", 0, 17, { DROPS0, FUNC1, 0 } },
+		{ "bucket count past 32 bits", 1, 20, { DROPS0, FUNC1, 1, 3, 1ull << 32 } },
+		{ "count 2 of one function", 2, 18, { DROPS0, FUNC1, 0 } },
+		{ "a byte after the functions", 1, 19, { DROPS0, FUNC1, 0, 0 } },
+		{ "count 0 before a function", 0, 18, { DROPS0, FUNC1, 0 } },
 		{ "drop counters cut short", 0, 4, { 0, 0, 0, 0 } },
-		{ "filter counters cut short", 0, 6, { 0, 0, 0, 0, 0, 0 } },
+		{ "filter counters cut short", 0, 7, { 0, 0, 0, 0, 0, 0, 0 } },
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)

@@ -318,6 +318,7 @@ static void test_percentiles_never_above_max(void)
 static void set_drops(struct decoded_thread_drops *td, uint64_t full, uint64_t shadow,
 		      uint64_t in_hook, uint64_t unwinder, uint64_t unattributed)
 {
+	memset(td, 0, sizeof(*td));
 	td->by_reason[AGG_DROP_BUFFER_FULL] = full;
 	td->by_reason[AGG_DROP_SHADOW_FULL] = shadow;
 	td->by_reason[AGG_DROP_IN_HOOK] = in_hook;

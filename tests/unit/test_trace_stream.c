@@ -710,6 +710,50 @@ static uint64_t abs_diff(uint64_t a, uint64_t b)
  * snapshot; delivered in time order although CPU 1's bundle comes first;
  * the kernel release from SystemInfo; an END's on/off-CPU arguments.
  */
+/* ---- process labels --------------------------------------------------------------- */
+
+struct labels {
+	int32_t pid[4];
+	char text[4][64];
+	size_t n;
+};
+
+static int got_label(void *ctx, size_t index, int32_t pid, const char *label)
+{
+	struct labels *l = ctx;
+
+	(void)index;
+	if (l->n < 4) {
+		l->pid[l->n] = pid;
+		snprintf(l->text[l->n++], sizeof(l->text[0]), "%s", label ? label : "(null)");
+	}
+	return 0;
+}
+
+/* A process in another PID namespace carries its own pid as a label; others none. */
+static void test_namespace_pid_label(void)
+{
+	static const struct trace_stream_ops ops = { .process_label = got_label };
+	int fd = new_fd();
+	struct perfetto_writer *w = perfetto_writer_new(fd);
+	struct labels l = { 0 };
+	struct trace_stream *ts;
+
+	perfetto_writer_process(w, PID, "server");
+	perfetto_writer_process(w, PID + 1, "client");
+	CHECK_EQ_INT(perfetto_writer_process_ns_pid(w, PID, 1), 0);
+	CHECK_EQ_INT(perfetto_writer_process_ns_pid(w, PID, 1), 0); /* unchanged: not rewritten */
+	CHECK_EQ_INT(perfetto_writer_free(w), 0);
+	ts = trace_stream_new(&ops, &l, NULL);
+	CHECK(ts != NULL);
+	CHECK_EQ_INT(trace_stream_read_file(ts, fd_path(fd)), 0);
+	CHECK_EQ_INT(l.n, 1);
+	CHECK_EQ_INT(l.pid[0], PID);
+	CHECK_EQ_STR(l.text[0], "pid 1 in its PID namespace");
+	trace_stream_free(ts);
+	close(fd);
+}
+
 static void test_sched_events_round_trip(void)
 {
 	int fd = new_fd();
@@ -771,6 +815,7 @@ int main(void)
 	RUN_TEST(test_report_heap_stays_bounded);
 	RUN_TEST(test_exports_heap_stays_bounded);
 	RUN_TEST(test_sched_events_round_trip);
+	RUN_TEST(test_namespace_pid_label);
 	printf("%d passed, %d failed\n", unit_cases_passed, unit_cases_failed);
 	return unit_cases_failed ? 1 : 0;
 }
