@@ -891,6 +891,7 @@ static void session_close_trace(struct server *srv, struct session *s,
 
 	if (s->sampler) {
 		session_read_samples(s);
+		sampler_report_untold_losses(s->sampler, &sampler_cb, s);
 		sampler_close(s->sampler);
 		s->sampler = NULL;
 	}

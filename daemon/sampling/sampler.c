@@ -46,6 +46,7 @@ struct sampler_ring {
 	struct perf_event_mmap_page *meta;
 	const uint8_t *data;
 	uint64_t size;                      /* power of two */
+	uint64_t lost_told;                 /* samples its LOST records counted */
 };
 
 struct sampler {
@@ -53,7 +54,9 @@ struct sampler {
 	int *ring_fds;
 	size_t n_rings;
 	int *fds;                           /* every event, ring owners included */
+	uint32_t *fd_ring;                  /* fds[i] writes into rings[fd_ring[i]] */
 	size_t n_fds, cap_fds;
+	bool no_lost_format;                /* a kernel before 6.0: no PERF_FORMAT_LOST */
 	struct sampler_stats stats;
 	struct sampler_parse_options parse; /* as opened: kernel_callchain off after a refusal */
 	uint8_t *scratch;                   /* a record that wraps the ring end */
@@ -468,12 +471,43 @@ int sampler_read(struct sampler *s, const struct sampler_callbacks *cb, void *ct
 		uint64_t head = __atomic_load_n(&r->meta->data_head, __ATOMIC_ACQUIRE);
 		uint64_t tail = __atomic_load_n(&r->meta->data_tail, __ATOMIC_RELAXED);
 
+		uint64_t lost_before = s->stats.lost;
+
 		pc.cpu = r->cpu;
 		total += ring_parse(&pc, r->data, r->size, tail, head, s->scratch);
+		r->lost_told += s->stats.lost - lost_before;
 		/* release: our reads of the records finish before the kernel reuses the space */
 		__atomic_store_n(&r->meta->data_tail, head, __ATOMIC_RELEASE);
 	}
 	return total;
+}
+
+void sampler_report_untold_losses(struct sampler *s, const struct sampler_callbacks *cb,
+				  void *ctx)
+{
+	struct timespec now;
+
+	if (!s || s->no_lost_format)
+		return;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	for (size_t i = 0; i < s->n_rings; i++) {
+		struct sampler_ring *r = &s->rings[i];
+		uint64_t counted = 0;
+
+		for (size_t k = 0; k < s->n_fds; k++) {
+			uint64_t v[2]; /* value, lost */
+
+			if (s->fd_ring[k] == i && read(s->fds[k], v, sizeof(v)) == sizeof(v))
+				counted += v[1];
+		}
+		if (counted <= r->lost_told)
+			continue; /* told in full (inherited events' losses are only told) */
+		s->stats.lost += counted - r->lost_told;
+		if (cb && cb->lost)
+			cb->lost(ctx, r->cpu, counted - r->lost_told,
+				 (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec);
+		r->lost_told = counted;
+	}
 }
 
 void sampler_get_stats(const struct sampler *s, struct sampler_stats *out)
@@ -642,19 +676,42 @@ static size_t target_threads(const struct sampler_config *cfg, pid_t **out)
 	return n;
 }
 
-static int push_fd(struct sampler *s, int fd)
+static int push_fd(struct sampler *s, int fd, const struct sampler_ring *r)
 {
 	if (s->n_fds == s->cap_fds) {
 		size_t cap = s->cap_fds ? s->cap_fds * 2 : 16;
 		int *v = realloc(s->fds, cap * sizeof(*v));
+		uint32_t *w = v ? realloc(s->fd_ring, cap * sizeof(*w)) : NULL;
 
-		if (!v)
+		if (v)
+			s->fds = v;
+		if (!w)
 			return -ENOMEM;
-		s->fds = v;
+		s->fd_ring = w;
 		s->cap_fds = cap;
 	}
+	s->fd_ring[s->n_fds] = (uint32_t)(r - s->rings);
 	s->fds[s->n_fds++] = fd;
 	return 0;
+}
+
+/*
+ * One event, with its own count of lost samples (PERF_FORMAT_LOST) where the
+ * kernel has it; a kernel before 6.0 refuses the bit (EINVAL): then without.
+ */
+static int open_event(struct sampler *s, struct perf_event_attr *attr, pid_t tid, int cpu)
+{
+	int fd;
+
+	if (!s->no_lost_format)
+		attr->read_format |= PERF_FORMAT_LOST;
+	fd = (int)syscall(SYS_perf_event_open, attr, tid, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+	if (fd < 0 && errno == EINVAL && !s->no_lost_format) {
+		s->no_lost_format = true;
+		attr->read_format &= ~(uint64_t)PERF_FORMAT_LOST;
+		fd = (int)syscall(SYS_perf_event_open, attr, tid, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+	}
+	return fd;
 }
 
 static int map_ring(struct sampler_ring *r, const struct sampler_config *cfg, size_t ring_bytes,
@@ -693,8 +750,7 @@ static int open_cpu(struct sampler *s, struct sampler_ring *r, const struct samp
 
 	make_attr(cfg, ring_bytes, &attr);
 	for (i = 0; i < n_tids; i++) {
-		fd = (int)syscall(SYS_perf_event_open, &attr, tids[i], (int)r->cpu, -1,
-				  PERF_FLAG_FD_CLOEXEC);
+		fd = open_event(s, &attr, tids[i], (int)r->cpu);
 		if (fd < 0 && errno == ESRCH && tids[i] != cfg->pid)
 			continue; /* that thread exited since we listed it */
 		if (fd < 0) {
@@ -702,7 +758,7 @@ static int open_cpu(struct sampler *s, struct sampler_ring *r, const struct samp
 			open_error(err, errlen, e, cfg, tids[i], (int)r->cpu);
 			return -e;
 		}
-		if (push_fd(s, fd) < 0) {
+		if (push_fd(s, fd, r) < 0) {
 			close(fd);
 			snprintf(err, errlen, "out of memory");
 			return -ENOMEM;
@@ -872,14 +928,13 @@ static int add_on_cpu(struct sampler *s, struct sampler_ring *r, const struct sa
 
 	make_attr(cfg, r->size, &attr);
 	for (size_t i = 0; i < n && r->fd >= 0; i++) {
-		int fd = (int)syscall(SYS_perf_event_open, &attr, tids[i], (int)r->cpu, -1,
-				      PERF_FLAG_FD_CLOEXEC);
+		int fd = open_event(s, &attr, tids[i], (int)r->cpu);
 
 		if (fd < 0 && errno == ESRCH)
 			continue;
 		if (fd < 0)
 			return -errno;
-		if (push_fd(s, fd) < 0) {
+		if (push_fd(s, fd, r) < 0) {
 			close(fd);
 			return -ENOMEM;
 		}
@@ -928,6 +983,7 @@ void sampler_close(struct sampler *s)
 	for (i = 0; i < s->n_fds; i++)
 		close(s->fds[i]);
 	free(s->fds);
+	free(s->fd_ring);
 	free(s->rings);
 	free(s->ring_fds);
 	free(s->scratch);

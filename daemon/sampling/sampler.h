@@ -119,6 +119,19 @@ size_t sampler_fds(const struct sampler *s, const int **fds);
 /* Drains every ring, calling cb for each record. Returns records read or negative errno. */
 int sampler_read(struct sampler *s, const struct sampler_callbacks *cb, void *ctx);
 
+/*
+ * Losses no LOST record told of. The kernel writes a ring's LOST record
+ * just before the next record that fits in that ring, so what a CPU's ring
+ * lost after the target's last record there (it moved to another CPU, or
+ * exited) stays untold. Each event's own count (PERF_FORMAT_LOST, kernels
+ * since 6.0) against its ring's records: the difference goes to cb->lost
+ * (time: now) and the stats. Inherited events' losses (children threads and
+ * processes) are known only from the records. Call after the last
+ * sampler_read; a later call reports only what is new.
+ */
+void sampler_report_untold_losses(struct sampler *s, const struct sampler_callbacks *cb,
+				  void *ctx);
+
 /* Counters since sampler_open (sampler_read adds to them). */
 struct sampler_stats {
 	uint64_t records;          /* records parsed and handed to callbacks */

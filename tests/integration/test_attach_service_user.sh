@@ -7,7 +7,8 @@
 # over /tmp, the build directory hidden) and its own PID namespace. Each
 # time: calls recorded, the client sees no error, and after the detach
 # /proc/PID/fd is what it was. And the refusals: a client without ptrace
-# rights, a forged agent link.
+# rights, a forged agent link, a target speaking on its link with another
+# session's token.
 set -u
 . "$(dirname "$0")/common.bash"
 PROFD="$ROOT/$BUILD/profd"
@@ -167,6 +168,36 @@ else
 fi
 
 # ---- refusals -------------------------------------------------------------------
+# attach_frame PID: a RunRequest frame (hex) attaching to PID, nothing else set
+attach_frame() {
+	local req len
+	req="38$(printf '%s' "$1" | awk '{ v = $1; s = ""; while (v >= 128) { s = s sprintf("%02x", v % 128 + 128); v = int(v / 128) } printf "%s%02x", s, v }')"
+	len=$(printf '%08x' $((${#req} / 2)) | sed 's/\(..\)\(..\)\(..\)\(..\)/\4\3\2\1/')
+	echo "01000000$len$req"
+}
+
+# hostile_hello NAME TOKEN_OF: a hostile target (tests/targets/hostile_link)
+# attached by root, its link handed over as profctl does, then speaking on it
+# with the token of TOKEN_OF's session ("own": its own); its reply in NAME.out
+hostile_hello() {
+	local name=$1 h hfd
+	"$TARGETS/hostile_link" "$WORK/$name.token" >"$WORK/$name.out" 2>&1 &
+	h=$!
+	pids+=("$h")
+	wait_for "$WORK/$name.out" '^link ' || return 1
+	hfd=$(awk '/^link/ { print $2 }' "$WORK/$name.out")
+	LINK_FROM="$h:$hfd" HOLD_MS=6000 PASS_FILE="$WORK/$name.pftrace" "$CLIENT" \
+		"$WORK/open/profd.sock" "$(attach_frame "$h")" >"$WORK/$name.client" 2>&1 &
+	pids+=("$!")
+	wait_for "$WORK/$name.client" '^link passed' || return 1
+	if [ "$2" = own ]; then
+		grep -o '[0-9a-f]\{32\}' "$WORK/$name.client" | head -n 1 >"$WORK/$name.token"
+	else
+		cp "$2" "$WORK/$name.token"
+	fi
+	wait "$h"
+}
+
 mkdir -p "$WORK/open" "$WORK/other"
 "$PROFD" --socket "$WORK/open/profd.sock" 2>"$WORK/open.log" &
 pids+=("$!")
@@ -184,14 +215,29 @@ if start_server plain; then
 		skip "no user $OTHER_USER: the refusal of a client without ptrace rights not tested"
 	fi
 	# root's own session, but the link it hands over is its own socket pair
-	req="38$(printf '%s' "$srv" | awk '{ v = $1; s = ""; while (v >= 128) { s = s sprintf("%02x", v % 128 + 128); v = int(v / 128) } printf "%s%02x", s, v }')"
-	len=$(printf '%08x' $((${#req} / 2)) | sed 's/\(..\)\(..\)\(..\)\(..\)/\4\3\2\1/')
 	THEN_LINK=1 PASS_FILE="$WORK/forged.pftrace" "$CLIENT" "$WORK/open/profd.sock" \
-		"01000000$len$req" >"$WORK/forged.out" 2>&1
+		"$(attach_frame "$srv")" >"$WORK/forged.out" 2>&1
 	check "a forged agent link (not the target's socket) is closed" \
 		grep -qx 'link closed' "$WORK/forged.out"
 	check "profd says why" grep -q "agent link refused: its other end is not the target's" \
 		"$WORK/open.log"
+	# a target speaking on its own link as its agent: with its session's token it
+	# joins; with another live session's it is refused, and that session gets nothing
+	sleep 30 &
+	other=$!
+	pids+=("$other")
+	HOLD_MS=15000 PASS_FILE="$WORK/b.pftrace" "$CLIENT" "$WORK/open/profd.sock" \
+		"$(attach_frame "$other")" >"$WORK/b.client" 2>&1 &
+	pids+=("$!")
+	wait_for "$WORK/b.client" '^reply 2 '
+	grep -o '[0-9a-f]\{32\}' "$WORK/b.client" | head -n 1 >"$WORK/b.token"
+	hostile_hello own own
+	check "a target's link with its own session's token: the agent config comes back" \
+		grep -q '^hello reply 17 ' "$WORK/own.out"
+	hostile_hello stolen "$WORK/b.token"
+	check_eq "another session's token was at hand" "$(wc -c <"$WORK/b.token")" 33
+	check "a target's link with another session's token is refused" \
+		grep -q '^hello reply 7 .*no session for this agent' "$WORK/stolen.out"
 	ls "/proc/$srv/fd" | sort >"$WORK/refuse.fd.after"
 	check "the refusals left the service untouched" \
 		cmp -s "$WORK/refuse.fd.before" "$WORK/refuse.fd.after"

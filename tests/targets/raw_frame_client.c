@@ -12,6 +12,9 @@
  * THEN_LINK=1, after the reply it hands profd one end of a socket pair of
  * its own as an agent link (FRAME_AGENT_LINK) and prints "link closed" when
  * profd closes it (refused), "link open" when it is still open after 3 s.
+ * With LINK_FROM=PID:FD instead, the end it hands over is PID's descriptor
+ * FD, taken with pidfd_getfd as profctl takes the target's (needs ptrace
+ * rights over PID); it prints "link passed".
  */
 #include <fcntl.h>
 #include <poll.h>
@@ -20,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -96,6 +100,24 @@ static void forge_link(int fd)
 	close(sv[0]);
 }
 
+/* PID's descriptor FD handed to profd as the agent link, as profctl attach does. */
+static void pass_link(int fd, const char *pid_fd)
+{
+	static const uint8_t frame[8] = { 22, 0, 0, 0, 0, 0, 0, 0 }; /* FRAME_AGENT_LINK, empty */
+	int pid, target_fd, pidfd, link;
+
+	if (sscanf(pid_fd, "%d:%d", &pid, &target_fd) != 2 ||
+	    (pidfd = (int)syscall(SYS_pidfd_open, pid, 0)) < 0 ||
+	    (link = (int)syscall(SYS_pidfd_getfd, pidfd, target_fd, 0)) < 0 ||
+	    send_fd(fd, frame, 8, link) != 8) {
+		perror("LINK_FROM");
+		return;
+	}
+	close(link);
+	close(pidfd);
+	printf("link passed\n");
+}
+
 static ssize_t send_bytes(int fd, const uint8_t *p, size_t n, const char *pass_path)
 {
 	int pass;
@@ -149,6 +171,8 @@ int main(int argc, char **argv)
 	fflush(stdout);
 	if (getenv("THEN_LINK"))
 		forge_link(fd);
+	if (getenv("LINK_FROM"))
+		pass_link(fd, getenv("LINK_FROM"));
 	fflush(stdout);
 	if (getenv("HOLD_MS"))
 		usleep((useconds_t)atoi(getenv("HOLD_MS")) * 1000);
