@@ -281,6 +281,7 @@ static void session_free(struct session *s)
 		s->procs = p->next;
 		session_process_free(p);
 	}
+	free(s->pid_index);
 	kernel_symbols_free(s->kernel); /* after the writer: names are keyed by address */
 	module_cache_free(s->modules);
 	for (uint32_t i = 0; i <= s->n_func_names && s->func_names; i++)

@@ -98,6 +98,13 @@ struct session {
 	size_t n_patterns;
 	uint32_t freq;
 	struct session_process *procs;   /* every process of the session, newest first */
+	/*
+	 * procs by pid, the newest of a reused pid (open addressing, a power of
+	 * two, at most half full): every sample and scheduler event looks its
+	 * process up. NULL: not allocated, the list is walked.
+	 */
+	struct session_process **pid_index;
+	uint32_t pid_index_slots, pid_index_used;
 	bool follow_children;            /* not --no-inherit */
 	uint32_t n_procs, n_live;        /* processes seen; followed and not gone */
 	uint32_t not_followed;           /* seen past the cap */

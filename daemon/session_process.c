@@ -44,6 +44,48 @@
 #define TID_SLOTS_FIRST 64      /* power of two; grows: a tree of thousands costs little each */
 #define TID_SLOTS_MAX 65536
 
+static uint32_t pid_slot(const struct session *s, pid_t pid)
+{
+	uint32_t i = ((uint32_t)pid * 2654435761u) & (s->pid_index_slots - 1);
+
+	while (s->pid_index[i] && s->pid_index[i]->pid != pid)
+		i = (i + 1) & (s->pid_index_slots - 1);
+	return i;
+}
+
+/* Rebuilt from the list at twice the size when half full; the list stays the truth. */
+static void pid_index_grow(struct session *s)
+{
+	uint32_t slots = s->pid_index_slots ? s->pid_index_slots * 2 : 64;
+	struct session_process **grown = calloc(slots, sizeof(*grown));
+
+	free(s->pid_index);
+	s->pid_index = grown;
+	s->pid_index_slots = grown ? slots : 0;
+	s->pid_index_used = 0;
+	for (struct session_process *p = s->procs; grown && p; p = p->next) {
+		uint32_t i = pid_slot(s, p->pid);
+
+		if (!s->pid_index[i]) { /* newest first: an older one of the same pid stays out */
+			s->pid_index[i] = p;
+			s->pid_index_used++;
+		}
+	}
+}
+
+static void pid_index_add(struct session *s, struct session_process *p)
+{
+	uint32_t i;
+
+	if ((s->pid_index_used + 1) * 2 > s->pid_index_slots) {
+		pid_index_grow(s); /* adds p too: it heads the list */
+		return;
+	}
+	i = pid_slot(s, p->pid);
+	s->pid_index_used += !s->pid_index[i];
+	s->pid_index[i] = p;
+}
+
 struct session_process *session_process_new(struct session *s, pid_t pid)
 {
 	struct session_process *p = calloc(1, sizeof(*p));
@@ -64,6 +106,7 @@ struct session_process *session_process_new(struct session *s, pid_t pid)
 	}
 	p->next = s->procs;
 	s->procs = p;
+	pid_index_add(s, p);
 	return p;
 }
 
@@ -87,6 +130,8 @@ void session_process_free(struct session_process *p)
 
 struct session_process *session_process_find(struct session *s, pid_t pid)
 {
+	if (s->pid_index)
+		return s->pid_index[pid_slot(s, pid)];
 	for (struct session_process *p = s->procs; p; p = p->next)
 		if (p->pid == pid)
 			return p;
