@@ -331,6 +331,11 @@ int profagent_enter_slow(int reason)
 		agent_thread_guard = AGENT_GUARD_AGENT;
 		agent_update_modules();
 		agent_thread_guard = saved_guard;
+	} else if (reason == HOOK_SLOW_EXIT && agent.state == AGENT_ACTIVE) {
+		/* the destructor's work: _exit runs none (a vfork child's flusher is its parent's) */
+		agent_thread_guard = AGENT_GUARD_AGENT;
+		flusher_stop_if_own("process exit (_exit)");
+		agent_thread_guard = saved_guard;
 	}
 	signals_mask(SIG_SETMASK, &saved_mask, NULL);
 	return again;

@@ -60,6 +60,7 @@
 
 /* One flusher per process: the agent is a per-process singleton. */
 static struct flusher {
+	pid_t owner; /* the process that started it: a vfork child shares this memory */
 	int sock;
 	uint8_t *stage;
 	size_t stage_len;
@@ -631,6 +632,7 @@ int flusher_start(int sock, int (*send_table)(void *ctx, int sock), void (*lost)
 	if (err)
 		return err;
 	flusher.sock = sock;
+	flusher.owner = (pid_t)syscall(SYS_getpid);
 	flusher.send_table = send_table;
 	flusher.lost = lost;
 	flusher.table_ctx = ctx;
@@ -700,6 +702,13 @@ int flusher_stop(const char *reason, bool let_calls_return)
 		return -ETIMEDOUT;
 	flusher.running = 0;
 	return 0;
+}
+
+int flusher_stop_if_own(const char *reason)
+{
+	if (!flusher.running || flusher.owner != (pid_t)syscall(SYS_getpid))
+		return 0;
+	return flusher_stop(reason, false);
 }
 
 void flusher_table_lock(void)

@@ -46,6 +46,13 @@ void flusher_release(const struct event_clock_pair *initial);
 int flusher_stop(const char *reason, bool let_calls_return);
 
 /*
+ * flusher_stop(reason, false) when this process started the flusher, else
+ * nothing (a vfork or CLONE_VM child shares its parent's memory, flusher
+ * state included, but not its thread). Returns as flusher_stop.
+ */
+int flusher_stop_if_own(const char *reason);
+
+/*
  * In a forked child: the flusher thread does not exist there and the socket
  * is the parent's; forget both without touching them (never join, never send).
  */

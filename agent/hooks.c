@@ -831,6 +831,8 @@ COLD static int enter_without_thread(const struct stub_desc *desc)
 		go_exit_flush();
 		return 0;
 	}
+	if (desc->flags & STUB_FLAG_PROCESS_EXIT)
+		return HOOK_SLOW_EXIT;
 	return atomic_load_explicit(&agent_recording, memory_order_relaxed) ? HOOK_SLOW_THREAD : 0;
 }
 
@@ -887,6 +889,8 @@ COLD static int enter_slow_cases(struct agent_thread *t, const struct stub_desc 
 		go_exit_flush();
 		return 1;
 	}
+	if (desc->flags & STUB_FLAG_PROCESS_EXIT)
+		return HOOK_SLOW_EXIT;
 	if (desc->flags & STUB_FLAG_MODULES) /* timed never: the loader calls it mid-dlopen */
 		return atomic_load_explicit(&agent_recording, memory_order_relaxed) ?
 			       HOOK_SLOW_MODULES :
@@ -986,7 +990,7 @@ int profagent_enter_hook(const struct stub_desc *desc, uintptr_t *return_slot)
 	*return_slot = (uintptr_t)profagent_exit_trampoline;
 out:
 	guard_release(AGENT_GUARD_NONE);
-	return r == HOOK_SLOW_MODULES || r == HOOK_SLOW_MEMORY ? r : 0;
+	return r == HOOK_SLOW_MODULES || r == HOOK_SLOW_MEMORY || r == HOOK_SLOW_EXIT ? r : 0;
 }
 
 /* stack_pointer is rsp as the instrumented function returned: its return slot is just below. */

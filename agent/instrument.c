@@ -77,6 +77,8 @@ static uint32_t stack_walk_flags(const struct elf_symbols *syms, const struct el
 		return STUB_FLAG_CATCH;
 	if (strcmp(name, "_dl_debug_state") == 0)
 		return STUB_FLAG_MODULES;
+	if (strcmp(name, "_exit") == 0 || strcmp(name, "_Exit") == 0)
+		return STUB_FLAG_PROCESS_EXIT;
 	return 0;
 }
 
@@ -432,7 +434,7 @@ static void module_pick(struct module_job *job, const struct func_filter *filter
 		why = precheck(job->module, &job->syms, i);
 		if (why && selected)
 			report_skip(r, fn->name, job->module_name, why);
-		if (flags & STUB_FLAG_GO_EXIT) { /* Go code: patched for its flag, never timed */
+		if (flags & (STUB_FLAG_GO_EXIT | STUB_FLAG_PROCESS_EXIT)) { /* for its flag, never timed */
 			selected = 0;
 			why = precheck_code(job->module, &job->syms, i);
 		}
@@ -497,7 +499,8 @@ static int module_prepare_one(struct module_job *job, const struct picked_functi
 {
 	const struct elf_function *fn = &job->syms.functions[p->index];
 	uint64_t addr = job->module->base + fn->value;
-	int unwinder = p->flags & (STUB_FLAG_UNWINDER | STUB_FLAG_MODULES | STUB_FLAG_GO_EXIT);
+	int unwinder = p->flags & (STUB_FLAG_UNWINDER | STUB_FLAG_MODULES | STUB_FLAG_GO_EXIT |
+				   STUB_FLAG_PROCESS_EXIT);
 	int timed = p->selected && !unwinder;
 	uint32_t id = timed ? (uint32_t)r->n_functions + 1 : 0;
 	const char *why = NULL;

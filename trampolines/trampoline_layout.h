@@ -90,11 +90,18 @@
  * may read or rewrite that address; it is counted, not hijacked.
  */
 #define STUB_FLAG_JIT_CALLERS 64u
+/*
+ * libc's _exit (and _Exit): the process ends by exit_group without the
+ * destructors that send the agent's last figures (a forked child's usual
+ * end), so the enter hook has the slow path send them first. Never timed.
+ */
+#define STUB_FLAG_PROCESS_EXIT 128u
 
 /* What the enter hook may ask the trampoline's slow path for. */
 #define HOOK_SLOW_THREAD 1  /* the thread's first call: set up its state, then ask again */
 #define HOOK_SLOW_MODULES 2 /* instrument modules loaded since the last look */
 #define HOOK_SLOW_MEMORY 3  /* a ring segment or an aggregates page, then ask again */
+#define HOOK_SLOW_EXIT 4    /* _exit: send what the agent holds (STUB_FLAG_PROCESS_EXIT) */
 
 struct stub_desc {
 	uint64_t relocated; /* address of the relocated prologue in the same slot */

@@ -54,6 +54,9 @@ check_eq "fork: report's per-process calls = each process's own" \
 	"$(awk '/^processes \(/ {n = 1; next} n && $1 ~ /^[0-9]+$/ {print $1, $2} /^$/ {n = 0}' \
 		"$WORK/fork.report" | sort)" "$(awk '{print $2, $4}' "$WORK/fork.out" | sort)"
 
+# workers ending by _exit: no destructor sends their figures, the agent's _exit hook does
+profile forkexit "$TREE" forkexit 3 22
+per_process forkexit 4
 profile forkexec "$TREE" forkexec "$TREE" work 20
 per_process forkexec 2
 profile spawn "$TREE" spawn "$TREE" work 20

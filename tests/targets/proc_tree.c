@@ -6,11 +6,13 @@
  * process's slices with what it made.
  *   proc_tree work N            fibf(N) here
  *   proc_tree fork K N          K workers forked, each fibf(N); the parent fibf(15)
+ *   proc_tree forkexit K N      the same, each worker ending by _exit (no exit handlers)
  *   proc_tree forkexec PROG...  a child execs PROG...; the parent fibf(15)
  *   proc_tree spawn PROG...     posix_spawn of PROG...; the parent fibf(15)
  *   proc_tree vfork PROG...     vfork + exec of PROG...
  *   proc_tree grand N           a child whose child computes fibf(N)
- *   proc_tree quick             a child that _exits at once (no call, no exit handlers)
+ *   proc_tree quick             a child that ends at once by a raw exit_group (no call, no
+ *                               exit handler, no _exit: nothing of the agent runs)
  *   proc_tree server FIFO       a pre-forking server: a worker per line on a FIFO
  */
 #include <fcntl.h>
@@ -18,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -70,7 +73,7 @@ static int wait_all(void)
 	return bad;
 }
 
-static int fork_workers(int k, int n)
+static int fork_workers(int k, int n, int by_exit_call)
 {
 	for (int i = 0; i < k; i++) {
 		pid_t pid = fork();
@@ -80,6 +83,8 @@ static int fork_workers(int k, int n)
 		if (pid == 0) {
 			fibf_calls = 0; /* the parent's count is the parent's */
 			work(n);
+			if (by_exit_call)
+				_exit(0);
 			exit(0);
 		}
 	}
@@ -189,7 +194,9 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	if (!strcmp(mode, "fork") && argc > 3)
-		return fork_workers(atoi(argv[2]), atoi(argv[3]));
+		return fork_workers(atoi(argv[2]), atoi(argv[3]), 0);
+	if (!strcmp(mode, "forkexit") && argc > 3)
+		return fork_workers(atoi(argv[2]), atoi(argv[3]), 1);
 	if (!strcmp(mode, "forkexec") && argc > 2)
 		return run_child(argv + 2, 'f');
 	if (!strcmp(mode, "spawn") && argc > 2)
@@ -200,13 +207,13 @@ int main(int argc, char **argv)
 		return grandchild(atoi(argv[2]));
 	if (!strcmp(mode, "quick")) {
 		if (fork() == 0)
-			_exit(0);
+			syscall(SYS_exit_group, 0);
 		work(15);
 		return wait_all();
 	}
 	if (!strcmp(mode, "server") && argc > 2)
 		return server(argv[2]);
-	fprintf(stderr, "usage: proc_tree work N | fork K N | forkexec|spawn|vfork PROG... | "
+	fprintf(stderr, "usage: proc_tree work N | fork|forkexit K N | forkexec|spawn|vfork PROG... | "
 			"grand N | quick | server FIFO\n");
 	return 2;
 }
