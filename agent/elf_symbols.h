@@ -38,7 +38,8 @@ struct elf_symbols {
 	uint64_t go_text_lo, go_text_hi;
 	/*
 	 * Runtimes whose stack walkers read the return addresses of C++ frames
-	 * their generated code calls (agent/instrument.c refuses those frames).
+	 * their generated code calls (agent/instrument.c refuses some, and the
+	 * enter hook leaves the rest unhijacked when generated code calls them).
 	 * has_v8: V8 is linked in (v8::internal symbols). v8_blob_lo..v8_blob_hi:
 	 * its embedded builtins, generated code linked into .text
 	 * (v8_Default_embedded_blob_code_ and its _size_), ELF addresses; both 0

@@ -117,14 +117,14 @@ static const char *non_abi_reason(const char *name)
  * runtime functions, which all have CEntry's signature (int, Address*,
  * Isolate*); its embedded builtins are generated code themselves. HotSpot's
  * interpreter, stubs and JIT call into libjvm's C++ from many classes (frames
- * the walker reads pc = sp[-1] of), which the ELF cannot tell apart.
+ * the walker reads pc = sp[-1] of), which the ELF cannot tell apart: libjvm
+ * is instrumented, and the enter hook leaves those calls unhijacked by their
+ * caller (STUB_FLAG_JIT_CALLERS, agent/jit_callers.h), as it does for V8's
+ * other C++ (irregexp's stack check rewrites its return address).
  */
 static const char *runtime_frame_reason(const struct elf_symbols *syms,
 					const struct elf_function *fn)
 {
-	if (syms->has_hotspot)
-		return "HotSpot's libjvm: its generated code calls into its C++, and its stack "
-		       "walker reads those frames' return addresses";
 	if (!syms->has_v8)
 		return NULL;
 	if (syms->v8_blob_hi ? fn->value < syms->v8_blob_hi && fn->value + fn->size > syms->v8_blob_lo :
@@ -428,7 +428,7 @@ static void module_pick(struct module_job *job, const struct func_filter *filter
 
 		if (!selected && !flags)
 			continue;
-		if (selected && job->syms.has_v8)
+		if (selected && (job->syms.has_v8 || job->syms.has_hotspot))
 			flags |= STUB_FLAG_JIT_CALLERS;
 		r->matched += selected;
 		why = precheck(job->module, &job->syms, i);
@@ -448,11 +448,12 @@ static void module_pick(struct module_job *job, const struct func_filter *filter
 }
 
 /*
- * V8's compiled C++ for the enter hook (STUB_FLAG_JIT_CALLERS): the module's
- * text but the embedded builtins, by their blob symbols or, without them,
- * the span of the Builtins_ functions.
+ * A runtime's compiled C++ for the enter hook (STUB_FLAG_JIT_CALLERS): the
+ * module's text, but for V8 its embedded builtins, by their blob symbols or,
+ * without them, the span of the Builtins_ functions. HotSpot's generated
+ * code (interpreter, stubs, JIT) lives in its code cache, outside libjvm.
  */
-static void register_v8_native_code(struct module_job *job, struct instrument_report *r)
+static void register_runtime_native_code(struct module_job *job, struct instrument_report *r)
 {
 	const struct loaded_module *m = job->module;
 	uint64_t lo = job->syms.v8_blob_lo, hi = job->syms.v8_blob_hi;
@@ -598,8 +599,8 @@ static bool module_instrument(const struct loaded_module *m, const struct func_f
 		return false;
 	}
 	module_pick(&job, filter, r);
-	if (job.syms.has_v8 && job.n_picked)
-		register_v8_native_code(&job, r);
+	if ((job.syms.has_v8 || job.syms.has_hotspot) && job.n_picked)
+		register_runtime_native_code(&job, r);
 	if (module_plan(&job, maps, r))
 		report_warn(r, "%s: %s", m->path, "out of memory while preparing stubs");
 	free(job.picked);
