@@ -691,16 +691,12 @@ static int pw_thread_push(struct pw_thread *t, uint32_t iid)
 	return 0;
 }
 
-int perfetto_writer_slice_begin(struct perfetto_writer *w, pid_t pid, pid_t tid, uint64_t ts,
-				uint32_t func_id)
+/* A BEGIN on t, described and current (the chunk checked). */
+static int pw_begin_on(struct perfetto_writer *w, struct pw_thread *t, uint64_t ts,
+		       uint32_t func_id)
 {
-	struct pw_thread *t;
 	int64_t iid;
 
-	pw_chunk_check(w);
-	t = pw_thread_use(w, pid, tid);
-	if (!t)
-		return -ENOMEM;
 	if (t->depth >= PERFETTO_MAX_SLICE_DEPTH) {
 		t->clamped++;
 		w->st.slices_clamped++;
@@ -719,6 +715,18 @@ int perfetto_writer_slice_begin(struct perfetto_writer *w, pid_t pid, pid_t tid,
 		return -ENOMEM; /* the prologue will lack it: the next BEGIN retries */
 	t->depth++;
 	return 0;
+}
+
+int perfetto_writer_slice_begin(struct perfetto_writer *w, pid_t pid, pid_t tid, uint64_t ts,
+				uint32_t func_id)
+{
+	struct pw_thread *t;
+
+	pw_chunk_check(w);
+	t = pw_thread_use(w, pid, tid);
+	if (!t)
+		return -ENOMEM;
+	return pw_begin_on(w, t, ts, func_id);
 }
 
 /* An END carrying unsigned debug annotations: trace processor adds them to the slice's args. */
@@ -754,6 +762,22 @@ static int pw_slice_end_due(struct perfetto_writer *w, struct pw_thread *t)
 	return 1;
 }
 
+/* An END on t, described and current (the chunk checked). */
+static int pw_end_on(struct perfetto_writer *w, struct pw_thread *t, uint64_t ts,
+		     const struct perfetto_arg *args, size_t n)
+{
+	if (!pw_slice_end_due(w, t))
+		return 0;
+	/* a new chunk: the thread's sequence restarts with its next event, an END too */
+	if (!t->seq_started && pw_thread_seq_start(w, t, ts) < 0)
+		return -ENOMEM;
+	if (!n) {
+		pw_emit_slice(w, t, ts, PW_TYPE_SLICE_END, 0);
+		return 0;
+	}
+	return pw_emit_end_with_args(w, t, ts, args, n);
+}
+
 int perfetto_writer_slice_end(struct perfetto_writer *w, pid_t pid, pid_t tid, uint64_t ts)
 {
 	struct pw_thread *t;
@@ -762,13 +786,7 @@ int perfetto_writer_slice_end(struct perfetto_writer *w, pid_t pid, pid_t tid, u
 	t = pw_thread_use(w, pid, tid);
 	if (!t)
 		return -ENOMEM;
-	if (!pw_slice_end_due(w, t))
-		return 0;
-	/* a new chunk: the thread's sequence restarts with its next event, an END too */
-	if (!t->seq_started && pw_thread_seq_start(w, t, ts) < 0)
-		return -ENOMEM;
-	pw_emit_slice(w, t, ts, PW_TYPE_SLICE_END, 0);
-	return 0;
+	return pw_end_on(w, t, ts, NULL, 0);
 }
 
 int perfetto_writer_slice_end_args(struct perfetto_writer *w, pid_t pid, pid_t tid, uint64_t ts,
@@ -780,15 +798,40 @@ int perfetto_writer_slice_end_args(struct perfetto_writer *w, pid_t pid, pid_t t
 	t = pw_thread_use(w, pid, tid);
 	if (!t)
 		return -ENOMEM;
-	if (!pw_slice_end_due(w, t))
-		return 0;
-	if (!t->seq_started && pw_thread_seq_start(w, t, ts) < 0)
+	return pw_end_on(w, t, ts, args, n);
+}
+
+/*
+ * profd's hot path: the thread looked up once for a run of its events. Its
+ * entry cannot move meanwhile: only a new thread's insertion moves entries,
+ * and the ops are all on this one. A ring's new chunk (pw_chunk_check)
+ * restarts sequences in place.
+ */
+int perfetto_writer_slices(struct perfetto_writer *w, pid_t pid, pid_t tid,
+			   const struct perfetto_slice_op *ops, size_t n,
+			   const struct perfetto_arg *args)
+{
+	struct pw_thread *t;
+	int ret = 0, r;
+
+	pw_chunk_check(w);
+	t = pw_thread_use(w, pid, tid);
+	if (!t)
 		return -ENOMEM;
-	if (!n) {
-		pw_emit_slice(w, t, ts, PW_TYPE_SLICE_END, 0);
-		return 0;
+	for (size_t i = 0; i < n; i++) {
+		const struct perfetto_slice_op *op = &ops[i];
+
+		pw_chunk_check(w);
+		if (op->func_id) {
+			r = pw_begin_on(w, t, op->ts, op->func_id);
+		} else {
+			r = pw_end_on(w, t, op->ts, args, op->n_args);
+			args += op->n_args;
+		}
+		if (r && !ret)
+			ret = r; /* as the calls one by one: the others still go */
 	}
-	return pw_emit_end_with_args(w, t, ts, args, n);
+	return ret;
 }
 
 /* ---- function totals ------------------------------------------------------- */

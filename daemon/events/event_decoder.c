@@ -19,7 +19,8 @@
 /* One byte past the bound tells a frame of exactly the bound from a bigger one. */
 #define OUTPUT_CAP_MAX ((size_t)EVENT_FRAME_DECOMPRESSED_MAX + 1)
 
-#define EVENTS_PER_BATCH 1024
+/* 8 KiB of decoded events: still in L1 when the callback reads them */
+#define EVENTS_PER_BATCH EVENT_DECODER_BATCH_MAX
 
 struct event_decoder {
 	ZSTD_DStream *dstream;
