@@ -807,6 +807,71 @@ int perfetto_writer_slice_end_args(struct perfetto_writer *w, pid_t pid, pid_t t
  * and the ops are all on this one. A ring's new chunk (pw_chunk_check)
  * restarts sequences in place.
  */
+/*
+ * The common BEGIN or END (a delta under 2^14 ns, a sequence and an iid
+ * under 128) at constant offsets: pw_emit_slice's layout, without its
+ * varint loops and length sums. False when it does not apply: nothing done.
+ */
+static inline bool pw_emit_slice_fast(struct perfetto_writer *w, struct pw_thread *t, uint64_t ts,
+				      uint32_t iid)
+{
+	uint64_t delta = ts > t->seq_ts ? ts - t->seq_ts : 0;
+	uint8_t *p, *q;
+
+	if (delta >= 1u << 14 || t->seq >= 128 || iid >= 128 || !pw_keeps(w) ||
+	    PW_BUF_SIZE - w->buf_len < PW_SLICE_MAX)
+		return false;
+	t->seq_ts += delta;
+	p = w->buf + w->buf_len;
+	p[0] = 0x0a; /* Trace.packet */
+	p[2] = 0x40; /* timestamp: the delta */
+	if (delta < 128) {
+		p[3] = (uint8_t)delta;
+		q = p + 4;
+	} else {
+		p[3] = (uint8_t)(delta | 0x80);
+		p[4] = (uint8_t)(delta >> 7);
+		q = p + 5;
+	}
+	q[0] = 0x50; /* trusted_packet_sequence_id */
+	q[1] = (uint8_t)t->seq;
+	q[2] = 0x5a; /* track_event */
+	q[3] = iid ? 4 : 2;
+	q[4] = 0x48; /* type */
+	q[5] = iid ? PW_TYPE_SLICE_BEGIN : PW_TYPE_SLICE_END;
+	q[6] = 0x50; /* name_iid (BEGIN only: an END's bytes end before it) */
+	q[7] = (uint8_t)iid;
+	q += iid ? 8 : 6;
+	p[1] = (uint8_t)(q - p - 2);
+	w->buf_len = (size_t)(q - w->buf);
+	w->st.packets++;
+	return true;
+}
+
+/* pw_begin_on's usual case: no clamp, the name known on t's started sequence, no ring. */
+static inline bool pw_begin_fast(struct perfetto_writer *w, struct pw_thread *t, uint64_t ts,
+				 uint32_t func_id)
+{
+	uint32_t iid;
+
+	if (t->depth >= PERFETTO_MAX_SLICE_DEPTH || !t->seq_started || w->ring ||
+	    func_id >= w->n_func_iid_cache || !(iid = w->func_iid_cache[func_id]) ||
+	    !pw_thread_defined(t, iid) || !pw_emit_slice_fast(w, t, ts, iid))
+		return false;
+	t->depth++;
+	return true;
+}
+
+/* pw_end_on's usual case: no argument, no clamp, a slice open on t's started sequence. */
+static inline bool pw_end_fast(struct perfetto_writer *w, struct pw_thread *t, uint64_t ts,
+			       uint32_t n_args)
+{
+	if (n_args || t->clamped || !t->depth || !t->seq_started || !pw_emit_slice_fast(w, t, ts, 0))
+		return false;
+	t->depth--;
+	return true;
+}
+
 int perfetto_writer_slices(struct perfetto_writer *w, pid_t pid, pid_t tid,
 			   const struct perfetto_slice_op *ops, size_t n,
 			   const struct perfetto_arg *args)
@@ -822,6 +887,9 @@ int perfetto_writer_slices(struct perfetto_writer *w, pid_t pid, pid_t tid,
 		const struct perfetto_slice_op *op = &ops[i];
 
 		pw_chunk_check(w);
+		if (op->func_id ? pw_begin_fast(w, t, op->ts, op->func_id) :
+				  pw_end_fast(w, t, op->ts, op->n_args))
+			continue;
 		if (op->func_id) {
 			r = pw_begin_on(w, t, op->ts, op->func_id);
 		} else {
