@@ -36,7 +36,11 @@
 /* How often a thread's aggregates go out while it runs (and always at its exit and at stop). */
 #define AGGREGATES_INTERVAL_NS (250ull * 1000 * 1000)
 #define TRIM_INTERVAL_NS (250ull * 1000 * 1000)
-#define STAGE_CAPACITY (4u << 20)
+/*
+ * A frame's most: profd holds the frame being read whole (2 MiB, kept while
+ * the agent streams: frame_reader_keep), and the worst chunk is a quarter.
+ */
+#define STAGE_CAPACITY (2u << 20)
 /*
  * The events go to a daemon on the same machine, already delta-encoded (4-5
  * bytes each), as they are: zstd took 62 % of the flusher's CPU on the python
