@@ -301,10 +301,9 @@ static void slice_run_flush(struct session_process *p, uint32_t tid, struct slic
  * was switched out during it, its on-CPU and off-CPU time (a slice without
  * them ran throughout, if the trace has scheduler states).
  */
-static void end_call(struct session_process *p, struct slice_run *r, uint64_t ts,
+static void end_call(struct sched_session *sched, struct slice_run *r, uint64_t ts,
 		     uint32_t func_id, const struct call_frame *done, struct offcpu_thread *clock)
 {
-	struct sched_session *sched = p->s->sched;
 	struct perfetto_arg *args = &r->args[r->n_args];
 	uint32_t n = 0;
 
@@ -367,7 +366,11 @@ static void on_events(void *ctx, uint32_t tid, const struct decoded_event *evs, 
 	/* no switch is drained while a batch is decoded: one lookup serves it */
 	struct offcpu_thread *clock = s->sched ? sched_session_clock(s->sched, tid) : NULL;
 	struct call_thread *calls = call_stacks_thread(p->calls, tid);
+	/* in locals: the stores below through pointers would make them reloaded per event */
+	struct sample_pipeline *samples = p->samples_out;
+	struct sched_session *sched = s->sched;
 	uint32_t last_agent_id = 0, last_func_id = 0;
+	uint64_t events = 0, invalid = 0;
 	static struct slice_run run; /* profd's one thread; 16 KiB off the stack */
 
 	for (size_t i = 0; i < n; i++) {
@@ -381,25 +384,27 @@ static void on_events(void *ctx, uint32_t tid, const struct decoded_event *evs, 
 		}
 		func_id = last_func_id;
 		if (!func_id || (ev->kind != EVENT_ENTER && ev->kind != EVENT_EXIT)) {
-			p->events_invalid++;
+			invalid++;
 			continue;
 		}
 		if (ts < last_ts) /* slices on one thread never go back in time */
 			ts = last_ts;
 		last_ts = ts;
-		p->events++;
+		events++;
 		/* samples taken before this event see the calls open before it */
-		if (p->samples_out)
-			sample_pipeline_thread_reached(p->samples_out, tid, ts);
+		if (samples)
+			sample_pipeline_thread_reached(samples, tid, ts);
 		if (run.n_ops == EVENT_DECODER_BATCH_MAX)
 			slice_run_flush(p, tid, &run);
 		if (ev->kind == EVENT_EXIT)
-			end_call(p, &run, ts, func_id, calls ? call_thread_exit(calls, func_id) : NULL,
-				 clock);
+			end_call(sched, &run, ts, func_id,
+				 calls ? call_thread_exit(calls, func_id) : NULL, clock);
 		else
 			begin_call(calls, &run, ev, ts, func_id, clock);
 	}
 	slice_run_flush(p, tid, &run);
+	p->events += events;
+	p->events_invalid += invalid;
 	if (t)
 		t->last_ts = last_ts;
 }
