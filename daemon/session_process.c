@@ -281,18 +281,27 @@ void session_process_tick(struct session_process *p, uint64_t now)
 
 /* ---- its agent's events ------------------------------------------------------------ */
 
-/* A run of one thread's slice ops on their way to the writer (one call per run). */
+/*
+ * A run of one thread's slice ops on their way to the writer (one call per
+ * run), and where the next op and argument go: pointers, in on_events'
+ * locals (a count would be a 64-bit word that every 64-bit store into a
+ * frame may alias: reloaded after each).
+ */
 struct slice_run {
-	struct perfetto_slice_op ops[EVENT_DECODER_BATCH_MAX];
-	struct perfetto_arg args[EVENT_DECODER_BATCH_MAX * 4];
-	size_t n_ops, n_args;
+	struct perfetto_slice_op *ops, *op;
+	struct perfetto_arg *args, *arg;
 };
+/* profd's one thread replays; 16 KiB off the stack */
+static struct perfetto_slice_op run_ops[EVENT_DECODER_BATCH_MAX];
+static struct perfetto_arg run_args[EVENT_DECODER_BATCH_MAX * 4];
 
 static void slice_run_flush(struct session_process *p, uint32_t tid, struct slice_run *r)
 {
-	if (r->n_ops)
-		perfetto_writer_slices(p->s->writer, p->pid, (pid_t)tid, r->ops, r->n_ops, r->args);
-	r->n_ops = r->n_args = 0;
+	if (r->op != r->ops)
+		perfetto_writer_slices(p->s->writer, p->pid, (pid_t)tid, r->ops,
+				       (size_t)(r->op - r->ops), r->args);
+	r->op = r->ops;
+	r->arg = r->args;
 }
 
 /*
@@ -304,7 +313,7 @@ static void slice_run_flush(struct session_process *p, uint32_t tid, struct slic
 static void end_call(struct sched_session *sched, struct slice_run *r, uint64_t ts,
 		     uint32_t func_id, const struct call_frame *done, struct offcpu_thread *clock)
 {
-	struct perfetto_arg *args = &r->args[r->n_args];
+	struct perfetto_arg *args = r->arg;
 	uint32_t n = 0;
 
 	if (done && sched) {
@@ -329,8 +338,8 @@ static void end_call(struct sched_session *sched, struct slice_run *r, uint64_t 
 end:
 	if (done && done->self_samples)
 		args[n++] = (struct perfetto_arg){ "self_samples", done->self_samples };
-	r->ops[r->n_ops++] = (struct perfetto_slice_op){ .ts = ts, .n_args = n };
-	r->n_args += n;
+	*r->op++ = (struct perfetto_slice_op){ .ts = ts, .n_args = n };
+	r->arg += n;
 }
 
 static void begin_call(struct call_thread *calls, struct slice_run *r,
@@ -349,7 +358,7 @@ static void begin_call(struct call_thread *calls, struct slice_run *r,
 		f->off_at_enter = offcpu_thread_before(clock, ts);
 		call_thread_pushed(calls, f);
 	}
-	r->ops[r->n_ops++] = (struct perfetto_slice_op){ .ts = ts, .func_id = func_id };
+	*r->op++ = (struct perfetto_slice_op){ .ts = ts, .func_id = func_id };
 }
 
 /*
@@ -371,7 +380,7 @@ static void on_events(void *ctx, uint32_t tid, const struct decoded_event *evs, 
 	struct sched_session *sched = s->sched;
 	uint32_t last_agent_id = 0, last_func_id = 0;
 	uint64_t events = 0, invalid = 0;
-	static struct slice_run run; /* profd's one thread; 16 KiB off the stack */
+	struct slice_run run = { run_ops, run_ops, run_args, run_args };
 
 	for (size_t i = 0; i < n; i++) {
 		const struct decoded_event *ev = &evs[i];
@@ -394,7 +403,7 @@ static void on_events(void *ctx, uint32_t tid, const struct decoded_event *evs, 
 		/* samples taken before this event see the calls open before it */
 		if (samples)
 			sample_pipeline_thread_reached(samples, tid, ts);
-		if (run.n_ops == EVENT_DECODER_BATCH_MAX)
+		if (run.op == run.ops + EVENT_DECODER_BATCH_MAX)
 			slice_run_flush(p, tid, &run);
 		if (ev->kind == EVENT_EXIT)
 			end_call(sched, &run, ts, func_id,
