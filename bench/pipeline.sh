@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Pipeline: what the event pipeline (the agent's flusher thread in the target,
-# then profd) costs per event, and the highest event rate that one session
-# sustains without dropping a call, for 1, 2 and 4 target threads.
-# Usage: bench/pipeline.sh [--quick] [--trace-compression C] [--sched on|off] [BUILD_DIR]; see bench/README.md.
+# then profd, and profctl) costs per event, and the highest event rate that one
+# session sustains without dropping a call, for 1, 2 and 4 target threads.
+# Usage: bench/pipeline.sh [--quick] [--flat N] [--trace-compression C] [--sched on|off]
+# [BUILD_DIR]; see bench/README.md.
 # Exits non-zero when a session failed or its events do not add up to the calls.
 set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
