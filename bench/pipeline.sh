@@ -30,7 +30,7 @@ while [ $# -gt 0 ]; do
 		shift
 		;;
 	--flat)
-		[ $# -ge 2 ] && [ "$2" -gt 0 ] 2>/dev/null || usage
+		if [ $# -lt 2 ] || ! [ "$2" -gt 0 ] 2>/dev/null; then usage; fi
 		FLAT_RUNS=$2
 		shift
 		;;
