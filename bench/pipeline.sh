@@ -58,12 +58,7 @@ fi
 POLL_S=0.01 # how often the flusher's CPU time is read
 HZ=$(getconf CLK_TCK)
 
-for f in profd profctl libprofagent.so bench/load_target; do
-	if [ ! -x "$ROOT/$BUILD/$f" ]; then
-		echo "FAIL: $ROOT/$BUILD/$f is missing: make -j2 all $BUILD/bench/load_target" >&2
-		exit 1
-	fi
-done
+require_load_target_build
 if ! read -r line </proc/self/schedstat || [ "${line%% *}" = 0 ]; then
 	echo "FAIL: /proc/PID/schedstat gives no CPU time (kernel without CONFIG_SCHED_INFO?)" >&2
 	exit 1

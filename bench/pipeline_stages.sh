@@ -34,12 +34,7 @@ if [ "$(id -u)" -ne 0 ] && [ "$(cat /proc/sys/kernel/perf_event_paranoid)" -gt -
 	echo "skip: recording every CPU needs root or kernel.perf_event_paranoid=-1"
 	exit 0
 fi
-for f in profd profctl libprofagent.so bench/load_target; do
-	if [ ! -x "$ROOT/$BUILD/$f" ]; then
-		echo "FAIL: $ROOT/$BUILD/$f is missing: make -j2 all $BUILD/bench/load_target" >&2
-		exit 1
-	fi
-done
+require_load_target_build
 
 tmp=$(mktemp -d)
 profd_pid=
