@@ -36,7 +36,11 @@
 /* How often a thread's aggregates go out while it runs (and always at its exit and at stop). */
 #define AGGREGATES_INTERVAL_NS (250ull * 1000 * 1000)
 #define TRIM_INTERVAL_NS (250ull * 1000 * 1000)
-#define STAGE_CAPACITY (4u << 20)
+/*
+ * A frame's most: profd holds the frame being read whole (2 MiB, kept while
+ * the agent streams: frame_reader_keep), and the worst chunk is a quarter.
+ */
+#define STAGE_CAPACITY (2u << 20)
 /*
  * The events go to a daemon on the same machine, already delta-encoded (4-5
  * bytes each), as they are: zstd took 62 % of the flusher's CPU on the python
@@ -196,6 +200,38 @@ static const struct event_record *span_segment(struct agent_thread *t, uint64_t 
 }
 
 /*
+ * The events of one segment from *pos_io up to limit, while the chunk has
+ * room, into p. In locals: a byte store may alias the cursor and the
+ * encoder, and GCC reloaded and stored them around every byte.
+ */
+static uint8_t *encode_span(const struct event_record *seg, uint64_t *pos_io, uint64_t limit,
+			    struct event_encoder *enc_io, uint8_t *p)
+{
+	uint64_t pos = *pos_io;
+	struct event_encoder enc = *enc_io;
+
+	while (pos < limit && enc.count < EVENTS_PER_CHUNK) {
+		const struct event_record *r = &seg[pos % SEGMENT_SPAN];
+		const struct event_enter_frame *f;
+		uint64_t tsc = r->tsc;
+		uint32_t func_id = r->func_id, kind = r->kind;
+
+		if (kind != EVENT_ENTER) {
+			p = event_encode(&enc, p, tsc, func_id, kind, 0, 0);
+			pos++;
+			continue;
+		}
+		f = (const void *)&seg[(pos + 1) % SEGMENT_SPAN]; /* its frame: same segment */
+		p = event_encode(&enc, p, tsc, func_id, EVENT_ENTER, f->return_address,
+				 f->tagged_slot & ~EVENT_FRAME_TAG);
+		pos += 2;
+	}
+	*pos_io = pos;
+	*enc_io = enc;
+	return p;
+}
+
+/*
  * Encodes up to EVENTS_PER_CHUNK events from c->pos as one EVENTS chunk
  * (proto/event_wire.h), releasing every segment it leaves behind.
  */
@@ -223,20 +259,7 @@ static void flusher_put_event_chunk(struct event_cursor *c, uint64_t drops)
 		if (end && end - 1 < limit)
 			limit = end - 1;
 		seg = span_segment(c->t, span); /* once per span, not per event */
-		while (c->pos < limit && enc.count < EVENTS_PER_CHUNK) {
-			const struct event_record *r = &seg[c->pos % SEGMENT_SPAN];
-			const struct event_enter_frame *f;
-
-			if (r->kind != EVENT_ENTER) {
-				p = event_encode(&enc, p, r->tsc, r->func_id, r->kind, 0, 0);
-				c->pos++;
-				continue;
-			}
-			f = (const void *)&seg[(c->pos + 1) % SEGMENT_SPAN]; /* its frame: same segment */
-			p = event_encode(&enc, p, r->tsc, r->func_id, EVENT_ENTER, f->return_address,
-					 f->tagged_slot & ~EVENT_FRAME_TAG);
-			c->pos += 2;
-		}
+		p = encode_span(seg, &c->pos, limit, &enc, p);
 	}
 	h.count = enc.count;
 	h.len = (uint32_t)(p - start - sizeof(h));

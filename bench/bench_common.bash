@@ -26,3 +26,15 @@ summary_counts() { # PROFCTL_STDERR_FILE
 	sed -nE 's/^profctl: calls: [0-9]+ made, ([0-9]+) recorded, ([0-9]+) dropped.*/\1 \2/p' \
 		"$1" | awk '{ print 2 * $1, $2; exit }'
 }
+
+# Exits 1 (the one place it does) unless BUILD holds what the benches of
+# bench/load_target run: profd, profctl, the agent and the target.
+require_load_target_build() {
+	local f
+	for f in profd profctl libprofagent.so bench/load_target; do
+		if [ ! -x "$ROOT/$BUILD/$f" ]; then
+			echo "FAIL: $ROOT/$BUILD/$f is missing: make -j2 all $BUILD/bench/load_target" >&2
+			exit 1
+		fi
+	done
+}

@@ -23,12 +23,7 @@ case "$SECS" in
 	exit 2
 	;;
 esac
-for f in profd profctl libprofagent.so bench/load_target; do
-	if [ ! -x "$ROOT/$BUILD/$f" ]; then
-		echo "FAIL: $ROOT/$BUILD/$f is missing: make -j2 all $BUILD/bench/load_target" >&2
-		exit 1
-	fi
-done
+require_load_target_build
 
 tmp=$(mktemp -d)
 profd_pid=

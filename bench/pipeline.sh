@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
 # Pipeline: what the event pipeline (the agent's flusher thread in the target,
-# then profd) costs per event, and the highest event rate that one session
-# sustains without dropping a call, for 1, 2 and 4 target threads.
-# Usage: bench/pipeline.sh [--quick] [--trace-compression C] [--sched on|off] [BUILD_DIR]; see bench/README.md.
+# then profd, and profctl) costs per event, and the highest event rate that one
+# session sustains without dropping a call, for 1, 2 and 4 target threads.
+# Usage: bench/pipeline.sh [--quick] [--flat N] [--trace-compression C] [--sched on|off]
+# [BUILD_DIR]; see bench/README.md.
 # Exits non-zero when a session failed or its events do not add up to the calls.
 set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=build
 QUICK=0
 COMPRESSION=deflate # profctl's default
+FLAT_RUNS=0 # --flat N: only the flat-out run, N times, and their medians
 usage() {
-	echo "usage: $0 [--quick] [--trace-compression deflate|zstd|none] [--sched on|off] [BUILD_DIR]" \
-		"  (default: about 1 minute; --quick: about 15 s)" >&2
+	echo "usage: $0 [--quick] [--flat N] [--trace-compression deflate|zstd|none] [--sched on|off]" \
+		"[BUILD_DIR]  (default: about 1 minute; --quick: about 15 s)" >&2
 	exit 2
 }
 while [ $# -gt 0 ]; do
@@ -25,6 +27,11 @@ while [ $# -gt 0 ]; do
 	--sched)
 		[ $# -ge 2 ] || usage
 		SCHED=$2
+		shift
+		;;
+	--flat)
+		if [ $# -lt 2 ] || ! [ "$2" -gt 0 ] 2>/dev/null; then usage; fi
+		FLAT_RUNS=$2
 		shift
 		;;
 	-*) usage ;;
@@ -51,12 +58,7 @@ fi
 POLL_S=0.01 # how often the flusher's CPU time is read
 HZ=$(getconf CLK_TCK)
 
-for f in profd profctl libprofagent.so bench/load_target; do
-	if [ ! -x "$ROOT/$BUILD/$f" ]; then
-		echo "FAIL: $ROOT/$BUILD/$f is missing: make -j2 all $BUILD/bench/load_target" >&2
-		exit 1
-	fi
-done
+require_load_target_build
 if ! read -r line </proc/self/schedstat || [ "${line%% *}" = 0 ]; then
 	echo "FAIL: /proc/PID/schedstat gives no CPU time (kernel without CONFIG_SCHED_INFO?)" >&2
 	exit 1
@@ -122,8 +124,11 @@ find_flusher() { # PROFCTL_PID
 # thread cannot have used more CPU than that after the last read. The first
 # field of schedstat is the thread's total on-CPU time (sum_exec_runtime, which
 # utime + stime of /proc/PID/task/TID/stat split at a resolution of 10 ms).
-watch_flusher() { # TGID TID
-	local f="/proc/$1/task/$2/schedstat" line ns=0 reads=0 t t_ok
+# Then reads profctl's (single-threaded) CPU time the same way until it is
+# reaped, and prints it last: a zombie's schedstat still reads, so the last
+# value is its total.
+watch_flusher() { # TGID TID PROFCTL_PID
+	local f="/proc/$1/task/$2/schedstat" line ns=0 reads=0 t t_ok ctl_ns=0 tail
 	t_ok=$EPOCHREALTIME
 	while t=$EPOCHREALTIME && read -r line 2>/dev/null <"$f"; do
 		t_ok=$t
@@ -132,7 +137,12 @@ watch_flusher() { # TGID TID
 		nap "$POLL_S"
 	done
 	t=$EPOCHREALTIME
-	echo "$ns $reads $(((${t/[.,]/} - ${t_ok/[.,]/}) * 1000))"
+	tail=$(((${t/[.,]/} - ${t_ok/[.,]/}) * 1000))
+	while read -r line 2>/dev/null <"/proc/$3/schedstat"; do
+		ctl_ns=${line%% *}
+		nap "$POLL_S"
+	done
+	echo "$ns $reads $tail $ctl_ns"
 }
 
 # Figures of the last run_session, for the search and the summary.
@@ -145,21 +155,22 @@ run_figures=
 mega() { awk -v n="$1" 'BEGIN { printf "%.2fM", n / 1e6 }'; }
 
 header() {
-	echo "flush, profd ns/event: CPU time of the target's flusher thread, of profd, per event recorded;"
+	echo "flush, profd, ctl ns/event: CPU time of the target's flusher thread, of profd, of profctl, per"
+	echo "event recorded; all: the three together (the pipeline all-in, less the target's own threads);"
 	echo "tail <: at most this much flusher CPU per event went unseen after its last read; tgt ns/call:"
 	echo "wall time x threads / calls (flat out only); CPU %: of one CPU, over the session"
-	printf "%-7s %12s %9s %9s %13s %7s %7s %8s %7s %6s %8s %6s  %s\n" threads \
+	printf "%-7s %12s %9s %9s %13s %7s %7s %8s %7s %6s %8s %6s %6s %6s  %s\n" threads \
 		"calls/s/thr" "calls/s" "ev/s rec" "calls dropped" dropped "tgt ns" \
-		"flush ns" "tail <" "flush%" "profd ns" profd% result
-	printf "%-7s %12s %9s %9s %13s %7s %7s %8s %7s %6s %8s %6s\n" "" "(pacing)" "" "" "" \
-		"" "/call" "/event" "/event" "CPU" "/event" CPU
+		"flush ns" "tail <" "flush%" "profd ns" profd% "ctl ns" "all ns" result
+	printf "%-7s %12s %9s %9s %13s %7s %7s %8s %7s %6s %8s %6s %6s %6s\n" "" "(pacing)" "" "" "" \
+		"" "/call" "/event" "/event" "CPU" "/event" CPU "/event" "/event"
 }
 
 # One profctl run session of load_target: THREADS, RATE calls/s per thread (0:
 # flat out), SECONDS. Prints one row and sets run_*; exits on a failed session.
 run_session() {
 	local threads=$1 rate=$2 secs=$3 rc=0 t0 t1 p0 p1 calls wall recorded='' dropped='' ok=1
-	local flusher_ns reads tail_ns result args=("$threads" "$secs")
+	local flusher_ns reads tail_ns ctl_ns result args=("$threads" "$secs")
 	[ "$rate" -eq 0 ] || args+=(--rate "$rate")
 	target_pid=
 	flusher_tid=
@@ -171,7 +182,7 @@ run_session() {
 		"$ROOT/$BUILD/bench/load_target" "${args[@]}" >"$tmp/run.out" 2>"$tmp/run.err" &
 	profctl_pid=$!
 	if find_flusher "$profctl_pid"; then
-		watch_flusher "$target_pid" "$flusher_tid" >"$tmp/flusher" &
+		watch_flusher "$target_pid" "$flusher_tid" "$profctl_pid" >"$tmp/flusher" &
 		watcher_pid=$!
 	fi
 	wait "$profctl_pid" || rc=$?
@@ -186,11 +197,11 @@ run_session() {
 	# The trace is finalized once profctl has printed its summary: profd's work is done.
 	p1=$(profd_cpu_ns)
 	rm -f "$tmp/run.pftrace"
-	flusher_ns=0 reads=0 tail_ns=0
+	flusher_ns=0 reads=0 tail_ns=0 ctl_ns=0
 	if [ -n "$watcher_pid" ]; then
 		wait "$watcher_pid" || true
 		watcher_pid=
-		read -r flusher_ns reads tail_ns <"$tmp/flusher"
+		read -r flusher_ns reads tail_ns ctl_ns <"$tmp/flusher"
 	else
 		echo "FAIL: no thread named profd-flusher appeared in load_target" >&2
 		ok=0
@@ -229,16 +240,16 @@ run_session() {
 		exit 1
 	fi
 
-	local calls_m ev_m pct fl_ev tail_ev fl_cpu pr_ev pr_cpu tgt made pacing
-	read -r calls_m ev_m pct fl_ev tail_ev fl_cpu pr_ev pr_cpu tgt made < <(awk \
+	local calls_m ev_m pct fl_ev tail_ev fl_cpu pr_ev pr_cpu tgt made pacing ctl_ev all_ev
+	read -r calls_m ev_m pct fl_ev tail_ev fl_cpu pr_ev pr_cpu tgt made ctl_ev all_ev < <(awk \
 		-v th="$threads" -v rate="$rate" -v c="$calls" -v w="$wall" -v r="$recorded" \
 		-v d="$dropped" -v f="$flusher_ns" -v tail="$tail_ns" -v p="$((p1 - p0))" \
-		-v t0="$t0" -v t1="$t1" 'BEGIN {
+		-v ctl="$ctl_ns" -v t0="$t0" -v t1="$t1" 'BEGIN {
 		s = t1 - t0; ev = r ? r : 1
-		printf "%.2f %.2f %.2f %.1f %.2f %.0f %.1f %.0f %s %.0f\n", c / w / 1e6, r / w / 1e6,
-			100 * 2 * d / (r + 2 * d), f / ev, tail / ev, 100 * f / 1e9 / s, p / ev,
-			100 * p / 1e9 / s, rate ? "paced" : sprintf("%.2f", 1e9 * w * th / c),
-			rate ? 100 * c / w / (rate * th) : 100 }')
+		printf "%.2f %.2f %.2f %.1f %.2f %.0f %.1f %.0f %s %.0f %.1f %.1f\n", c / w / 1e6,
+			r / w / 1e6, 100 * 2 * d / (r + 2 * d), f / ev, tail / ev, 100 * f / 1e9 / s,
+			p / ev, 100 * p / 1e9 / s, rate ? "paced" : sprintf("%.2f", 1e9 * w * th / c),
+			rate ? 100 * c / w / (rate * th) : 100, ctl / ev, (f + p + ctl) / ev }')
 	pacing="flat out"
 	[ "$rate" -eq 0 ] || pacing=$(mega "$rate")
 	if [ "$rate" -eq 0 ]; then
@@ -252,9 +263,9 @@ run_session() {
 	else
 		result=ok
 	fi
-	printf "%-7d %12s %8.2fM %8.2fM %13d %6.2f%% %7s %8.1f %7.2f %5d%% %8.1f %5d%%  %s\n" \
-		"$threads" "$pacing" "$calls_m" \
-		"$ev_m" "$dropped" "$pct" "$tgt" "$fl_ev" "$tail_ev" "$fl_cpu" "$pr_ev" "$pr_cpu" "$result"
+	printf "%-7d %12s %8.2fM %8.2fM %13d %6.2f%% %7s %8.1f %7.2f %5d%% %8.1f %5d%% %6.1f %6.1f  %s\n" \
+		"$threads" "$pacing" "$calls_m" "$ev_m" "$dropped" "$pct" "$tgt" "$fl_ev" "$tail_ev" \
+		"$fl_cpu" "$pr_ev" "$pr_cpu" "$ctl_ev" "$all_ev" "$result"
 	if [ "$reads" -lt 10 ]; then
 		echo "WARNING: the flusher's CPU time was read only $reads times" >&2
 	fi
@@ -263,13 +274,13 @@ run_session() {
 	run_made_pct=$made
 	run_ok=0
 	[ "$result" != ok ] || run_ok=1
-	# for the summary: events/s recorded, dropped %, flusher, profd ns/event, target ns/call
-	run_figures="${ev_m}M $pct% $fl_ev $pr_ev $tgt"
+	# for the summary: events/s recorded, dropped %, flusher, profd, all-in ns/event, target ns/call
+	run_figures="${ev_m}M $pct% $fl_ev $pr_ev $all_ev $tgt"
 }
 
 summary_row() { # THREADS WHAT FIGURES NOTE
-	# shellcheck disable=SC2086 # FIGURES: five words
-	printf "%-7s %-10s %12s %8s %12s %12s %12s  %s\n" "$1" "$2" $3 "$4" >>"$tmp/summary"
+	# shellcheck disable=SC2086 # FIGURES: six words
+	printf "%-7s %-10s %12s %8s %12s %12s %12s %12s  %s\n" "$1" "$2" $3 "$4" >>"$tmp/summary"
 }
 
 # Doubles the rate while no call is dropped, then bisects. Appends a line to the summary.
@@ -300,11 +311,11 @@ search() { # THREADS START_EVENTS_PER_S
 	done
 	sustained=$lo
 	if [ "$lo" -eq 0 ] && [ "$hi" -eq 0 ]; then
-		summary_row "$threads" sustained "- - - - -" "$note_fast; $runs runs"
+		summary_row "$threads" sustained "- - - - - -" "$note_fast; $runs runs"
 		return
 	elif [ "$lo" -eq 0 ]; then
 		note="dropped at every rate tried, down to $(mega "$hi"): $hi_dropped calls ($hi_pct%)"
-		summary_row "$threads" sustained "- - - - -" "$note; $runs runs"
+		summary_row "$threads" sustained "- - - - - -" "$note; $runs runs"
 		return
 	fi
 	note="asked $(mega "$lo")"
@@ -324,25 +335,49 @@ if [ "${load1%%.*}" -ge 1 ]; then
 fi
 profd_start "$tmp"
 
-header
-echo "-- 1 thread calling flat out for $FLAT_SECS s"
-run_session 1 0 "$FLAT_SECS"
-: >"$tmp/summary"
-summary_row 1 "flat out" "$run_figures" ""
-sustained=0
-for t in $THREAD_COUNTS; do
-	start=$START_EVENTS
-	[ "$sustained" -eq 0 ] || start=$sustained
-	echo "-- $t thread(s), paced, $SEARCH_SECS s per run: the highest rate with no call dropped"
-	search "$t" "$start"
-done
+# --flat N: N flat-out runs of 2 s (the issue's figure), then the median of each column.
+flat_only() {
+	local i
+	: >"$tmp/flat"
+	echo "-- 1 thread calling flat out for 2 s, $FLAT_RUNS times"
+	for ((i = 0; i < FLAT_RUNS; i++)); do
+		run_session 1 0 2
+		echo "$run_figures" >>"$tmp/flat"
+	done
+	echo
+	echo "median of $FLAT_RUNS flat-out runs (each column apart):"
+	printf "%12s %8s %12s %12s %12s %12s\n" "events/s rec" dropped "flush ns/ev" \
+		"profd ns/ev" "all-in ns/ev" "tgt ns/call"
+	for i in 1 2 3 4 5 6; do
+		tr -d 'M%' <"$tmp/flat" | awk -v c="$i" '{ print $c }' | sort -g |
+			awk '{ v[NR] = $1 } END { m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+				printf "%s ", m }'
+	done | awk '{ printf "%11.2fM %7.2f%% %12.1f %12.1f %12.1f %12.2f\n", $1, $2, $3, $4, $5, $6 }'
+}
 
-echo
-echo "summary (sustained: the highest rate asked with no call dropped in a run of $SEARCH_SECS s;"
-echo "events/s recorded: that run's, 2 events per call; the note gives the next rate up asked):"
-printf "%-7s %-10s %12s %8s %12s %12s %12s  %s\n" threads run "events/s rec" dropped \
-	"flush ns/ev" "profd ns/ev" "tgt ns/call" note
-cat "$tmp/summary"
+header
+if [ "$FLAT_RUNS" -gt 0 ]; then
+	flat_only
+else
+	echo "-- 1 thread calling flat out for $FLAT_SECS s"
+	run_session 1 0 "$FLAT_SECS"
+	: >"$tmp/summary"
+	summary_row 1 "flat out" "$run_figures" ""
+	sustained=0
+	for t in $THREAD_COUNTS; do
+		start=$START_EVENTS
+		[ "$sustained" -eq 0 ] || start=$sustained
+		echo "-- $t thread(s), paced, $SEARCH_SECS s per run: the highest rate with no call dropped"
+		search "$t" "$start"
+	done
+
+	echo
+	echo "summary (sustained: the highest rate asked with no call dropped in a run of $SEARCH_SECS s;"
+	echo "events/s recorded: that run's, 2 events per call; the note gives the next rate up asked):"
+	printf "%-7s %-10s %12s %8s %12s %12s %12s %12s  %s\n" threads run "events/s rec" dropped \
+		"flush ns/ev" "profd ns/ev" "all-in ns/ev" "tgt ns/call" note
+	cat "$tmp/summary"
+fi
 echo "load average after:  $(cut -d' ' -f1-3 /proc/loadavg)"
 kill -TERM "$profd_pid"
 profd_rc=0

@@ -46,6 +46,8 @@
 #define CONN_STALL_NS (10ull * 1000 * 1000 * 1000)
 /* A connection whose first frame does not come within this is dropped too. */
 #define CONN_FIRST_FRAME_NS (10ull * 1000 * 1000 * 1000)
+/* A peer quiet this long gets its read buffer trimmed (frame_reader_keep). */
+#define CONN_TRIM_NS (1000ull * 1000 * 1000)
 /* How long a closing connection may take to drain its last frames (a summary). */
 #define CONN_LINGER_NS (2ull * 1000 * 1000 * 1000)
 /* Beyond this many connections new ones are accepted and closed at once. */
@@ -356,6 +358,8 @@ static struct conn *conn_new(struct server *srv, int fd)
 	c->passed_fd = -1;
 	c->last_read_ns = mono_clock_ns();
 	frame_reader_init(&c->reader);
+	/* agents stream frames of up to 2 MiB: trimmed when quiet (drop_stalled) */
+	frame_reader_keep(&c->reader, true);
 	c->next = srv->conns;
 	srv->conns = c;
 	srv->n_conns++;
@@ -520,7 +524,10 @@ static void conn_writable(struct server *srv, struct conn *c)
 		c->closing = true;
 }
 
-/* Peers that stopped halfway through a frame, or never said what they are. */
+/*
+ * Peers that stopped halfway through a frame, or never said what they are;
+ * and the read buffers of quiet peers go back to their small size.
+ */
 static void drop_stalled(struct server *srv)
 {
 	uint64_t now = mono_clock_ns();
@@ -530,6 +537,8 @@ static void drop_stalled(struct server *srv)
 
 		if (c->closing)
 			continue;
+		if (now - c->last_read_ns > CONN_TRIM_NS)
+			frame_reader_trim(&c->reader);
 		if (frame_reader_partial(&c->reader) && now - c->last_read_ns > CONN_STALL_NS)
 			why = "stalled in the middle of a frame";
 		else if (c->kind == CONN_NEW && now - c->last_read_ns > CONN_FIRST_FRAME_NS)

@@ -332,28 +332,49 @@ void session_process_tick(struct session_process *p, uint64_t now)
 /* ---- its agent's events ------------------------------------------------------------ */
 
 /*
- * A call returned: its slice ends, with the samples it took as the innermost
- * call and, when the thread was switched out during it, its on-CPU and
- * off-CPU time (a slice without them ran throughout, if the trace has
- * scheduler states).
+ * A run of one thread's slice ops on their way to the writer (one call per
+ * run), and where the next op and argument go: pointers, in on_events'
+ * locals (a count would be a 64-bit word that every 64-bit store into a
+ * frame may alias: reloaded after each).
  */
-static void end_call(struct session_process *p, uint32_t tid, uint64_t ts, uint32_t func_id,
-		     struct offcpu_thread *clock)
-{
-	struct sched_session *sched = p->s->sched;
-	struct call_frame done = { 0 };
-	struct perfetto_arg args[4];
-	size_t n = 0;
+struct slice_run {
+	struct perfetto_slice_op *ops, *op;
+	struct perfetto_arg *args, *arg;
+};
+/* profd's one thread replays; 16 KiB off the stack */
+static struct perfetto_slice_op run_ops[EVENT_DECODER_BATCH_MAX];
+static struct perfetto_arg run_args[EVENT_DECODER_BATCH_MAX * 4];
 
-	if (call_stacks_exit(p->calls, tid, func_id, &done) == 0 && sched) {
+static void slice_run_flush(struct session_process *p, uint32_t tid, struct slice_run *r)
+{
+	if (r->op != r->ops)
+		perfetto_writer_slices(p->s->writer, p->pid, (pid_t)tid, r->ops,
+				       (size_t)(r->op - r->ops), r->args);
+	r->op = r->ops;
+	r->arg = r->args;
+}
+
+/*
+ * A call returned (done: its frame, NULL when none was open): its slice
+ * ends, with the samples it took as the innermost call and, when the thread
+ * was switched out during it, its on-CPU and off-CPU time (a slice without
+ * them ran throughout, if the trace has scheduler states).
+ */
+static void end_call(struct sched_session *sched, struct slice_run *r, uint64_t ts,
+		     uint32_t func_id, const struct call_frame *done, struct offcpu_thread *clock)
+{
+	struct perfetto_arg *args = r->arg;
+	uint32_t n = 0;
+
+	if (done && sched) {
 		struct offcpu_time now = offcpu_thread_before(clock, ts);
-		struct offcpu_time in = { now.off_ns - done.off_at_enter.off_ns,
-					  now.runnable_ns - done.off_at_enter.runnable_ns };
-		uint64_t dur = ts >= done.enter_ts ? ts - done.enter_ts : 0;
+		struct offcpu_time in = { now.off_ns - done->off_at_enter.off_ns,
+					  now.runnable_ns - done->off_at_enter.runnable_ns };
+		uint64_t dur = ts >= done->enter_ts ? ts - done->enter_ts : 0;
 
 		/* a clock behind its value at enter was forgotten meanwhile: no figure */
-		if (now.off_ns < done.off_at_enter.off_ns ||
-		    now.runnable_ns < done.off_at_enter.runnable_ns)
+		if (now.off_ns < done->off_at_enter.off_ns ||
+		    now.runnable_ns < done->off_at_enter.runnable_ns)
 			goto end;
 		sched_session_call(sched, func_id, dur, &in);
 		if (in.off_ns) {
@@ -365,14 +386,35 @@ static void end_call(struct session_process *p, uint32_t tid, uint64_t ts, uint3
 		}
 	}
 end:
-	if (done.self_samples)
-		args[n++] = (struct perfetto_arg){ "self_samples", done.self_samples };
-	perfetto_writer_slice_end_args(p->s->writer, p->pid, (pid_t)tid, ts, args, n);
+	if (done && done->self_samples)
+		args[n++] = (struct perfetto_arg){ "self_samples", done->self_samples };
+	*r->op++ = (struct perfetto_slice_op){ .ts = ts, .n_args = n };
+	r->arg += n;
+}
+
+static void begin_call(struct call_thread *calls, struct slice_run *r,
+		       const struct decoded_event *ev, uint64_t ts, uint32_t func_id,
+		       struct offcpu_thread *clock)
+{
+	/* NULL: out of memory or too deep, the call is not replayed (as call_stacks_enter) */
+	struct call_frame *f = calls ? call_thread_push(calls) : NULL;
+
+	if (f) {
+		f->func_id = func_id;
+		f->self_samples = 0;
+		f->return_address = ev->return_address;
+		f->return_slot = ev->return_slot;
+		f->enter_ts = ts;
+		f->off_at_enter = offcpu_thread_before(clock, ts);
+		call_thread_pushed(calls, f);
+	}
+	*r->op++ = (struct perfetto_slice_op){ .ts = ts, .func_id = func_id };
 }
 
 /*
- * One thread's events in stream order: its slot resolved once per batch, then
- * per event only what the event needs (profd's hot path: ~10 M events/s).
+ * One thread's events in stream order: its slot, clock, stack and track
+ * resolved once per batch, then per event only what the event needs (profd's
+ * hot path: tens of M events/s), the slices handed to the writer in one run.
  */
 static void on_events(void *ctx, uint32_t tid, const struct decoded_event *evs, size_t n)
 {
@@ -382,33 +424,46 @@ static void on_events(void *ctx, uint32_t tid, const struct decoded_event *evs, 
 	uint64_t last_ts = t ? t->last_ts : 0;
 	/* no switch is drained while a batch is decoded: one lookup serves it */
 	struct offcpu_thread *clock = s->sched ? sched_session_clock(s->sched, tid) : NULL;
+	struct call_thread *calls = call_stacks_thread(p->calls, tid);
+	/* in locals: the stores below through pointers would make them reloaded per event */
+	struct sample_pipeline *samples = p->samples_out;
+	struct sched_session *sched = s->sched;
+	uint32_t last_agent_id = 0, last_func_id = 0;
+	uint64_t events = 0, invalid = 0;
+	struct slice_run run = { run_ops, run_ops, run_args, run_args };
 
 	for (size_t i = 0; i < n; i++) {
 		const struct decoded_event *ev = &evs[i];
-		uint32_t func_id = trace_id(p, ev->func_id);
 		uint64_t ts = ev->mono_ns;
+		uint32_t func_id;
 
+		if (ev->func_id != last_agent_id) { /* runs of one function: loops, recursion */
+			last_agent_id = ev->func_id;
+			last_func_id = trace_id(p, ev->func_id);
+		}
+		func_id = last_func_id;
 		if (!func_id || (ev->kind != EVENT_ENTER && ev->kind != EVENT_EXIT)) {
-			p->events_invalid++;
+			invalid++;
 			continue;
 		}
 		if (ts < last_ts) /* slices on one thread never go back in time */
 			ts = last_ts;
 		last_ts = ts;
-		p->events++;
+		events++;
 		/* samples taken before this event see the calls open before it */
-		if (p->samples_out)
-			sample_pipeline_thread_reached(p->samples_out, tid, ts);
-		if (ev->kind == EVENT_EXIT) {
-			end_call(p, tid, ts, func_id, clock);
-			continue;
-		}
-		call_stacks_enter(p->calls, tid, &(struct call_frame){
-			.func_id = func_id, .return_address = ev->return_address,
-			.return_slot = ev->return_slot, .enter_ts = ts,
-			.off_at_enter = offcpu_thread_before(clock, ts) });
-		perfetto_writer_slice_begin(s->writer, p->pid, (pid_t)tid, ts, func_id);
+		if (samples)
+			sample_pipeline_thread_reached(samples, tid, ts);
+		if (run.op == run.ops + EVENT_DECODER_BATCH_MAX)
+			slice_run_flush(p, tid, &run);
+		if (ev->kind == EVENT_EXIT)
+			end_call(sched, &run, ts, func_id,
+				 calls ? call_thread_exit(calls, func_id) : NULL, clock);
+		else
+			begin_call(calls, &run, ev, ts, func_id, clock);
 	}
+	slice_run_flush(p, tid, &run);
+	p->events += events;
+	p->events_invalid += invalid;
 	if (t)
 		t->last_ts = last_ts;
 }

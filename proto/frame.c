@@ -116,7 +116,7 @@ static void frame_reader_shrink(struct frame_reader *r, size_t need)
 {
 	uint8_t *smaller;
 
-	if (r->cap <= FRAME_READER_CAP_KEEP || need > FRAME_READER_CAP_KEEP)
+	if (r->keep || r->cap <= FRAME_READER_CAP_KEEP || need > FRAME_READER_CAP_KEEP)
 		return;
 	assert(r->off == 0 && r->len <= need);
 	smaller = realloc(r->buf, FRAME_READER_CAP_KEEP);
@@ -140,6 +140,23 @@ static int frame_reader_grow(struct frame_reader *r, size_t need)
 	r->buf = bigger;
 	r->cap = cap;
 	return 0;
+}
+
+void frame_reader_keep(struct frame_reader *r, bool keep)
+{
+	r->keep = keep;
+}
+
+void frame_reader_trim(struct frame_reader *r)
+{
+	bool keep = r->keep;
+
+	if (r->off != r->len)
+		return;
+	r->off = r->len = 0;
+	r->keep = false;
+	frame_reader_shrink(r, 0);
+	r->keep = keep;
 }
 
 uint8_t *frame_reader_space(struct frame_reader *r, size_t want, size_t *room)

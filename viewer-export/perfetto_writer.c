@@ -66,6 +66,8 @@ struct pw_func {
 /* A slice packet: 0A len 40 delta 50 seq 5A len {48 type [50 iid]}. */
 #define PW_SLICE_MAX (2 + 1 + 10 + 1 + 5 + 2 + 2 + 11)
 _Static_assert(PW_SLICE_MAX - 2 < 128, "slice packets use a one-byte length");
+_Static_assert(PW_SLICE_MAX >= 16, "pw_emit_slice_fast stores 16 bytes");
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "pw_emit_slice_fast builds LE words");
 
 /* ---- output ------------------------------------------------------------- */
 
@@ -710,16 +712,12 @@ static int pw_thread_push(struct pw_thread *t, uint32_t iid)
 	return 0;
 }
 
-int perfetto_writer_slice_begin(struct perfetto_writer *w, pid_t pid, pid_t tid, uint64_t ts,
-				uint32_t func_id)
+/* A BEGIN on t, described and current (the chunk checked). */
+static int pw_begin_on(struct perfetto_writer *w, struct pw_thread *t, uint64_t ts,
+		       uint32_t func_id)
 {
-	struct pw_thread *t;
 	int64_t iid;
 
-	pw_chunk_check(w);
-	t = pw_thread_use(w, pid, tid);
-	if (!t)
-		return -ENOMEM;
 	if (t->depth >= PERFETTO_MAX_SLICE_DEPTH) {
 		t->clamped++;
 		w->st.slices_clamped++;
@@ -738,6 +736,18 @@ int perfetto_writer_slice_begin(struct perfetto_writer *w, pid_t pid, pid_t tid,
 		return -ENOMEM; /* the prologue will lack it: the next BEGIN retries */
 	t->depth++;
 	return 0;
+}
+
+int perfetto_writer_slice_begin(struct perfetto_writer *w, pid_t pid, pid_t tid, uint64_t ts,
+				uint32_t func_id)
+{
+	struct pw_thread *t;
+
+	pw_chunk_check(w);
+	t = pw_thread_use(w, pid, tid);
+	if (!t)
+		return -ENOMEM;
+	return pw_begin_on(w, t, ts, func_id);
 }
 
 /* An END carrying unsigned debug annotations: trace processor adds them to the slice's args. */
@@ -773,6 +783,22 @@ static int pw_slice_end_due(struct perfetto_writer *w, struct pw_thread *t)
 	return 1;
 }
 
+/* An END on t, described and current (the chunk checked). */
+static int pw_end_on(struct perfetto_writer *w, struct pw_thread *t, uint64_t ts,
+		     const struct perfetto_arg *args, size_t n)
+{
+	if (!pw_slice_end_due(w, t))
+		return 0;
+	/* a new chunk: the thread's sequence restarts with its next event, an END too */
+	if (!t->seq_started && pw_thread_seq_start(w, t, ts) < 0)
+		return -ENOMEM;
+	if (!n) {
+		pw_emit_slice(w, t, ts, PW_TYPE_SLICE_END, 0);
+		return 0;
+	}
+	return pw_emit_end_with_args(w, t, ts, args, n);
+}
+
 int perfetto_writer_slice_end(struct perfetto_writer *w, pid_t pid, pid_t tid, uint64_t ts)
 {
 	struct pw_thread *t;
@@ -781,13 +807,7 @@ int perfetto_writer_slice_end(struct perfetto_writer *w, pid_t pid, pid_t tid, u
 	t = pw_thread_use(w, pid, tid);
 	if (!t)
 		return -ENOMEM;
-	if (!pw_slice_end_due(w, t))
-		return 0;
-	/* a new chunk: the thread's sequence restarts with its next event, an END too */
-	if (!t->seq_started && pw_thread_seq_start(w, t, ts) < 0)
-		return -ENOMEM;
-	pw_emit_slice(w, t, ts, PW_TYPE_SLICE_END, 0);
-	return 0;
+	return pw_end_on(w, t, ts, NULL, 0);
 }
 
 int perfetto_writer_slice_end_args(struct perfetto_writer *w, pid_t pid, pid_t tid, uint64_t ts,
@@ -799,15 +819,105 @@ int perfetto_writer_slice_end_args(struct perfetto_writer *w, pid_t pid, pid_t t
 	t = pw_thread_use(w, pid, tid);
 	if (!t)
 		return -ENOMEM;
-	if (!pw_slice_end_due(w, t))
-		return 0;
-	if (!t->seq_started && pw_thread_seq_start(w, t, ts) < 0)
+	return pw_end_on(w, t, ts, args, n);
+}
+
+/*
+ * profd's hot path: the thread looked up once for a run of its events. Its
+ * entry cannot move meanwhile: only a new thread's insertion moves entries,
+ * and the ops are all on this one. A ring's new chunk (pw_chunk_check)
+ * restarts sequences in place.
+ */
+/*
+ * The common BEGIN or END (a delta under 2^14 ns, a sequence and an iid
+ * under 128): pw_emit_slice's bytes, built in two words from fields read
+ * once and stored with two 8-byte stores (byte stores may alias anything:
+ * the compiler reloaded every field after each). False when it does not
+ * apply: nothing done.
+ */
+static inline bool pw_emit_slice_fast(struct perfetto_writer *w, struct pw_thread *t, uint64_t ts,
+				      uint32_t iid)
+{
+	uint64_t seq_ts = t->seq_ts, delta = ts > seq_ts ? ts - seq_ts : 0;
+	uint64_t seq = t->seq, tail, delta_bytes, lo, hi;
+	size_t len = w->buf_len;
+	unsigned delta_len, tail_len, off;
+
+	if (delta >= 1u << 14 || seq >= 128 || iid >= 128 || !pw_keeps(w) ||
+	    PW_BUF_SIZE - len < PW_SLICE_MAX)
+		return false;
+	/* after the timestamp: 50 seq 5A len {48 type [50 iid]} */
+	tail = 0x50 | seq << 8 | 0x5aull << 16 | (iid ? 4ull : 2ull) << 24 | 0x48ull << 32 |
+	       (uint64_t)(iid ? PW_TYPE_SLICE_BEGIN : PW_TYPE_SLICE_END) << 40 | 0x50ull << 48 |
+	       (uint64_t)iid << 56;
+	tail_len = iid ? 8 : 6;
+	delta_len = delta < 128 ? 1 : 2;
+	delta_bytes = delta < 128 ? delta : (delta & 0x7f) | 0x80 | (delta >> 7) << 8;
+	/* 0A len 40 delta, then the tail at off (4 or 5): at most 13 bytes, two words */
+	off = 3 + delta_len;
+	lo = 0x0a | (uint64_t)(1 + delta_len + tail_len) << 8 | 0x40ull << 16 | delta_bytes << 24 |
+	     tail << (8 * off);
+	hi = tail >> (64 - 8 * off);
+	memcpy(w->buf + len, &lo, 8);
+	memcpy(w->buf + len + 8, &hi, 8);
+	t->seq_ts = seq_ts + delta;
+	w->buf_len = len + 3 + delta_len + tail_len;
+	w->st.packets++;
+	return true;
+}
+
+/* pw_begin_on's usual case: no clamp, the name known on t's started sequence, no ring. */
+static inline bool pw_begin_fast(struct perfetto_writer *w, struct pw_thread *t, uint64_t ts,
+				 uint32_t func_id)
+{
+	uint32_t iid;
+
+	if (t->depth >= PERFETTO_MAX_SLICE_DEPTH || !t->seq_started || w->ring ||
+	    func_id >= w->n_func_iid_cache || !(iid = w->func_iid_cache[func_id]) ||
+	    !pw_thread_defined(t, iid) || !pw_emit_slice_fast(w, t, ts, iid))
+		return false;
+	t->depth++;
+	return true;
+}
+
+/* pw_end_on's usual case: no argument, no clamp, a slice open on t's started sequence. */
+static inline bool pw_end_fast(struct perfetto_writer *w, struct pw_thread *t, uint64_t ts,
+			       uint32_t n_args)
+{
+	if (n_args || t->clamped || !t->depth || !t->seq_started || !pw_emit_slice_fast(w, t, ts, 0))
+		return false;
+	t->depth--;
+	return true;
+}
+
+int perfetto_writer_slices(struct perfetto_writer *w, pid_t pid, pid_t tid,
+			   const struct perfetto_slice_op *ops, size_t n,
+			   const struct perfetto_arg *args)
+{
+	struct pw_thread *t;
+	int ret = 0, r;
+
+	pw_chunk_check(w);
+	t = pw_thread_use(w, pid, tid);
+	if (!t)
 		return -ENOMEM;
-	if (!n) {
-		pw_emit_slice(w, t, ts, PW_TYPE_SLICE_END, 0);
-		return 0;
+	for (size_t i = 0; i < n; i++) {
+		const struct perfetto_slice_op *op = &ops[i];
+
+		pw_chunk_check(w);
+		if (op->func_id ? pw_begin_fast(w, t, op->ts, op->func_id) :
+				  pw_end_fast(w, t, op->ts, op->n_args))
+			continue;
+		if (op->func_id) {
+			r = pw_begin_on(w, t, op->ts, op->func_id);
+		} else {
+			r = pw_end_on(w, t, op->ts, args, op->n_args);
+			args += op->n_args;
+		}
+		if (r && !ret)
+			ret = r; /* as the calls one by one: the others still go */
 	}
-	return pw_emit_end_with_args(w, t, ts, args, n);
+	return ret;
 }
 
 /* ---- function totals ------------------------------------------------------- */

@@ -146,6 +146,21 @@ int perfetto_writer_slice_end_args(struct perfetto_writer *w, pid_t pid, pid_t t
 				   const struct perfetto_arg *args, size_t n);
 
 /*
+ * A run of one thread's BEGINs and ENDs, in order: the same as calling
+ * perfetto_writer_slice_begin (func_id != 0) or perfetto_writer_slice_end_args
+ * (func_id 0, with the next n_args of args) for each op, the thread looked up
+ * once. Returns 0 or the first error; the ops after a failed one still go.
+ */
+struct perfetto_slice_op {
+	uint64_t ts;
+	uint32_t func_id; /* BEGIN of this function; 0: END */
+	uint32_t n_args;  /* END: its arguments, the next n_args of the run's args */
+};
+int perfetto_writer_slices(struct perfetto_writer *w, pid_t pid, pid_t tid,
+			   const struct perfetto_slice_op *ops, size_t n,
+			   const struct perfetto_arg *args);
+
+/*
  * Process-scoped counter track named `name` (e.g. "dropped events"), created
  * on first use under the process's track; value is absolute (cumulative).
  */

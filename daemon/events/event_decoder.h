@@ -40,6 +40,9 @@ struct decoded_thread_drops {
 	uint64_t filtered_by[AGG_FILTER_REASONS]; /* enum agg_filter_reason, cumulative */
 };
 
+/* The most events the events callback gets at once. */
+#define EVENT_DECODER_BATCH_MAX 256
+
 struct event_decoder_callbacks {
 	/* one thread's events in stream order, n at a time (set this or record) */
 	void (*events)(void *ctx, uint32_t tid, const struct decoded_event *ev, size_t n);

@@ -11,24 +11,11 @@
 
 #include "daemon/sampling/call_stacks.h"
 
-struct slot_return {
-	uint64_t slot, return_address;
-};
-
-struct thread_calls {
-	uint32_t tid;              /* 0: empty slot */
-	bool has_last_exited;
-	uint32_t depth, capacity;
-	struct call_frame *frames; /* [0] outermost */
-	struct call_frame last_exited;
-	struct slot_return *recent; /* CALL_STACKS_RECENT_SLOTS, direct-mapped by slot */
-};
-
 struct call_stacks {
-	struct thread_calls *slots; /* power-of-two sized, at most half full */
+	struct call_thread *slots; /* power-of-two sized, at most half full */
 	size_t n_slots, n_used;
 	/* the last thread found: events come in runs of one thread (reset when slots move) */
-	struct thread_calls *last;
+	struct call_thread *last;
 };
 
 static size_t slot_index(const struct call_stacks *cs, uint32_t tid)
@@ -36,7 +23,7 @@ static size_t slot_index(const struct call_stacks *cs, uint32_t tid)
 	return (tid * 2654435761u) & (cs->n_slots - 1);
 }
 
-static struct thread_calls *find_thread(struct call_stacks *cs, uint32_t tid)
+static struct call_thread *find_thread(struct call_stacks *cs, uint32_t tid)
 {
 	if (cs->last && cs->last->tid == tid)
 		return cs->last;
@@ -48,7 +35,7 @@ static struct thread_calls *find_thread(struct call_stacks *cs, uint32_t tid)
 	}
 }
 
-static struct thread_calls *insert_slot(struct call_stacks *cs, uint32_t tid)
+static struct call_thread *insert_slot(struct call_stacks *cs, uint32_t tid)
 {
 	size_t i = slot_index(cs, tid);
 
@@ -61,7 +48,7 @@ static struct thread_calls *insert_slot(struct call_stacks *cs, uint32_t tid)
 
 static int grow_table(struct call_stacks *cs)
 {
-	struct thread_calls *old = cs->slots;
+	struct call_thread *old = cs->slots;
 	size_t old_n = cs->n_slots;
 
 	cs->slots = calloc(old_n * 2, sizeof(*cs->slots));
@@ -79,9 +66,9 @@ static int grow_table(struct call_stacks *cs)
 	return 0;
 }
 
-static struct thread_calls *get_thread(struct call_stacks *cs, uint32_t tid)
+static struct call_thread *get_thread(struct call_stacks *cs, uint32_t tid)
 {
-	struct thread_calls *t = find_thread(cs, tid);
+	struct call_thread *t = find_thread(cs, tid);
 
 	if (t)
 		return t;
@@ -125,42 +112,49 @@ void call_stacks_clear(struct call_stacks *cs)
 	cs->last = NULL;
 }
 
-/* Slots are 8-aligned and neighbours differ in low bits. */
-static size_t recent_index(uint64_t slot)
+struct call_thread *call_stacks_thread(struct call_stacks *cs, uint32_t tid)
 {
-	return (size_t)((slot >> 3) * 0x9E3779B97F4A7C15ull >> 56) % CALL_STACKS_RECENT_SLOTS;
+	return get_thread(cs, tid);
 }
 
-int call_stacks_enter(struct call_stacks *cs, uint32_t tid, const struct call_frame *frame)
+/* Room for one more frame (and the table of recent slots), unless refused. */
+struct call_frame *call_thread_push_slow(struct call_thread *t)
 {
-	struct thread_calls *t = get_thread(cs, tid);
-
-	if (!t)
-		return -ENOMEM;
 	if (t->depth >= CALL_STACKS_MAX_DEPTH)
-		return -E2BIG;
+		return NULL;
 	if (t->depth == t->capacity) {
 		uint32_t cap = t->capacity ? t->capacity * 2 : 16;
 		struct call_frame *f = realloc(t->frames, cap * sizeof(*f));
 
 		if (!f)
-			return -ENOMEM;
+			return NULL;
 		t->frames = f;
 		t->capacity = cap;
 	}
-	t->frames[t->depth++] = *frame;
-	if (!t->recent)
-		t->recent = calloc(CALL_STACKS_RECENT_SLOTS, sizeof(*t->recent));
-	if (t->recent)
-		t->recent[recent_index(frame->return_slot)] =
-			(struct slot_return){ frame->return_slot, frame->return_address };
+	if (!t->recent && !(t->recent = calloc(CALL_STACKS_RECENT_SLOTS, sizeof(*t->recent))))
+		return NULL;
+	return &t->frames[t->depth++];
+}
+
+int call_stacks_enter(struct call_stacks *cs, uint32_t tid, const struct call_frame *frame)
+{
+	struct call_thread *t = get_thread(cs, tid);
+	struct call_frame *f;
+
+	if (!t)
+		return -ENOMEM;
+	f = call_thread_push(t);
+	if (!f)
+		return t->depth >= CALL_STACKS_MAX_DEPTH ? -E2BIG : -ENOMEM;
+	*f = *frame;
+	call_thread_pushed(t, f);
 	return 0;
 }
 
 bool call_stacks_return_at(struct call_stacks *cs, uint32_t tid, uint64_t slot,
 			   uint64_t *return_address)
 {
-	struct thread_calls *t = find_thread(cs, tid);
+	struct call_thread *t = find_thread(cs, tid);
 	const struct slot_return *r;
 
 	if (!t)
@@ -175,38 +169,45 @@ bool call_stacks_return_at(struct call_stacks *cs, uint32_t tid, uint64_t slot,
 		*return_address = t->last_exited.return_address;
 		return true;
 	}
-	r = t->recent ? &t->recent[recent_index(slot)] : NULL;
+	r = t->recent ? &t->recent[call_stacks_recent_index(slot)] : NULL;
 	if (!r || r->slot != slot)
 		return false;
 	*return_address = r->return_address;
 	return true;
 }
 
-int call_stacks_exit(struct call_stacks *cs, uint32_t tid, uint32_t func_id,
-		     struct call_frame *out)
+const struct call_frame *call_thread_exit_slow(struct call_thread *t, uint32_t func_id)
 {
-	struct thread_calls *t = find_thread(cs, tid);
 	uint32_t i;
 
-	if (!t)
-		return -ENOENT;
 	for (i = t->depth; i > 0 && t->frames[i - 1].func_id != func_id; i--)
 		;
 	if (i-- == 0)
-		return -ENOENT;
-	*out = t->frames[i];
+		return NULL;
+	t->last_exited = t->frames[i];
 	if (i + 1 < t->depth) /* not the top: nearly never, and memmove is a call */
 		memmove(&t->frames[i], &t->frames[i + 1],
 			(t->depth - i - 1) * sizeof(t->frames[0]));
 	t->depth--;
-	t->last_exited = *out;
 	t->has_last_exited = true;
+	return &t->last_exited;
+}
+
+int call_stacks_exit(struct call_stacks *cs, uint32_t tid, uint32_t func_id,
+		     struct call_frame *out)
+{
+	struct call_thread *t = find_thread(cs, tid);
+	const struct call_frame *done = t ? call_thread_exit(t, func_id) : NULL;
+
+	if (!done)
+		return -ENOENT;
+	*out = *done;
 	return 0;
 }
 
 struct call_frame *call_stacks_open(struct call_stacks *cs, uint32_t tid, size_t *depth)
 {
-	struct thread_calls *t = find_thread(cs, tid);
+	struct call_thread *t = find_thread(cs, tid);
 
 	*depth = t ? t->depth : 0;
 	return t && t->depth ? t->frames : NULL;
@@ -214,7 +215,7 @@ struct call_frame *call_stacks_open(struct call_stacks *cs, uint32_t tid, size_t
 
 const struct call_frame *call_stacks_last_exited(struct call_stacks *cs, uint32_t tid)
 {
-	struct thread_calls *t = find_thread(cs, tid);
+	struct call_thread *t = find_thread(cs, tid);
 
 	return t && t->has_last_exited ? &t->last_exited : NULL;
 }
@@ -222,7 +223,7 @@ const struct call_frame *call_stacks_last_exited(struct call_stacks *cs, uint32_
 /* Backward-shift deletion keeps every probe chain unbroken without tombstones. */
 void call_stacks_thread_gone(struct call_stacks *cs, uint32_t tid)
 {
-	struct thread_calls *t = find_thread(cs, tid);
+	struct call_thread *t = find_thread(cs, tid);
 	size_t hole, i;
 
 	if (!t)

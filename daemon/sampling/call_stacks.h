@@ -69,6 +69,74 @@ const struct call_frame *call_stacks_last_exited(struct call_stacks *cs, uint32_
 bool call_stacks_return_at(struct call_stacks *cs, uint32_t tid, uint64_t slot,
 			   uint64_t *return_address);
 
+/*
+ * profd's per-event path: one thread looked up once for a run of its events
+ * (call_stacks_thread), then entered and exited inline. The fields are
+ * call_stacks.c's. The pointer is valid until another thread is added or
+ * any thread is forgotten (neither happens while a run of events is replayed).
+ */
+struct slot_return {
+	uint64_t slot, return_address;
+};
+struct call_thread {
+	uint32_t tid;              /* 0: empty slot */
+	bool has_last_exited;
+	uint32_t depth, capacity;
+	struct call_frame *frames; /* [0] outermost */
+	struct call_frame last_exited;
+	struct slot_return *recent; /* CALL_STACKS_RECENT_SLOTS, direct-mapped by slot */
+};
+
+/* tid's stack, created if new; NULL on -ENOMEM. */
+struct call_thread *call_stacks_thread(struct call_stacks *cs, uint32_t tid);
+
+/* The slow paths of the inline calls below (growth, refusal, an exit below the top). */
+struct call_frame *call_thread_push_slow(struct call_thread *t);
+const struct call_frame *call_thread_exit_slow(struct call_thread *t, uint32_t func_id);
+
+/* Slots are 8-aligned and neighbours differ in low bits. */
+static inline size_t call_stacks_recent_index(uint64_t slot)
+{
+	return (size_t)((slot >> 3) * 0x9E3779B97F4A7C15ull >> 56) % CALL_STACKS_RECENT_SLOTS;
+}
+
+/*
+ * As call_stacks_enter, in two steps: the new innermost frame, for the
+ * caller to fill in place (a frame built on the stack and copied stalled on
+ * store forwarding: 20 % of profd's per-event path), then
+ * call_thread_pushed once its return slot and address are in. NULL when
+ * refused (past CALL_STACKS_MAX_DEPTH, out of memory).
+ */
+static inline struct call_frame *call_thread_push(struct call_thread *t)
+{
+	if (__builtin_expect(t->depth >= t->capacity || !t->recent, 0))
+		return call_thread_push_slow(t);
+	return &t->frames[t->depth++];
+}
+
+static inline void call_thread_pushed(struct call_thread *t, const struct call_frame *f)
+{
+	t->recent[call_stacks_recent_index(f->return_slot)] =
+		(struct slot_return){ f->return_slot, f->return_address };
+}
+
+/*
+ * As call_stacks_exit, without the copy out: the frame removed, valid until
+ * the thread's next enter or exit (it is also kept as the thread's last
+ * exited frame); NULL when no open frame has func_id.
+ */
+static inline const struct call_frame *call_thread_exit(struct call_thread *t, uint32_t func_id)
+{
+	const struct call_frame *f;
+
+	if (__builtin_expect(!t->depth || t->frames[t->depth - 1].func_id != func_id, 0))
+		return call_thread_exit_slow(t, func_id);
+	f = &t->frames[--t->depth];
+	t->last_exited = *f; /* read only by samples, later */
+	t->has_last_exited = true;
+	return f;
+}
+
 /* Every thread forgotten (a new agent after exec starts from nothing). */
 void call_stacks_clear(struct call_stacks *cs);
 

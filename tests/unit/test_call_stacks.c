@@ -108,6 +108,46 @@ static void test_many_threads_and_removal(void)
 	call_stacks_free(cs);
 }
 
+/*
+ * profd's per-event path: a thread in hand, frames filled in place, exits
+ * without a copy; the same stack and last exited frame as the calls by tid.
+ */
+static void test_thread_in_hand(void)
+{
+	struct call_stacks *cs = call_stacks_new();
+	struct call_thread *t = call_stacks_thread(cs, 20);
+	const struct call_frame *done;
+	struct call_frame *f;
+	uint64_t ret = 0;
+	size_t depth;
+
+	CHECK(t != NULL);
+	for (uint32_t i = 1; i <= 3; i++) {
+		f = call_thread_push(t);
+		CHECK(f != NULL);
+		*f = frame(i, 0x8000 - 0x100 * i);
+		call_thread_pushed(t, f);
+	}
+	call_stacks_open(cs, 20, &depth);
+	CHECK_EQ_INT(depth, 3);
+	CHECK(call_stacks_return_at(cs, 20, 0x7e00, &ret));
+	CHECK_EQ_U64(ret, frame(2, 0x7e00).return_address);
+	done = call_thread_exit(t, 3); /* the top */
+	CHECK(done != NULL);
+	CHECK_EQ_INT(done->func_id, 3);
+	CHECK_EQ_INT(call_stacks_last_exited(cs, 20)->func_id, 3);
+	done = call_thread_exit(t, 1); /* below the top: frame 2 stays open */
+	CHECK(done != NULL);
+	CHECK_EQ_INT(done->func_id, 1);
+	CHECK(call_thread_exit(t, 9) == NULL); /* none open */
+	CHECK_EQ_INT(call_stacks_open(cs, 20, &depth)[0].func_id, 2);
+	CHECK_EQ_INT(depth, 1);
+	for (uint32_t i = 1; i < CALL_STACKS_MAX_DEPTH; i++) /* up to the bound, then refused */
+		CHECK(call_thread_push(t) != NULL);
+	CHECK(call_thread_push(t) == NULL);
+	call_stacks_free(cs);
+}
+
 int main(void)
 {
 	RUN_TEST(test_nesting);
@@ -115,5 +155,6 @@ int main(void)
 	RUN_TEST(test_recursion_pops_innermost);
 	RUN_TEST(test_depth_bound);
 	RUN_TEST(test_many_threads_and_removal);
+	RUN_TEST(test_thread_in_hand);
 	return unit_summary();
 }

@@ -725,6 +725,95 @@ static void test_random_calls_obey_importer_rules(void)
 
 /* ---- writer: output ---------------------------------------------------------------- */
 
+/* One random op of a thread: mostly calls 1-3 deep, some 600 deep, stray ENDs, args, gaps. */
+static struct perfetto_slice_op random_op(uint64_t *seed, uint64_t *ts, uint32_t *depth,
+					  uint32_t *n_args)
+{
+	uint64_t r = rng_next(seed);
+	struct perfetto_slice_op op = { 0 };
+
+	*ts += r % 16 == 0 ? 20000 + r % 100000 : r % 4 == 0 ? 200 + r % 300 : r % 100;
+	op.ts = r % 64 == 0 ? *ts - 50 : *ts; /* now and then behind: clamped, as profd's */
+	if ((*depth < 600 && (r >> 8) % 3 == 0) || (*depth < 3 && (r >> 8) % 5 != 0) ||
+	    (*depth > 3 && *depth < 600 && (r >> 12) % 8 != 0 && (r >> 20) % 50 == 0)) {
+		op.func_id = 1 + (uint32_t)((r >> 24) % 300); /* iids past 127 too; some unnamed */
+		(*depth)++;
+		return op;
+	}
+	if (*depth)
+		(*depth)--;
+	op.n_args = (r >> 32) % 10 == 0 ? 1 + (uint32_t)((r >> 36) % 4) : 0;
+	*n_args += op.n_args;
+	return op;
+}
+
+/* The file after its first packet (the clock snapshot: read at the time). */
+static const uint8_t *after_first(const uint8_t *buf, size_t len, size_t *rest)
+{
+	size_t i = 1;
+
+	while (i < len && buf[i] & 0x80)
+		i++;
+	i += 1 + buf[1]; /* a snapshot is under 128 bytes: its length is one byte */
+	CHECK(i <= len);
+	*rest = len - i;
+	return buf + i;
+}
+
+/* perfetto_writer_slices writes exactly what the calls one by one write. */
+static void test_slices_run_as_calls(void)
+{
+	static const struct perfetto_arg args[4] = { { "a", 1 }, { "b", 1000 }, { "c", 1u << 20 },
+						     { "d", 7 } };
+	int fd1 = new_fd(), fd2 = new_fd();
+	struct perfetto_writer *w1 = perfetto_writer_new(fd1), *w2 = perfetto_writer_new(fd2);
+	struct perfetto_slice_op ops[64];
+	struct perfetto_arg run_args[64 * 4];
+	uint64_t seed = 42, ts[2] = { 1000000, 1000000 };
+	uint32_t depth[2] = { 0, 0 };
+	uint8_t *b1, *b2;
+	size_t l1, l2, r1, r2;
+
+	for (uint32_t f = 1; f <= 250; f++) {
+		char name[32];
+
+		snprintf(name, sizeof(name), "fn_%u", f);
+		CHECK_EQ_INT(perfetto_writer_function(w1, f, name), 0);
+		CHECK_EQ_INT(perfetto_writer_function(w2, f, name), 0);
+	}
+	for (int round = 0; round < 3000; round++) {
+		int th = round % 2;
+		size_t n = 1 + rng_next(&seed) % 64;
+		uint32_t n_args = 0;
+
+		for (size_t i = 0; i < n; i++) {
+			uint32_t before = n_args;
+
+			ops[i] = random_op(&seed, &ts[th], &depth[th], &n_args);
+			for (uint32_t a = 0; a < ops[i].n_args; a++)
+				run_args[before + a] = args[a];
+			if (ops[i].func_id)
+				perfetto_writer_slice_begin(w1, PID, 100 + th, ops[i].ts, ops[i].func_id);
+			else
+				perfetto_writer_slice_end_args(w1, PID, 100 + th, ops[i].ts,
+							       &run_args[before], ops[i].n_args);
+		}
+		CHECK_EQ_INT(perfetto_writer_slices(w2, PID, 100 + th, ops, n, run_args), 0);
+	}
+	CHECK_EQ_INT(perfetto_writer_free(w1), 0);
+	CHECK_EQ_INT(perfetto_writer_free(w2), 0);
+	b1 = read_fd(fd1, &l1);
+	b2 = read_fd(fd2, &l2);
+	const uint8_t *p1 = after_first(b1, l1, &r1), *p2 = after_first(b2, l2, &r2);
+	CHECK_EQ_U64(r1, r2);
+	CHECK(r1 == r2 && memcmp(p1, p2, r1) == 0);
+	CHECK(l1 > 100000);
+	free(b1);
+	free(b2);
+	close(fd1);
+	close(fd2);
+}
+
 static void write_some(struct perfetto_writer *w, int n)
 {
 	int i;
@@ -1164,5 +1253,6 @@ int main(void)
 	RUN_TEST(test_reader_counter_before_descriptor);
 	RUN_TEST(test_reader_unmatched_end_and_depth);
 	RUN_TEST(test_protoc_decodes_trace);
+	RUN_TEST(test_slices_run_as_calls);
 	return unit_summary();
 }
