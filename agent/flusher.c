@@ -646,7 +646,14 @@ int flusher_start(int sock, int (*send_table)(void *ctx, int sock), void (*lost)
 		  void *ctx)
 {
 	sigset_t all, old;
-	struct timeval send_timeout = { .tv_sec = 2 };
+	/*
+	 * Long enough for a daemon that is only slow (a loaded machine, a BPF
+	 * program being verified, another session's trace being finished): at 2 s
+	 * an agent of 8 sessions at once gave up mid-run under load and its
+	 * figures were lost. Meanwhile the rings fill and calls drop, counted;
+	 * the exit's wait for us is bounded on its own (flusher_join).
+	 */
+	struct timeval send_timeout = { .tv_sec = 30 };
 	int err;
 
 	if (flusher.running)

@@ -1325,6 +1325,10 @@ void session_conn_closed(struct server *srv, struct conn *c)
 		s->client = NULL;
 		session_finish(srv, s); /* nobody to report to: finalize now */
 	} else if ((p = agent_process(s, c))) {
+		if (!p->agent_said_goodbye) { /* killed, or its flusher gave up on us */
+			p->agent_cut = true;
+			p->events_at_cut = p->events;
+		}
 		session_process_agent_gone(p);
 		if (s->target_exited)
 			session_finish(srv, s);

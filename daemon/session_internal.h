@@ -65,6 +65,9 @@ struct session_process {
 	uint64_t events, drops, events_invalid;
 	uint64_t buffer_budget, buffer_peak; /* as the agent reported them at its goodbye */
 	int agent_said_goodbye;
+	/* its agent's connection closed before its goodbye, after this many events */
+	bool agent_cut;
+	uint64_t events_at_cut;
 	int agent_seen;
 	struct session_process *next;
 };
@@ -97,6 +100,7 @@ struct session {
 	char **patterns;
 	size_t n_patterns;
 	uint32_t freq;
+	char agents_cut_warning[320];    /* the summary's line for agents that stopped early */
 	struct session_process *procs;   /* every process of the session, newest first */
 	/*
 	 * procs by pid, the newest of a reused pid (open addressing, a power of

@@ -7,6 +7,7 @@
  * nothing in it.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,10 +102,32 @@ static void fill_summary_processes_sum(const struct session *s, Profd__SessionSu
 	}
 }
 
+/*
+ * One line for the processes whose agent stopped before its goodbye: what
+ * they did after is not in the figures. "" when none did.
+ */
+static void agents_cut_line(const struct session *s, char *buf, size_t len)
+{
+	const struct session_process *first = NULL;
+	uint32_t n = 0;
+
+	buf[0] = '\0';
+	for (const struct session_process *p = s->procs; p; p = p->next)
+		if (p->agent_cut && n++ == 0)
+			first = p;
+	if (!first)
+		return;
+	snprintf(buf, len,
+		 "the agent of PID %d stopped before its goodbye, after %" PRIu64 " events (the "
+		 "process was killed, or its agent lost profd): its calls after that are not in the "
+		 "figures%s",
+		 (int)first->pid, first->events_at_cut, n > 1 ? " (and so for more processes)" : "");
+}
+
 /* The tables of each program once; skipped and warnings are allocated. */
 static int fill_summary_tables(const struct session *s, Profd__SessionSummary *sum)
 {
-	size_t n_skipped = 0, n_warnings = s->warning[0] ? 1 : 0;
+	size_t n_skipped = 0, n_warnings = (s->warning[0] ? 1 : 0) + 1;
 
 	for (const struct session_process *p = s->procs; p; p = p->next) {
 		for (size_t i = 0; first_of_its_program(p) && i < p->funcs.n_tables; i++) {
@@ -118,6 +141,8 @@ static int fill_summary_tables(const struct session *s, Profd__SessionSummary *s
 		return -ENOMEM;
 	if (s->warning[0])
 		sum->warnings[sum->n_warnings++] = (char *)s->warning;
+	if (s->agents_cut_warning[0])
+		sum->warnings[sum->n_warnings++] = (char *)s->agents_cut_warning;
 	for (const struct session_process *p = s->procs; p; p = p->next) {
 		for (size_t i = 0; first_of_its_program(p) && i < p->funcs.n_tables; i++) {
 			const Profd__FunctionTable *t = p->funcs.tables[i];
@@ -319,6 +344,7 @@ void session_send_summary(struct session *s, const struct perfetto_writer_stats 
 	struct func_stats *all = func_stats_new();
 	long n_totals;
 
+	agents_cut_line(s, s->agents_cut_warning, sizeof(s->agents_cut_warning));
 	for (const struct session_process *p = s->procs; all && p; p = p->next)
 		if (func_stats_merge(all, p->stats))
 			session_error(s, "%s", "out of memory for the per-function figures");

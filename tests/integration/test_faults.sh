@@ -95,6 +95,9 @@ wait "$run_pid"
 check_eq "target SIGKILLed: profctl exits as a shell would (128 + 9)" "$?" 137
 check "target SIGKILLed: profctl says the program was killed" \
 	grep -qiE 'killed|SIGKILL|signal 9' "$WORK/kill.err"
+check "target SIGKILLed: the summary says its last figures are missing" grep -qE \
+	"warning: the agent of PID $target_pid stopped before its goodbye, after [0-9]+ events" \
+	"$WORK/kill.err"
 "$PROFCTL" report "$WORK/kill.pftrace" >"$WORK/kill.report" 2>&1
 check_eq "target SIGKILLed: the trace loads" "$?" 0
 "$PROFCTL" report --dump "$WORK/kill.pftrace" >"$WORK/kill.dump"
