@@ -44,7 +44,8 @@
 #include "profd.pb-c.h"
 #include "viewer-export/perfetto_writer.h"
 
-#define AGENT_GRACE_NS (3ull * 1000000000ull)   /* after the target exits */
+#define AGENT_GRACE_NS (3ull * 1000000000ull)   /* after the target exits, and again while */
+#define AGENT_GRACE_MAX_NS (30ull * 1000000000ull) /* its agents' events still come, up to this */
 #define RETIRE_AFTER_NS (100ull * 1000000ull)    /* a process's exit to freeing its symbols */
 /* Per CPU: 16 MiB. A client must not make a root daemon pin memory without bound. */
 #define MAX_RING_PAGES 4096
@@ -959,7 +960,29 @@ static void session_finish(struct server *srv, struct session *s)
 static void handle_target_exited(struct session *s)
 {
 	s->target_exited = 1;
-	s->agent_deadline_ns = mono_clock_ns() + AGENT_GRACE_NS;
+	s->target_exited_ns = mono_clock_ns();
+	s->agent_deadline_ns = s->target_exited_ns + AGENT_GRACE_NS;
+}
+
+/*
+ * The target exited and its agents have not all said goodbye. What they
+ * sent before they died may still be unread (profd busy with other
+ * sessions on a loaded machine): while events keep coming the wait goes on,
+ * up to AGENT_GRACE_MAX_NS after the exit. True when it is time to finish.
+ */
+static bool agents_grace_over(struct session *s, uint64_t now)
+{
+	uint64_t events = 0;
+
+	if (now < s->agent_deadline_ns)
+		return false;
+	for (const struct session_process *p = s->procs; p; p = p->next)
+		events += p->events;
+	if (events == s->events_at_deadline || now - s->target_exited_ns >= AGENT_GRACE_MAX_NS)
+		return true;
+	s->events_at_deadline = events;
+	s->agent_deadline_ns = now + AGENT_GRACE_NS;
+	return false;
 }
 
 /* ---- profctl status / stop ------------------------------------------------------------ */
@@ -1390,7 +1413,7 @@ void session_tick_all(struct server *srv)
 		}
 		if (s->writer) /* never waits for the compressor */
 			perfetto_writer_poll(s->writer);
-		if (s->target_exited && (session_agents_done(s) || now >= s->agent_deadline_ns))
+		if (s->target_exited && (session_agents_done(s) || agents_grace_over(s, now)))
 			session_finish(srv, s);
 	}
 }

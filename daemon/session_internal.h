@@ -119,6 +119,7 @@ struct session {
 	uint32_t func_hash_cap;
 	uint64_t samples_lost;
 	uint64_t agent_deadline_ns;
+	uint64_t target_exited_ns, events_at_deadline; /* agents_grace_over */
 	unsigned long long target_start_time; /* to refuse an agent from a reused pid */
 	int attach_mode;
 	int target_exited;
