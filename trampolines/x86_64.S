@@ -176,6 +176,8 @@ ENTRY(profagent_exit_trampoline)
 	 * plain call through 3 plain callers: +28 ns with ret, +7 with the
 	 * jump). The address stays in its slot, now the red zone below rsp,
 	 * which a signal frame never overwrites (the kernel skips 128 bytes).
+	 * A sample taken on the jump has it below the stack the kernel copies:
+	 * profd's DWARF unwind stops there and the frame-pointer chain serves.
 	 */
 	leaq	8(%rsp), %rsp
 	.cfi_def_cfa %rsp, 0
