@@ -174,6 +174,12 @@ struct agent_thread {
 	_Atomic uint64_t unattributed; /* of those, calls no function's figures hold */
 	/* calls the session's filters kept off the timeline, by enum agg_filter_reason */
 	_Atomic uint64_t filtered_by[AGG_FILTER_REASONS];
+	/*
+	 * The histogram bucket the last fast exit's call belongs in, counted
+	 * there by the next fast exit (its clock read long done: agent/hooks.c,
+	 * agg_close_deferred), or NULL. The flusher counts it in what it sends.
+	 */
+	uint32_t *_Atomic hist_pending;
 
 	/* consumer side: written only by the flusher */
 	/* drained up to here; release: pairs with the acquire in hooks.c ring_switch() */

@@ -68,6 +68,14 @@ uint32_t agent_depth_limit = AGENT_SHADOW_CAPACITY;
 
 #define SAME_STACK_WINDOW (256u << 10)
 
+/*
+ * Stub flags the hooks' fast paths take: aarch64's return-address signing,
+ * copied into the shadow entry's flags (the same bits).
+ */
+#define ENTER_FAST_FLAGS (STUB_FLAG_SIGNS_RA_A | STUB_FLAG_SIGNS_RA_B)
+_Static_assert(SHADOW_SIGNS_RA_A == STUB_FLAG_SIGNS_RA_A && SHADOW_SIGNS_RA_B == STUB_FLAG_SIGNS_RA_B,
+	       "one bit for both");
+
 /* Only this thread writes it (under the guard). */
 static inline uint64_t state_load(struct agent_thread *t)
 {
@@ -252,21 +260,21 @@ COLD static void count_untimed(struct agent_thread *t, uint32_t func_id, int rea
 }
 
 /*
- * The call of entry e ended at tsc: into its function's figures (once: its
- * figures pointer is cleared first), and into its caller's child time for the
- * caller's self time. `parent`: the entry below e, NULL at the bottom.
+ * The call of entry e ended at tsc: into its function's figures a (its agg,
+ * not NULL) but the histogram, and into its caller's child time for the
+ * caller's self time. `parent`: the entry below e, NULL at the bottom. The
+ * figures pointer is cleared first: a siglongjmp from here never counts the
+ * call twice. Returns the call's ticks.
  */
-static inline __attribute__((always_inline)) void agg_close(struct shadow_entry *e,
-							     struct shadow_entry *parent,
-							     uint64_t tsc)
+static inline __attribute__((always_inline)) uint64_t agg_close_figures(struct shadow_entry *e,
+									 struct shadow_entry *parent,
+									 struct func_agg *a,
+									 uint64_t tsc)
 {
 	uint64_t ticks = tsc > e->enter_tsc ? tsc - e->enter_tsc : 0;
 	uint64_t self = ticks > e->child_ticks ? ticks - e->child_ticks : 0;
-	struct func_agg *a = e->agg;
 	uint64_t max;
 
-	if (unlikely(!a))
-		return; /* counted already, or no figures to count it in */
 	e->agg = NULL;
 	if (parent)
 		parent->child_ticks += ticks;
@@ -277,7 +285,54 @@ static inline __attribute__((always_inline)) void agg_close(struct shadow_entry 
 	max = a->max_ticks;
 	__asm__("" : "+r"(max)); /* keep it a conditional move, not a conditional store */
 	a->max_ticks = ticks > max ? ticks : max;
-	a->hist[agg_bucket(ticks)]++;
+	return ticks;
+}
+
+/* agg_close_figures and the call's histogram bucket. */
+static inline __attribute__((always_inline)) void agg_close_fast(struct shadow_entry *e,
+								  struct shadow_entry *parent,
+								  struct func_agg *a, uint64_t tsc)
+{
+	a->hist[agg_bucket(agg_close_figures(e, parent, a, tsc))]++;
+}
+
+/*
+ * The figures of the fast exit: agg_close_fast's, but the histogram bucket
+ * is counted one fast exit later. Its address depends on this exit's clock
+ * read (the bucket of the duration), so the increment would hold everything
+ * after it until the read is done (~3.5 ns per call under profd,
+ * bench/README.md, issue 28); the previous exit's read is long done. Cleared
+ * before it is counted: a siglongjmp from here loses a count, never doubles
+ * one, as agg_close_figures' figures.
+ */
+static inline __attribute__((always_inline)) void agg_close_deferred(struct agent_thread *t,
+								      struct shadow_entry *e,
+								      struct shadow_entry *parent,
+								      struct func_agg *a,
+								      uint64_t tsc)
+{
+	uint32_t *pending = atomic_load_explicit(&t->hist_pending, memory_order_relaxed);
+	uint64_t ticks;
+
+	atomic_store_explicit(&t->hist_pending, NULL, memory_order_relaxed);
+	/* the clear is seen before the count: pairs with the acquire fence in read_histogram() */
+	atomic_thread_fence(memory_order_release);
+	if (pending)
+		(*pending)++;
+	ticks = agg_close_figures(e, parent, a, tsc);
+	/* release: the count above is seen first (pairs with the acquire in read_histogram()) */
+	atomic_store_explicit(&t->hist_pending, &a->hist[agg_bucket(ticks)], memory_order_release);
+}
+
+/* agg_close_fast for an entry whose figures may be gone (counted already, or none). */
+static inline __attribute__((always_inline)) void agg_close(struct shadow_entry *e,
+							     struct shadow_entry *parent,
+							     uint64_t tsc)
+{
+	struct func_agg *a = e->agg;
+
+	if (likely(a))
+		agg_close_fast(e, parent, a, tsc);
 }
 
 static int on_thread_stack(const struct agent_thread *t, uintptr_t addr)
@@ -916,21 +971,20 @@ COLD static void count_off_timeline(struct agent_thread *t, struct func_agg *a, 
 		a->unrecorded++;
 }
 
-/* Returns HOOK_SLOW_* when the trampoline must run its slow path (and maybe ask again). */
-int profagent_enter_hook(const struct stub_desc *desc, uintptr_t *return_slot)
+/*
+ * Every enter but the plainest (profagent_enter_hook's fast path): flags,
+ * filters, a full segment, stale entries, no figures yet. Runs under the
+ * guard the hook took and releases it. Returns as the hook does.
+ */
+COLD static int enter_slow(struct agent_thread *t, const struct stub_desc *desc,
+			   uintptr_t *return_slot)
 {
-	struct agent_thread *t = agent_current_thread;
 	struct shadow_entry *e;
 	struct func_agg *a;
 	uint64_t s, head, tsc;
 	uint32_t depth, flags = agent_min_ticks ? SHADOW_PENDING : SHADOW_RECORDED, need;
 	int r = 0;
 
-	if (unlikely(agent_thread_guard) && enter_while_guarded(t, desc->func_id, return_slot))
-		return 0;
-	if (unlikely(!t))
-		return enter_without_thread(desc);
-	guard_take(return_slot);
 	/* before the recording check: frames hijacked earlier still need this */
 	if (unlikely(desc->flags | t->returns_restored) &&
 	    (r = enter_slow_cases(t, desc, return_slot)))
@@ -969,9 +1023,7 @@ int profagent_enter_hook(const struct stub_desc *desc, uintptr_t *return_slot)
 	e->return_slot = return_slot;
 	e->func_id = desc->func_id;
 #ifdef __aarch64__
-	_Static_assert(SHADOW_SIGNS_RA_A == STUB_FLAG_SIGNS_RA_A &&
-			       SHADOW_SIGNS_RA_B == STUB_FLAG_SIGNS_RA_B, "one bit for both");
-	e->flags = flags | (desc->flags & (STUB_FLAG_SIGNS_RA_A | STUB_FLAG_SIGNS_RA_B));
+	e->flags = flags | (desc->flags & ENTER_FAST_FLAGS);
 #else
 	e->flags = flags;
 #endif
@@ -993,28 +1045,68 @@ out:
 	return r == HOOK_SLOW_MODULES || r == HOOK_SLOW_MEMORY || r == HOOK_SLOW_EXIT ? r : 0;
 }
 
-/* stack_pointer is rsp as the instrumented function returned: its return slot is just below. */
-uintptr_t profagent_exit_hook(uintptr_t stack_pointer)
+/*
+ * Returns HOOK_SLOW_* when the trampoline must run its slow path (and maybe
+ * ask again). Here only the plainest enter, every other case is
+ * enter_slow's: a function with figures and no flags, recording on, no
+ * filter, room in the segment, no stale entry on top (about 12 % fewer
+ * instructions on this path, 1.5-2 ns per call: bench/README.md, issue 28).
+ */
+int profagent_enter_hook(const struct stub_desc *desc, uintptr_t *return_slot)
 {
 	struct agent_thread *t = agent_current_thread;
-	uintptr_t *slot = (uintptr_t *)(stack_pointer - sizeof(uintptr_t));
-	uintptr_t found_guard = agent_thread_guard; /* AGENT when agent code runs below (exit) */
-	uintptr_t return_address;
 	struct shadow_entry *e;
+	struct func_agg *a;
 	uint64_t s, head, tsc;
 	uint32_t depth;
 
-	/* no handler nested in a hook returns through us: a siglongjmp left the guard */
-	if (unlikely(guard_is_hook(found_guard))) {
-		guard_recover(t);
-		found_guard = AGENT_GUARD_NONE;
-	}
-	guard_take(slot);
-	tsc = cpu_ticks();
+	if (unlikely(agent_thread_guard) && enter_while_guarded(t, desc->func_id, return_slot))
+		return 0;
+	if (unlikely(!t))
+		return enter_without_thread(desc);
+	guard_take(return_slot);
 	s = state_load(t);
-	head = state_head(s);
 	depth = state_depth(s);
-	e = &t->shadow[depth - 1];
+	head = state_head(s);
+	a = agg_get(t, desc->func_id);
+	/* --max-depth's limit is at most the shadow stack's capacity: one compare for both */
+	if (unlikely((desc->flags & ~ENTER_FAST_FLAGS) | t->returns_restored) || unlikely(!a) ||
+	    unlikely(agent_min_ticks) || unlikely(depth >= agent_depth_limit) ||
+	    unlikely(!atomic_load_explicit(&agent_recording, memory_order_relaxed)) ||
+	    unlikely(depth && return_slot >= t->shadow[depth - 1].return_slot) ||
+	    unlikely(!ring_has_room(t, head, depth + 3))) /* as enter_slow's need, unfiltered */
+		return enter_slow(t, desc, return_slot);
+	tsc = cpu_ticks();
+	e = &t->shadow[depth];
+	e->return_address = *return_slot;
+	e->return_slot = return_slot;
+	e->func_id = desc->func_id;
+	e->flags = SHADOW_RECORDED | (desc->flags & ENTER_FAST_FLAGS);
+	e->exit_head = SHADOW_ALIVE;
+	e->enter_tsc = tsc;
+	e->child_ticks = 0;
+	e->agg = a; /* counted as open by the flusher until its exit */
+	/* enter_pos: read only for SHADOW_PENDING entries */
+	ring_put_enter(t, head, desc->func_id, tsc, e->return_address, return_slot);
+	state_publish(t, state_make(head + 2, depth + 1));
+	*return_slot = (uintptr_t)profagent_exit_trampoline;
+	guard_release(AGENT_GUARD_NONE);
+	return 0;
+}
+
+/*
+ * Every exit but the plainest (profagent_exit_hook's fast path), at tsc,
+ * under the guard the hook took: restores found_guard. Returns the real
+ * return address.
+ */
+COLD static uintptr_t exit_slow(struct agent_thread *t, uintptr_t *slot, uint64_t tsc,
+				uintptr_t found_guard)
+{
+	uint64_t s = state_load(t), head = state_head(s);
+	uint32_t depth = state_depth(s);
+	struct shadow_entry *e = &t->shadow[depth - 1];
+	uintptr_t return_address;
+
 	if (unlikely(!depth || e->return_slot != slot)) {
 		return_address = shadow_stack_close_matched(t, slot, tsc);
 	} else {
@@ -1030,6 +1122,45 @@ uintptr_t profagent_exit_hook(uintptr_t stack_pointer)
 		}
 		state_publish(t, state_make(head, depth - 1));
 	}
+	guard_release(found_guard);
+	return return_address;
+}
+
+/*
+ * stack_pointer is rsp as the instrumented function returned: its return
+ * slot is just below. Here only the plainest exit, every other case is
+ * exit_slow's: the top entry's, recorded, with figures.
+ */
+uintptr_t profagent_exit_hook(uintptr_t stack_pointer)
+{
+	struct agent_thread *t = agent_current_thread;
+	uintptr_t *slot = (uintptr_t *)(stack_pointer - sizeof(uintptr_t));
+	uintptr_t found_guard = agent_thread_guard; /* AGENT when agent code runs below (exit) */
+	uintptr_t return_address;
+	struct shadow_entry *e;
+	struct func_agg *a;
+	uint64_t s, head, tsc;
+	uint32_t depth;
+
+	/* no handler nested in a hook returns through us: a siglongjmp left the guard */
+	if (unlikely(guard_is_hook(found_guard))) {
+		guard_recover(t);
+		found_guard = AGENT_GUARD_NONE;
+	}
+	guard_take(slot);
+	tsc = cpu_ticks();
+	s = state_load(t);
+	head = state_head(s);
+	depth = state_depth(s);
+	e = &t->shadow[depth - 1];
+	if (unlikely(!depth || e->return_slot != slot || !e->func_id ||
+		     (e->flags & ~ENTER_FAST_FLAGS) != SHADOW_RECORDED || !e->agg))
+		return exit_slow(t, slot, tsc, found_guard);
+	a = e->agg;
+	return_address = e->return_address; /* before the guard goes: e is popped */
+	agg_close_deferred(t, e, depth > 1 ? e - 1 : NULL, a, tsc);
+	ring_put(t, head, e->func_id, EVENT_EXIT, tsc);
+	state_publish(t, state_make(head + 1, depth - 1));
 	guard_release(found_guard);
 	return return_address;
 }

@@ -9,13 +9,19 @@
  *    uprobe + uretprobe on them instead (perf_event_open, uprobe PMU);
  *  - a function of 8 mixed integer/float arguments (its results are
  *    checked: the trampolines must hand every argument register through);
- *  - the empty function in 1, 2, 4 and 8 threads at once.
+ *  - the empty function in 1, 2, 4 and 8 threads at once;
+ *  - two clock reads (rdtsc) back to back, the floor of a timed call: the
+ *    hooks' budget is stated against it (bench/README.md);
+ *  - with --uftrace, run under `uftrace record` (bench/run.sh): the empty
+ *    function built as -pg builds it (a call to mcount) and one with the
+ *    5-byte nop uftrace's dynamic patching (-P) replaces.
  * Times are the calling thread's CPU time (CLOCK_THREAD_CPUTIME_ID: user +
  * kernel, not the time spent preempted); wall time is printed beside it.
  * Knows nothing of the agent's internals: profctl reports events and drops,
  * bench/run.sh checks them against the calls counted here.
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
 #include <linux/perf_event.h>
 #include <pthread.h>
@@ -71,6 +77,23 @@
 
 EMPTY_FUNCTION(bench_plain);
 EMPTY_FUNCTION(bench_instrumented);
+
+/*
+ * The empty function as uftrace's two modes want it: as `gcc -pg` builds it
+ * (mcount called after the frame is set up; glibc's mcount when uftrace is
+ * not there), and with the 5-byte nop of -fpatchable-function-entry=5 listed
+ * in __patchable_function_entries, which `uftrace record -P` patches.
+ */
+__asm__(".text\n.globl bench_uftrace_pg\n.type bench_uftrace_pg, @function\n.p2align 4\n"
+	"bench_uftrace_pg:\n\tpush %rbp\n\tmov %rsp, %rbp\n\tcall mcount@PLT\n"
+	"\tpop %rbp\n\tret\n.size bench_uftrace_pg, .-bench_uftrace_pg\n"
+	".globl bench_uftrace_dyn\n.type bench_uftrace_dyn, @function\n.p2align 4\n"
+	"bench_uftrace_dyn:\n\t.byte 0x0f, 0x1f, 0x44, 0x00, 0x00\n\tpush %rbp\n"
+	"\tmov %rsp, %rbp\n\tpop %rbp\n\tret\n.size bench_uftrace_dyn, .-bench_uftrace_dyn\n"
+	".section __patchable_function_entries, \"awo\", @progbits, bench_uftrace_dyn\n"
+	".p2align 3\n.quad bench_uftrace_dyn\n.text\n");
+void bench_uftrace_pg(void);
+void bench_uftrace_dyn(void);
 PAGE_ALONE_FUNCTION(bench_uprobe, "push %rbp", "pop %rbp");
 PAGE_ALONE_FUNCTION(bench_uprobe_step, "sub $8, %rsp", "add $8, %rsp");
 
@@ -126,6 +149,41 @@ static struct sample sample_between(const struct clock_pair *a, const struct clo
 	return s;
 }
 
+/*
+ * Three plain frames above the call, each returning after it: a call's
+ * return-stack-buffer entries must stay in step for theirs to be predicted
+ * (a loop that never returns hides a trampoline that puts them off by one).
+ */
+static __attribute__((noinline)) void call_depth3(empty_fn fn)
+{
+	fn();
+	__asm__ volatile("" ::: "memory"); /* no tail call */
+}
+
+static __attribute__((noinline)) void call_depth2(empty_fn fn)
+{
+	call_depth3(fn);
+	__asm__ volatile("" ::: "memory");
+}
+
+static __attribute__((noinline)) void call_depth1(empty_fn fn)
+{
+	call_depth2(fn);
+	__asm__ volatile("" ::: "memory");
+}
+
+static __attribute__((noinline)) struct sample time_chain(empty_fn fn, unsigned long calls)
+{
+	struct clock_pair start, end;
+
+	clock_pair_read(&start);
+	for (unsigned long i = 0; i < calls; i++)
+		call_depth1(fn);
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &end.cpu);
+	clock_gettime(CLOCK_MONOTONIC, &end.wall);
+	return sample_between(&start, &end, calls);
+}
+
 static __attribute__((noinline)) struct sample time_empty(empty_fn fn, unsigned long calls)
 {
 	struct clock_pair start, end;
@@ -134,6 +192,23 @@ static __attribute__((noinline)) struct sample time_empty(empty_fn fn, unsigned 
 	for (unsigned long i = 0; i < calls; i++)
 		fn();
 	/* CPU clock first on the way out: the wall interval encloses it */
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &end.cpu);
+	clock_gettime(CLOCK_MONOTONIC, &end.wall);
+	return sample_between(&start, &end, calls);
+}
+
+/* Two clock reads per iteration, what every timed call must pay at least. */
+static __attribute__((noinline)) struct sample time_two_clock_reads(unsigned long calls)
+{
+	struct clock_pair start, end;
+	uint64_t sum = 0;
+
+	clock_pair_read(&start);
+	for (unsigned long i = 0; i < calls; i++) {
+		sum += __builtin_ia32_rdtsc();
+		sum += __builtin_ia32_rdtsc();
+		__asm__ volatile("" : "+r"(sum)); /* both reads stay in the loop */
+	}
 	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &end.cpu);
 	clock_gettime(CLOCK_MONOTONIC, &end.wall);
 	return sample_between(&start, &end, calls);
@@ -358,7 +433,8 @@ static void uprobe_pair_close(struct uprobe_pair *p)
 /* ---- single thread: empty, uprobes, 8 arguments ------------------------- */
 
 struct single_results {
-	struct series plain, instr, uprobe, uprobe_step, args_plain, args_instr;
+	struct series plain, instr, uprobe, uprobe_step, args_plain, args_instr, clock_reads;
+	struct series chain_plain, chain_instr;
 	struct uprobe_pair up, up_step;
 	int up_ok, up_step_ok;
 	uint64_t up_calls, up_step_calls;
@@ -381,9 +457,19 @@ static void single_round(struct single_results *res, unsigned long calls, int ke
 
 	p = time_empty(bench_plain, calls);
 	i = time_empty(bench_instrumented, calls);
+	u = time_two_clock_reads(calls);
 	if (keep) {
 		series_add(&res->plain, p, NULL);
 		series_add(&res->instr, i, &p);
+		series_add(&res->clock_reads, u, NULL);
+	}
+	pause_ms(DRAIN_PAUSE_MS);
+	p = time_chain(bench_plain, calls);
+	i = time_chain(bench_instrumented, calls);
+	instrumented_calls += calls;
+	if (keep) {
+		series_add(&res->chain_plain, p, NULL);
+		series_add(&res->chain_instr, i, &p);
 	}
 	if (res->up_ok) {
 		u = time_empty(bench_uprobe, up_calls);
@@ -567,10 +653,89 @@ static void print_uprobe_row(const char *label, struct series *s, int ok,
 		       (unsigned long long)calls);
 }
 
+/*
+ * The instrumented call beyond its two clock reads: per round, the
+ * instrumented row's overhead less the two reads of the same round.
+ */
+static void print_clock_budget(struct single_results *res)
+{
+	double beyond[ROUNDS];
+
+	for (size_t r = 0; r < res->instr.n; r++)
+		beyond[r] = res->instr.over[r] - res->clock_reads.cpu[r];
+	printf("empty instrumented (profd) beyond two clock reads: %+.2f ns per call "
+	       "(two clock reads %.2f ns)\n",
+	       median(beyond, res->instr.n), median(res->clock_reads.cpu, res->clock_reads.n));
+}
+
+/* ---- --uftrace: the same empty call under `uftrace record` ---------------- */
+
+/* Whether mcount is uftrace's (its libmcount preloaded), not glibc's. */
+static int uftrace_mcount_loaded(void)
+{
+	Dl_info info;
+	void *mcount = dlsym(RTLD_DEFAULT, "mcount");
+
+	return mcount && dladdr(mcount, &info) && info.dli_fname &&
+	       strstr(info.dli_fname, "libmcount");
+}
+
+/* Whether `uftrace record -P` patched the 5-byte nop at bench_uftrace_dyn. */
+static int uftrace_dyn_patched(void)
+{
+	static const unsigned char nop5[5] = { 0x0f, 0x1f, 0x44, 0x00, 0x00 };
+
+	return memcmp((const void *)bench_uftrace_dyn, nop5, sizeof(nop5)) != 0;
+}
+
+static void uftrace_print_row(const char *label, struct series *s, int traced, const char *why)
+{
+	if (traced)
+		print_row(label, s, 1);
+	else
+		print_missing_row(label, why);
+}
+
+static int uftrace_main(unsigned long calls)
+{
+	static struct series plain, pg, dyn, chain_plain, chain_pg, chain_dyn;
+	int pg_on = uftrace_mcount_loaded(), dyn_on = uftrace_dyn_patched();
+
+	for (int r = 0; r < TOTAL_ROUNDS; r++) {
+		struct sample p = time_empty(bench_plain, calls);
+		struct sample g = time_empty(bench_uftrace_pg, calls);
+		struct sample d = time_empty(bench_uftrace_dyn, calls);
+		struct sample cp = time_chain(bench_plain, calls);
+		struct sample cg = time_chain(bench_uftrace_pg, calls);
+		struct sample cd = time_chain(bench_uftrace_dyn, calls);
+
+		if (r >= WARMUP_ROUNDS) {
+			series_add(&plain, p, NULL);
+			series_add(&pg, g, &p);
+			series_add(&dyn, d, &p);
+			series_add(&chain_plain, cp, NULL);
+			series_add(&chain_pg, cg, &cp);
+			series_add(&chain_dyn, cd, &cp);
+		}
+		pause_ms(DRAIN_PAUSE_MS);
+	}
+	printf("%lu calls per round, median and min of %d rounds after %d warm-up rounds\n",
+	       calls, ROUNDS, WARMUP_ROUNDS);
+	print_header();
+	print_row("empty  plain", &plain, 0);
+	uftrace_print_row("empty  uftrace -pg (mcount)", &pg, pg_on, "not under uftrace");
+	uftrace_print_row("empty  uftrace -P (dynamic patching)", &dyn, dyn_on, "not patched");
+	print_row("empty  via 3 callers, plain", &chain_plain, 0);
+	uftrace_print_row("empty  via 3 callers, uftrace -pg", &chain_pg, pg_on, "not under uftrace");
+	uftrace_print_row("empty  via 3 callers, uftrace -P", &chain_dyn, dyn_on, "not patched");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
+	int uftrace = argc > 1 && strcmp(argv[1], "--uftrace") == 0;
 	/* 20k calls per round: 40k events, inside one thread's 64k-record ring */
-	unsigned long calls = argc > 1 ? strtoul(argv[1], NULL, 10) : 20000;
+	unsigned long calls = argc > 1 + uftrace ? strtoul(argv[1 + uftrace], NULL, 10) : 20000;
 	static struct single_results single;
 	static struct thread_run runs[4];
 	static struct series tplain[4], tinstr[4];
@@ -581,9 +746,11 @@ int main(int argc, char **argv)
 	double load_before;
 
 	if (calls == 0) {
-		fprintf(stderr, "usage: %s [CALLS_PER_ROUND]\n", argv[0]);
+		fprintf(stderr, "usage: %s [--uftrace] [CALLS_PER_ROUND]\n", argv[0]);
 		return 2;
 	}
+	if (uftrace)
+		return uftrace_main(calls);
 	/* other work on the machine shows up in every row: say how much there was */
 	load_before = load_average();
 	single_start(&single);
@@ -616,6 +783,9 @@ int main(int argc, char **argv)
 			 &single.up, single.up_calls);
 	print_uprobe_row("empty  uprobe+uretprobe (sub, stepped)", &single.uprobe_step,
 			 single.up_step_ok, &single.up_step, single.up_step_calls);
+	print_row("two clock reads (rdtsc x2)", &single.clock_reads, 0);
+	print_row("empty  via 3 callers, plain", &single.chain_plain, 0);
+	print_row("empty  via 3 callers, instrumented (profd)", &single.chain_instr, 1);
 	print_row("8-arg  plain", &single.args_plain, 0);
 	print_row("8-arg  instrumented (profd)", &single.args_instr, 1);
 	for (int k = 0; k < 4; k++) {
@@ -630,6 +800,7 @@ int main(int argc, char **argv)
 		snprintf(label, sizeof(label), "%d thread%s instrumented (profd)", n, n > 1 ? "s" : "");
 		print_row(label, &tinstr[k], 1);
 	}
+	print_clock_budget(&single);
 	printf("per-thread medians, instrumented (cpu ns/call):");
 	for (int k = 0; k < 4; k++)
 		if (!thread_err[k])

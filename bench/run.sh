@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # make bench: runs the benchmarks under bench/ and prints their figures.
 # Usage: bench/run.sh [BUILD_DIR] [CALLS_PER_ROUND]; see bench/README.md.
+# BENCH_ONLY=overhead: the overhead tables (profd, uftrace) and nothing after.
 # Exits non-zero when the figures cannot be trusted: profd did not patch the
 # functions, the session failed, or the benchmark itself failed.
 set -eu
@@ -15,6 +16,21 @@ trap 'rm -rf "$tmp"' EXIT
 # The functions profd patches; everything else in bench/overhead.c stays plain.
 FUNCS='bench_instrumented,bench_instrumented_args'
 NFUNCS=2
+
+# profd's overhead against uftrace's best mode: ROW_PROFD and ROW_UFTRACE are
+# the starts of row labels; "overhead vs plain" is a row's next-to-last column.
+ratio() { # ROW_PROFD ROW_UFTRACE WHAT
+	local p u
+	p=$(awk -v row="$1" 'index($0, row) == 1 && /[0-9]$/ { print $(NF - 1); exit }' \
+		"$tmp/overhead.out")
+	u=$(cat "$tmp/uftrace_pg.out" "$tmp/uftrace_dyn.out" | awk -v row="$2" '
+		index($0, row) == 1 && /[0-9]$/ { v = $(NF - 1) + 0; if (best == "" || v < best) best = v }
+		END { print best }')
+	[ -n "$p" ] && [ -n "$u" ] && awk -v p="$p" -v u="$u" -v w="$3" 'BEGIN {
+		printf "%s: profd %+.2f ns, uftrace (best mode) %+.2f: %.1fx under uftrace\n",
+			w, p, u, (p > 0 ? u / p : 0) }'
+	return 0
+}
 
 echo "== overhead: per-call cost, plain vs profd vs uprobe+uretprobe, same process =="
 rc=0
@@ -54,6 +70,33 @@ if [ "$fail" -ne 0 ]; then
 	sed 's/^/  | /' "$tmp/overhead.err" >&2
 	exit 1
 fi
+
+# The same empty call under uftrace, in its two modes (tools/install-deps.sh
+# installs it): -pg (mcount) and dynamic patching (-P), each in a run of its
+# own (with -P uftrace takes its slower libmcount for both). The ratio takes
+# uftrace's best mode.
+echo
+echo "== overhead: the same empty call under uftrace (-pg and -P), then profd's ratio =="
+if ! command -v uftrace >/dev/null; then
+	echo "uftrace: not installed (tools/install-deps.sh), no ratio"
+else
+	rc=0
+	uftrace record --no-libcall --no-event -d "$tmp/uftrace.pg" -- \
+		"$ROOT/$BUILD/bench/overhead" --uftrace "$CALLS" >"$tmp/uftrace_pg.out" 2>&1 || rc=$?
+	uftrace record --no-libcall --no-event -P bench_uftrace_dyn -d "$tmp/uftrace.dyn" -- \
+		"$ROOT/$BUILD/bench/overhead" --uftrace "$CALLS" >"$tmp/uftrace_dyn.out" 2>&1 || rc=$?
+	rm -rf "$tmp/uftrace.pg" "$tmp/uftrace.dyn"
+	if [ "$rc" -ne 0 ]; then
+		echo "WARNING: uftrace record exited with status $rc:" >&2
+		sed 's/^/  | /' "$tmp/uftrace_pg.out" "$tmp/uftrace_dyn.out" >&2
+	fi
+	grep -E "^(row|empty  plain)" "$tmp/uftrace_pg.out"
+	grep -E "^empty  (via 3 callers, )?uftrace -pg" "$tmp/uftrace_pg.out" || true
+	grep -E "^empty  (via 3 callers, )?uftrace -P" "$tmp/uftrace_dyn.out" || true
+	ratio "empty  instrumented (profd)" "empty  uftrace" "a direct call"
+	ratio "empty  via 3 callers, instrumented" "empty  via 3 callers, uftrace" "via 3 callers"
+fi
+[ "${BENCH_ONLY:-}" = overhead ] && exit 0
 
 echo
 "$ROOT/bench/attach.sh" "$BUILD"

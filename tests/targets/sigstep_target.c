@@ -612,6 +612,8 @@ static void worker_loop(void)
 		/* after a siglongjmp: the call that closes the abandoned entries */
 		settle_result = ss_settle();
 		sigstep_mark_end();
+		if (ctl->mode == MODE_LEARN)
+			mode = MODE_LEARN; /* the tracer sent no signal after all (another path) */
 		ctl->outcome = visit_check(mode, cur_pass, ctl->detail, sizeof(ctl->detail));
 	}
 }

@@ -668,7 +668,13 @@ static int visit_inject(struct tracer *tr, const struct visit *vi, struct stop *
 			}
 			err = hw_breakpoint_clear(tr);
 			if (!err && s->regs.rsp != want->rsp + tr->rsp_delta) {
-				*fail = OUT_DIVERGED; /* no signal sent: the probe can finish */
+				/*
+				 * No signal sent: the probe can finish, and the worker
+				 * checks it as an unsignalled run (no handler run, and
+				 * in pass 4 no siglongjmp either: sigstep_target.c).
+				 */
+				*fail = OUT_DIVERGED;
+				ctl->mode = MODE_LEARN;
 				snprintf(why, len, "harness: rsp 0x%llx there, learned 0x%lx",
 					 (unsigned long long)s->regs.rsp,
 					 (unsigned long)(want->rsp + tr->rsp_delta));
@@ -687,6 +693,7 @@ static int visit_inject(struct tracer *tr, const struct visit *vi, struct stop *
 	}
 	if (!err && !injected) {
 		*fail = OUT_DIVERGED;
+		ctl->mode = MODE_LEARN; /* stopped before its checks: see above */
 		snprintf(why, len, "harness: the probe ran the instruction %u times, not %u", hits,
 			 vi->occurrence);
 		err = hw_breakpoint_clear(tr);
