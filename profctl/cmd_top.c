@@ -188,36 +188,41 @@ static Profd__LiveFigures *ask_once(struct session_client *c)
 }
 
 /*
- * Nothing was patched: the agent's table says whether GLOBS matched nothing
- * or nothing could be instrumented. One line either way.
+ * Whether the agent instrumented anything: its table says (the agent may
+ * write jumps of its own whatever GLOBS select). When not, one line says
+ * whether GLOBS matched nothing or nothing could be instrumented. A table
+ * that does not come in time is not held against the session.
  */
-static void explain_nothing_patched(struct session_client *c, const struct profile_options *p,
-				    pid_t pid, const char *comm)
+static bool instrumented_any(struct session_client *c, const struct profile_options *p, pid_t pid,
+			     const char *comm)
 {
 	Profd__LiveFigures *m = NULL;
 	char globs[256] = "";
+	bool any;
 
-	for (size_t i = 0; i < p->n_patterns; i++)
-		snprintf(globs + strlen(globs), sizeof(globs) - strlen(globs), "%s%s", i ? "," : "",
-			 p->patterns[i]);
 	/* the table travels on the agent's own link: give it a moment to reach profd */
-	for (int tries = 0; tries < TABLE_WAIT_MS / 100; tries++) {
+	for (int tries = 0; tries < TABLE_WAIT_MS / 50; tries++) {
 		if ((m = ask_once(c)) && m->tables_received)
 			break;
 		if (m)
 			profd__live_figures__free_unpacked(m, NULL);
 		m = NULL;
-		nanosleep(&(struct timespec){ 0, 100 * 1000 * 1000 }, NULL);
+		nanosleep(&(struct timespec){ 0, 50 * 1000 * 1000 }, NULL);
 	}
-	if (m && m->functions_matched)
+	any = !m || m->functions_instrumented > 0;
+	for (size_t i = 0; !any && i < p->n_patterns; i++)
+		snprintf(globs + strlen(globs), sizeof(globs) - strlen(globs), "%s%s", i ? "," : "",
+			 p->patterns[i]);
+	if (!any && m->functions_matched)
 		fprintf(stderr, "profctl: --funcs '%s' matched %u functions in PID %d (%s), none of "
 				"which could be instrumented (profctl funcs '%s' --pid %d says why)\n",
 			globs, m->functions_matched, (int)pid, comm, globs, (int)pid);
-	else
+	else if (!any)
 		fprintf(stderr, "profctl: --funcs '%s' matched no function in PID %d (%s)\n", globs,
 			(int)pid, comm);
 	if (m)
 		profd__live_figures__free_unpacked(m, NULL);
+	return any;
 }
 
 /* Puts the bytes back (unless the target is gone or was detached), then ends the session. */
@@ -299,11 +304,11 @@ static int top_attach(struct top_options *o, struct profile_options *p, pid_t pi
 		snprintf(err, sizeof(err), "PID %d exited during the attach", (int)pid);
 	if (r)
 		fprintf(stderr, "profctl: cannot attach to PID %d: %s\n", (int)pid, err);
-	else if (patched == 0)
-		explain_nothing_patched(&client, p, pid, comm);
-	if (r || patched == 0) {
-		/* the agent is in when it patched nothing: out with it; the session ends either way */
-		if (!r) {
+	else if (!instrumented_any(&client, p, pid, comm))
+		r = -ENOENT;
+	if (r) {
+		/* an agent that instruments nothing is taken out; the session ends either way */
+		if (r == -ENOENT) {
 			detach_and_finish(&client, pid, agent, STOP_SIGNAL);
 		} else {
 			client.quiet = true;

@@ -359,6 +359,8 @@ int top_figures_update(struct top_figures *f, const Profd__LiveFigures *m)
 
 	if (!answer_valid(m))
 		return -EBADMSG;
+	if (f->answers && m->now_ns <= f->now_ns)
+		return 0; /* profd's last answer again (asked twice within its reuse time): nothing new */
 	target = strdup(m->target ? m->target : "?");
 	if (!target)
 		return -ENOMEM;

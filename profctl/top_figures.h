@@ -60,7 +60,8 @@ struct top_figures *top_figures_new(void);
 void top_figures_free(struct top_figures *f);
 
 /*
- * Takes profd's next answer. The first one is the baseline (rates need two).
+ * Takes profd's next answer. The first one is the baseline (rates need two);
+ * one no newer than the last (profd's cached answer) changes nothing.
  * 0, -EBADMSG when the answer does not hold together (an index or bucket out
  * of range, arrays of different lengths; nothing is taken), or -ENOMEM.
  */

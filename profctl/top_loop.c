@@ -25,6 +25,8 @@
 #include "profd.pb-c.h"
 
 #define ANSWER_TIMEOUT_MS 5000
+/* the caller detaches all the same: the target keeps nothing of ours patched */
+#define PROFD_GONE "profctl: profd exited during the session: detached; the trace may be cut short"
 
 struct loop {
 	const struct top_options *o;
@@ -211,7 +213,7 @@ static void request(struct loop *l)
 	if (l->src->link_fd < 0) {
 		ask_session(l, buf, n);
 	} else if (frame_send(l->src->link_fd, FRAME_LIVE_REQUEST, buf, n, -1)) {
-		finish(l, STOP_DAEMON, false, "profctl: profd exited during the session");
+		finish(l, STOP_DAEMON, false, PROFD_GONE);
 	} else {
 		l->waiting = true;
 	}
@@ -223,7 +225,7 @@ static void read_link(struct loop *l)
 	uint8_t *payload = NULL;
 
 	if (frame_recv(l->src->link_fd, &h, &payload, NULL, ANSWER_TIMEOUT_MS)) {
-		finish(l, STOP_DAEMON, false, "profctl: profd exited during the session");
+		finish(l, STOP_DAEMON, false, PROFD_GONE);
 		free(payload);
 		return;
 	}

@@ -137,31 +137,32 @@ static void put_line(FILE *out, const char *s, const struct top_view *v)
 
 static void format_header(FILE *out, const struct top_header *h, const struct top_view *v)
 {
-	char line[512], ev[32], dr[32], when[16] = "", threads[24] = "", procs[24] = "", cost[24];
+	char line[512], ev[32], dr[32], when[32] = "", threads[24] = "", procs[24] = "", cost[24];
 	char over[32] = "";
 	time_t now = time(NULL);
 	struct tm tm;
 
-	if (v->batch && localtime_r(&now, &tm))
-		strftime(when, sizeof(when), "%H:%M:%S ", &tm);
+	if (v->batch && localtime_r(&now, &tm)) /* "profctl top HH:MM:SS ": a script's anchor */
+		strftime(when, sizeof(when), "profctl top %H:%M:%S ", &tm);
 	if (v->threads >= 0)
 		snprintf(threads, sizeof(threads), "  threads %d", v->threads);
 	if (h->processes > 1)
 		snprintf(procs, sizeof(procs), "  processes %u", h->processes);
 	if (h->overhead >= 0)
 		snprintf(over, sizeof(over), "  overhead %.1f%%", 100 * h->overhead);
-	snprintf(line, sizeof(line), "profctl top %sPID %d (%s)%s%s  events %s/s  drops %s/s (%llu)%s"
-		 "  profd %s/answer", when, (int)h->pid, h->target ? h->target : "?", threads, procs,
-		 count_text(ev, sizeof(ev), h->events_per_s, true, v->batch),
-		 count_text(dr, sizeof(dr), h->drops_per_s, true, v->batch),
+	snprintf(line, sizeof(line), "%sPID %d (%s)%s%s  events %s/s  drops %s/s (%llu)%s"
+		 "  profd %s/answer", when, (int)h->pid,
+		 h->target ? h->target : "?", threads, procs,
+		 count_text(ev, sizeof(ev), h->events_per_s, false, false),
+		 count_text(dr, sizeof(dr), h->drops_per_s, false, false),
 		 (unsigned long long)h->drops, over,
 		 top_screen_duration(cost, sizeof(cost), (double)h->compute_ns));
 	put_line(out, line, v);
-	snprintf(line, sizeof(line), "%s %.2f s, sorted by %s; %u functions called%s%s",
-		 v->totals ? "session totals over" : "per second over the last", h->interval_s,
+	snprintf(line, sizeof(line), "%s %.2f s, by %s, %u functions called%s%s",
+		 v->totals ? "totals over" : "per second over", h->interval_s,
 		 top_sort_name(v->sort), h->functions_called,
 		 h->functions_left_out ? " (some not listed: profd's frame limit)" : "",
-		 v->batch ? "" : "   keys: c t s a p o sort, r totals/rates, q quit");
+		 v->batch ? "" : "  |  sort: c t s a p o  r: totals/rates  q: quit");
 	put_line(out, line, v);
 }
 
