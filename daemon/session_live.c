@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "common/mono_clock.h"
 #include "daemon/events/func_stats.h"
@@ -245,11 +246,17 @@ static int by_total_desc(const void *x, const void *y)
 	return a->id < b->id ? -1 : a->id > b->id;
 }
 
+/* At least the packed size of one listed function (varints at their longest). */
+static size_t live_function_bound(const Profd__LiveFunction *m)
+{
+	return 128 + strlen(m->name) + m->n_hist_bucket * 16 + m->n_thread_index * 40;
+}
+
 /* The functions, by total time, as many as LIVE_FRAME_MAX holds; allocated in out. */
 static int list_functions(struct live_build *b)
 {
 	Profd__LiveFigures *out = b->out;
-	size_t bytes = 0, k;
+	size_t bytes = 0, bound = 0, k;
 
 	for (uint32_t id = 1; id < b->n_ids; id++)
 		if (b->slot[id] >= 0)
@@ -260,13 +267,16 @@ static int list_functions(struct live_build *b)
 	for (size_t i = 0; i < b->n_funcs; i++)
 		out->functions[i] = &b->funcs[i].msg;
 	qsort(out->functions, b->n_funcs, sizeof(*out->functions), by_total_desc);
-	for (k = 0; k < b->n_funcs; k++) {
+	/* sized exactly only when a cheap bound says they may not fit: sizing costs as packing */
+	for (k = 0; k < b->n_funcs; k++)
+		bound += live_function_bound(out->functions[k]);
+	for (k = 0; bound > LIVE_FRAME_MAX && k < b->n_funcs; k++) {
 		bytes += profd__live_function__get_packed_size(out->functions[k]) + 8;
 		if (bytes > LIVE_FRAME_MAX)
 			break;
 	}
-	out->n_functions = k;
-	out->functions_left_out = (uint32_t)(b->n_funcs - k);
+	out->n_functions = bound > LIVE_FRAME_MAX ? k : b->n_funcs;
+	out->functions_left_out = (uint32_t)(b->n_funcs - out->n_functions);
 	return 0;
 }
 
@@ -366,9 +376,19 @@ static void live_build_free(struct live_build *b)
 	free(b->out->threads);
 }
 
+/* This thread's CPU time: what an answer costs profd, whoever else has the CPUs. */
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
 /* Builds and packs the answer into l (replacing the last one). 0 or -ENOMEM. */
 static int live_compute(struct session *s, struct session_live *l, uint64_t now)
 {
+	uint64_t cpu0 = thread_cpu_ns();
 	Profd__LiveFigures out = PROFD__LIVE_FIGURES__INIT;
 	struct live_build b = { .s = s, .out = &out };
 	uint8_t *packed;
@@ -378,7 +398,7 @@ static int live_compute(struct session *s, struct session_live *l, uint64_t now)
 	fill_session(s, &out, now);
 	err = build_functions(&b);
 	if (!err) {
-		out.compute_ns = mono_clock_ns() - now;
+		out.compute_ns = thread_cpu_ns() - cpu0;
 		len = profd__live_figures__get_packed_size(&out);
 		packed = malloc(len ? len : 1);
 		if (packed) {
