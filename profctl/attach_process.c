@@ -11,8 +11,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "profctl/agent_inject.h"
 #include "profctl/attach_process.h"
 #include "profctl/profctl.h"
 #include "proto/frame.h"
@@ -100,4 +102,19 @@ enum stop_cause attach_process_frame(uint32_t type, pid_t pid, int pidfd)
 	if (type == FRAME_STOP_NOTICE) /* profctl stop, from anywhere */
 		return STOP_REQUESTED;
 	return STOP_NONE;
+}
+
+#define DETACH_BUSY_TRIES 30
+#define DETACH_BUSY_WAIT_NS (100 * 1000 * 1000)
+
+int attach_process_detach(pid_t pid, const char *agent, enum stop_cause why, char *err,
+			  size_t errlen)
+{
+	int r = agent_inject_remove(pid, agent, err, errlen);
+
+	for (int i = 0; why == STOP_DAEMON && r == -EBUSY && i < DETACH_BUSY_TRIES; i++) {
+		nanosleep(&(struct timespec){ 0, DETACH_BUSY_WAIT_NS }, NULL);
+		r = agent_inject_remove(pid, agent, err, errlen);
+	}
+	return why == STOP_DAEMON && r == -EINVAL ? 0 : r;
 }

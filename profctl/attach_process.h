@@ -33,4 +33,14 @@ int attach_process_agent_path(char *buf, size_t len);
  */
 enum stop_cause attach_process_frame(uint32_t type, pid_t pid, int pidfd);
 
+/*
+ * Puts pid's patched bytes back (agent_inject_remove) as a session ends for
+ * why. When profd is gone (STOP_DAEMON) the agent gives up and unpatches
+ * by itself, stopping its threads with ptrace meanwhile: a busy target is
+ * tried again for a moment, and an agent found not profiling any more has
+ * put the bytes back already. 0, or a negative errno with a reason in err.
+ */
+int attach_process_detach(pid_t pid, const char *agent, enum stop_cause why, char *err,
+			  size_t errlen);
+
 #endif

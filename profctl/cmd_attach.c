@@ -118,7 +118,7 @@ static int record_and_detach(struct session_client *c, pid_t pid, const char *ag
 				"may be cut short\n");
 	if (why == STOP_SIGNAL || why == STOP_DURATION || why == STOP_DAEMON ||
 	    why == STOP_REQUESTED) {
-		if (c->opt->n_patterns && agent_inject_remove(pid, agent, err, sizeof(err)) &&
+		if (c->opt->n_patterns && attach_process_detach(pid, agent, why, err, sizeof(err)) &&
 		    kill(pid, 0) == 0)
 			fprintf(stderr, "profctl: detaching from PID %d: %s\n", (int)pid, err);
 		else if (c->opt->verbose)

@@ -233,7 +233,7 @@ static int detach_and_finish(struct session_client *c, pid_t pid, const char *ag
 	int r = 0;
 
 	if (why != STOP_TARGET_EXITED && why != STOP_AGENT_GONE && !attach_process_gone(pid) &&
-	    agent_inject_remove(pid, agent, err, sizeof(err)) && kill(pid, 0) == 0) {
+	    attach_process_detach(pid, agent, why, err, sizeof(err)) && kill(pid, 0) == 0) {
 		fprintf(stderr, "profctl: detaching from PID %d: %s\n", (int)pid, err);
 		r = -EIO;
 	}
@@ -332,6 +332,8 @@ static int top_session(struct top_options *o)
 	struct top_result res;
 	int r = top_loop_run(o, &src, &res);
 
+	if (res.last && res.why == STOP_TARGET_EXITED)
+		fputs(res.last, stdout); /* the last table stays on the terminal */
 	free(res.last);
 	if (res.message[0])
 		fprintf(stderr, "%s\n", res.message);

@@ -33,6 +33,7 @@ struct loop {
 	const struct top_source *src;
 	struct top_result *r;
 	struct top_figures *fig;
+	pid_t pid;               /* the target: the attached one, or (--session) the answer's */
 	struct top_term term;
 	bool interactive;
 	int signal_fd, pidfd;
@@ -78,7 +79,7 @@ static int target_threads(pid_t pid)
 static char *render(struct loop *l, bool plain, size_t *len)
 {
 	struct top_view v = { .sort = l->sort, .totals = l->totals, .batch = l->o->batch,
-			      .threads = target_threads(l->src->pid),
+			      .threads = target_threads(l->pid),
 			      .ready = top_figures_ready(l->fig),
 			      .status = l->status[0] ? l->status : NULL };
 	const struct top_row *rows;
@@ -135,13 +136,15 @@ static void take_answer(struct loop *l, const uint8_t *payload, size_t len)
 		return;
 	}
 	l->sched = m->sched;
+	if (l->src->pid <= 0)
+		l->pid = m->target_pid; /* --session: for its threads */
 	if (m->target_exited && !l->target_gone) {
 		l->target_gone = l->final_asked = true; /* these are its last figures */
 	}
 	profd__live_figures__free_unpacked(m, NULL);
 	if (l->target_gone)
 		snprintf(l->status, sizeof(l->status), "PID %d exited: these are its last figures%s",
-			 (int)l->src->pid, l->interactive ? "; q quits" : "");
+			 (int)l->pid, l->interactive ? "; q quits" : "");
 	draw(l);
 	if (top_figures_ready(l->fig))
 		l->r->tables++;
@@ -157,6 +160,15 @@ static void take_frame(struct loop *l, uint32_t type, const uint8_t *payload, si
 
 	if (type == FRAME_LIVE_FIGURES) {
 		take_answer(l, payload, len);
+		return;
+	}
+	if (type == FRAME_ERROR && l->src->link_fd < 0 && l->r->tables) {
+		/* --session: the session it watched is no more (or no longer its to see) */
+		char msg[64];
+
+		snprintf(msg, sizeof(msg), "profctl: session %llu ended",
+			 (unsigned long long)l->o->session_id);
+		finish(l, STOP_TARGET_EXITED, true, msg);
 		return;
 	}
 	if (type == FRAME_ERROR) {
@@ -348,6 +360,7 @@ int top_loop_run(const struct top_options *o, const struct top_source *src, stru
 		return -ENOMEM;
 	}
 	l.interactive = !o->batch && top_term_open(&l.term, 0, 1) == 0;
+	l.pid = src->pid;
 	if (src->pid > 0)
 		l.pidfd = (int)syscall(SYS_pidfd_open, src->pid, 0);
 	l.next_ns = mono_clock_ns(); /* the first answer is the baseline */

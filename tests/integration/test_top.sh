@@ -7,7 +7,8 @@
 # - quitting detaches: every patched byte back, the target counting on;
 # - -o keeps the trace; --session watches a running session (its owner only);
 # - bad input: a glob matching nothing, no such process, no rights, a PID
-#   that exits meanwhile (the last table stays, a line says so): one line each;
+#   that exits meanwhile (the last table stays, a line says so), profd dying
+#   (top detaches all the same): one line each;
 # - interactively in tmux (skipped without it): the table, the sort keys,
 #   r for totals, a resize, q and Ctrl-C give the terminal back as it was,
 #   TERM=dumb draws without escapes.
@@ -136,6 +137,23 @@ check "a PID that exits: its last table stays, marked" \
 check "a PID that exits: the last table has its functions" \
 	bash -c "tac '$WORK/dying.out' | sed '/^profctl top /q' | grep -q ' top_fast$'"
 
+# profd dying mid-session (top's private one, killed): one line, exit 1, bytes back
+timeout 60 "$PROFCTL" top "$pid" --funcs 'top_*' --batch -n 30 >"$WORK/gone.out" 2>"$WORK/gone.err" &
+top_pid=$!
+profd_pid=
+for _ in $(seq 200); do
+	profd_pid=$(pgrep -P "$(pgrep -P "$top_pid" -x profctl)" -x profd) && break
+	sleep 0.05
+done
+wait_for "$WORK/gone.out" '^profctl top '
+kill -9 $profd_pid
+wait "$top_pid"
+check_eq "profd gone mid-top: exit 1" "$?" 1
+check_eq "profd gone mid-top: one line says so" "$(cat "$WORK/gone.err")" \
+	"profctl: profd exited during the session: detached; the trace may be cut short"
+check_eq "profd gone mid-top: top_fast's bytes are back" "$(symbol_bytes "$pid" "$exe" top_fast)" \
+	"$before_fast"
+
 if [ "$(id -u)" -eq 0 ] && command -v useradd >/dev/null; then
 	id "$USER_NAME" >/dev/null 2>&1 || useradd -M -s /bin/sh "$USER_NAME" 2>/dev/null
 fi
@@ -179,9 +197,17 @@ if [ "$(id -u)" -eq 0 ] && id "$USER_NAME" >/dev/null 2>&1; then
 		"$(cat "$WORK/theirs.err")" "profctl: profd refused: no session $id of yours"
 	check_eq "another user's top --session: no figures" "$(cat "$WORK/theirs.out")" ""
 fi
+PROFD_SOCKET="$SOCK" timeout 60 "$PROFCTL" top --session "$id" --batch -n 60 \
+	>"$WORK/ending.out" 2>"$WORK/ending.err" &
+watch_pid=$!
+wait_for "$WORK/ending.out" '^profctl top '
 kill -INT "$attach_pid"
 wait "$attach_pid"
 check_eq "the watched attach session ends cleanly" "$?" 0
+wait "$watch_pid"
+check_eq "top --session of a session that ends: exit 0" "$?" 0
+check_eq "top --session of a session that ends: one line says so" "$(cat "$WORK/ending.err")" \
+	"profctl: session $id ended"
 
 # ---- interactive, in tmux ----------------------------------------------------------------------
 if ! command -v tmux >/dev/null; then

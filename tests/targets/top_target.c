@@ -5,7 +5,9 @@
  * whatever the machine's load does to the work:
  *   top_fast   2000 calls/s, ~2 us each (on-CPU)
  *   top_slow     50 calls/s, ~1 ms each (on-CPU)
- *   top_wait     20 calls/s, ~5 ms each, asleep (off-CPU)
+ *   top_wait     20 calls/s, ~20 ms each, asleep (off-CPU): 20 times the
+ *                longest of the others, so that a loaded machine's preemptions
+ *                do not reorder p99 and avg
  *   top_outer   200 calls/s, calling top_inner (~200 us on-CPU) once each
  * So by total time: top_wait > top_slow > top_outer >= top_inner > top_fast;
  * by calls: top_fast first; by self: top_outer last; by avg: top_wait first.
@@ -56,7 +58,7 @@ __attribute__((noinline, used)) void top_slow(void)
 
 __attribute__((noinline, used)) void top_wait(void)
 {
-	nanosleep(&(struct timespec){ 0, 5000000 }, NULL);
+	nanosleep(&(struct timespec){ 0, 20000000 }, NULL);
 	atomic_fetch_add_explicit(&counts[WAIT], 1, memory_order_relaxed);
 }
 
