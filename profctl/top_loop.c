@@ -278,9 +278,11 @@ static void take_signal(struct loop *l)
 	if (read(l->signal_fd, &si, sizeof(si)) != sizeof(si))
 		return;
 	switch (si.ssi_signo) {
-	case SIGWINCH:
-		top_term_size(&l->term);
-		draw(l);
+	case SIGWINCH: /* a batch table is as wide as it is: nothing to redo */
+		if (l->interactive) {
+			top_term_size(&l->term);
+			draw(l);
+		}
 		break;
 	case SIGTSTP: /* Ctrl-Z: the shell gets its terminal back as it lent it */
 		top_term_suspend(&l->term);
