@@ -15,12 +15,12 @@
 set -u
 . "$(dirname "$0")/common.bash"
 TARGET="$TARGETS/top_target"
-TMUX_SOCK="profd-top-$$"
+TMUX_SOCK="$WORK/tmux-0.sock" # in $WORK: gone with it
 USER_NAME=profd-test
 pids=()
 cleanup() {
 	for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
-	command -v tmux >/dev/null && tmux -L "$TMUX_SOCK" kill-server 2>/dev/null
+	command -v tmux >/dev/null && tmux -S "$TMUX_SOCK" kill-server 2>/dev/null
 	wait 2>/dev/null
 	rm -rf "$WORK"
 }
@@ -215,7 +215,7 @@ if ! command -v tmux >/dev/null; then
 	finish
 	exit
 fi
-tm() { tmux -L "$TMUX_SOCK" "$@"; }
+tm() { tmux -S "$TMUX_SOCK" "$@"; }
 screen() { tm capture-pane -p -t top; }
 # The first function under the column names on the screen.
 screen_first() { screen | awk '/calls\/?s? +total/ { on = 1; next } on && NF { print $NF; exit }'; }
@@ -237,7 +237,7 @@ runs=0
 run_in_tmux() { # TERM value, then the command line typed into the pane
 	tm kill-server 2>/dev/null
 	runs=$((runs + 1)) # a server of its own: the last one may still be on its way out
-	TMUX_SOCK="profd-top-$$-$runs"
+	TMUX_SOCK="$WORK/tmux-$runs.sock"
 	rm -f "$WORK/tty.before" "$WORK/tty.after" "$WORK/tty.rc"
 	tm new-session -d -s top -x 110 -y 24 "env TERM=$1 PS1='$ ' bash --norc --noprofile"
 	# one argument: tmux takes a word ending in ';' for the end of its own command
