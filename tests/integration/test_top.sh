@@ -197,6 +197,14 @@ if [ "$(id -u)" -eq 0 ] && id "$USER_NAME" >/dev/null 2>&1; then
 		"$(cat "$WORK/theirs.err")" "profctl: profd refused: no session $id of yours"
 	check_eq "another user's top --session: no figures" "$(cat "$WORK/theirs.out")" ""
 fi
+# hostile bytes: a LiveRequest that does not unpack, one naming no session, a whole one
+CLIENT="$ROOT/$BUILD/tests/targets/raw_frame_client"
+check_eq "a malformed live request: refused" "$("$CLIENT" "$SOCK" 1800000002000000ffff)" \
+	"reply 7 malformed live request"
+check_eq "a live request for no session: refused" \
+	"$("$CLIENT" "$SOCK" 180000000400000008bf843d)" "reply 7 no session 999999 of yours"
+check "a live request for session $id: answered with the figures" \
+	bash -c "'$CLIENT' '$SOCK' 1800000002000000$(printf '08%02x' "$id") | grep -q '^reply 25 '"
 PROFD_SOCKET="$SOCK" timeout 60 "$PROFCTL" top --session "$id" --batch -n 60 \
 	>"$WORK/ending.out" 2>"$WORK/ending.err" &
 watch_pid=$!
