@@ -106,8 +106,8 @@ static void draw(struct loop *l)
 	size_t len;
 	char *text;
 
-	if (!top_figures_ready(l->fig))
-		return;
+	if (!top_figures_ready(l->fig) && !l->interactive)
+		return; /* a terminal shows the header at once; a script's tables are all whole */
 	text = render(l, false, &len);
 	if (!text)
 		return;
