@@ -2,7 +2,7 @@
 _profctl()
 {
 	local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD - 1]}
-	local cmds="run attach detach report funcs status stop open snapshot export"
+	local cmds="run attach detach report funcs status stop open snapshot export top"
 	local profile="--funcs --freq -o --duration --call-graph --mmap-pages --buffer-size
 		--min-duration --max-depth --trace-compression --ring --sched --no-inherit -v"
 	local i cmd=
@@ -16,7 +16,13 @@ _profctl()
 		return
 	fi
 	case $prev in
-	--sort) COMPREPLY=($(compgen -W "calls total self avg p99" -- "$cur")); return ;;
+	--sort)
+		if [ "$cmd" = top ]; then
+			COMPREPLY=($(compgen -W "total calls self avg p99 off-cpu" -- "$cur"))
+		else
+			COMPREPLY=($(compgen -W "calls total self avg p99" -- "$cur"))
+		fi
+		return ;;
 	--call-graph) COMPREPLY=($(compgen -W "fp dwarf auto" -- "$cur")); return ;;
 	--trace-compression) COMPREPLY=($(compgen -W "deflate zstd none" -- "$cur")); return ;;
 	--sched) COMPREPLY=($(compgen -W "on off" -- "$cur")); return ;;
@@ -24,7 +30,8 @@ _profctl()
 	--pid) COMPREPLY=($(compgen -W "$(ls /proc | grep -E '^[0-9]+$')" -- "$cur")); return ;;
 	-o) COMPREPLY=($(compgen -f -- "$cur")); return ;;
 	--funcs | --freq | --duration | --mmap-pages | --buffer-size | --min-duration | \
-		--max-depth | --ring | --top | --callers | --port | --timeout | --origin) return ;;
+		--max-depth | --ring | --top | --callers | --port | --timeout | --origin | \
+		--interval | -n | --iterations | --session) return ;;
 	esac
 	case $cmd in
 	run) COMPREPLY=($(compgen -W "$profile --" -- "$cur")) ;;
@@ -43,6 +50,12 @@ _profctl()
 			COMPREPLY=($(compgen -f -- "$cur"))
 		fi ;;
 	snapshot) COMPREPLY=($(compgen -W "-o" -- "$cur")) ;;
+	top)
+		if [ "${cur#-}" != "$cur" ]; then
+			COMPREPLY=($(compgen -W "--funcs --interval --batch -n --iterations --sort --totals -o --freq --sched --session -v --help" -- "$cur"))
+		else
+			COMPREPLY=($(compgen -W "$(ls /proc | grep -E '^[0-9]+$')" -- "$cur"))
+		fi ;;
 	export)
 		if [ "${cur#-}" != "$cur" ]; then
 			COMPREPLY=($(compgen -W "--format -o --with-calls" -- "$cur"))

@@ -35,6 +35,7 @@
 #include "daemon/pid_ns.h"
 #include "daemon/session.h"
 #include "daemon/session_internal.h"
+#include "daemon/session_live.h"
 #include "daemon/sampling/stub_map.h"
 #include "daemon/symbols/symbols.h"
 #include "daemon/events/tsc_rate.h"
@@ -293,6 +294,7 @@ static void session_free(struct session *s)
 		free(s->patterns[i]);
 	free(s->patterns);
 	sched_session_free(s->sched);
+	session_live_free(s->live);
 	free(s->comm);
 	free(s->output_name);
 	free(s);
@@ -988,7 +990,7 @@ static bool agents_grace_over(struct session *s, uint64_t now)
 /* ---- profctl status / stop ------------------------------------------------------------ */
 
 /* Another user's session shows only that it exists (root sees everything). */
-static bool may_see_session(const struct session *s, const struct conn *c)
+bool session_may_see(const struct session *s, const struct conn *c)
 {
 	return c->peer.uid == 0 || c->peer.uid == s->client_cred.uid;
 }
@@ -1001,7 +1003,7 @@ static void fill_status(const struct session *s, const struct conn *c, Profd__Se
 	profd__session_status__init(st);
 	st->id = s->id;
 	st->owner_uid = s->client_cred.uid;
-	if (!may_see_session(s, c)) {
+	if (!session_may_see(s, c)) {
 		st->details_hidden = 1;
 		return;
 	}
@@ -1059,7 +1061,7 @@ static void handle_status_request(struct server *srv, struct conn *c, const uint
 	free(ptrs);
 }
 
-static struct session *session_by_id(struct server *srv, uint64_t id)
+struct session *session_by_id(struct server *srv, uint64_t id)
 {
 	for (struct session *s = srv->sessions; s; s = s->next)
 		if (s->id == id)
@@ -1081,7 +1083,7 @@ static void handle_stop_request(struct server *srv, struct conn *c, const uint8_
 	char msg[160];
 	uint8_t buf[256];
 
-	if (!req || !s || !may_see_session(s, c)) {
+	if (!req || !s || !session_may_see(s, c)) {
 		/* another user's session is refused exactly like a missing one */
 		snprintf(msg, sizeof(msg), req ? "no session %" PRIu64 " of yours" :
 						 "malformed stop request",
@@ -1123,7 +1125,7 @@ static void handle_snapshot_request(struct server *srv, struct conn *c, const ui
 	uint8_t buf[64];
 	int64_t n;
 
-	if (!req || !s || !may_see_session(s, c)) {
+	if (!req || !s || !session_may_see(s, c)) {
 		snprintf(msg, sizeof(msg), req ? "no session %" PRIu64 " of yours" :
 						 "malformed snapshot request",
 			 req ? req->session_id : 0);
@@ -1314,8 +1316,10 @@ void session_client_frame(struct server *srv, struct conn *c, uint32_t type,
 			handle_stop_request(srv, c, payload, len);
 		else if (type == FRAME_SNAPSHOT_REQUEST)
 			handle_snapshot_request(srv, c, payload, len);
+		else if (type == FRAME_LIVE_REQUEST)
+			session_live_request(srv, c, payload, len);
 		else
-			session_send_error(c, "expected a run, status, stop or snapshot request");
+			session_send_error(c, "expected a run, status, stop, snapshot or live request");
 		return;
 	}
 	switch (type) {
@@ -1330,6 +1334,9 @@ void session_client_frame(struct server *srv, struct conn *c, uint32_t type,
 		break;
 	case FRAME_SPAWNER_LINK:
 		handle_spawner_link(srv, s, c);
+		break;
+	case FRAME_LIVE_REQUEST: /* profctl top */
+		session_live_request(srv, c, payload, len);
 		break;
 	default:
 		session_send_error(c, "unexpected frame from the client");

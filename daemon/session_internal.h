@@ -125,6 +125,7 @@ struct session {
 	int target_exited;
 	char error[256];
 	char warning[256];
+	struct session_live *live;       /* profctl top's last answer (daemon/session_live.c) */
 	struct session *next;
 };
 
@@ -136,6 +137,9 @@ uint32_t session_timeline_depth(const struct session *s);
 uint32_t session_func_id(struct session *s, const char *name);
 const char *session_func_name(const struct session *s, uint32_t id);
 void session_send_error(struct conn *c, const char *msg);
+struct session *session_by_id(struct server *srv, uint64_t id);
+/* Another user's session shows only that it exists (root sees everything). */
+bool session_may_see(const struct session *s, const struct conn *c);
 /* Drains the perf rings (every process's samples and side records). */
 void session_read_samples(struct session *s);
 

@@ -636,6 +636,8 @@ static void handle_events(struct session_process *p, const uint8_t *b, size_t le
 		session_read_samples(s);
 	/* and every switch: the calls' on/off-CPU clocks must not miss one before them */
 	session_sched_drain(p->agent->srv);
+	/* the aggregates in it are as of now, within the flusher's cycle (profctl top's rates) */
+	func_stats_stamp(p->stats, mono_clock_ns());
 	r = raw ? event_decoder_feed_raw(p->decoder, b, len, &decoder_cb, p, err, sizeof(err)) :
 		  event_decoder_feed(p->decoder, b, len, &decoder_cb, p, err, sizeof(err));
 	if (r) {

@@ -20,11 +20,11 @@
 
 #include "profctl/agent_inject.h"
 #include "profctl/attach_children.h"
+#include "profctl/attach_process.h"
 #include "profctl/profctl.h"
 #include "profctl/session_client.h"
 #include "proto/frame.h"
 #include "proto/frame_io.h"
-
 
 static const char attach_usage[] =
 	"usage: profctl attach PID --funcs GLOBS [--freq HZ] [-o FILE] [--duration S] [--call-graph fp|dwarf[,BYTES]|auto] [--mmap-pages N] [--buffer-size SIZE] [--min-duration DUR] [--max-depth N] [--trace-compression deflate|zstd|none] [--ring SIZE] [--sched on|off] [--children] [-v]\n";
@@ -35,72 +35,6 @@ static double seconds_since(const struct timespec *t0)
 
 	clock_gettime(CLOCK_MONOTONIC, &now);
 	return (double)(now.tv_sec - t0->tv_sec) + (double)(now.tv_nsec - t0->tv_nsec) / 1e9;
-}
-
-static int parse_pid(const char *s, pid_t *pid)
-{
-	char *end;
-	long v = strtol(s, &end, 10);
-
-	if (*end || end == s || v <= 0 || v > 0x7fffffff) {
-		fprintf(stderr, "profctl: not a process id: '%s'\n", s);
-		return -EINVAL;
-	}
-	*pid = (pid_t)v;
-	return 0;
-}
-
-static int read_comm(pid_t pid, char *buf, size_t len)
-{
-	char path[64];
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
-	f = fopen(path, "re");
-	if (!f || !fgets(buf, (int)len, f)) {
-		if (f)
-			fclose(f);
-		return -ESRCH;
-	}
-	fclose(f);
-	buf[strcspn(buf, "\n")] = '\0';
-	return 0;
-}
-
-
-enum stop_cause { STOP_SIGNAL, STOP_DURATION, STOP_TARGET_EXITED, STOP_AGENT_GONE, STOP_DAEMON,
-		  STOP_REQUESTED };
-
-/* Gone or a zombie (which kill(pid, 0) cannot tell from alive): /proc/PID/stat's state. */
-static bool target_gone(pid_t pid)
-{
-	char path[64], line[512], *p;
-	bool gone = true;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	f = fopen(path, "re");
-	if (!f)
-		return true;
-	/* the comm field may hold spaces and parentheses: the state follows the last ')' */
-	if (fgets(line, sizeof(line), f) && (p = strrchr(line, ')')) && p[1] == ' ')
-		gone = p[2] == 'Z' || p[2] == 'X';
-	fclose(f);
-	return gone;
-}
-
-/*
- * The agent's connection closed: a detach from elsewhere, or the target dying
- * (a process closes its sockets before it is a zombie, and a zombie still
- * answers kill(pid, 0)). Its pidfd tells, given a moment to finish exiting.
- */
-static bool target_exiting(pid_t pid, int pidfd)
-{
-	struct pollfd p = { pidfd, POLLIN, 0 };
-
-	if (pidfd < 0)
-		return kill(pid, 0) != 0;
-	return poll(&p, 1, 200) > 0;
 }
 
 static enum stop_cause wait_for_stop_on(struct session_client *c, pid_t pid, unsigned duration_s,
@@ -122,15 +56,12 @@ static enum stop_cause wait_for_stop_on(struct session_client *c, pid_t pid, uns
 				struct frame_header h;
 				uint8_t *payload = NULL;
 				int r = frame_recv(c->link.fd, &h, &payload, NULL, 1000);
+				enum stop_cause why = r < 0 ? STOP_DAEMON :
+						      attach_process_frame(h.type, pid, pidfd);
 
 				free(payload);
-				if (r < 0)
-					return STOP_DAEMON;
-				if (h.type == FRAME_AGENT_GONE)
-					return target_exiting(pid, pidfd) ? STOP_TARGET_EXITED :
-									    STOP_AGENT_GONE;
-				if (h.type == FRAME_STOP_NOTICE) /* profctl stop, from anywhere */
-					return STOP_REQUESTED;
+				if (why != STOP_NONE)
+					return why;
 			}
 		}
 		if (kill(pid, 0) && errno == ESRCH)
@@ -168,20 +99,6 @@ static int stop_signals_fd(void)
 	return signalfd(-1, &set, SFD_CLOEXEC);
 }
 
-static int agent_path_next_to_us(char *buf, size_t len)
-{
-	char dir[PATH_MAX];
-
-	if (profctl_self_dir(dir, sizeof(dir)))
-		return -ENOENT;
-	snprintf(buf, len, "%s/libprofagent.so", dir);
-	if (access(buf, R_OK)) {
-		fprintf(stderr, "profctl: agent %s: %s\n", buf, strerror(errno));
-		return -ENOENT;
-	}
-	return 0;
-}
-
 /* Attached and recording: wait, then put everything back and report. */
 static int record_and_detach(struct session_client *c, pid_t pid, const char *agent,
 			     int signal_fd, struct attach_children *kids)
@@ -192,13 +109,16 @@ static int record_and_detach(struct session_client *c, pid_t pid, const char *ag
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	/* whatever ended the wait, a target that died meanwhile is what the user must hear */
-	if (why != STOP_DAEMON && why != STOP_TARGET_EXITED && target_gone(pid))
+	if (why != STOP_DAEMON && why != STOP_TARGET_EXITED && attach_process_gone(pid))
 		why = STOP_TARGET_EXITED;
 	if (why == STOP_REQUESTED)
 		fprintf(stderr, "profctl: session stopped by profctl stop: detaching\n");
+	if (why == STOP_DAEMON) /* the agent's link went with it: put the bytes back all the same */
+		fprintf(stderr, "profctl: profd exited during the session: detaching; the trace "
+				"may be cut short\n");
 	if (why == STOP_SIGNAL || why == STOP_DURATION || why == STOP_DAEMON ||
 	    why == STOP_REQUESTED) {
-		if (c->opt->n_patterns && agent_inject_remove(pid, agent, err, sizeof(err)) &&
+		if (c->opt->n_patterns && attach_process_detach(pid, agent, why, err, sizeof(err)) &&
 		    kill(pid, 0) == 0)
 			fprintf(stderr, "profctl: detaching from PID %d: %s\n", (int)pid, err);
 		else if (c->opt->verbose)
@@ -230,9 +150,9 @@ int cmd_attach(int argc, char **argv)
 			fprintf(stderr, "%s", attach_usage);
 		return 2;
 	}
-	if (parse_pid(argv[first], &pid) || agent_path_next_to_us(agent, sizeof(agent)))
+	if (attach_process_parse_pid(argv[first], &pid) || attach_process_agent_path(agent, sizeof(agent)))
 		return 2;
-	if (read_comm(pid, comm, sizeof(comm))) {
+	if (attach_process_comm(pid, comm, sizeof(comm))) {
 		fprintf(stderr, "profctl: no such process: %d\n", (int)pid);
 		return 1;
 	}
@@ -258,7 +178,7 @@ int cmd_attach(int argc, char **argv)
 	r = opt.n_patterns ? agent_inject_start(pid, agent, &sess, &patched, &pause_ms, err,
 						sizeof(err))
 			   : 0;
-	if (r && target_gone(pid)) /* what failed is of no interest: it died under us */
+	if (r && attach_process_gone(pid)) /* what failed is of no interest: it died under us */
 		snprintf(err, sizeof(err), "PID %d exited during the attach", (int)pid);
 	if (r) {
 		fprintf(stderr, "profctl: cannot attach to PID %d: %s\n", (int)pid, err);
@@ -284,11 +204,11 @@ int cmd_detach(int argc, char **argv)
 	char err[512] = "", agent[PATH_MAX + 32];
 	pid_t pid;
 
-	if (argc != 2 || parse_pid(argv[1], &pid)) {
+	if (argc != 2 || attach_process_parse_pid(argv[1], &pid)) {
 		fprintf(stderr, "usage: profctl detach PID\n");
 		return 2;
 	}
-	if (agent_path_next_to_us(agent, sizeof(agent)))
+	if (attach_process_agent_path(agent, sizeof(agent)))
 		agent[0] = '\0'; /* symbols from map_files only (root), or an agent loaded by path */
 	if (agent_inject_remove(pid, agent, err, sizeof(err))) {
 		fprintf(stderr, "profctl: cannot detach from PID %d: %s\n", (int)pid, err);

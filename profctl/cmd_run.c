@@ -305,7 +305,7 @@ int cmd_run(int argc, char **argv)
 {
 	struct run_state rs = { .go_pipe = -1, .exec_error_pipe = -1 };
 	char token[128] = "-";
-	int status = 0, err;
+	int status = 0, err, finished;
 
 	if (parse_run_options(argc, argv, &rs))
 		return 2;
@@ -338,9 +338,10 @@ int cmd_run(int argc, char **argv)
 	err = wait_target(&rs, &status);
 	if (!err && WIFSIGNALED(status))
 		report_killed(&rs, status);
-	session_client_finish(&rs.client, status);
+	/* profd gone (said in one line): the command's own failure, else 1 */
+	finished = session_client_finish(&rs.client, status);
 	if (err == -ETIMEDOUT)
 		waitpid(rs.child, &status, 0);
 	session_client_close(&rs.client);
-	return exit_code(status);
+	return finished && !exit_code(status) ? 1 : exit_code(status);
 }

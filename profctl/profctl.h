@@ -20,6 +20,7 @@ int cmd_open(int argc, char **argv);
 int cmd_snapshot(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_funcs(int argc, char **argv);
+int cmd_top(int argc, char **argv);
 
 /* CMD's file as execvp would find it (PATH), in out; 0 or a negative errno. */
 int profctl_find_command(const char *cmd, char *out, size_t len);

@@ -297,6 +297,11 @@ int session_client_expect(struct session_client *c, uint32_t want, uint8_t **pay
 		free(*payload);
 		*payload = NULL;
 	}
+	if (err == -ECONNRESET || err == -EPIPE) {
+		fprintf(stderr, "profctl: profd exited during the session: no summary; the trace "
+				"may be cut short\n");
+		return err;
+	}
 	if (err < 0) {
 		fprintf(stderr, "profctl: profd did not answer: %s\n", strerror(-err));
 		return err;
@@ -619,6 +624,8 @@ static void print_summary(const struct session_client *c, const Profd__SessionSu
 {
 	if (s->error && s->error[0])
 		fprintf(stderr, "profctl: error: %s\n", s->error);
+	if (c->quiet) /* profctl top: its table said the rest */
+		return;
 	for (size_t i = 0; i < s->n_warnings; i++)
 		fprintf(stderr, "profctl: warning: %s\n", s->warnings[i]);
 	if (c->opt->n_patterns > 0) {

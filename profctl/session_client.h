@@ -58,6 +58,7 @@ struct session_client {
 	char output_path[PATH_MAX];
 	int out_fd;
 	bool sched_told;  /* why there are no scheduler states was said at the start */
+	bool quiet;       /* the summary says only what went wrong (profctl top) */
 };
 
 void session_client_init(struct session_client *c, const struct profile_options *opt);

@@ -75,6 +75,8 @@ static const char *const frame_type_names[FRAME_TYPE_MAX] = {
 	[FRAME_EVENTS_RAW] = "events-raw",
 	[FRAME_AGENT_LINK] = "agent-link",
 	[FRAME_SPAWNER_LINK] = "spawner-link",
+	[FRAME_LIVE_REQUEST] = "live-request",
+	[FRAME_LIVE_FIGURES] = "live-figures",
 };
 
 bool frame_type_known(uint32_t type)

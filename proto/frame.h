@@ -43,7 +43,14 @@ enum frame_type {
 	 * an FRAME_AGENT_LINK over it with the profd end of its own pair.
 	 */
 	FRAME_SPAWNER_LINK = 23,
-	FRAME_TYPE_MAX = 24,
+	/*
+	 * client -> profd: the session's exact figures now (LiveRequest), on the
+	 * session's own connection, or first and only frame of a new one
+	 * (profctl top --session). Answered with FRAME_LIVE_FIGURES.
+	 */
+	FRAME_LIVE_REQUEST = 24,
+	FRAME_LIVE_FIGURES = 25,
+	FRAME_TYPE_MAX = 26,
 };
 
 #define FRAME_HEADER_SIZE 8u

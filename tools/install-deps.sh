@@ -2,11 +2,12 @@
 # Installs profd's build and test dependencies from Debian's packages (Debian 12, as root).
 # nodejs and default-jdk-headless: tests/integration/test_runtimes.sh (skipped without them).
 # uftrace: bench/run.sh measures the same call under it (the overhead ratio).
+# tmux: tests/integration/test_top.sh drives the interactive profctl top in it (skipped without).
 set -eu
 pkgs=(build-essential pkg-config clang llvm libzstd-dev zstd zlib1g-dev libisal-dev libprotobuf-c-dev protobuf-c-compiler
 	protobuf-compiler libzydis-dev libelf-dev libdw-dev libbpf-dev bpftool libsystemd-dev
 	sqlite3 libsqlite3-dev binutils gdb strace libclang-rt-14-dev libc6-dbg systemd python3
-	libpython3.11-testsuite curl golang-go nodejs default-jdk-headless uftrace)
+	libpython3.11-testsuite curl golang-go nodejs default-jdk-headless uftrace tmux)
 # make ARCH=aarch64 / make test-aarch64: cross toolchain, qemu-user and the arm64
 # libraries the agent links (multiarch), and libstdc++ for the C++ targets
 # under plain qemu-aarch64. ~8 s to install on this machine's mirror;

@@ -24,6 +24,7 @@ struct stat_entry {
 struct thread_drops {
 	uint32_t tid;
 	struct decoded_thread_drops base, last;
+	uint64_t stamp_ns; /* func_stats_stamp's value at its last aggregates */
 };
 
 struct func_stats {
@@ -31,6 +32,7 @@ struct func_stats {
 	size_t cap, n;  /* cap: a power of two */
 	struct thread_drops *threads;
 	size_t n_threads, cap_threads;
+	uint64_t stamp_ns; /* func_stats_stamp: given to the threads reporting from now on */
 };
 
 struct func_stats *func_stats_new(void)
@@ -217,6 +219,7 @@ void func_stats_thread_drops(struct func_stats *fs, uint32_t tid,
 		fs->threads[fs->n_threads++] = (struct thread_drops){ .tid = tid };
 	}
 	fs->threads[i].last = *td;
+	fs->threads[i].stamp_ns = fs->stamp_ns;
 }
 
 /* The duration below which `fraction` of the calls fall: the middle of its bucket, in ns. */
@@ -393,4 +396,41 @@ uint64_t func_stats_min_duration_for(const struct func_stats *fs, uint64_t max_c
 	if (b == 0 || ns_per_tick <= 0)
 		return 0;
 	return (uint64_t)((double)agg_bucket_low(b) * ns_per_tick + 0.999);
+}
+
+void func_stats_stamp(struct func_stats *fs, uint64_t now_ns)
+{
+	fs->stamp_ns = now_ns;
+}
+
+void func_stats_each(const struct func_stats *fs,
+		     void (*fn)(void *ctx, const struct func_stats_view *v), void *ctx)
+{
+	for (size_t i = 0; i < fs->cap; i++) {
+		const struct stat_entry *e = &fs->entries[i];
+		struct func_stats_view v = { .hist = e->hist, .ns_per_tick = e->ns_per_tick };
+		uint64_t entered = e->base_entered + e->last.entered;
+
+		if (!e->func_id)
+			continue;
+		v.t.func_id = e->func_id;
+		v.t.tid = e->tid;
+		v.t.exited = e->base_exited + e->last.exited;
+		v.t.calls = entered + e->base_untimed + e->last.untimed;
+		v.t.open = entered - v.t.exited;
+		v.t.dropped = e->base_untimed + e->last.untimed + e->base_unrecorded +
+			      e->last.unrecorded;
+		v.t.filtered = e->base_filtered + e->last.filtered;
+		v.t.total_ns = e->base_total + e->last.total_ns;
+		v.t.self_ns = e->base_self + e->last.self_ns;
+		v.t.max_ns = e->base_max > e->last.max_ns ? e->base_max : e->last.max_ns;
+		fn(ctx, &v);
+	}
+}
+
+void func_stats_each_thread(const struct func_stats *fs,
+			    void (*fn)(void *ctx, uint32_t tid, uint64_t stamp_ns), void *ctx)
+{
+	for (size_t i = 0; i < fs->n_threads; i++)
+		fn(ctx, fs->threads[i].tid, fs->threads[i].stamp_ns);
 }

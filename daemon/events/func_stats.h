@@ -69,4 +69,28 @@ void func_stats_summarize(const struct func_stats *fs, struct func_stats_summary
  */
 uint64_t func_stats_min_duration_for(const struct func_stats *fs, uint64_t max_calls);
 
+/*
+ * When the aggregates decoded from now on were reported (profd's
+ * CLOCK_MONOTONIC ns, read as their frame arrives). A thread's figures are
+ * all as of its last aggregates (the agent sends only what changed, so an
+ * entry it left out is unchanged): func_stats_thread_drops, which starts
+ * every thread's aggregates, takes the stamp for the thread. Live rates
+ * (daemon/session_live.c) divide by the time between two of them.
+ */
+void func_stats_stamp(struct func_stats *fs, uint64_t now_ns);
+
+/* One (thread, function) entry as func_stats_each shows it: cumulative, read-only. */
+struct func_stats_view {
+	struct func_totals t;   /* tid != 0; the percentiles are not filled */
+	const uint64_t *hist;   /* AGG_BUCKETS cumulative counts of durations in ticks */
+	double ns_per_tick;     /* 0: not known yet */
+};
+
+/* Calls fn for every (thread, function) entry, in no particular order. */
+void func_stats_each(const struct func_stats *fs,
+		     void (*fn)(void *ctx, const struct func_stats_view *v), void *ctx);
+/* Calls fn for every thread that sent aggregates, with the stamp of its last ones. */
+void func_stats_each_thread(const struct func_stats *fs,
+			    void (*fn)(void *ctx, uint32_t tid, uint64_t stamp_ns), void *ctx);
+
 #endif

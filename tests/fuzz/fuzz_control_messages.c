@@ -48,6 +48,8 @@ static const ProtobufCMessageDescriptor *const frame_message[FRAME_TYPE_MAX] = {
 	[FRAME_AGENT_CONFIG] = &profd__agent_config__descriptor,
 	[FRAME_FUNCTION_TABLE] = &profd__function_table__descriptor,
 	[FRAME_AGENT_GOODBYE] = &profd__agent_goodbye__descriptor,
+	[FRAME_LIVE_REQUEST] = &profd__live_request__descriptor,
+	[FRAME_LIVE_FIGURES] = &profd__live_figures__descriptor,
 };
 
 /* What session.c keeps about one connection's session, as far as messages drive it. */

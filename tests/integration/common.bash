@@ -110,3 +110,13 @@ dump_func_counts() {
 	$1 == "total" && $2 == 0 { n = name(3, NF - 11); calls[n] = $(NF - 10); off[n] = $(NF - 8) }
 	END { for (f in calls) print slices[f] + 0, calls[f], off[f], f }'
 }
+
+# 16 bytes of live code at SYMBOL of the program EXE in process PID, as hex:
+# every patched byte must be back after a detach.
+symbol_bytes() { # pid, exe, symbol
+	local base off
+	base=$(awk -v exe="$2" '$6 == exe && $3 == "00000000" {print $1; exit}' "/proc/$1/maps")
+	off=$(nm "$2" | awk -v s="$3" '$3 == s {print $1}')
+	dd if="/proc/$1/mem" bs=1 skip=$((0x${base%-*} + 0x$off)) count=16 2>/dev/null |
+		od -An -tx1 | tr -d ' \n'
+}

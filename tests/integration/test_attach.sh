@@ -73,7 +73,8 @@ check_eq "code bytes intact after the cycles" "$(code_bytes "$pid" at_mix)" "$be
 
 "$PROFCTL" attach "$pid" -v --funcs 'at_*' -o "$WORK/d.pftrace" 2>"$WORK/d.err" &
 apid=$!
-sleep 0.5
+# a detach before the attach is done finds nothing to detach (a loaded machine is slow to attach)
+wait_for "$WORK/d.err" "attached to PID"
 "$PROFCTL" detach "$pid" 2>"$WORK/detach.err"
 check_eq "profctl detach PID from elsewhere" "$?" 0
 wait "$apid"

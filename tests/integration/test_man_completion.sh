@@ -18,6 +18,25 @@ for opt in --sort --top --threads --percentiles --callers --pid; do
 	check "profctl.1 documents $opt" grep -q -- "$opt" "$WORK/profctl.txt"
 done
 
+# Every subcommand profctl's usage lists is in the man page, the completion and
+# the README, and prints its own usage with --help (exit 0).
+cmds=$("$PROFCTL" --help | sed -nE 's/^(usage:)? +profctl ([a-z]+).*/\2/p' | sort -u)
+check "profctl --help lists the subcommands (top among them)" grep -qx top <<<"$cmds"
+comp_cmds=$(sed -nE 's/^\s*local cmds="(.*)"/\1/p' "$ROOT/completion/profctl.bash" | tr ' ' '\n' | sort -u)
+check_eq "completion: the subcommands profctl --help lists" "$comp_cmds" "$cmds"
+for cmd in $cmds; do
+	check "profctl.1 documents $cmd" grep -q "profctl $cmd" "$WORK/profctl.txt"
+	check "README.md shows profctl $cmd" grep -q "profctl $cmd" "$ROOT/README.md"
+	"$PROFCTL" "$cmd" --help >"$WORK/help.out" 2>&1
+	check_eq "profctl $cmd --help: exit 0" "$?" 0
+	check "profctl $cmd --help: its usage" grep -q "^usage: profctl $cmd" "$WORK/help.out"
+done
+# top's options: in its usage, the man page and the completion alike
+for opt in $("$PROFCTL" top --help | grep -oE -- '--[a-z-]+' | sort -u); do
+	check "profctl.1 documents top $opt" grep -q -- "$opt" "$WORK/profctl.txt"
+	check "completion offers top $opt" bash -c "grep -A4 '^	top)' '$ROOT/completion/profctl.bash' | grep -q -- '$opt'"
+done
+
 complete_words() { # words of the command line; the last is completed
 	bash -c 'source "$1"; shift; COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); _profctl
 		printf "%s\n" "${COMPREPLY[@]}"' _ "$ROOT/completion/profctl.bash" "$@"
@@ -28,6 +47,9 @@ check_eq "completion: report --sort p -> p99" "$(complete_words profctl report -
 check_eq "completion: report --th -> --threads" "$(complete_words profctl report --th)" --threads
 check_eq "completion: run --trace-compression z -> zstd" \
 	"$(complete_words profctl run --trace-compression z)" zstd
+check_eq "completion: profctl to -> top" "$(complete_words profctl to)" top
+check_eq "completion: top --sort off -> off-cpu" "$(complete_words profctl top --sort off)" off-cpu
+check_eq "completion: top --ba -> --batch" "$(complete_words profctl top --ba)" --batch
 check "completion: registers for profctl" \
 	bash -c "source '$ROOT/completion/profctl.bash'; complete -p profctl | grep -q _profctl"
 

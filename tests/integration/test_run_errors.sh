@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # profctl run's contract at the edges: CMD's exit status is profctl's, bad
 # input gets a one-line error before CMD starts, a glob that matches nothing
-# warns and still runs the program, and a trace is written in every case.
+# warns and still runs the program, and a trace is written in every case;
+# profd dying mid-session is said in one line and profctl exits non-zero.
 set -u
 . "$(dirname "$0")/common.bash"
 
@@ -35,5 +36,17 @@ check_eq "and breaks no rule" "$(grep -c '^problem' "$WORK/nomatch.dump")" 0
 
 "$PROFCTL" run --freq abc -- true 2>"$WORK/freq.err"
 check "--freq must be a number" grep -q "^profctl: --freq must be a whole number" "$WORK/freq.err"
+
+# profd dying mid-session (its private one, killed): one line, a non-zero exit
+"$PROFCTL" run --freq 0 -o "$WORK/gone.pftrace" -- sleep 2 2>"$WORK/gone.err" &
+run_pid=$!
+profd_pid=
+for _ in $(seq 200); do profd_pid=$(pgrep -P "$run_pid" -x profd) && break; sleep 0.05; done
+sleep 0.5
+kill -9 $profd_pid
+wait "$run_pid"
+check "profd gone mid-run: profctl exits non-zero" test $? -ne 0
+check_eq "profd gone mid-run: one line says so" "$(cat "$WORK/gone.err")" \
+	"profctl: profd exited during the session: no summary; the trace may be cut short"
 
 finish

@@ -148,7 +148,9 @@ static void test_type_names(void)
 	CHECK_EQ_STR(frame_type_name(FRAME_SNAPSHOT_REQUEST), "snapshot-request");
 	CHECK_EQ_STR(frame_type_name(FRAME_AGENT_LINK), "agent-link");
 	CHECK_EQ_STR(frame_type_name(FRAME_SPAWNER_LINK), "spawner-link");
-	CHECK_EQ_INT(known, 23); /* 1..23 */
+	CHECK_EQ_STR(frame_type_name(FRAME_LIVE_REQUEST), "live-request");
+	CHECK_EQ_STR(frame_type_name(FRAME_LIVE_FIGURES), "live-figures");
+	CHECK_EQ_INT(known, 25); /* 1..25 */
 }
 
 /* ---- reader ---------------------------------------------------------------- */

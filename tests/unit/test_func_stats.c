@@ -519,6 +519,62 @@ static void test_many_entries(void)
 	func_stats_free(fs);
 }
 
+struct each_sum {
+	uint64_t calls, total, hist_calls;
+	uint32_t entries;
+	uint64_t stamp_of[3]; /* by tid 10, 11, 12 */
+};
+
+static void sum_entry(void *ctx, const struct func_stats_view *v)
+{
+	struct each_sum *s = ctx;
+
+	s->entries++;
+	s->calls += v->t.calls;
+	s->total += v->t.total_ns;
+	for (int b = 0; b < AGG_BUCKETS; b++)
+		s->hist_calls += v->hist[b];
+}
+
+static void note_stamp(void *ctx, uint32_t tid, uint64_t stamp_ns)
+{
+	struct each_sum *s = ctx;
+
+	if (tid >= 10 && tid <= 12)
+		s->stamp_of[tid - 10] = stamp_ns;
+}
+
+/*
+ * profctl top's view: every (thread, function) entry with its histogram,
+ * adding up to the totals, and each thread stamped when its aggregates
+ * (their drops part first) last came, not when another thread's did.
+ */
+static void test_each_entry_and_thread_stamps(void)
+{
+	struct func_stats *fs = func_stats_new();
+	struct decoded_thread_drops td = { 0 };
+	struct decoded_func_agg a = agg(4, 4, 0, 0, 400, 400, 150);
+	struct each_sum s = { 0 };
+
+	a.hist[agg_bucket(100)] = 4;
+	func_stats_stamp(fs, 1000);
+	func_stats_thread_drops(fs, 10, &td);
+	CHECK_EQ_INT(func_stats_update(fs, 10, 1, &a, 1.0), 0);
+	func_stats_stamp(fs, 2000);
+	func_stats_thread_drops(fs, 11, &td);
+	CHECK_EQ_INT(func_stats_update(fs, 11, 1, &a, 1.0), 0);
+	CHECK_EQ_INT(func_stats_update(fs, 11, 2, &a, 1.0), 0);
+	func_stats_each(fs, sum_entry, &s);
+	func_stats_each_thread(fs, note_stamp, &s);
+	CHECK_EQ_INT(s.entries, 3);
+	CHECK_EQ_U64(s.calls, 12);
+	CHECK_EQ_U64(s.total, 1200);
+	CHECK_EQ_U64(s.hist_calls, 12);
+	CHECK_EQ_U64(s.stamp_of[0], 1000);
+	CHECK_EQ_U64(s.stamp_of[1], 2000);
+	func_stats_free(fs);
+}
+
 int main(void)
 {
 	RUN_TEST(test_cumulative_updates);
@@ -532,5 +588,6 @@ int main(void)
 	RUN_TEST(test_many_entries);
 	RUN_TEST(test_filtered_apart_from_dropped);
 	RUN_TEST(test_min_duration_suggestion);
+	RUN_TEST(test_each_entry_and_thread_stamps);
 	return unit_summary();
 }
