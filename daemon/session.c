@@ -391,12 +391,51 @@ static enum perfetto_compression writer_compression(uint32_t wire)
 	}
 }
 
+/* What every agent of s is told: in reply to its hello, or handed down by `run` (SessionStarted). */
+static void session_agent_config(struct session *s, Profd__AgentConfig *cfg)
+{
+	cfg->session_id = s->id;
+	cfg->n_func_patterns = s->n_patterns;
+	cfg->func_patterns = s->patterns;
+	cfg->buffer_size = s->buffer_size;
+	cfg->min_duration_ticks = s->min_duration_ticks;
+	cfg->max_depth = session_timeline_depth(s);
+	cfg->follow_children = s->follow_children;
+}
+
+/*
+ * SessionStarted, with a copy of the agents' config for `run` (profctl puts
+ * it in the target's environment: its processes patch without a round trip).
+ */
+static void send_session_started(struct conn *c, struct session *s, bool with_config)
+{
+	Profd__SessionStarted started = PROFD__SESSION_STARTED__INIT;
+	Profd__AgentConfig cfg = PROFD__AGENT_CONFIG__INIT;
+	uint8_t *cfg_buf = NULL, *buf;
+	size_t len;
+
+	started.session_id = s->id;
+	started.agent_token = s->token;
+	session_agent_config(s, &cfg);
+	len = profd__agent_config__get_packed_size(&cfg);
+	if (with_config && (cfg_buf = malloc(len + 1))) {
+		started.agent_config.len = profd__agent_config__pack(&cfg, cfg_buf);
+		started.agent_config.data = cfg_buf;
+	}
+	len = profd__session_started__get_packed_size(&started);
+	buf = malloc(len + 1);
+	if (buf)
+		conn_send(c, FRAME_SESSION_STARTED, buf, profd__session_started__pack(&started, buf));
+	else
+		session_send_error(c, "out of memory");
+	free(buf);
+	free(cfg_buf);
+}
+
 static void handle_run_request(struct server *srv, struct conn *c, const uint8_t *p, size_t len)
 {
 	Profd__RunRequest *req = profd__run_request__unpack(NULL, len, p);
-	Profd__SessionStarted started = PROFD__SESSION_STARTED__INIT;
 	struct session *s;
-	uint8_t buf[256];
 
 	if (!req || c->session) {
 		session_send_error(c, req ? "one session per connection" : "malformed run request");
@@ -453,9 +492,7 @@ static void handle_run_request(struct server *srv, struct conn *c, const uint8_t
 	perfetto_writer_clock_snapshot(s->writer);
 	if (req->attach_pid > 0 && session_attach(s, req->attach_pid))
 		goto out; /* refused: the error went to the client */
-	started.session_id = s->id;
-	started.agent_token = s->token;
-	conn_send(c, FRAME_SESSION_STARTED, buf, profd__session_started__pack(&started, buf));
+	send_session_started(c, s, req->attach_pid <= 0);
 	srv->served_one = true;
 out:
 	if (req)
@@ -731,42 +768,83 @@ static struct session *session_by_token(struct server *srv, const char *token)
 }
 
 /*
+ * An agent's process that was gone (its /proc with it) before we read its
+ * hello: agents with their config do not wait for our answer. Unless the
+ * kernel told us of it (it would have been found), it is placed under the
+ * parent its hello names, a process of the session, and only when the
+ * kernel says (SO_PEERCRED) it ran as the client's own user: /proc has
+ * nothing left to check it by, and it sent nothing but its own figures.
+ */
+static struct session_process *gone_process(struct server *srv, struct session *s,
+					    const struct conn *c, pid_t parent)
+{
+	struct session_process *p;
+
+	if ((c->peer.uid != s->client_cred.uid && s->client_cred.uid != 0) || parent <= 0 ||
+	    !session_process_find(s, parent))
+		return NULL;
+	p = session_add_process(srv, s, c->peer.pid, parent);
+	if (p && !s->sampler) { /* else its EXIT record says so (and its FORK record finds it) */
+		p->exited = true;
+		p->exited_ns = mono_clock_ns();
+		if (s->n_live)
+			s->n_live--;
+	}
+	return p;
+}
+
+/*
  * The process an agent's hello comes from: the target, or (following
  * children) a process of its tree: one the kernel told of (FORK records
  * read so far), else one whose parents in /proc lead to the session. Who
  * connected is the kernel's word (SO_PEERCRED), not the agent's; the token
  * is the session's secret, handed down through the environment; the client
  * must still be allowed to ptrace the process. A handed-over link serves
- * its session only.
+ * its session only. The process may have exited since it connected: then
+ * the newest of its pid is it (see gone_process for one never seen).
  */
 static struct session_process *hello_process(struct server *srv, struct session *s,
-					     struct conn *c)
+					     struct conn *c, pid_t parent)
 {
 	pid_t pid = c->peer.pid;
 	struct session_process *p;
-	unsigned long long start;
+	unsigned long long start, now_start;
 	char why[160];
 
 	if (!s->target || (c->bound_session && c->bound_session != s->id))
 		return NULL;
-	if (pid == s->target)
-		return access_start_time(pid) == s->target_start_time ?
-			       session_live_process(s, pid) : NULL;
-	if (!s->follow_children)
+	if (pid != s->target && !s->follow_children)
 		return NULL;
 	/*
-	 * Not draining the rings for its FORK record first: the agent waits for
-	 * our answer, and the samples pending (unwound as they are read) are
-	 * no business of its start. One still unread adds it from /proc below;
-	 * the record then finds it known.
+	 * Not draining the rings for its FORK record first: the samples
+	 * pending (unwound as they are read) are no business of its start. One
+	 * still unread adds it from /proc below; the record then finds it known.
 	 */
-	p = session_live_process(s, pid);
-	if (p)
-		return access_start_time(pid) == p->start_time ? p : NULL;
+	now_start = access_start_time(pid);
+	p = session_process_find(s, pid);
+	if (p && (now_start == p->start_time || now_start == 0))
+		return p; /* still it, or gone since it connected */
+	if (pid == s->target)
+		return NULL;
+	if (now_start == 0)
+		return gone_process(srv, s, c, parent);
 	if (!session_descends(s, pid) ||
 	    access_check_target(&s->client_cred, pid, false, &start, why, sizeof(why)))
 		return NULL;
 	return session_add_process(srv, s, pid, proc_parent(pid, NULL));
+}
+
+/*
+ * An agent that waits for its config is told why; one that patched already
+ * (config_known) reads nothing from us: the closed connection is its answer
+ * (its flusher sees it and puts the code back).
+ */
+static void agent_refuse(struct conn *c, const Profd__AgentHello *hello, const char *why)
+{
+	if (hello && hello->config_known)
+		conn_close_later(c);
+	else
+		session_send_error(c, why);
 }
 
 static void handle_agent_hello(struct server *srv, struct conn *c, const uint8_t *b, size_t len)
@@ -774,11 +852,11 @@ static void handle_agent_hello(struct server *srv, struct conn *c, const uint8_t
 	Profd__AgentHello *hello = profd__agent_hello__unpack(NULL, len, b);
 	Profd__AgentConfig cfg = PROFD__AGENT_CONFIG__INIT;
 	struct session *s = hello ? session_by_token(srv, hello->agent_token) : NULL;
-	struct session_process *p = s ? hello_process(srv, s, c) : NULL;
+	struct session_process *p = s ? hello_process(srv, s, c, hello->parent) : NULL;
 	uint8_t buf[64 * 1024];
 
 	if (!p) {
-		session_send_error(c, "no session for this agent");
+		agent_refuse(c, hello, "no session for this agent");
 		goto out;
 	}
 	if (p->agent) { /* the program before an exec: its stream ended with it */
@@ -790,17 +868,13 @@ static void handle_agent_hello(struct server *srv, struct conn *c, const uint8_t
 		p->execs++;
 	session_process_describe_detail(p); /* the program its agent runs in */
 	if (session_process_agent_hello(p, c)) {
-		session_send_error(c, "out of memory");
+		agent_refuse(c, hello, "out of memory");
 		goto out;
 	}
 	c->session = s;
-	cfg.session_id = s->id;
-	cfg.n_func_patterns = s->n_patterns;
-	cfg.func_patterns = s->patterns;
-	cfg.buffer_size = s->buffer_size;
-	cfg.min_duration_ticks = s->min_duration_ticks;
-	cfg.max_depth = session_timeline_depth(s);
-	cfg.follow_children = s->follow_children;
+	if (hello->config_known) /* it patched already, from the environment's copy */
+		goto out;
+	session_agent_config(s, &cfg);
 	if (profd__agent_config__get_packed_size(&cfg) <= sizeof(buf))
 		conn_send(c, FRAME_AGENT_CONFIG, buf, profd__agent_config__pack(&cfg, buf));
 out:
@@ -1324,8 +1398,8 @@ void session_conn_closed(struct server *srv, struct conn *c)
 		session_finish(srv, s); /* nobody to report to: finalize now */
 	} else if ((p = agent_process(s, c))) {
 		session_process_agent_gone(p);
-		if (s->target_exited)
-			session_finish(srv, s);
+		if (s->target_exited) /* its last agent, perhaps: see session_end_ready */
+			srv->sessions_may_end = true;
 		else if (s->attach_mode && p->pid == s->target) /* detached from elsewhere */
 			conn_send(s->client, FRAME_AGENT_GONE, NULL, 0);
 	}
@@ -1354,13 +1428,40 @@ static bool session_agents_done(const struct session *s)
 	return true;
 }
 
+/*
+ * Its target exited and every agent it knows of said goodbye: it could end.
+ * Agents connect and send without waiting for profd, so one of a process
+ * that exited may still sit in the backlog or in its socket unread.
+ */
+static bool session_ending(const struct session *s)
+{
+	return s->target_exited && session_agents_done(s);
+}
+
+void session_end_ready(struct server *srv)
+{
+	uint64_t now = mono_clock_ns();
+	struct session *s, *next;
+
+	srv->sessions_may_end = false;
+	for (s = srv->sessions; s && !session_ending(s); s = s->next)
+		;
+	if (s) /* before the walk below: what it reads may end sessions */
+		server_settle(srv);
+	for (s = srv->sessions; s; s = next) {
+		next = s->next;
+		if (s->target_exited && (session_agents_done(s) || now >= s->agent_deadline_ns))
+			session_finish(srv, s);
+	}
+}
+
 void session_tick_all(struct server *srv)
 {
-	struct session *s = srv->sessions, *next;
+	struct session *s, *next;
 	uint64_t now = mono_clock_ns();
 
 	session_sched_drain(srv);
-	for (; s; s = next) {
+	for (s = srv->sessions; s; s = next) {
 		next = s->next;
 		if (s->sampler)
 			session_read_samples(s);
@@ -1384,9 +1485,8 @@ void session_tick_all(struct server *srv)
 		}
 		if (s->writer) /* never waits for the compressor */
 			perfetto_writer_poll(s->writer);
-		if (s->target_exited && (session_agents_done(s) || now >= s->agent_deadline_ns))
-			session_finish(srv, s);
 	}
+	session_end_ready(srv);
 }
 
 int session_count(const struct server *srv)
