@@ -60,16 +60,15 @@ static const char *const unwinder_functions[] = {
 	"_Unwind_ForcedUnwind", "_Unwind_Backtrace", "backtrace", "pthread_exit",
 };
 
-/* Returns the STUB_FLAG_* a function gets whatever the user selected, 0 for most. */
-static uint32_t stack_walk_flags(const struct elf_symbols *syms, const struct elf_function *fn)
+/* Go's exit (assembly): runtime.exit.abi0 since Go 1.17's register ABI, runtime.exit before. */
+static bool is_go_exit(const char *name)
 {
-	const char *name = fn->name;
+	return strcmp(name, "runtime.exit.abi0") == 0 || strcmp(name, "runtime.exit") == 0;
+}
 
-	if (elf_symbols_is_go(syms, fn->value, fn->size))
-		/* assembly: runtime.exit.abi0 since Go 1.17's register ABI, runtime.exit before */
-		return strcmp(name, "runtime.exit.abi0") == 0 || strcmp(name, "runtime.exit") == 0 ?
-			       STUB_FLAG_GO_EXIT :
-			       0;
+/* The STUB_FLAG_* of a function so named outside Go code, 0 for most. */
+static uint32_t stack_walk_name_flags(const char *name)
+{
 	for (size_t i = 0; i < sizeof(unwinder_functions) / sizeof(unwinder_functions[0]); i++)
 		if (strcmp(unwinder_functions[i], name) == 0)
 			return STUB_FLAG_UNWINDER;
@@ -78,6 +77,14 @@ static uint32_t stack_walk_flags(const struct elf_symbols *syms, const struct el
 	if (strcmp(name, "_dl_debug_state") == 0)
 		return STUB_FLAG_MODULES;
 	return 0;
+}
+
+/* Returns the STUB_FLAG_* a function gets whatever the user selected, 0 for most. */
+static uint32_t stack_walk_flags(const struct elf_symbols *syms, const struct elf_function *fn)
+{
+	if (elf_symbols_is_go(syms, fn->value, fn->size))
+		return is_go_exit(fn->name) ? STUB_FLAG_GO_EXIT : 0;
+	return stack_walk_name_flags(fn->name);
 }
 
 static const char *non_abi_reason(const char *name)
@@ -317,8 +324,8 @@ static uint64_t patchable_size(const struct loaded_module *m, const struct elf_s
 
 	if (fn->size >= PATCH_NEAR_LEN)
 		return fn->size;
-	if (i + 1 < syms->n_functions && syms->functions[i + 1].value - fn->value < room)
-		room = syms->functions[i + 1].value - fn->value;
+	if (fn->next - fn->value < room)
+		room = fn->next - fn->value;
 	while (room > fn->size && !in_exec_segment(m, addr, addr + room))
 		room--;
 	if (room <= fn->size)
@@ -370,6 +377,8 @@ struct picked_function {
 };
 
 struct module_job {
+	const struct func_filter *filter;
+	int module_selected; /* some include of the filter applies to its file */
 	const struct loaded_module *module;
 	const char *module_name;
 	struct elf_symbols syms;
@@ -410,17 +419,27 @@ static int selected_by_filter(const struct func_filter *filter, const char *modu
 	return match;
 }
 
-static void module_pick(struct module_job *job, const struct func_filter *filter,
-			struct instrument_report *r)
+/*
+ * What module_pick may take, by name alone (elf_symbols_load_selected): the
+ * user's selection and the stack walkers. The module's other symbols are
+ * never sorted or copied, at each process start of a tree.
+ */
+static bool module_may_pick(void *ctx, const char *name)
 {
-	int module_selected = func_filter_module_may_match(filter, job->module->path);
+	const struct module_job *job = ctx;
 
-	job->picked = malloc(job->syms.n_functions * sizeof(*job->picked));
+	return stack_walk_name_flags(name) || is_go_exit(name) ||
+	       (job->module_selected && selected_by_filter(job->filter, job->module->path, name));
+}
+
+static void module_pick(struct module_job *job, struct instrument_report *r)
+{
+	job->picked = malloc((job->syms.n_functions + 1) * sizeof(*job->picked));
 	job->n_picked = 0;
 	for (size_t i = 0; job->picked && i < job->syms.n_functions; i++) {
 		const struct elf_function *fn = &job->syms.functions[i];
-		int selected = module_selected &&
-			       selected_by_filter(filter, job->module->path, fn->name);
+		int selected = job->module_selected &&
+			       selected_by_filter(job->filter, job->module->path, fn->name);
 		uint32_t flags = stack_walk_flags(&job->syms, fn);
 		const char *why;
 
@@ -456,17 +475,8 @@ static void register_v8_native_code(struct module_job *job, struct instrument_re
 	uint64_t lo = job->syms.v8_blob_lo, hi = job->syms.v8_blob_hi;
 
 	if (!hi) {
-		lo = UINT64_MAX;
-		for (size_t i = 0; i < job->syms.n_functions; i++) {
-			const struct elf_function *fn = &job->syms.functions[i];
-
-			if (strncmp(fn->name, "Builtins_", 9) == 0) {
-				lo = fn->value < lo ? fn->value : lo;
-				hi = fn->value + fn->size > hi ? fn->value + fn->size : hi;
-			}
-		}
-		if (!hi)
-			lo = 0;
+		lo = job->syms.v8_builtins_lo;
+		hi = job->syms.v8_builtins_hi;
 	}
 	if (!jit_callers_add(m->seg_lo[0], m->seg_hi[m->n_segs - 1], m->base + lo, m->base + hi))
 		return;
@@ -479,8 +489,7 @@ static void register_v8_native_code(struct module_job *job, struct instrument_re
 /* Another symbol's entry inside [addr, addr + patch_len) would be overwritten. */
 static int next_entry_overlaps(const struct elf_symbols *syms, size_t i, size_t patch_len)
 {
-	return i + 1 < syms->n_functions &&
-	       syms->functions[i + 1].value < syms->functions[i].value + patch_len;
+	return syms->functions[i].next < syms->functions[i].value + patch_len;
 }
 
 static struct pending_patch *plan_add_patch(struct instrument_plan *plan)
@@ -579,8 +588,9 @@ static bool module_instrument(const struct loaded_module *m, const struct func_f
 			      const struct proc_maps *maps, struct instrument_plan *plan)
 {
 	struct instrument_report *r = &plan->report;
-	struct module_job job = { .module = m, .plan = plan,
-				  .module_index = (uint32_t)plan->n_modules };
+	struct module_job job = { .filter = filter, .module = m, .plan = plan,
+				  .module_index = (uint32_t)plan->n_modules,
+				  .module_selected = func_filter_module_may_match(filter, m->path) };
 	char err[256] = "";
 
 	if (plan_add_module(plan, m))
@@ -590,11 +600,11 @@ static bool module_instrument(const struct loaded_module *m, const struct func_f
 	job.module_name = report_keep_string(r, m->path);
 	if (!job.module_name)
 		return false;
-	if (elf_symbols_load(m->path, &job.syms, err, sizeof(err))) {
+	if (elf_symbols_load_selected(m->path, module_may_pick, &job, &job.syms, err, sizeof(err))) {
 		report_warn(r, "%s: cannot read symbols: %s", m->path, err);
 		return false;
 	}
-	module_pick(&job, filter, r);
+	module_pick(&job, r);
 	if (job.syms.has_v8 && job.n_picked)
 		register_v8_native_code(&job, r);
 	if (module_plan(&job, maps, r))
