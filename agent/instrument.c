@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -54,6 +55,7 @@ static const char *const caller_sensitive_functions[] = {
 /*
  * Entered before a stack walk or unwind: patched whatever the user selected,
  * so that hijacked return addresses are put back first (agent/hooks.c).
+ * stack_walk_name_flags sorts names out by their first byte: '_', 'b', 'p'.
  */
 static const char *const unwinder_functions[] = {
 	"_Unwind_RaiseException", "_Unwind_Resume", "_Unwind_Resume_or_Rethrow",
@@ -63,12 +65,15 @@ static const char *const unwinder_functions[] = {
 /* Go's exit (assembly): runtime.exit.abi0 since Go 1.17's register ABI, runtime.exit before. */
 static bool is_go_exit(const char *name)
 {
-	return strcmp(name, "runtime.exit.abi0") == 0 || strcmp(name, "runtime.exit") == 0;
+	return name[0] == 'r' &&
+	       (strcmp(name, "runtime.exit.abi0") == 0 || strcmp(name, "runtime.exit") == 0);
 }
 
 /* The STUB_FLAG_* of a function so named outside Go code, 0 for most. */
 static uint32_t stack_walk_name_flags(const char *name)
 {
+	if (name[0] != '_' && name[0] != 'b' && name[0] != 'p') /* every name below: most go here */
+		return 0;
 	for (size_t i = 0; i < sizeof(unwinder_functions) / sizeof(unwinder_functions[0]); i++)
 		if (strcmp(unwinder_functions[i], name) == 0)
 			return STUB_FLAG_UNWINDER;
@@ -583,9 +588,9 @@ static int plan_add_module(struct instrument_plan *plan, const struct loaded_mod
 	return 0;
 }
 
-/* Whether it mapped a stub region (the maps the next module plans with then changed). */
-static bool module_instrument(const struct loaded_module *m, const struct func_filter *filter,
-			      const struct proc_maps *maps, struct instrument_plan *plan)
+/* Its stub region, if it mapped one, is added to maps: the next module plans with it. */
+static void module_instrument(const struct loaded_module *m, const struct func_filter *filter,
+			      struct proc_maps *maps, struct instrument_plan *plan)
 {
 	struct instrument_report *r = &plan->report;
 	struct module_job job = { .filter = filter, .module = m, .plan = plan,
@@ -594,15 +599,15 @@ static bool module_instrument(const struct loaded_module *m, const struct func_f
 	char err[256] = "";
 
 	if (plan_add_module(plan, m))
-		return false;
+		return;
 
 	r->modules_scanned++;
 	job.module_name = report_keep_string(r, m->path);
 	if (!job.module_name)
-		return false;
+		return;
 	if (elf_symbols_load_selected(m->path, module_may_pick, &job, &job.syms, err, sizeof(err))) {
 		report_warn(r, "%s: cannot read symbols: %s", m->path, err);
-		return false;
+		return;
 	}
 	module_pick(&job, r);
 	if (job.syms.has_v8 && job.n_picked)
@@ -611,7 +616,10 @@ static bool module_instrument(const struct loaded_module *m, const struct func_f
 		report_warn(r, "%s: %s", m->path, "out of memory while preparing stubs");
 	free(job.picked);
 	elf_symbols_free(&job.syms);
-	return job.n_picked > 0;
+	if (job.region.base && proc_maps_insert(maps, (uint64_t)(uintptr_t)job.region.base,
+						(uint64_t)(uintptr_t)job.region.base + job.region.size,
+						PROT_READ | PROT_EXEC))
+		proc_maps_free(maps); /* no memory: the next module reads them again */
 }
 
 static int plan_knows(const struct instrument_plan *plan, const struct loaded_module *m)
@@ -634,14 +642,10 @@ static int plan_modules(const struct func_filter *filter, const struct loaded_mo
 	for (size_t i = 0; i < n && !err; i++) {
 		if (plan_knows(plan, &list[i]))
 			continue;
-		/*
-		 * Stub regions were mapped: the next module must see them. Only
-		 * then: a process of a tree reads its maps once, not per module.
-		 */
-		if (module_instrument(&list[i], filter, &plan->maps, plan)) {
-			proc_maps_free(&plan->maps);
+		/* the stub regions it maps go into the maps: read once per process start */
+		module_instrument(&list[i], filter, &plan->maps, plan);
+		if (!plan->maps.maps)
 			err = proc_maps_load(&plan->maps);
-		}
 	}
 	return err;
 }
