@@ -218,6 +218,15 @@ static void session_root_described(struct session *s, struct session_process *p)
 
 static void session_follow_sched(struct server *srv, struct session *s, pid_t pid);
 
+/* No longer counts against the cap of processes followed at once. */
+static void process_exited(struct session *s, struct session_process *p)
+{
+	p->exited = true;
+	p->exited_ns = mono_clock_ns();
+	if (s->n_live)
+		s->n_live--;
+}
+
 /*
  * A process of the tree, followed from now on: its own symbols, sample
  * pipeline and scheduler states, its Perfetto process. Past the cap it is
@@ -537,13 +546,30 @@ static void on_comm(void *ctx, uint32_t pid, uint32_t tid, const char *comm, uin
  * process of a followed one is followed from its fork, agent or not, so
  * its samples are there and the summary names it whatever becomes of it.
  */
+/*
+ * Known already: its agent's hello came first, or its EXIT record (another
+ * CPU's ring, read first) marked it exited. A pid reused since is alive
+ * with another start time.
+ */
+static bool fork_known(struct session *s, pid_t pid)
+{
+	struct session_process *p = session_process_find(s, pid);
+	unsigned long long now_start;
+
+	if (!p || !p->exited)
+		return p != NULL;
+	now_start = access_start_time(pid);
+	return now_start == 0 || now_start == p->start_time;
+}
+
 static void on_fork(void *ctx, uint32_t pid, uint32_t ppid, uint32_t tid, uint64_t time)
 {
 	struct session *s = ctx;
-	struct session_process *parent = session_live_process(s, (pid_t)ppid);
+	/* exited perhaps (its EXIT record read first): it forked before it did */
+	struct session_process *parent = session_process_find(s, (pid_t)ppid);
 
 	(void)time;
-	if (pid != tid || pid == ppid || !parent || session_live_process(s, (pid_t)pid))
+	if (pid != tid || pid == ppid || !parent || fork_known(s, (pid_t)pid))
 		return; /* a thread, or a process we know */
 	if (!s->follow_children) {
 		s->n_procs++;
@@ -559,12 +585,8 @@ static void on_task(void *ctx, bool is_exit, uint32_t pid, uint32_t tid, uint64_
 	struct session_process *p;
 
 	(void)time;
-	if (!is_exit || pid != tid || !(p = session_live_process(s, (pid_t)pid)))
-		return;
-	p->exited = true;
-	p->exited_ns = mono_clock_ns();
-	if (s->n_live)
-		s->n_live--;
+	if (is_exit && pid == tid && (p = session_live_process(s, (pid_t)pid)))
+		process_exited(s, p);
 }
 
 static void on_lost(void *ctx, uint32_t cpu, uint64_t lost, uint64_t time)
@@ -792,12 +814,8 @@ static struct session_process *gone_process(struct server *srv, struct session *
 	    !session_process_find(s, parent))
 		return NULL;
 	p = session_add_process(srv, s, c->peer.pid, parent);
-	if (p && !s->sampler) { /* else its EXIT record says so (and its FORK record finds it) */
-		p->exited = true;
-		p->exited_ns = mono_clock_ns();
-		if (s->n_live)
-			s->n_live--;
-	}
+	if (p && !s->sampler) /* else its EXIT record says so (and its FORK record finds it) */
+		process_exited(s, p);
 	return p;
 }
 
@@ -836,10 +854,11 @@ static struct session_process *hello_process(struct server *srv, struct session 
 		return NULL;
 	if (now_start == 0)
 		return gone_process(srv, s, c, parent);
-	if (!session_descends(s, pid) ||
-	    access_check_target(&s->client_cred, pid, false, &start, why, sizeof(why)))
-		return NULL;
-	return session_add_process(srv, s, pid, proc_parent(pid, NULL));
+	if (session_descends(s, pid) &&
+	    !access_check_target(&s->client_cred, pid, false, &start, why, sizeof(why)))
+		return session_add_process(srv, s, pid, proc_parent(pid, NULL));
+	/* reaped while it was checked: as gone as if it had been before */
+	return access_start_time(pid) == 0 ? gone_process(srv, s, c, parent) : NULL;
 }
 
 /*
@@ -1406,6 +1425,13 @@ void session_conn_closed(struct server *srv, struct conn *c)
 		session_finish(srv, s); /* nobody to report to: finalize now */
 	} else if ((p = agent_process(s, c))) {
 		session_process_agent_gone(p);
+		/*
+		 * Without perf EXIT records, its agent's goodbye says the process
+		 * ended: else a tree of more than MAX_LIVE_PROCESSES over time
+		 * would have its later processes counted as over the cap.
+		 */
+		if (!s->sampler && p->agent_said_exit && !p->exited)
+			process_exited(s, p);
 		if (s->target_exited) /* its last agent, perhaps: see session_end_ready */
 			srv->sessions_may_end = true;
 		else if (s->attach_mode && p->pid == s->target) /* detached from elsewhere */

@@ -65,6 +65,7 @@ struct session_process {
 	uint64_t events, drops, events_invalid;
 	uint64_t buffer_budget, buffer_peak; /* as the agent reported them at its goodbye */
 	int agent_said_goodbye;
+	bool agent_said_exit;            /* its goodbye was the process's exit, not an exec or detach */
 	int agent_seen;
 	struct session_process *next;
 };
