@@ -51,8 +51,13 @@ CFLAGS_ARCH_aarch64 := -mno-outline-atomics
 ALL_CFLAGS := $(CFLAGS_BASE) $(CFLAGS_ARCH_$(ARCH)) $(CFLAGS)
 
 LIBS_COMMON := -lprotobuf-c -lzstd -lz -lisal -lpthread
-LIBS_AGENT_x86_64 := -lZydis
-LIBS_AGENT  := -lprotobuf-c -lpthread -ldl $(LIBS_AGENT_$(ARCH))
+# x86-64: protobuf-c linked in (hidden): one library fewer for the loader to map and
+# the agent to scan at each process start of a tree. Other architectures' archives
+# may be missing from a cross sysroot: the shared library there.
+LIBS_AGENT_x86_64 := -Wl,-Bstatic -lprotobuf-c -Wl,-Bdynamic -Wl,--exclude-libs,libprotobuf-c.a \
+	-lZydis
+LIBS_AGENT_aarch64 := -lprotobuf-c
+LIBS_AGENT  := $(LIBS_AGENT_$(ARCH)) -lpthread -ldl
 LIBS_DAEMON := -lbpf -lelf -ldw -lzstd -lz -lisal -lprotobuf-c -lsystemd -lpthread -lstdc++
 LIBS_TEST   := -lbpf -lelf -ldw -lzstd -lz -lisal -lprotobuf-c -lZydis -lsystemd -lpthread -ldl -lstdc++
 

@@ -71,6 +71,8 @@ static struct {
 	 * (path, token: none for an agent reached through a link).
 	 */
 	int follow_children;
+	/* the config came from the environment: forked children do not wait for profd either */
+	int config_known;
 	int fork_pending;
 	pid_t forked_from;
 	struct event_clock_pair fork_pair; /* read at fork: the child's events start there */
@@ -93,7 +95,8 @@ __attribute__((constructor(101))) static void xsave_size_init(void)
 }
 #endif
 
-static int send_hello(int fd, const char *token, pid_t forked_from)
+/* config_known: we patch without waiting for a reply (profd closes the connection to refuse). */
+static int send_hello(int fd, const char *token, pid_t forked_from, bool config_known)
 {
 	Profd__AgentHello hello = PROFD__AGENT_HELLO__INIT;
 	uint8_t buf[512];
@@ -102,9 +105,48 @@ static int send_hello(int fd, const char *token, pid_t forked_from)
 	hello.pid = getpid();
 	hello.forked_from = forked_from;
 	hello.protocol_version = AGENT_PROTOCOL_VERSION;
+	hello.config_known = config_known;
+	hello.parent = (int32_t)getppid();
 	if (profd__agent_hello__get_packed_size(&hello) > sizeof(buf))
 		return -EMSGSIZE;
 	return frame_send(fd, FRAME_AGENT_HELLO, buf, profd__agent_hello__pack(&hello, buf), -1);
+}
+
+static int hex_digit(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	return -1;
+}
+
+/*
+ * The config `profctl run` handed down (PROFD_AGENT_CONFIG: a packed
+ * AgentConfig in hex, the same profd would send), or NULL: then we ask profd
+ * and wait. With it, a new process of the tree patches at once, and its
+ * start costs no round trip to a daemon that may be busy or descheduled.
+ */
+static Profd__AgentConfig *config_from_env(void)
+{
+	const char *hex = getenv("PROFD_AGENT_CONFIG");
+	size_t len = hex ? strlen(hex) / 2 : 0;
+	Profd__AgentConfig *cfg = NULL;
+	uint8_t *buf;
+
+	if (!len || hex[2 * len] || !(buf = malloc(len)))
+		return NULL;
+	for (size_t i = 0; i < len; i++) {
+		int hi = hex_digit(hex[2 * i]), lo = hex_digit(hex[2 * i + 1]);
+
+		if (hi < 0 || lo < 0)
+			goto out;
+		buf[i] = (uint8_t)(hi << 4 | lo);
+	}
+	cfg = profd__agent_config__unpack(NULL, len, buf);
+out:
+	free(buf);
+	return cfg;
 }
 
 static Profd__AgentConfig *receive_config(int fd)
@@ -121,15 +163,51 @@ static Profd__AgentConfig *receive_config(int fd)
 	return cfg;
 }
 
+/*
+ * The table's scratch: on the stack when it is small, as a process of a
+ * tree with a narrow glob has it. Its first send is the flusher thread's
+ * first allocation otherwise, and glibc gives that thread an arena of its
+ * own (a 64 MiB reservation mapped and trimmed: ~0.1 ms per process).
+ */
+#define TABLE_STACK_ENTRIES 16
+#define TABLE_STACK_BYTES 4096
+
+struct table_scratch {
+	Profd__InstrumentedFunction fns[TABLE_STACK_ENTRIES];
+	Profd__InstrumentedFunction *fn_ptrs[TABLE_STACK_ENTRIES];
+	Profd__SkippedFunction sk[TABLE_STACK_ENTRIES];
+	Profd__SkippedFunction *sk_ptrs[TABLE_STACK_ENTRIES];
+	uint8_t buf[TABLE_STACK_BYTES];
+};
+
+/* n zeroed elements of size: from the scratch array when they fit, else calloc'ed. */
+static void *table_array(void *scratch, size_t n, size_t size)
+{
+	if (n <= TABLE_STACK_ENTRIES) {
+		memset(scratch, 0, n * size);
+		return scratch;
+	}
+	return calloc(n, size);
+}
+
+static void table_array_free(void *p, const struct table_scratch *scratch)
+{
+	if ((const uint8_t *)p < (const uint8_t *)scratch ||
+	    (const uint8_t *)p >= (const uint8_t *)(scratch + 1))
+		free(p);
+}
+
 static int send_function_table(int fd, const struct instrument_report *r)
 {
-	size_t n_listed = 0;
+	size_t n_listed = 0, n_sk = r->n_skipped + r->n_functions + 1;
+	struct table_scratch scratch;
 	Profd__FunctionTable table = PROFD__FUNCTION_TABLE__INIT;
-	Profd__InstrumentedFunction *fns = calloc(r->n_functions + 1, sizeof(*fns));
-	Profd__InstrumentedFunction **fn_ptrs = calloc(r->n_functions + 1, sizeof(*fn_ptrs));
-	Profd__SkippedFunction *sk = calloc(r->n_skipped + r->n_functions + 1, sizeof(*sk));
-	Profd__SkippedFunction **sk_ptrs = calloc(r->n_skipped + r->n_functions + 1,
-						  sizeof(*sk_ptrs));
+	Profd__InstrumentedFunction *fns = table_array(scratch.fns, r->n_functions + 1,
+							sizeof(*fns));
+	Profd__InstrumentedFunction **fn_ptrs = table_array(scratch.fn_ptrs, r->n_functions + 1,
+							     sizeof(*fn_ptrs));
+	Profd__SkippedFunction *sk = table_array(scratch.sk, n_sk, sizeof(*sk));
+	Profd__SkippedFunction **sk_ptrs = table_array(scratch.sk_ptrs, n_sk, sizeof(*sk_ptrs));
 	uint8_t *buf = NULL;
 	size_t len;
 	int err = -ENOMEM;
@@ -180,17 +258,17 @@ static int send_function_table(int fd, const struct instrument_report *r)
 		table.n_skipped /= 2; /* the daemon is told how many matched; the rest is detail */
 		len = profd__function_table__get_packed_size(&table);
 	}
-	buf = malloc(len ? len : 1);
+	buf = len <= sizeof(scratch.buf) ? scratch.buf : malloc(len);
 	if (!buf)
 		goto out;
 	profd__function_table__pack(&table, buf);
 	err = frame_send(fd, FRAME_FUNCTION_TABLE, buf, len, -1);
 out:
-	free(buf);
-	free(fns);
-	free(fn_ptrs);
-	free(sk);
-	free(sk_ptrs);
+	table_array_free(buf, &scratch);
+	table_array_free(fns, &scratch);
+	table_array_free(fn_ptrs, &scratch);
+	table_array_free(sk, &scratch);
+	table_array_free(sk_ptrs, &scratch);
 	return err;
 }
 
@@ -398,14 +476,17 @@ static int spawner_connect(void)
 static void agent_forked_connect(void)
 {
 	Profd__AgentConfig *cfg = NULL;
-	int sock;
+	int sock, follow = 0;
 
 	agent.fork_pending = 0;
 	sock = agent.path[0] ? frame_connect_unix(agent.path) : spawner_connect();
-	if (sock >= 0 && send_hello(sock, agent.token, agent.forked_from) >= 0)
-		cfg = receive_config(sock);
-	if (cfg && cfg->follow_children &&
-	    flusher_start(sock, send_table_from_plan, agent_daemon_lost, &agent.plan) == 0) {
+	if (sock >= 0 && send_hello(sock, agent.token, agent.forked_from, agent.config_known) >= 0) {
+		if (agent.config_known) /* its parent's config holds: profd closes to refuse */
+			follow = 1;
+		else if ((cfg = receive_config(sock)))
+			follow = cfg->follow_children;
+	}
+	if (follow && flusher_start(sock, send_table_from_plan, agent_daemon_lost, &agent.plan) == 0) {
 		agent.sock = sock;
 		flusher_release(&agent.fork_pair);
 	} else {
@@ -452,11 +533,24 @@ static void agent_close(void)
 	func_filter_free(agent.filter);
 	agent.filter = NULL;
 	agent.sent = (struct table_cursor){ 0 };
+	agent.config_known = 0;
 	agent.state = AGENT_IDLE;
 }
 
-/* Connects, gets the patterns, builds every stub; nothing is patched yet. */
-static int agent_prepare(const char *path, const char *token)
+/* Says hello; the config is preset (then nothing is awaited) or profd's reply; NULL on failure. */
+static Profd__AgentConfig *agent_handshake(const char *token, Profd__AgentConfig *preset)
+{
+	if (send_hello(agent.sock, token, 0, preset != NULL) < 0)
+		return NULL;
+	agent.config_known = preset != NULL;
+	return preset ? preset : receive_config(agent.sock);
+}
+
+/*
+ * Connects, gets the patterns (preset: the environment's, still the
+ * caller's; else profd's), builds every stub; nothing is patched yet.
+ */
+static int agent_prepare(const char *path, const char *token, Profd__AgentConfig *preset)
 {
 	Profd__AgentConfig *cfg;
 	struct func_filter *filter = NULL;
@@ -471,7 +565,7 @@ static int agent_prepare(const char *path, const char *token)
 	agent.sock = agent_connect(path);
 	if (agent.sock < 0)
 		return agent.sock;
-	if (send_hello(agent.sock, token, 0) < 0 || !(cfg = receive_config(agent.sock))) {
+	if (!(cfg = agent_handshake(token, preset))) {
 		agent_close();
 		return -ECONNREFUSED;
 	}
@@ -483,7 +577,8 @@ static int agent_prepare(const char *path, const char *token)
 	hooks_set_filters(cfg->min_duration_ticks, cfg->max_depth);
 	err = func_filter_parse((const char *const *)cfg->func_patterns, cfg->n_func_patterns,
 				&filter, err_text, sizeof(err_text));
-	profd__agent_config__free_unpacked(cfg, NULL);
+	if (cfg != preset)
+		profd__agent_config__free_unpacked(cfg, NULL);
 	if (!err)
 		err = instrument_prepare(filter, &agent.plan);
 	agent.filter = filter;
@@ -591,7 +686,7 @@ __attribute__((visibility("default"))) int profagent_attach(const char *socket_a
 	memcpy(path, socket_and_token, (size_t)(nl - socket_and_token));
 	path[nl - socket_and_token] = '\0';
 	agent_thread_guard = 1;
-	err = agent_prepare(path, nl + 1);
+	err = agent_prepare(path, nl + 1, NULL);
 	agent_thread_guard = 0;
 	return err;
 }
@@ -697,13 +792,17 @@ __attribute__((constructor)) static void agent_start(void)
 {
 	const char *path = getenv("PROFD_AGENT_SOCKET");
 	const char *token = getenv("PROFD_AGENT_TOKEN");
+	Profd__AgentConfig *preset;
 
 	guest_forget_preload();
 	if (!path || !token)
 		return; /* dlopen'ed by profctl attach: it calls profagent_attach */
 	agent_thread_guard = 1; /* agent code runs: instrumented calls pass through */
-	if (agent_prepare(path, token) == 0)
+	preset = config_from_env();
+	if (agent_prepare(path, token, preset) == 0)
 		agent_commit(NULL, 0, 0); /* process start: no other thread runs our code yet */
+	if (preset)
+		profd__agent_config__free_unpacked(preset, NULL);
 	agent_thread_guard = 0;
 }
 

@@ -48,6 +48,7 @@ struct elf_symtab {
 	const char *strtab;
 	uint64_t strsz;
 	uint32_t index;
+	bool nul_ended; /* the string table's last byte is NUL: every name in it ends inside */
 };
 
 /* The modules the agent instruments are of the machine it runs on. */
@@ -63,11 +64,28 @@ struct elf_symtab {
 struct elf_cand {
 	uint64_t value;
 	uint64_t size;
+	uint64_t next;   /* selected loads: the lowest function address above value */
+	uint64_t index;  /* in the symbol table */
 	const char *name;
 	size_t name_len;
 	unsigned char is_ifunc;
 	unsigned char is_global;
 	unsigned char is_variant_pcs;
+	unsigned char beaten; /* an alias the caller did not keep names the address */
+};
+
+/* Which functions a load keeps: all (keep NULL), or those keep() accepts. */
+struct elf_pick {
+	elf_symbols_keep_fn keep;
+	void *ctx;
+};
+
+/* What marks the module's runtime, from any defined symbol (see struct elf_symbols). */
+struct elf_markers {
+	int go, v8, hotspot;
+	uint64_t go_lo, go_hi;
+	uint64_t v8_blob, v8_blob_size_at;
+	uint64_t builtins_lo, builtins_hi;
 };
 
 __attribute__((format(printf, 3, 4)))
@@ -195,6 +213,7 @@ static int elf_symtab_open(const struct elf_view *v, const struct elf_sections *
 	t->count = sh.sh_size / sh.sh_entsize;
 	t->strtab = (const char *)v->buf + str.sh_offset;
 	t->strsz = str.sh_size;
+	t->nul_ended = t->strsz > 0 && t->strtab[t->strsz - 1] == '\0';
 	return 0;
 }
 
@@ -212,20 +231,17 @@ static int elf_symtab_choose(const struct elf_view *v, const struct elf_sections
 	return elf_symtab_open(v, st, (uint64_t)index, t);
 }
 
+/* Symbol i's name, checked to lie in the string table and end there. */
 static int elf_symbol_name(const struct elf_view *v, const struct elf_symtab *t, uint64_t i,
-			   uint32_t st_name, struct elf_cand *c)
+			   uint32_t st_name, const char **name)
 {
-	const char *nul;
-
 	if (st_name >= t->strsz)
 		return elf_fail(v, -ENOEXEC, "symbol %llu: name offset 0x%x outside string table",
 				(unsigned long long)i, st_name);
-	nul = memchr(t->strtab + st_name, '\0', t->strsz - st_name);
-	if (!nul)
+	if (!t->nul_ended && !memchr(t->strtab + st_name, '\0', t->strsz - st_name))
 		return elf_fail(v, -ENOEXEC, "symbol %llu: name at 0x%x not NUL-terminated",
 				(unsigned long long)i, st_name);
-	c->name = t->strtab + st_name;
-	c->name_len = (size_t)(nul - c->name);
+	*name = t->strtab + st_name;
 	return 0;
 }
 
@@ -237,40 +253,113 @@ static bool elf_sym_wanted(const Elf64_Sym *sym)
 	       sym->st_size >= 1 && sym->st_name != 0;
 }
 
-/* Copies the wanted symbols into a malloc'ed array (*out, *n). */
-static int elf_collect(const struct elf_view *v, const struct elf_symtab *t,
-		       struct elf_cand **out, size_t *n)
+static void elf_sym_read(const struct elf_view *v, const struct elf_symtab *t, uint64_t i,
+			 Elf64_Sym *sym)
 {
-	struct elf_cand *c = calloc(t->count ? t->count : 1, sizeof(*c));
-	uint64_t i;
-	int ret;
+	memcpy(sym, v->buf + t->off + i * t->entsize, sizeof(*sym));
+}
+
+/*
+ * Go's runtime symbols (runtime.buildVersion marks Go code, runtime.text and
+ * runtime.etext, size 0, bound all of it), V8's (v8::internal, its embedded
+ * builtins' blob and Builtins_ functions) and HotSpot's. Checked for every
+ * defined symbol; the first byte sorts almost all out.
+ */
+static void elf_note_marker(struct elf_markers *m, const char *name, const Elf64_Sym *sym)
+{
+	if (name[0] == 'r' && strncmp(name, "runtime.", 8) == 0) {
+		if (strcmp(name + 8, "buildVersion") == 0)
+			m->go = 1;
+		else if (strcmp(name + 8, "text") == 0)
+			m->go_lo = sym->st_value;
+		else if (strcmp(name + 8, "etext") == 0)
+			m->go_hi = sym->st_value;
+	} else if (name[0] == '_' && strncmp(name, "_ZN2v88internal", 15) == 0) {
+		m->v8 = 1;
+	} else if (name[0] == 'v' && strcmp(name, "v8_Default_embedded_blob_code_") == 0) {
+		m->v8_blob = sym->st_value;
+	} else if (name[0] == 'v' && strcmp(name, "v8_Default_embedded_blob_code_size_") == 0) {
+		m->v8_blob_size_at = sym->st_value;
+	} else if (name[0] == 'g' && strcmp(name, "gHotSpotVMStructs") == 0) {
+		m->hotspot = 1;
+	} else if (name[0] == 'B' && strncmp(name, "Builtins_", 9) == 0 && elf_sym_wanted(sym)) {
+		if (!m->builtins_hi || sym->st_value < m->builtins_lo)
+			m->builtins_lo = sym->st_value;
+		if (sym->st_value + sym->st_size > m->builtins_hi)
+			m->builtins_hi = sym->st_value + sym->st_size;
+	}
+}
+
+static int elf_cand_push(const struct elf_view *v, struct elf_cand **c, size_t *n, size_t *cap)
+{
+	struct elf_cand *grown;
+
+	if (*n < *cap)
+		return 0;
+	*cap = *cap ? *cap * 2 : 64;
+	grown = realloc(*c, *cap * sizeof(**c));
+	if (!grown)
+		return elf_fail(v, -ENOMEM, "out of memory for %zu symbols", *cap);
+	*c = grown;
+	return 0;
+}
+
+static void elf_cand_fill(struct elf_cand *c, uint64_t i, const Elf64_Sym *sym, const char *name)
+{
+	unsigned char bind = ELF64_ST_BIND(sym->st_info);
+
+	c->value = sym->st_value;
+	c->size = sym->st_size;
+	c->next = UINT64_MAX;
+	c->index = i;
+	c->name = name;
+	c->name_len = strlen(name);
+	c->is_ifunc = ELF64_ST_TYPE(sym->st_info) == STT_GNU_IFUNC;
+	c->is_global = bind == STB_GLOBAL || bind == STB_WEAK || bind == STB_GNU_UNIQUE;
+	c->is_variant_pcs = ELF_OUR_MACHINE == EM_AARCH64 && (sym->st_other & STO_AARCH64_VARIANT_PCS);
+	c->beaten = 0;
+}
+
+/*
+ * One pass over the table: the functions pick keeps into a malloc'ed array
+ * (*out, *n), and the markers of every defined symbol. A function's name
+ * that is not in the string table is an error, kept or not.
+ */
+static int elf_collect(const struct elf_view *v, const struct elf_symtab *t,
+		       const struct elf_pick *pick, struct elf_markers *m, struct elf_cand **out,
+		       size_t *n)
+{
+	size_t cap = pick->keep ? 0 : (size_t)(t->count ? t->count : 1);
+	struct elf_cand *c = cap ? malloc(cap * sizeof(*c)) : NULL;
 
 	*n = 0;
-	if (!c)
+	if (cap && !c)
 		return elf_fail(v, -ENOMEM, "out of memory for %llu symbols",
 				(unsigned long long)t->count);
-	for (i = 0; i < t->count; i++) {
+	for (uint64_t i = 0; i < t->count; i++) {
+		const char *name = NULL;
 		Elf64_Sym sym;
-		unsigned char bind;
+		bool wanted;
 
-		memcpy(&sym, v->buf + t->off + i * t->entsize, sizeof(sym));
-		if (!elf_sym_wanted(&sym))
+		elf_sym_read(v, t, i, &sym);
+		if (sym.st_name == 0 || sym.st_shndx == SHN_UNDEF)
 			continue;
-		ret = elf_symbol_name(v, t, i, sym.st_name, &c[*n]);
-		if (ret < 0) {
+		wanted = elf_sym_wanted(&sym);
+		if (elf_symbol_name(wanted ? v : &(struct elf_view){ 0 }, t, i, sym.st_name,
+				    &name)) {
+			if (!wanted)
+				continue; /* not a function: its bad name is no business of ours */
 			free(c);
-			return ret;
+			return -ENOEXEC;
 		}
-		if (c[*n].name_len == 0)
+		elf_note_marker(m, name, &sym);
+		if (!wanted || name[0] == '\0' || (pick->keep && !pick->keep(pick->ctx, name)))
 			continue;
-		bind = ELF64_ST_BIND(sym.st_info);
-		c[*n].value = sym.st_value;
-		c[*n].size = sym.st_size;
-		c[*n].is_ifunc = ELF64_ST_TYPE(sym.st_info) == STT_GNU_IFUNC;
-		c[*n].is_global = bind == STB_GLOBAL || bind == STB_WEAK || bind == STB_GNU_UNIQUE;
-		c[*n].is_variant_pcs = ELF_OUR_MACHINE == EM_AARCH64 &&
-				       (sym.st_other & STO_AARCH64_VARIANT_PCS);
-		(*n)++;
+		if (elf_cand_push(v, &c, n, &cap)) {
+			free(c);
+			return -ENOMEM;
+		}
+		elf_cand_fill(&c[(*n)++], i, &sym, name);
 	}
 	*out = c;
 	return 0;
@@ -290,22 +379,96 @@ static int elf_cand_cmp(const void *pa, const void *pb)
 	return strcmp(a->name, b->name);
 }
 
-/* Sorts and keeps one entry per address; an IFUNC alias marks the address. */
-static size_t elf_fold(struct elf_cand *c, size_t n)
+/* The first of c[0..n) (sorted) whose value is at least value. */
+static size_t elf_cand_lower(const struct elf_cand *c, size_t n, uint64_t value)
+{
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (c[mid].value < value)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* Symbol i, a function not kept or kept, at the address of group c[0..]. */
+static void elf_cand_alias(struct elf_cand *group, size_t n_group, uint64_t i,
+			   const Elf64_Sym *sym, const struct elf_symtab *t)
+{
+	struct elf_cand alias;
+
+	for (size_t k = 0; k < n_group; k++)
+		if (group[k].index == i)
+			return; /* kept itself */
+	elf_cand_fill(&alias, i, sym, t->strtab + sym->st_name);
+	group->is_ifunc |= alias.is_ifunc;
+	group->is_variant_pcs |= alias.is_variant_pcs;
+	if (elf_cand_cmp(&alias, group) < 0)
+		group->beaten = 1;
+}
+
+/*
+ * A selected load kept some functions only; what a full load would know of
+ * them comes from all the others, in a second pass (names checked by the
+ * first): an alias that wins the address names it (it is then not the
+ * caller's), every alias adds its IFUNC and variant-PCS marks, and the
+ * lowest function address above a kept one is its next.
+ */
+static void elf_resolve_kept(const struct elf_view *v, const struct elf_symtab *t,
+			     struct elf_cand *c, size_t n)
+{
+	if (n == 0)
+		return;
+	qsort(c, n, sizeof(*c), elf_cand_cmp);
+	for (uint64_t i = 0; i < t->count; i++) {
+		Elf64_Sym sym;
+		size_t at, end;
+
+		elf_sym_read(v, t, i, &sym);
+		if (!elf_sym_wanted(&sym) || t->strtab[sym.st_name] == '\0')
+			continue;
+		at = elf_cand_lower(c, n, sym.st_value);
+		for (end = at; end < n && c[end].value == sym.st_value; end++)
+			;
+		if (end > at)
+			elf_cand_alias(&c[at], end - at, i, &sym, t);
+		if (at > 0 && c[at - 1].next > sym.st_value)
+			c[at - 1].next = sym.st_value;
+	}
+}
+
+/*
+ * Sorted, one entry per address (the first of its aliases; an IFUNC alias
+ * marks it), none whose address an alias not kept names; each one's next.
+ */
+static size_t elf_fold(struct elf_cand *c, size_t n, bool selected)
 {
 	size_t i, kept = 0;
 
 	if (n == 0)
 		return 0;
-	qsort(c, n, sizeof(*c), elf_cand_cmp);
+	if (!selected) /* else elf_resolve_kept sorted them */
+		qsort(c, n, sizeof(*c), elf_cand_cmp);
 	for (i = 0; i < n; i++) {
 		if (kept > 0 && c[kept - 1].value == c[i].value) {
 			c[kept - 1].is_ifunc |= c[i].is_ifunc;
 			c[kept - 1].is_variant_pcs |= c[i].is_variant_pcs;
+			if (c[i].next < c[kept - 1].next)
+				c[kept - 1].next = c[i].next;
 			continue;
 		}
+		if (kept > 0 && c[kept - 1].beaten)
+			kept--;
 		c[kept++] = c[i];
 	}
+	if (kept > 0 && c[kept - 1].beaten)
+		kept--;
+	for (i = 0; !selected && i < kept; i++)
+		c[i].next = i + 1 < kept ? c[i + 1].value : UINT64_MAX;
 	return kept;
 }
 
@@ -386,6 +549,7 @@ static void elf_fill_functions(struct elf_symbols *out, const struct elf_cand *c
 		}
 		fn->value = c[i].value;
 		fn->size = c[i].size;
+		fn->next = c[i].next;
 		fn->is_ifunc = c[i].is_ifunc;
 		fn->is_global = c[i].is_global;
 		fn->is_variant_pcs = c[i].is_variant_pcs;
@@ -441,46 +605,6 @@ static int elf_has_go_section(const struct elf_view *v, const Elf64_Ehdr *eh,
 	return 0;
 }
 
-/* Symbol i's defined name (NUL-terminated inside the table), or NULL. */
-static const char *elf_defined_name(const struct elf_view *v, const struct elf_symtab *t,
-				    uint64_t i, Elf64_Sym *sym)
-{
-	memcpy(sym, v->buf + t->off + i * t->entsize, sizeof(*sym));
-	if (sym->st_name == 0 || sym->st_name >= t->strsz || sym->st_shndx == SHN_UNDEF ||
-	    !memchr(t->strtab + sym->st_name, '\0', t->strsz - sym->st_name))
-		return NULL;
-	return t->strtab + sym->st_name;
-}
-
-/*
- * Go's runtime symbols: runtime.buildVersion marks Go code, runtime.text and
- * runtime.etext (size 0, so elf_collect ignores them) bound all of it.
- */
-static void elf_scan_go_symbols(const struct elf_view *v, const struct elf_symtab *t,
-				struct elf_symbols *out)
-{
-	uint64_t lo = 0, hi = 0;
-
-	for (uint64_t i = 0; i < t->count; i++) {
-		Elf64_Sym sym;
-		const char *name = elf_defined_name(v, t, i, &sym);
-
-		if (!name || strncmp(name, "runtime.", 8) != 0)
-			continue;
-		if (strcmp(name + 8, "buildVersion") == 0)
-			out->has_go = 1;
-		else if (strcmp(name + 8, "text") == 0)
-			lo = sym.st_value;
-		else if (strcmp(name + 8, "etext") == 0)
-			hi = sym.st_value;
-	}
-	if (lo && hi > lo) {
-		out->has_go = 1;
-		out->go_text_lo = lo;
-		out->go_text_hi = hi;
-	}
-}
-
 /* The 4-byte value at ELF address vaddr, through the PT_LOAD segments; 0 when not in the file. */
 static uint32_t elf_read_u32(const struct elf_view *v, const struct elf_symbols *s, uint64_t vaddr)
 {
@@ -499,35 +623,25 @@ static uint32_t elf_read_u32(const struct elf_view *v, const struct elf_symbols 
 	return 0;
 }
 
-/*
- * V8 (its embedded builtins' range) and HotSpot: see struct elf_symbols.
- * After elf_build (the segments are needed to read the blob's size).
- */
-static void elf_scan_runtime_symbols(const struct elf_view *v, const struct elf_symtab *t,
-				     struct elf_symbols *out)
+/* The markers into out, after elf_build (the blob's size is read through the segments). */
+static void elf_apply_markers(const struct elf_view *v, const struct elf_markers *m,
+			      int go_section, struct elf_symbols *out)
 {
-	uint64_t blob = 0, blob_size_at = 0;
-
-	for (uint64_t i = 0; i < t->count; i++) {
-		Elf64_Sym sym;
-		const char *name = elf_defined_name(v, t, i, &sym);
-
-		if (!name)
-			continue;
-		if (strncmp(name, "_ZN2v88internal", 15) == 0)
-			out->has_v8 = 1;
-		else if (strcmp(name, "v8_Default_embedded_blob_code_") == 0)
-			blob = sym.st_value;
-		else if (strcmp(name, "v8_Default_embedded_blob_code_size_") == 0)
-			blob_size_at = sym.st_value;
-		else if (strcmp(name, "gHotSpotVMStructs") == 0)
-			out->has_hotspot = 1;
+	out->has_go = go_section || m->go;
+	if (m->go_lo && m->go_hi > m->go_lo) {
+		out->has_go = 1;
+		out->go_text_lo = m->go_lo;
+		out->go_text_hi = m->go_hi;
 	}
-	if (blob && blob_size_at) {
+	out->has_v8 = m->v8;
+	out->has_hotspot = m->hotspot;
+	if (m->v8_blob && m->v8_blob_size_at) {
 		out->has_v8 = 1;
-		out->v8_blob_lo = blob;
-		out->v8_blob_hi = blob + elf_read_u32(v, out, blob_size_at);
+		out->v8_blob_lo = m->v8_blob;
+		out->v8_blob_hi = m->v8_blob + elf_read_u32(v, out, m->v8_blob_size_at);
 	}
+	out->v8_builtins_lo = m->builtins_lo;
+	out->v8_builtins_hi = m->builtins_hi;
 }
 
 int elf_symbols_is_go(const struct elf_symbols *s, uint64_t value, uint64_t size)
@@ -559,10 +673,11 @@ static int elf_parse_tables(const struct elf_view *v, Elf64_Ehdr *eh, size_t *n_
 	return elf_symtab_choose(v, &st, t, from_symtab);
 }
 
-int elf_symbols_load_buffer(const uint8_t *buf, size_t len, struct elf_symbols *out, char *err,
-			    size_t errlen)
+static int elf_load_buffer(const uint8_t *buf, size_t len, const struct elf_pick *pick,
+			   struct elf_symbols *out, char *err, size_t errlen)
 {
 	struct elf_view v = { .buf = buf, .len = buf ? len : 0, .err = err, .errlen = errlen };
+	struct elf_markers m = { 0 };
 	struct elf_symtab t = { 0 };
 	struct elf_cand *c = NULL;
 	size_t n = 0, n_seg = 0;
@@ -576,21 +691,35 @@ int elf_symbols_load_buffer(const uint8_t *buf, size_t len, struct elf_symbols *
 	ret = elf_parse_tables(&v, &eh, &n_seg, &t, &from_symtab, &go_section);
 	if (ret < 0)
 		return ret;
-	ret = elf_collect(&v, &t, &c, &n);
+	ret = elf_collect(&v, &t, pick, &m, &c, &n);
 	if (ret < 0)
 		return ret;
-	ret = elf_build(&v, &eh, c, elf_fold(c, n), n_seg, &t, out);
+	if (pick->keep)
+		elf_resolve_kept(&v, &t, c, n);
+	ret = elf_build(&v, &eh, c, elf_fold(c, n, pick->keep != NULL), n_seg, &t, out);
 	free(c);
 	if (ret < 0)
 		return ret;
 	out->from_symtab = from_symtab;
-	out->has_go = go_section;
-	elf_scan_go_symbols(&v, &t, out);
-	elf_scan_runtime_symbols(&v, &t, out);
+	elf_apply_markers(&v, &m, go_section, out);
 	return 0;
 }
 
-int elf_symbols_load(const char *path, struct elf_symbols *out, char *err, size_t errlen)
+int elf_symbols_load_buffer(const uint8_t *buf, size_t len, struct elf_symbols *out, char *err,
+			    size_t errlen)
+{
+	return elf_load_buffer(buf, len, &(struct elf_pick){ 0 }, out, err, errlen);
+}
+
+int elf_symbols_load_buffer_selected(const uint8_t *buf, size_t len, elf_symbols_keep_fn keep,
+				     void *ctx, struct elf_symbols *out, char *err,
+				     size_t errlen)
+{
+	return elf_load_buffer(buf, len, &(struct elf_pick){ keep, ctx }, out, err, errlen);
+}
+
+int elf_symbols_load_selected(const char *path, elf_symbols_keep_fn keep, void *ctx,
+			      struct elf_symbols *out, char *err, size_t errlen)
 {
 	struct elf_view v = { .err = err, .errlen = errlen };
 	struct stat sb;
@@ -616,13 +745,19 @@ int elf_symbols_load(const char *path, struct elf_symbols *out, char *err, size_
 		goto err_close;
 	}
 	close(fd);
-	ret = elf_symbols_load_buffer(map, (size_t)sb.st_size, out, err, errlen);
+	ret = elf_load_buffer(map, (size_t)sb.st_size, &(struct elf_pick){ keep, ctx }, out, err,
+			      errlen);
 	munmap(map, (size_t)sb.st_size);
 	return ret;
 
 err_close:
 	close(fd);
 	return ret;
+}
+
+int elf_symbols_load(const char *path, struct elf_symbols *out, char *err, size_t errlen)
+{
+	return elf_symbols_load_selected(path, NULL, NULL, out, err, errlen);
 }
 
 void elf_symbols_free(struct elf_symbols *s)

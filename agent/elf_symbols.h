@@ -8,6 +8,7 @@
 #ifndef PROFD_ELF_SYMBOLS_H
 #define PROFD_ELF_SYMBOLS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -15,6 +16,9 @@ struct elf_function {
 	const char *name;   /* points into the owning elf_symbols */
 	uint64_t value;     /* st_value: ELF virtual address */
 	uint64_t size;      /* st_size */
+	/* the lowest address of another function symbol above value (whether a
+	   selected load kept it or not), UINT64_MAX when none */
+	uint64_t next;
 	unsigned char is_ifunc;  /* STT_GNU_IFUNC: value is the resolver */
 	unsigned char is_global; /* STB_GLOBAL or STB_WEAK */
 	/* aarch64 STO_AARCH64_VARIANT_PCS: SVE/SME vector calling convention */
@@ -48,6 +52,8 @@ struct elf_symbols {
 	 */
 	int has_v8, has_hotspot;
 	uint64_t v8_blob_lo, v8_blob_hi;
+	/* the span of the Builtins_ functions (ELF addresses, kept or not); 0, 0 without */
+	uint64_t v8_builtins_lo, v8_builtins_hi;
 	/* PT_LOAD segments, to check that [value, value+size) is inside an executable one */
 	struct elf_segment { uint64_t vaddr, memsz, offset, filesz; uint32_t flags; } *segments;
 	size_t n_segments;
@@ -72,6 +78,23 @@ int elf_symbols_load(const char *path, struct elf_symbols *out, char *err, size_
 /* Same from a caller buffer (any alignment); nothing points into buf afterwards. */
 int elf_symbols_load_buffer(const uint8_t *buf, size_t len, struct elf_symbols *out, char *err,
 			    size_t errlen);
+
+/* Whether a function of that name may be wanted (called once per function symbol). */
+typedef bool (*elf_symbols_keep_fn)(void *ctx, const char *name);
+
+/*
+ * The same load, keeping only the functions whose name keep() accepts: the
+ * result is the full load's minus the other entries (an address is dropped
+ * when the alias that names it is not kept), with the same fields, next
+ * and the module's markers included. A full load sorts every function of
+ * the module; this one only those kept (libc: some 3,000 sorted at each
+ * process start for the few a --funcs glob and the unwinders need).
+ */
+int elf_symbols_load_selected(const char *path, elf_symbols_keep_fn keep, void *ctx,
+			      struct elf_symbols *out, char *err, size_t errlen);
+int elf_symbols_load_buffer_selected(const uint8_t *buf, size_t len, elf_symbols_keep_fn keep,
+				     void *ctx, struct elf_symbols *out, char *err,
+				     size_t errlen);
 void elf_symbols_free(struct elf_symbols *s);
 
 /* 1 when [value, value + size) may be Go code (see has_go), else 0. */

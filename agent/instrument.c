@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -54,22 +55,25 @@ static const char *const caller_sensitive_functions[] = {
 /*
  * Entered before a stack walk or unwind: patched whatever the user selected,
  * so that hijacked return addresses are put back first (agent/hooks.c).
+ * stack_walk_name_flags sorts names out by their first byte: '_', 'b', 'p'.
  */
 static const char *const unwinder_functions[] = {
 	"_Unwind_RaiseException", "_Unwind_Resume", "_Unwind_Resume_or_Rethrow",
 	"_Unwind_ForcedUnwind", "_Unwind_Backtrace", "backtrace", "pthread_exit",
 };
 
-/* Returns the STUB_FLAG_* a function gets whatever the user selected, 0 for most. */
-static uint32_t stack_walk_flags(const struct elf_symbols *syms, const struct elf_function *fn)
+/* Go's exit (assembly): runtime.exit.abi0 since Go 1.17's register ABI, runtime.exit before. */
+static bool is_go_exit(const char *name)
 {
-	const char *name = fn->name;
+	return name[0] == 'r' &&
+	       (strcmp(name, "runtime.exit.abi0") == 0 || strcmp(name, "runtime.exit") == 0);
+}
 
-	if (elf_symbols_is_go(syms, fn->value, fn->size))
-		/* assembly: runtime.exit.abi0 since Go 1.17's register ABI, runtime.exit before */
-		return strcmp(name, "runtime.exit.abi0") == 0 || strcmp(name, "runtime.exit") == 0 ?
-			       STUB_FLAG_GO_EXIT :
-			       0;
+/* The STUB_FLAG_* of a function so named outside Go code, 0 for most. */
+static uint32_t stack_walk_name_flags(const char *name)
+{
+	if (name[0] != '_' && name[0] != 'b' && name[0] != 'p') /* every name below: most go here */
+		return 0;
 	for (size_t i = 0; i < sizeof(unwinder_functions) / sizeof(unwinder_functions[0]); i++)
 		if (strcmp(unwinder_functions[i], name) == 0)
 			return STUB_FLAG_UNWINDER;
@@ -80,6 +84,14 @@ static uint32_t stack_walk_flags(const struct elf_symbols *syms, const struct el
 	if (strcmp(name, "_exit") == 0 || strcmp(name, "_Exit") == 0)
 		return STUB_FLAG_PROCESS_EXIT;
 	return 0;
+}
+
+/* Returns the STUB_FLAG_* a function gets whatever the user selected, 0 for most. */
+static uint32_t stack_walk_flags(const struct elf_symbols *syms, const struct elf_function *fn)
+{
+	if (elf_symbols_is_go(syms, fn->value, fn->size))
+		return is_go_exit(fn->name) ? STUB_FLAG_GO_EXIT : 0;
+	return stack_walk_name_flags(fn->name);
 }
 
 static const char *non_abi_reason(const char *name)
@@ -319,8 +331,8 @@ static uint64_t patchable_size(const struct loaded_module *m, const struct elf_s
 
 	if (fn->size >= PATCH_NEAR_LEN)
 		return fn->size;
-	if (i + 1 < syms->n_functions && syms->functions[i + 1].value - fn->value < room)
-		room = syms->functions[i + 1].value - fn->value;
+	if (fn->next - fn->value < room)
+		room = fn->next - fn->value;
 	while (room > fn->size && !in_exec_segment(m, addr, addr + room))
 		room--;
 	if (room <= fn->size)
@@ -372,6 +384,8 @@ struct picked_function {
 };
 
 struct module_job {
+	const struct func_filter *filter;
+	int module_selected; /* some include of the filter applies to its file */
 	const struct loaded_module *module;
 	const char *module_name;
 	struct elf_symbols syms;
@@ -412,17 +426,27 @@ static int selected_by_filter(const struct func_filter *filter, const char *modu
 	return match;
 }
 
-static void module_pick(struct module_job *job, const struct func_filter *filter,
-			struct instrument_report *r)
+/*
+ * What module_pick may take, by name alone (elf_symbols_load_selected): the
+ * user's selection and the stack walkers. The module's other symbols are
+ * never sorted or copied, at each process start of a tree.
+ */
+static bool module_may_pick(void *ctx, const char *name)
 {
-	int module_selected = func_filter_module_may_match(filter, job->module->path);
+	const struct module_job *job = ctx;
 
-	job->picked = malloc(job->syms.n_functions * sizeof(*job->picked));
+	return stack_walk_name_flags(name) || is_go_exit(name) ||
+	       (job->module_selected && selected_by_filter(job->filter, job->module->path, name));
+}
+
+static void module_pick(struct module_job *job, struct instrument_report *r)
+{
+	job->picked = malloc((job->syms.n_functions + 1) * sizeof(*job->picked));
 	job->n_picked = 0;
 	for (size_t i = 0; job->picked && i < job->syms.n_functions; i++) {
 		const struct elf_function *fn = &job->syms.functions[i];
-		int selected = module_selected &&
-			       selected_by_filter(filter, job->module->path, fn->name);
+		int selected = job->module_selected &&
+			       selected_by_filter(job->filter, job->module->path, fn->name);
 		uint32_t flags = stack_walk_flags(&job->syms, fn);
 		const char *why;
 
@@ -459,17 +483,8 @@ static void register_runtime_native_code(struct module_job *job, struct instrume
 	uint64_t lo = job->syms.v8_blob_lo, hi = job->syms.v8_blob_hi;
 
 	if (!hi) {
-		lo = UINT64_MAX;
-		for (size_t i = 0; i < job->syms.n_functions; i++) {
-			const struct elf_function *fn = &job->syms.functions[i];
-
-			if (strncmp(fn->name, "Builtins_", 9) == 0) {
-				lo = fn->value < lo ? fn->value : lo;
-				hi = fn->value + fn->size > hi ? fn->value + fn->size : hi;
-			}
-		}
-		if (!hi)
-			lo = 0;
+		lo = job->syms.v8_builtins_lo;
+		hi = job->syms.v8_builtins_hi;
 	}
 	if (!jit_callers_add(m->seg_lo[0], m->seg_hi[m->n_segs - 1], m->base + lo, m->base + hi))
 		return;
@@ -482,8 +497,7 @@ static void register_runtime_native_code(struct module_job *job, struct instrume
 /* Another symbol's entry inside [addr, addr + patch_len) would be overwritten. */
 static int next_entry_overlaps(const struct elf_symbols *syms, size_t i, size_t patch_len)
 {
-	return i + 1 < syms->n_functions &&
-	       syms->functions[i + 1].value < syms->functions[i].value + patch_len;
+	return syms->functions[i].next < syms->functions[i].value + patch_len;
 }
 
 static struct pending_patch *plan_add_patch(struct instrument_plan *plan)
@@ -578,34 +592,38 @@ static int plan_add_module(struct instrument_plan *plan, const struct loaded_mod
 	return 0;
 }
 
-/* Whether it mapped a stub region (the maps the next module plans with then changed). */
-static bool module_instrument(const struct loaded_module *m, const struct func_filter *filter,
-			      const struct proc_maps *maps, struct instrument_plan *plan)
+/* Its stub region, if it mapped one, is added to maps: the next module plans with it. */
+static void module_instrument(const struct loaded_module *m, const struct func_filter *filter,
+			      struct proc_maps *maps, struct instrument_plan *plan)
 {
 	struct instrument_report *r = &plan->report;
-	struct module_job job = { .module = m, .plan = plan,
-				  .module_index = (uint32_t)plan->n_modules };
+	struct module_job job = { .filter = filter, .module = m, .plan = plan,
+				  .module_index = (uint32_t)plan->n_modules,
+				  .module_selected = func_filter_module_may_match(filter, m->path) };
 	char err[256] = "";
 
 	if (plan_add_module(plan, m))
-		return false;
+		return;
 
 	r->modules_scanned++;
 	job.module_name = report_keep_string(r, m->path);
 	if (!job.module_name)
-		return false;
-	if (elf_symbols_load(m->path, &job.syms, err, sizeof(err))) {
+		return;
+	if (elf_symbols_load_selected(m->path, module_may_pick, &job, &job.syms, err, sizeof(err))) {
 		report_warn(r, "%s: cannot read symbols: %s", m->path, err);
-		return false;
+		return;
 	}
-	module_pick(&job, filter, r);
+	module_pick(&job, r);
 	if ((job.syms.has_v8 || job.syms.has_hotspot) && job.n_picked)
 		register_runtime_native_code(&job, r);
 	if (module_plan(&job, maps, r))
 		report_warn(r, "%s: %s", m->path, "out of memory while preparing stubs");
 	free(job.picked);
 	elf_symbols_free(&job.syms);
-	return job.n_picked > 0;
+	if (job.region.base && proc_maps_insert(maps, (uint64_t)(uintptr_t)job.region.base,
+						(uint64_t)(uintptr_t)job.region.base + job.region.size,
+						PROT_READ | PROT_EXEC))
+		proc_maps_free(maps); /* no memory: the next module reads them again */
 }
 
 static int plan_knows(const struct instrument_plan *plan, const struct loaded_module *m)
@@ -628,14 +646,10 @@ static int plan_modules(const struct func_filter *filter, const struct loaded_mo
 	for (size_t i = 0; i < n && !err; i++) {
 		if (plan_knows(plan, &list[i]))
 			continue;
-		/*
-		 * Stub regions were mapped: the next module must see them. Only
-		 * then: a process of a tree reads its maps once, not per module.
-		 */
-		if (module_instrument(&list[i], filter, &plan->maps, plan)) {
-			proc_maps_free(&plan->maps);
+		/* the stub regions it maps go into the maps: read once per process start */
+		module_instrument(&list[i], filter, &plan->maps, plan);
+		if (!plan->maps.maps)
 			err = proc_maps_load(&plan->maps);
-		}
 	}
 	return err;
 }

@@ -7,6 +7,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 
 #include "agent/proc_maps.h"
@@ -54,6 +55,22 @@ void proc_maps_free(struct proc_maps *m)
 	free(m->maps);
 	m->maps = NULL;
 	m->n = 0;
+}
+
+int proc_maps_insert(struct proc_maps *m, uint64_t start, uint64_t end, int prot)
+{
+	struct proc_map *grown = realloc(m->maps, (m->n + 1) * sizeof(*grown));
+	size_t at = m->n;
+
+	if (!grown)
+		return -ENOMEM;
+	m->maps = grown;
+	while (at > 0 && m->maps[at - 1].start > start)
+		at--;
+	memmove(&m->maps[at + 1], &m->maps[at], (m->n - at) * sizeof(*grown));
+	m->maps[at] = (struct proc_map){ start, end, prot };
+	m->n++;
+	return 0;
 }
 
 const struct proc_map *proc_maps_find(const struct proc_maps *m, uint64_t addr)

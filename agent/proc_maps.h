@@ -22,6 +22,11 @@ struct proc_maps {
 
 int proc_maps_load(struct proc_maps *m);
 void proc_maps_free(struct proc_maps *m);
+/*
+ * Adds [start, end) with prot, a range that was free (a mapping we just
+ * made): the snapshot stays sorted. 0, or -ENOMEM.
+ */
+int proc_maps_insert(struct proc_maps *m, uint64_t start, uint64_t end, int prot);
 /* The mapping containing addr, or NULL. */
 const struct proc_map *proc_maps_find(const struct proc_maps *m, uint64_t addr);
 

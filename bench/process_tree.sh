@@ -3,7 +3,9 @@
 # plain and under `profctl run --funcs 'narrow*'` (every process followed:
 # agent loaded, globs resolved, connected, figures sent), median of ROUNDS.
 # Prints the wall times, their ratio (issue 26: at most 2x) and the cost per
-# process (the difference over N). Wall time: run it on a quiet machine.
+# process (the difference over N), with its CPU: the loop's (profctl and the
+# tree it waits for) and profd's (one profd of the bench's own for every
+# run, its CPU read from /proc). Wall time: run it on a quiet machine.
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-build}
@@ -11,7 +13,10 @@ PROFCTL="$ROOT/$BUILD/profctl"
 N=${N:-500}
 ROUNDS=${ROUNDS:-3}
 WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
+# shellcheck source=bench/bench_common.bash
+. "$ROOT/bench/bench_common.bash"
+profd_start "$WORK"
+trap 'kill "$profd_pid" 2>/dev/null; wait "$profd_pid" 2>/dev/null; rm -rf "$WORK"' EXIT
 
 cat >"$WORK/small.c" <<'EOF'
 #include <stdio.h>
@@ -30,25 +35,35 @@ LOOP="i=0; while [ \$i -lt $N ]; do '$WORK/small' || exit 1; i=\$((i + 1)); done
 
 now_ns() { date +%s%N; }
 median() { sort -n | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}'; }
+profd_cpu_ms() { awk -v t="$(getconf CLK_TCK)" '{print int(($14 + $15) * 1000 / t)}' "/proc/$profd_pid/stat"; }
+# CPU ms of what /usr/bin/time ran: it and the children it waited for
+time_cpu_ms() { awk '{printf "%d\n", ($1 + $2) * 1000}' "$WORK/time"; }
 
-run_plain() { local t0; t0=$(now_ns); sh -c "$LOOP"; echo $(( $(now_ns) - t0 )); }
-run_profiled() {
+# Each prints one line: wall ns, loop CPU ms, profd CPU ms.
+run_plain() {
 	local t0; t0=$(now_ns)
-	"$PROFCTL" run --funcs 'narrow*' -o "$WORK/loop.pftrace" -- sh -c "$LOOP" 2>"$WORK/err" ||
-		{ cat "$WORK/err" >&2; exit 1; }
-	echo $(( $(now_ns) - t0 ))
+	/usr/bin/time -f '%U %S' -o "$WORK/time" sh -c "$LOOP"
+	echo "$(( $(now_ns) - t0 )) $(time_cpu_ms) 0"
 }
+run_profiled() {
+	local t0 c0; c0=$(profd_cpu_ms); t0=$(now_ns)
+	/usr/bin/time -f '%U %S' -o "$WORK/time" \
+		"$PROFCTL" run --funcs 'narrow*' -o "$WORK/loop.pftrace" -- sh -c "$LOOP" \
+		2>"$WORK/err" || { cat "$WORK/err" >&2; exit 1; }
+	echo "$(( $(now_ns) - t0 )) $(time_cpu_ms) $(( $(profd_cpu_ms) - c0 ))"
+}
+column_median() { awk -v c="$1" '{print $c}' "$2" | median; }
 
 run_plain >/dev/null # warm-up: page cache, the loader
-for r in $(seq "$ROUNDS"); do run_plain; done | median >"$WORK/plain"
-for r in $(seq "$ROUNDS"); do run_profiled; done | median >"$WORK/prof"
-plain=$(cat "$WORK/plain")
-prof=$(cat "$WORK/prof")
+for r in $(seq "$ROUNDS"); do run_plain; run_profiled >>"$WORK/prof"; done >"$WORK/plain"
 grep -E '^profctl: (processes|calls):' "$WORK/err"
-awk -v p="$plain" -v q="$prof" -v n="$N" 'BEGIN {
+awk -v p="$(column_median 1 "$WORK/plain")" -v q="$(column_median 1 "$WORK/prof")" \
+    -v pc="$(column_median 2 "$WORK/plain")" -v qc="$(column_median 2 "$WORK/prof")" \
+    -v dc="$(column_median 3 "$WORK/prof")" -v n="$N" 'BEGIN {
 	printf "process tree: %d runs of a small program in a shell loop (median of '"$ROUNDS"')\n", n
-	printf "  plain       %8.1f ms\n", p / 1e6
-	printf "  profiled    %8.1f ms   ratio %.2fx (issue 26: at most 2x)\n", q / 1e6, q / p
-	printf "  per process %8.1f us   (agent load, globs, connection, figures, profd side)\n",
-		(q - p) / n / 1e3
+	printf "  plain       %8.1f ms   loop CPU %7.1f ms\n", p / 1e6, pc
+	printf "  profiled    %8.1f ms   loop CPU %7.1f ms   profd CPU %7.1f ms   ratio %.2fx (issue 26: at most 2x)\n",
+		q / 1e6, qc, dc, q / p
+	printf "  per process %8.1f us   loop CPU %7.1f us   profd CPU %7.1f us\n",
+		(q - p) / n / 1e3, (qc - pc) * 1e3 / n, dc * 1e3 / n
 }'

@@ -491,6 +491,14 @@ static void conn_readable(struct server *srv, struct conn *c)
 	}
 }
 
+void server_settle(struct server *srv)
+{
+	server_accept(srv);
+	for (struct conn *c = srv->conns; c; c = c->next)
+		if (!c->closing && (c->kind == CONN_NEW || c->kind == CONN_AGENT))
+			conn_readable(srv, c);
+}
+
 /*
  * A closing connection's session learns it at once; the connection itself
  * stays only while frames queued for the peer (its summary, an error) are
@@ -615,6 +623,8 @@ int server_run(struct server *srv)
 			}
 		}
 		reap_closing(srv);
+		if (srv->sessions_may_end)
+			session_end_ready(srv);
 		update_status(srv);
 		if (srv->exit_when_idle && srv->served_one && !srv->sessions && !srv->conns)
 			return 0;

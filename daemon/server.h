@@ -63,6 +63,7 @@ struct server {
 	size_t n_conns;
 	int spare_fd;             /* kept free for accept-and-close when descriptors run out */
 	bool told_full;           /* "too many connections" logged once per episode */
+	bool sessions_may_end;    /* an agent left a session whose target exited: see session_end_ready */
 	/* the scheduler probe, loaded while a session uses it (daemon/sched/sched_tracer.h) */
 	struct sched_tracer *sched;
 };
@@ -93,6 +94,15 @@ void server_sched_put(struct server *srv);
  * CONN_OUT_MAX bytes pile up is dropped. Returns 0, or a negative errno when
  * the connection is closing or was dropped.
  */
+/*
+ * Reads now what agents (and peers yet to say what they are) sent so far:
+ * the connections waiting in the backlog are accepted, each one's frames
+ * handled. Agents do not wait for profd's answer: one whose process exited
+ * may have connected and said everything before profd looked. Handling a
+ * frame may end a session: call it outside any walk of the sessions.
+ */
+void server_settle(struct server *srv);
+
 /*
  * Serves fd, a connected socket a client handed over (an agent link), as a
  * connection of its own; its peer is the socket's SO_PEERCRED. Makes it

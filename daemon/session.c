@@ -220,6 +220,15 @@ static void session_root_described(struct session *s, struct session_process *p)
 
 static void session_follow_sched(struct server *srv, struct session *s, pid_t pid);
 
+/* No longer counts against the cap of processes followed at once. */
+static void process_exited(struct session *s, struct session_process *p)
+{
+	p->exited = true;
+	p->exited_ns = mono_clock_ns();
+	if (s->n_live)
+		s->n_live--;
+}
+
 /*
  * A process of the tree, followed from now on: its own symbols, sample
  * pipeline and scheduler states, its Perfetto process. Past the cap it is
@@ -246,7 +255,15 @@ static struct session_process *session_add_process(struct server *srv, struct se
 		snprintf(p->why_not, sizeof(p->why_not), "out of memory for its samples");
 	perfetto_writer_process(s->writer, pid, p->comm[0] ? p->comm : NULL);
 	session_process_describe_detail(p);
-	session_process_describe_threads(p);
+	/*
+	 * Its one thread (forked, or its agent just started): named as it, not
+	 * from /proc/PID/task. Reading a task's files there while the process
+	 * runs costs its parent 0.3-2.4 ms in the reap (d_walk invalidating
+	 * them), per process of a tree; later threads come from perf COMM
+	 * records and the agent.
+	 */
+	if (p->comm[0])
+		perfetto_writer_thread(s->writer, pid, pid, p->comm);
 	session_follow_sched(srv, s, pid);
 	session_process_check_program(p);
 	return p;
@@ -395,12 +412,51 @@ static enum perfetto_compression writer_compression(uint32_t wire)
 	}
 }
 
+/* What every agent of s is told: in reply to its hello, or handed down by `run` (SessionStarted). */
+static void session_agent_config(struct session *s, Profd__AgentConfig *cfg)
+{
+	cfg->session_id = s->id;
+	cfg->n_func_patterns = s->n_patterns;
+	cfg->func_patterns = s->patterns;
+	cfg->buffer_size = s->buffer_size;
+	cfg->min_duration_ticks = s->min_duration_ticks;
+	cfg->max_depth = session_timeline_depth(s);
+	cfg->follow_children = s->follow_children;
+}
+
+/*
+ * SessionStarted, with a copy of the agents' config for `run` (profctl puts
+ * it in the target's environment: its processes patch without a round trip).
+ */
+static void send_session_started(struct conn *c, struct session *s, bool with_config)
+{
+	Profd__SessionStarted started = PROFD__SESSION_STARTED__INIT;
+	Profd__AgentConfig cfg = PROFD__AGENT_CONFIG__INIT;
+	uint8_t *cfg_buf = NULL, *buf;
+	size_t len;
+
+	started.session_id = s->id;
+	started.agent_token = s->token;
+	session_agent_config(s, &cfg);
+	len = profd__agent_config__get_packed_size(&cfg);
+	if (with_config && (cfg_buf = malloc(len + 1))) {
+		started.agent_config.len = profd__agent_config__pack(&cfg, cfg_buf);
+		started.agent_config.data = cfg_buf;
+	}
+	len = profd__session_started__get_packed_size(&started);
+	buf = malloc(len + 1);
+	if (buf)
+		conn_send(c, FRAME_SESSION_STARTED, buf, profd__session_started__pack(&started, buf));
+	else
+		session_send_error(c, "out of memory");
+	free(buf);
+	free(cfg_buf);
+}
+
 static void handle_run_request(struct server *srv, struct conn *c, const uint8_t *p, size_t len)
 {
 	Profd__RunRequest *req = profd__run_request__unpack(NULL, len, p);
-	Profd__SessionStarted started = PROFD__SESSION_STARTED__INIT;
 	struct session *s;
-	uint8_t buf[256];
 
 	if (!req || c->session) {
 		session_send_error(c, req ? "one session per connection" : "malformed run request");
@@ -457,9 +513,7 @@ static void handle_run_request(struct server *srv, struct conn *c, const uint8_t
 	perfetto_writer_clock_snapshot(s->writer);
 	if (req->attach_pid > 0 && session_attach(s, req->attach_pid))
 		goto out; /* refused: the error went to the client */
-	started.session_id = s->id;
-	started.agent_token = s->token;
-	conn_send(c, FRAME_SESSION_STARTED, buf, profd__session_started__pack(&started, buf));
+	send_session_started(c, s, req->attach_pid <= 0);
 	srv->served_one = true;
 out:
 	if (req)
@@ -496,13 +550,30 @@ static void on_comm(void *ctx, uint32_t pid, uint32_t tid, const char *comm, uin
  * process of a followed one is followed from its fork, agent or not, so
  * its samples are there and the summary names it whatever becomes of it.
  */
+/*
+ * Known already: its agent's hello came first, or its EXIT record (another
+ * CPU's ring, read first) marked it exited. A pid reused since is alive
+ * with another start time.
+ */
+static bool fork_known(struct session *s, pid_t pid)
+{
+	struct session_process *p = session_process_find(s, pid);
+	unsigned long long now_start;
+
+	if (!p || !p->exited)
+		return p != NULL;
+	now_start = access_start_time(pid);
+	return now_start == 0 || now_start == p->start_time;
+}
+
 static void on_fork(void *ctx, uint32_t pid, uint32_t ppid, uint32_t tid, uint64_t time)
 {
 	struct session *s = ctx;
-	struct session_process *parent = session_live_process(s, (pid_t)ppid);
+	/* exited perhaps (its EXIT record read first): it forked before it did */
+	struct session_process *parent = session_process_find(s, (pid_t)ppid);
 
 	(void)time;
-	if (pid != tid || pid == ppid || !parent || session_live_process(s, (pid_t)pid))
+	if (pid != tid || pid == ppid || !parent || fork_known(s, (pid_t)pid))
 		return; /* a thread, or a process we know */
 	if (!s->follow_children) {
 		s->n_procs++;
@@ -518,12 +589,8 @@ static void on_task(void *ctx, bool is_exit, uint32_t pid, uint32_t tid, uint64_
 	struct session_process *p;
 
 	(void)time;
-	if (!is_exit || pid != tid || !(p = session_live_process(s, (pid_t)pid)))
-		return;
-	p->exited = true;
-	p->exited_ns = mono_clock_ns();
-	if (s->n_live)
-		s->n_live--;
+	if (is_exit && pid == tid && (p = session_live_process(s, (pid_t)pid)))
+		process_exited(s, p);
 }
 
 static void on_lost(void *ctx, uint32_t cpu, uint64_t lost, uint64_t time)
@@ -735,42 +802,80 @@ static struct session *session_by_token(struct server *srv, const char *token)
 }
 
 /*
+ * An agent's process that was gone (its /proc with it) before we read its
+ * hello: agents with their config do not wait for our answer. Unless the
+ * kernel told us of it (it would have been found), it is placed under the
+ * parent its hello names, a process of the session, and only when the
+ * kernel says (SO_PEERCRED) it ran as the client's own user: /proc has
+ * nothing left to check it by, and it sent nothing but its own figures.
+ */
+static struct session_process *gone_process(struct server *srv, struct session *s,
+					    const struct conn *c, pid_t parent)
+{
+	struct session_process *p;
+
+	if ((c->peer.uid != s->client_cred.uid && s->client_cred.uid != 0) || parent <= 0 ||
+	    !session_process_find(s, parent))
+		return NULL;
+	p = session_add_process(srv, s, c->peer.pid, parent);
+	if (p && !s->sampler) /* else its EXIT record says so (and its FORK record finds it) */
+		process_exited(s, p);
+	return p;
+}
+
+/*
  * The process an agent's hello comes from: the target, or (following
  * children) a process of its tree: one the kernel told of (FORK records
  * read so far), else one whose parents in /proc lead to the session. Who
  * connected is the kernel's word (SO_PEERCRED), not the agent's; the token
  * is the session's secret, handed down through the environment; the client
  * must still be allowed to ptrace the process. A handed-over link serves
- * its session only.
+ * its session only. The process may have exited since it connected: then
+ * the newest of its pid is it (see gone_process for one never seen).
  */
 static struct session_process *hello_process(struct server *srv, struct session *s,
-					     struct conn *c)
+					     struct conn *c, pid_t parent)
 {
 	pid_t pid = c->peer.pid;
 	struct session_process *p;
-	unsigned long long start;
+	unsigned long long start, now_start;
 	char why[160];
 
 	if (!s->target || (c->bound_session && c->bound_session != s->id))
 		return NULL;
-	if (pid == s->target)
-		return access_start_time(pid) == s->target_start_time ?
-			       session_live_process(s, pid) : NULL;
-	if (!s->follow_children)
+	if (pid != s->target && !s->follow_children)
 		return NULL;
 	/*
-	 * Not draining the rings for its FORK record first: the agent waits for
-	 * our answer, and the samples pending (unwound as they are read) are
-	 * no business of its start. One still unread adds it from /proc below;
-	 * the record then finds it known.
+	 * Not draining the rings for its FORK record first: the samples
+	 * pending (unwound as they are read) are no business of its start. One
+	 * still unread adds it from /proc below; the record then finds it known.
 	 */
-	p = session_live_process(s, pid);
-	if (p)
-		return access_start_time(pid) == p->start_time ? p : NULL;
-	if (!session_descends(s, pid) ||
-	    access_check_target(&s->client_cred, pid, false, &start, why, sizeof(why)))
+	now_start = access_start_time(pid);
+	p = session_process_find(s, pid);
+	if (p && (now_start == p->start_time || now_start == 0))
+		return p; /* still it, or gone since it connected */
+	if (pid == s->target)
 		return NULL;
-	return session_add_process(srv, s, pid, proc_parent(pid, NULL));
+	if (now_start == 0)
+		return gone_process(srv, s, c, parent);
+	if (session_descends(s, pid) &&
+	    !access_check_target(&s->client_cred, pid, false, &start, why, sizeof(why)))
+		return session_add_process(srv, s, pid, proc_parent(pid, NULL));
+	/* reaped while it was checked: as gone as if it had been before */
+	return access_start_time(pid) == 0 ? gone_process(srv, s, c, parent) : NULL;
+}
+
+/*
+ * An agent that waits for its config is told why; one that patched already
+ * (config_known) reads nothing from us: the closed connection is its answer
+ * (its flusher sees it and puts the code back).
+ */
+static void agent_refuse(struct conn *c, const Profd__AgentHello *hello, const char *why)
+{
+	if (hello && hello->config_known)
+		conn_close_later(c);
+	else
+		session_send_error(c, why);
 }
 
 static void handle_agent_hello(struct server *srv, struct conn *c, const uint8_t *b, size_t len)
@@ -778,11 +883,11 @@ static void handle_agent_hello(struct server *srv, struct conn *c, const uint8_t
 	Profd__AgentHello *hello = profd__agent_hello__unpack(NULL, len, b);
 	Profd__AgentConfig cfg = PROFD__AGENT_CONFIG__INIT;
 	struct session *s = hello ? session_by_token(srv, hello->agent_token) : NULL;
-	struct session_process *p = s ? hello_process(srv, s, c) : NULL;
+	struct session_process *p = s ? hello_process(srv, s, c, hello->parent) : NULL;
 	uint8_t buf[64 * 1024];
 
 	if (!p) {
-		session_send_error(c, "no session for this agent");
+		agent_refuse(c, hello, "no session for this agent");
 		goto out;
 	}
 	if (p->agent) { /* the program before an exec: its stream ended with it */
@@ -794,17 +899,13 @@ static void handle_agent_hello(struct server *srv, struct conn *c, const uint8_t
 		p->execs++;
 	session_process_describe_detail(p); /* the program its agent runs in */
 	if (session_process_agent_hello(p, c)) {
-		session_send_error(c, "out of memory");
+		agent_refuse(c, hello, "out of memory");
 		goto out;
 	}
 	c->session = s;
-	cfg.session_id = s->id;
-	cfg.n_func_patterns = s->n_patterns;
-	cfg.func_patterns = s->patterns;
-	cfg.buffer_size = s->buffer_size;
-	cfg.min_duration_ticks = s->min_duration_ticks;
-	cfg.max_depth = session_timeline_depth(s);
-	cfg.follow_children = s->follow_children;
+	if (hello->config_known) /* it patched already, from the environment's copy */
+		goto out;
+	session_agent_config(s, &cfg);
 	if (profd__agent_config__get_packed_size(&cfg) <= sizeof(buf))
 		conn_send(c, FRAME_AGENT_CONFIG, buf, profd__agent_config__pack(&cfg, buf));
 out:
@@ -1360,8 +1461,15 @@ void session_conn_closed(struct server *srv, struct conn *c)
 			p->events_at_cut = p->events;
 		}
 		session_process_agent_gone(p);
-		if (s->target_exited)
-			session_finish(srv, s);
+		/*
+		 * Without perf EXIT records, its agent's goodbye says the process
+		 * ended: else a tree of more than MAX_LIVE_PROCESSES over time
+		 * would have its later processes counted as over the cap.
+		 */
+		if (!s->sampler && p->agent_said_exit && !p->exited)
+			process_exited(s, p);
+		if (s->target_exited) /* its last agent, perhaps: see session_end_ready */
+			srv->sessions_may_end = true;
 		else if (s->attach_mode && p->pid == s->target) /* detached from elsewhere */
 			conn_send(s->client, FRAME_AGENT_GONE, NULL, 0);
 	}
@@ -1390,13 +1498,40 @@ static bool session_agents_done(const struct session *s)
 	return true;
 }
 
+/*
+ * Its target exited and every agent it knows of said goodbye: it could end.
+ * Agents connect and send without waiting for profd, so one of a process
+ * that exited may still sit in the backlog or in its socket unread.
+ */
+static bool session_ending(const struct session *s)
+{
+	return s->target_exited && session_agents_done(s);
+}
+
+void session_end_ready(struct server *srv)
+{
+	uint64_t now = mono_clock_ns();
+	struct session *s, *next;
+
+	srv->sessions_may_end = false;
+	for (s = srv->sessions; s && !session_ending(s); s = s->next)
+		;
+	if (s) /* before the walk below: what it reads may end sessions */
+		server_settle(srv);
+	for (s = srv->sessions; s; s = next) {
+		next = s->next;
+		if (s->target_exited && (session_agents_done(s) || agents_grace_over(s, now)))
+			session_finish(srv, s);
+	}
+}
+
 void session_tick_all(struct server *srv)
 {
-	struct session *s = srv->sessions, *next;
+	struct session *s, *next;
 	uint64_t now = mono_clock_ns();
 
 	session_sched_drain(srv);
-	for (; s; s = next) {
+	for (s = srv->sessions; s; s = next) {
 		next = s->next;
 		if (s->sampler)
 			session_read_samples(s);
@@ -1420,9 +1555,8 @@ void session_tick_all(struct server *srv)
 		}
 		if (s->writer) /* never waits for the compressor */
 			perfetto_writer_poll(s->writer);
-		if (s->target_exited && (session_agents_done(s) || agents_grace_over(s, now)))
-			session_finish(srv, s);
 	}
+	session_end_ready(srv);
 }
 
 int session_count(const struct server *srv)

@@ -25,6 +25,13 @@ void session_spawner_frame(struct server *srv, struct conn *c, uint32_t type);
 void session_conn_closed(struct server *srv, struct conn *c);
 /* Periodic work: read perf rings, flush the trace, deadlines. */
 void session_tick_all(struct server *srv);
+/*
+ * Ends the sessions whose target exited once every agent said goodbye (or
+ * the grace ran out), after reading what agents sent so far (server_settle).
+ * From the tick, and from the loop when srv->sessions_may_end; never from
+ * inside a walk of the sessions or connections.
+ */
+void session_end_ready(struct server *srv);
 /* Hands the scheduler probe's records to their sessions (on the tick, and when its ring fills). */
 void session_sched_drain(struct server *srv);
 /* Finalizes every session (daemon shutdown). */

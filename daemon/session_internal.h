@@ -68,6 +68,7 @@ struct session_process {
 	/* its agent's connection closed before its goodbye, after this many events */
 	bool agent_cut;
 	uint64_t events_at_cut;
+	bool agent_said_exit;            /* its goodbye was the process's exit, not an exec or detach */
 	int agent_seen;
 	struct session_process *next;
 };

@@ -656,6 +656,8 @@ static void handle_goodbye(struct session_process *p, const uint8_t *b, size_t l
 		p->buffer_budget = bye->buffer_budget;
 	if (bye->buffer_peak > p->buffer_peak)
 		p->buffer_peak = bye->buffer_peak;
+	/* "process exit", "process exit (Go runtime.exit)": see agent/agent.c, agent/flusher.c */
+	p->agent_said_exit = bye->reason && strncmp(bye->reason, "process exit", 12) == 0;
 	profd__agent_goodbye__free_unpacked(bye, NULL);
 }
 

@@ -24,6 +24,8 @@
 #include "profd.pb-c.h"
 
 #define REPLY_TIMEOUT_MS 10000
+/* PROFD_AGENT_CONFIG's value at most (an environment string may hold 128 KiB) */
+#define AGENT_CONFIG_HEX_MAX (64 * 1024)
 
 struct run_state {
 	struct profile_options opt;
@@ -109,19 +111,47 @@ static void set_preload(const char *agent)
 	free(v);
 }
 
+/* The rest of the go message, up to its end (the pipe closed): NULL when empty or unreadable. */
+static char *read_rest(int fd)
+{
+	size_t n = 0, cap = 0;
+	char *buf = NULL, *grown;
+	ssize_t r;
+
+	do {
+		if (n + 1 >= cap) {
+			cap = cap ? cap * 2 : 4096;
+			if (cap > AGENT_CONFIG_HEX_MAX || !(grown = realloc(buf, cap)))
+				break;
+			buf = grown;
+		}
+		r = read(fd, buf + n, cap - n - 1);
+		n += r > 0 ? (size_t)r : 0;
+	} while (r > 0 || (r < 0 && errno == EINTR));
+	if (!buf || n == 0 || r != 0) {
+		free(buf);
+		return NULL;
+	}
+	buf[strcspn(buf, "\n")] = '\0';
+	return buf;
+}
+
 /*
- * In the child: wait for the go (two lines: the session token, or "-" for no
- * agent, and the daemon's socket path, both known only after the fork), then
- * become CMD.
+ * In the child: wait for the go (three lines: the session token, or "-" for
+ * no agent, the daemon's socket path and the agents' config in hex, possibly
+ * empty, all known only after the fork), then become CMD. With the config
+ * in the environment the agent of every process of the tree patches
+ * without waiting for profd's reply.
  */
 static void child_main(struct run_state *rs, int go_read, int err_write)
 {
-	char token[128], socket_path[sizeof(rs->client.link.socket_path)];
+	char token[128], socket_path[sizeof(rs->client.link.socket_path)], *config;
 	int err;
 
 	if (read_token(go_read, token, sizeof(token)) ||
 	    read_token(go_read, socket_path, sizeof(socket_path)))
 		_exit(127); /* profctl gave up before starting us */
+	config = read_rest(go_read);
 	close(go_read);
 	if (strcmp(token, "-") != 0) {
 		if (rs->foreign)
@@ -130,7 +160,10 @@ static void child_main(struct run_state *rs, int go_read, int err_write)
 			set_preload(rs->agent_path);
 		setenv("PROFD_AGENT_SOCKET", socket_path, 1);
 		setenv("PROFD_AGENT_TOKEN", token, 1);
+		if (config && config[0])
+			setenv("PROFD_AGENT_CONFIG", config, 1);
 	}
+	free(config);
 	execvp(rs->argv[0], rs->argv);
 	err = errno;
 	if (write(err_write, &err, sizeof(err)) != sizeof(err))
@@ -189,14 +222,34 @@ static int announce_target(struct run_state *rs)
 	return 0;
 }
 
+/* Writes all of buf (a pipe may take it in parts); 0 or -EPIPE. */
+static int write_all(int fd, const char *buf, size_t len)
+{
+	while (len) {
+		ssize_t w = write(fd, buf, len);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -EPIPE;
+		buf += w;
+		len -= (size_t)w;
+	}
+	return 0;
+}
+
 /* Releases the child; returns 0 once it has exec'ed, or its exec errno. */
 static int release_target(struct run_state *rs, const char *token)
 {
+	const char *config = rs->client.agent_config_hex;
 	int exec_errno = 0;
 	char msg[512];
 	int len = snprintf(msg, sizeof(msg), "%s\n%s\n", token, rs->client.link.socket_path);
 
-	if (len >= (int)sizeof(msg) || write(rs->go_pipe, msg, (size_t)len) != len)
+	if (config && strlen(config) + 1 >= AGENT_CONFIG_HEX_MAX)
+		config = NULL; /* the agents ask profd instead */
+	if (len >= (int)sizeof(msg) || write_all(rs->go_pipe, msg, (size_t)len) ||
+	    (config && write_all(rs->go_pipe, config, strlen(config))))
 		return -EPIPE;
 	close(rs->go_pipe);
 	rs->go_pipe = -1;

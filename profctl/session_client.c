@@ -324,6 +324,21 @@ int session_client_expect(struct session_client *c, uint32_t want, uint8_t **pay
 	return -EPROTO;
 }
 
+/* NULL for nothing (or no memory): the agents then ask profd for their config. */
+static char *hex_encode(const uint8_t *data, size_t len)
+{
+	static const char digits[] = "0123456789abcdef";
+	char *hex = len ? malloc(2 * len + 1) : NULL;
+
+	for (size_t i = 0; hex && i < len; i++) {
+		hex[2 * i] = digits[data[i] >> 4];
+		hex[2 * i + 1] = digits[data[i] & 15];
+	}
+	if (hex)
+		hex[2 * len] = '\0';
+	return hex;
+}
+
 int session_client_start(struct session_client *c, const char *comm, pid_t attach_pid,
 			 char *token, size_t token_len)
 {
@@ -373,6 +388,7 @@ int session_client_start(struct session_client *c, const char *comm, pid_t attac
 		return -EPROTO;
 	}
 	snprintf(token, token_len, "%s", started->agent_token);
+	c->agent_config_hex = hex_encode(started->agent_config.data, started->agent_config.len);
 	profd__session_started__free_unpacked(started, NULL);
 	close(c->out_fd); /* profd holds its own copy */
 	c->out_fd = -1;
@@ -679,6 +695,8 @@ int session_client_finish(struct session_client *c, int wait_status)
 
 void session_client_close(struct session_client *c)
 {
+	free(c->agent_config_hex);
+	c->agent_config_hex = NULL;
 	if (c->out_fd >= 0)
 		close(c->out_fd);
 	c->out_fd = -1;

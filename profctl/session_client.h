@@ -59,6 +59,8 @@ struct session_client {
 	int out_fd;
 	bool sched_told;  /* why there are no scheduler states was said at the start */
 	bool quiet;       /* the summary says only what went wrong (profctl top) */
+	/* SessionStarted.agent_config in hex (PROFD_AGENT_CONFIG), or NULL: profd sent none */
+	char *agent_config_hex;
 };
 
 void session_client_init(struct session_client *c, const struct profile_options *opt);
@@ -68,7 +70,8 @@ int session_client_open_output(struct session_client *c, const char *comm, pid_t
 
 /*
  * Connects to profd (or starts a private one) and starts the session: a
- * `run` one, or, with attach_pid > 0, an `attach` one. Gets the agent token.
+ * `run` one, or, with attach_pid > 0, an `attach` one. Gets the agent token
+ * (and, for `run`, the agents' config: c->agent_config_hex).
  */
 int session_client_start(struct session_client *c, const char *comm, pid_t attach_pid,
 			 char *token, size_t token_len);

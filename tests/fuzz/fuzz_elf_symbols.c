@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * libFuzzer target for agent/elf_symbols.c elf_symbols_load_buffer. The input
+ * libFuzzer target for agent/elf_symbols.c elf_symbols_load_buffer (and its
+ * selected variant). The input
  * is the ELF file, placed at an odd address half the time (any alignment is
  * allowed) and always flush with the end of its allocation so that ASan sees
  * any read past it. Checks the documented results, never exits.
@@ -36,6 +37,13 @@ static void check_failed(const struct elf_symbols *s, int ret, const char *err)
 	CHECK(memcmp(s, &zero, sizeof(zero)) == 0);
 }
 
+/* Half the names: the selected load's second pass (aliases, next) runs on every input. */
+static bool keep_even(void *ctx, const char *name)
+{
+	(void)ctx;
+	return strlen(name) % 2 == 0;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	size_t shift = size % 2;
@@ -46,6 +54,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	int ret;
 
 	memcpy(buf, data, size);
+	ret = elf_symbols_load_buffer_selected(buf, size, keep_even, NULL, &s, err, sizeof(err));
+	if (ret == 0)
+		check_loaded(&s);
+	else
+		check_failed(&s, ret, err);
+	elf_symbols_free(&s);
 	ret = elf_symbols_load_buffer(buf, size, &s, err, sizeof(err));
 	memset(buf, 0xa5, size); /* nothing may point into the buffer afterwards */
 	if (ret == 0)

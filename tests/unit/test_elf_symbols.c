@@ -539,6 +539,114 @@ static void test_libc_dynsym_matches_nm(void)
 	elf_symbols_free(&s);
 }
 
+/* ---- cases: next addresses and selected loads ----------------------------------- */
+
+static void test_next_addresses(void)
+{
+	static uint8_t buf[MINI_MAX];
+	size_t len = mini_elf(buf, mini_aliases, N_MINI, SHT_SYMTAB);
+	struct elf_symbols s;
+	char err[128];
+
+	CHECK_EQ_INT(elf_symbols_load_buffer(buf, len, &s, err, sizeof(err)), 0);
+	CHECK_EQ_INT(s.n_functions, 4);
+	if (s.n_functions == 4) {
+		CHECK_EQ_U64(s.functions[0].next, 0x1800);
+		CHECK_EQ_U64(s.functions[1].next, 0x2000);
+		CHECK_EQ_U64(s.functions[2].next, 0x2500);
+		CHECK_EQ_U64(s.functions[3].next, UINT64_MAX);
+	}
+	elf_symbols_free(&s);
+}
+
+static bool keep_named(void *ctx, const char *name)
+{
+	return strcmp(name, ctx) == 0;
+}
+
+/* A selected load of one name: the entry a full load gives, or none. */
+static void check_selected_one(const char *name, const char *want, uint64_t value, uint64_t next,
+			       int is_ifunc)
+{
+	static uint8_t buf[MINI_MAX];
+	size_t len = mini_elf(buf, mini_aliases, N_MINI, SHT_SYMTAB);
+	struct elf_symbols s;
+	char err[128];
+
+	CHECK_EQ_INT(elf_symbols_load_buffer_selected(buf, len, keep_named, (void *)name, &s, err,
+						      sizeof(err)), 0);
+	CHECK_EQ_INT(s.n_functions, want ? 1 : 0);
+	if (want && s.n_functions == 1) {
+		CHECK_EQ_STR(s.functions[0].name, want);
+		CHECK_EQ_U64(s.functions[0].value, value);
+		CHECK_EQ_U64(s.functions[0].next, next);
+		CHECK_EQ_INT(s.functions[0].is_ifunc, is_ifunc);
+	}
+	CHECK_EQ_INT(s.n_segments, 1);
+	elf_symbols_free(&s);
+}
+
+static void test_selected_mini(void)
+{
+	check_selected_one("aaa", "aaa", 0x1000, 0x1800, 0);
+	check_selected_one("bbb", NULL, 0, 0, 0);      /* "aaa" names its address */
+	check_selected_one("zz", NULL, 0, 0, 0);
+	check_selected_one("impl", "impl", 0x1800, 0x2000, 1); /* its alias "ifn" is an IFUNC */
+	check_selected_one("ifn", NULL, 0, 0, 0);
+	check_selected_one("x", "x", 0x2000, 0x2500, 0);
+	check_selected_one("resolver", "resolver", 0x2500, UINT64_MAX, 1);
+	check_selected_one("undefined", NULL, 0, 0, 0);
+	check_selected_one("object", NULL, 0, 0, 0);
+}
+
+static bool keep_prefix(void *ctx, const char *name)
+{
+	return strncmp(name, ctx, strlen(ctx)) == 0;
+}
+
+/* Selected loads give exactly the full load's entries of the names kept. */
+static void check_selected(const char *path, const char *prefix)
+{
+	struct elf_symbols full, sel;
+	char err[160] = "";
+	size_t k = 0;
+
+	CHECK_EQ_INT(elf_symbols_load(path, &full, err, sizeof(err)), 0);
+	CHECK_EQ_INT(elf_symbols_load_selected(path, keep_prefix, (void *)prefix, &sel, err,
+					       sizeof(err)), 0);
+	for (size_t i = 0; i < full.n_functions; i++) {
+		const struct elf_function *f = &full.functions[i], *g = &sel.functions[k];
+
+		if (!keep_prefix((void *)prefix, f->name))
+			continue;
+		CHECK(k < sel.n_functions);
+		if (k >= sel.n_functions)
+			break;
+		CHECK_EQ_STR(g->name, f->name);
+		CHECK_EQ_U64(g->value, f->value);
+		CHECK_EQ_U64(g->size, f->size);
+		CHECK_EQ_U64(g->next, f->next);
+		CHECK_EQ_INT(g->is_ifunc, f->is_ifunc);
+		CHECK_EQ_INT(g->is_global, f->is_global);
+		k++;
+	}
+	CHECK_EQ_INT(sel.n_functions, k);
+	CHECK_EQ_INT(sel.has_go, full.has_go);
+	CHECK_EQ_INT(sel.n_segments, full.n_segments);
+	elf_symbols_free(&full);
+	elf_symbols_free(&sel);
+}
+
+static void test_selected_matches_full(void)
+{
+	check_selected(LIBC_PATH, "str");
+	check_selected(LIBC_PATH, "__");
+	check_selected(LIBC_PATH, "");
+	check_selected(LIBC_PATH, "no_such_function_prefix");
+	check_selected("/proc/self/exe", "test_"); /* .symtab, locals and aliases */
+	check_selected("/proc/self/exe", "");
+}
+
 static void test_libc_segments(void)
 {
 	struct elf_symbols s;
@@ -770,6 +878,9 @@ int main(void)
 	RUN_TEST(test_mini_flip_fuzz);
 	RUN_TEST(test_libc_dynsym_matches_nm);
 	RUN_TEST(test_libc_segments);
+	RUN_TEST(test_next_addresses);
+	RUN_TEST(test_selected_mini);
+	RUN_TEST(test_selected_matches_full);
 	RUN_TEST(test_self_symtab);
 	RUN_TEST(test_load_errors);
 	RUN_TEST(test_unaligned_buffer_and_copy);
