@@ -81,22 +81,29 @@ if id "$USER_NAME" >/dev/null 2>&1; then
 		as_user "PASS_FILE=/tmp/profd-test-$$.raw '$CLIENT' '$SOCK' 01000000$len$req"
 		rm -f "/tmp/profd-test-$$.raw"
 	}
+	pid_of_user_sleep() { # USER: the sleep su started for USER, once it runs (10 s at most)
+		local pid=
+		for _ in $(seq 200); do
+			pid=$(pgrep -u "$1" -x sleep | head -n 1)
+			[ -n "$pid" ] && break
+			sleep 0.05
+		done
+		echo "$pid"
+	}
 	# "reply 7 " then the ErrorReply's bytes: its length byte may print as a letter
 	refusal=$(raw_attach "$target_pid")
 	check "profd refuses the second user root's process ($refusal)" eval '[[ "$refusal" == \
 		"reply 7 "?"PID $target_pid belongs to uid 0, not to uid $uid2 (needs CAP_SYS_PTRACE)" ]]'
 	su nobody -s /bin/sh -c 'exec sleep 30' 2>/dev/null &
 	nobody_sleep=$!
-	sleep 0.2
-	nobody_pid=$(pgrep -u nobody -x sleep | head -n 1)
+	nobody_pid=$(pid_of_user_sleep nobody)
 	refusal=$(raw_attach "$nobody_pid")
 	check "profd refuses the second user a third user's process ($refusal)" eval '[[ "$refusal" == \
 		"reply 7 "?"PID $nobody_pid belongs to uid $(id -u nobody), not to uid $uid2 "* ]]'
 	{ kill "$nobody_pid"; wait "$nobody_sleep"; } 2>/dev/null
 	as_user "exec sleep 30" 2>/dev/null &
 	own_sleep=$!
-	sleep 0.2
-	own_pid=$(pgrep -u "$USER_NAME" -x sleep | head -n 1)
+	own_pid=$(pid_of_user_sleep "$USER_NAME")
 	check "profd lets the second user profile its own process" \
 		eval '[[ "$(raw_attach "$own_pid")" == "reply 2 "* ]]'
 	{ kill "$own_pid"; wait "$own_sleep"; } 2>/dev/null

@@ -102,7 +102,7 @@ mkfifo "$WORK/fifo"
 "$TREE" server "$WORK/fifo" >"$WORK/srv.out" &
 srv=$!
 wait_for "$WORK/srv.out" '^ready'
-echo 38 >"$WORK/fifo" # long enough to be running still when attached to
+echo "20 $WORK/old.release" >"$WORK/fifo" # running still when attached to, whatever the load
 for _ in $(seq 200); do old=$(pgrep -P "$srv") && break; sleep 0.05; done
 "$PROFCTL" attach "$srv" --children -v --buffer-size 4M --funcs fibf -o "$WORK/att.pftrace" \
 	2>"$WORK/att.err" &
@@ -117,6 +117,8 @@ fi
 kill -INT "$att"
 wait "$att"
 check_eq "attach --children: detaches and exits 0" "$?" 0
+touch "$WORK/old.release"
+for _ in $(seq 200); do grep -q "^pid ${old:-none} " "$WORK/srv.out" && break; sleep 0.05; done
 echo quit >"$WORK/fifo"
 wait "$srv"
 grep '^pid ' "$WORK/srv.out" | grep -v "^pid ${old:-none} " >"$WORK/att.out"

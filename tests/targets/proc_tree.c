@@ -13,7 +13,8 @@
  *   proc_tree grand N           a child whose child computes fibf(N)
  *   proc_tree quick             a child that ends at once by a raw exit_group (no call, no
  *                               exit handler, no _exit: nothing of the agent runs)
- *   proc_tree server FIFO       a pre-forking server: a worker per line on a FIFO
+ *   proc_tree server FIFO       a pre-forking server: a worker per line on a FIFO ("N":
+ *                               fibf(N); "N FILE": fibf(N) over and over until FILE exists)
  */
 #include <fcntl.h>
 #include <spawn.h>
@@ -133,10 +134,15 @@ static int grandchild(int n)
 /* A worker per line (a number: its fibf), forked now; "quit" ends the server. */
 static int serve_line(const char *line)
 {
+	char release[200];
+
 	if (strncmp(line, "quit", 4) == 0)
 		return 1;
 	if (fork() == 0) {
 		fibf_calls = 0;
+		if (sscanf(line, "%*d %199s", release) == 1) /* "N FILE": fibf(N) until FILE exists */
+			while (access(release, F_OK) != 0)
+				fibf(atoi(line));
 		work(atoi(line));
 		exit(0);
 	}
