@@ -129,7 +129,12 @@ daemon_killed() {
 		"$(live_bytes "$target_pid" ft_leaf)" "$original"
 	check_eq "profd SIGKILLed: the agent closed its socket" "$(sockets_of "$target_pid")" 0
 	wait "$run_pid"
-	check_eq "profd SIGKILLed: the program exits normally" "$?" 0
+	# profctl's status: not the program's, since the session failed (issue 30)
+	check_eq "profd SIGKILLed: profctl exits non-zero" "$?" 1
+	check_eq "profd SIGKILLed: profctl says so in one line" \
+		"$(grep -c '^profctl: profd exited during the session' "$WORK/daemon.err")" 1
+	check "profd SIGKILLed: the program ran to its end (its last line)" \
+		grep -q '^interrupted sleeps 0$' "$WORK/daemon.out"
 	check "profd SIGKILLed: the program's output is unchanged (no EINTR, no wrong result)" \
 		cmp -s "$WORK/plain.out" "$WORK/daemon.out"
 }
