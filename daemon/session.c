@@ -897,6 +897,8 @@ static void handle_agent_hello(struct server *srv, struct conn *c, const uint8_t
 	}
 	if (p->agent_seen)
 		p->execs++;
+	/* a forked child's agent sends its parent's table again: its program's, counted once */
+	p->table_inherited = hello->forked_from > 0;
 	session_process_describe_detail(p); /* the program its agent runs in */
 	if (session_process_agent_hello(p, c)) {
 		agent_refuse(c, hello, "out of memory");

@@ -82,6 +82,8 @@ static Profd__ProcessSummary *process_row(const struct session *s, const struct 
  */
 static bool first_of_its_program(const struct session_process *p)
 {
+	if (p->table_inherited) /* its comm may be unknown (gone before profd read it) */
+		return false;
 	for (const struct session_process *q = p->next; q; q = q->next)
 		if (q->agent_seen && strcmp(q->comm, p->comm) == 0)
 			return false;
