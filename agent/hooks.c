@@ -972,6 +972,28 @@ COLD static void count_off_timeline(struct agent_thread *t, struct func_agg *a, 
 }
 
 /*
+ * The call's shadow entry at depth, as both enters fill it: flags
+ * (SHADOW_*) and, on aarch64, how the function signs its return address.
+ * Not published: the caller's state_publish does that.
+ */
+static inline __attribute__((always_inline)) struct shadow_entry *
+shadow_push(struct agent_thread *t, uint32_t depth, const struct stub_desc *desc, uint32_t flags,
+	    struct func_agg *a, uint64_t tsc, uintptr_t *return_slot)
+{
+	struct shadow_entry *e = &t->shadow[depth];
+
+	e->return_address = *return_slot;
+	e->return_slot = return_slot;
+	e->func_id = desc->func_id;
+	e->flags = flags | (desc->flags & ENTER_FAST_FLAGS);
+	e->exit_head = SHADOW_ALIVE;
+	e->enter_tsc = tsc;
+	e->child_ticks = 0;
+	e->agg = a; /* counted as open by the flusher until its exit */
+	return e;
+}
+
+/*
  * Every enter but the plainest (profagent_enter_hook's fast path): flags,
  * filters, a full segment, stale entries, no figures yet. Runs under the
  * guard the hook took and releases it. Returns as the hook does.
@@ -1018,19 +1040,7 @@ COLD static int enter_slow(struct agent_thread *t, const struct stub_desc *desc,
 		r = 0;
 	}
 	tsc = cpu_ticks();
-	e = &t->shadow[depth];
-	e->return_address = *return_slot;
-	e->return_slot = return_slot;
-	e->func_id = desc->func_id;
-#ifdef __aarch64__
-	e->flags = flags | (desc->flags & ENTER_FAST_FLAGS);
-#else
-	e->flags = flags;
-#endif
-	e->exit_head = SHADOW_ALIVE;
-	e->enter_tsc = tsc;
-	e->child_ticks = 0;
-	e->agg = a; /* counted as open by the flusher until its exit */
+	e = shadow_push(t, depth, desc, flags, a, tsc, return_slot);
 	e->enter_pos = ENTER_UNWRITTEN;
 	if (likely(flags == SHADOW_RECORDED)) {
 		ring_put_enter(t, head, desc->func_id, tsc, e->return_address, return_slot);
@@ -1077,16 +1087,8 @@ int profagent_enter_hook(const struct stub_desc *desc, uintptr_t *return_slot)
 	    unlikely(!ring_has_room(t, head, depth + 3))) /* as enter_slow's need, unfiltered */
 		return enter_slow(t, desc, return_slot);
 	tsc = cpu_ticks();
-	e = &t->shadow[depth];
-	e->return_address = *return_slot;
-	e->return_slot = return_slot;
-	e->func_id = desc->func_id;
-	e->flags = SHADOW_RECORDED | (desc->flags & ENTER_FAST_FLAGS);
-	e->exit_head = SHADOW_ALIVE;
-	e->enter_tsc = tsc;
-	e->child_ticks = 0;
-	e->agg = a; /* counted as open by the flusher until its exit */
 	/* enter_pos: read only for SHADOW_PENDING entries */
+	e = shadow_push(t, depth, desc, SHADOW_RECORDED, a, tsc, return_slot);
 	ring_put_enter(t, head, desc->func_id, tsc, e->return_address, return_slot);
 	state_publish(t, state_make(head + 2, depth + 1));
 	*return_slot = (uintptr_t)profagent_exit_trampoline;
