@@ -150,7 +150,10 @@ static size_t repair_fp_chain(struct sample_pipeline *p, uint64_t *chain, size_t
  * A frame-pointer chain through a stub (the entry trampoline's frame returns
  * into it): that frame is the function the stub stands for, just entered.
  * As a return address it becomes entry + 1, so that pc - 1 names the
- * function. Returns the index of the innermost such frame, 0 if none.
+ * function. A leaf in a region thunk, shared by the region's stubs, names no
+ * function without the stack (fp samples carry none): it becomes 0, no
+ * frame, and the sample stays the hooks' cost (leaf_owner reads the pc
+ * sampled). Returns the index of the innermost such frame, 0 if none.
  */
 static size_t chain_leave_stubs(struct sample_pipeline *p, uint64_t *chain, size_t n)
 {
@@ -158,8 +161,11 @@ static size_t chain_leave_stubs(struct sample_pipeline *p, uint64_t *chain, size
 	uint64_t func;
 
 	for (size_t k = n; k-- > 0;) {
-		if (!stub_map_function_at(p->cfg.stubs, chain[k], &func))
+		if (!stub_map_function_at(p->cfg.stubs, chain[k], &func)) {
+			if (k == 0 && stub_map_is_agent_code(p->cfg.stubs, chain[0]))
+				chain[0] = 0;
 			continue;
+		}
 		chain[k] = k == 0 ? func : func + 1;
 		innermost = k;
 	}
@@ -306,8 +312,11 @@ static enum overhead_kind write_sample(struct sample_pipeline *p,
 		struct symbol_info info;
 		bool is_leaf = k == 0;
 
-		if (pc == 0)
-			continue; /* the exit trampoline's placeholder slot */
+		if (pc == 0) { /* the exit trampoline's placeholder slot, or a region thunk's leaf */
+			if (is_leaf)
+				owners[n_owners++] = OVERHEAD_FRAME_HOOK;
+			continue;
+		}
 		/* a return address points after its call: look up the call itself */
 		symbolizer_lookup(p->cfg.symbols, is_leaf ? pc : pc - 1, &info);
 		if (is_leaf)
