@@ -27,6 +27,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "daemon/symbols/debug_file.h"
+
 #define DWARF_NREGS 17        /* x86-64 DWARF 0-15 (rax .. r15), 16 = return address (rip) */
 #define DWARF_REG_SP 7
 #define MIN_USER_PC 4096      /* a caller below the first page ends the chain (as in sampler.c) */
@@ -134,14 +136,11 @@ static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname
 			  GElf_Addr base, const char *file_name, const char *debuglink_file,
 			  GElf_Word debuglink_crc, char **debuginfo_file_name)
 {
-	static const char *const formats[] = { "%.*s/%s", "%.*s/.debug/%s",
-					       "/usr/lib/debug%.*s/%s" };
 	const char *urls = getenv("DEBUGINFOD_URLS");
-	const char *slash = file_name ? strrchr(file_name, '/') : NULL;
 	const unsigned char *id;
 	char path[PATH_MAX];
 	GElf_Addr id_at;
-	int len, off, fd = -1;
+	int len, fd = -1;
 
 	if (urls && *urls)
 		return dwfl_build_id_find_debuginfo(mod, userdata, modname, base, file_name,
@@ -150,15 +149,12 @@ static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname
 	len = dwfl_module_build_id(mod, &id, &id_at);
 	if (len < 2)
 		return -1; /* no build id to check a debug file against */
-	off = snprintf(path, sizeof(path), "/usr/lib/debug/.build-id/%02x/", id[0]);
-	for (int i = 1; i < len; i++)
-		off += snprintf(path + off, sizeof(path) - (size_t)off, "%02x", id[i]);
-	snprintf(path + off, sizeof(path) - (size_t)off, ".debug");
-	fd = try_frame_file(path, id, len, debuginfo_file_name);
-	for (size_t i = 0; fd < 0 && slash && debuglink_file && !strchr(debuglink_file, '/') &&
-			   i < sizeof(formats) / sizeof(formats[0]); i++)
-		if (snprintf(path, sizeof(path), formats[i], (int)(slash - file_name), file_name,
-			     debuglink_file) < (int)sizeof(path))
+	if (debug_file_build_id_path(path, sizeof(path), NULL, id, (size_t)len) == 0)
+		fd = try_frame_file(path, id, len, debuginfo_file_name);
+	for (unsigned int i = 0; fd < 0 && file_name && debuglink_file &&
+				 !strchr(debuglink_file, '/') && i < DEBUG_FILE_DEBUGLINK_PLACES; i++)
+		if (debug_file_debuglink_path(path, sizeof(path), i, NULL, file_name,
+					      debuglink_file) == 0)
 			fd = try_frame_file(path, id, len, debuginfo_file_name);
 	return fd;
 }

@@ -23,13 +23,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "daemon/symbols/debug_file.h"
+
 #define MAX_SYMBOLS (16u << 20)      /* more is a hostile file, not a program */
 #define MAX_NOTE_BYTES (1u << 20)
 #define MAX_VDSO_BYTES (1u << 20)
 #define LOOKBACK 16                  /* nested symbols searched before giving up */
-#define MAX_DEBUGLINK_BYTES (4ull << 30) /* CRC-32 reads it all: bound the work */
-#define CRC_CHUNK (1u << 16)
-#define HOST_ELFDATA (__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ ? ELFDATA2LSB : ELFDATA2MSB)
 
 /* A symbol while loading; name points into the Elf's string table. */
 struct raw_symbol {
@@ -420,16 +419,12 @@ static size_t load_debug_file(struct elf_module *m, pid_t pid)
 	char path[64 + 2 * ELF_MODULE_MAX_BUILD_ID];
 	uint8_t id[ELF_MODULE_MAX_BUILD_ID];
 	uint64_t size;
-	size_t i, n = 0;
-	int off, fd;
+	size_t n = 0;
+	int fd;
 	Elf *elf;
 
-	if (m->build_id_len < 2)
+	if (debug_file_build_id_path(path, sizeof(path), NULL, m->build_id, m->build_id_len) < 0)
 		return 0;
-	off = snprintf(path, sizeof(path), "/usr/lib/debug/.build-id/%02x/", m->build_id[0]);
-	for (i = 1; i < m->build_id_len; i++)
-		off += snprintf(path + off, sizeof(path) - (size_t)off, "%02x", m->build_id[i]);
-	snprintf(path + off, sizeof(path) - (size_t)off, ".debug");
 	fd = open_regular(pid, path);
 	if (fd < 0 && pid > 0)
 		fd = open_regular(0, path);
@@ -444,93 +439,7 @@ static size_t load_debug_file(struct elf_module *m, pid_t pid)
 	return n;
 }
 
-/* ---- .gnu_debuglink --------------------------------------------------------- */
-
-/* The CRC-32 of zlib and gdb's gnu_debuglink_crc32 (reflected 0xedb88320). */
-static uint32_t crc32_update(uint32_t crc, const uint8_t *p, size_t len, const uint32_t *table)
-{
-	crc = ~crc;
-	while (len--)
-		crc = table[(crc ^ *p++) & 0xff] ^ (crc >> 8);
-	return ~crc;
-}
-
-static void crc32_table(uint32_t *table)
-{
-	uint32_t i, k, c;
-
-	for (i = 0; i < 256; i++) {
-		for (c = i, k = 0; k < 8; k++)
-			c = c & 1 ? 0xedb88320u ^ (c >> 1) : c >> 1;
-		table[i] = c;
-	}
-}
-
-/* CRC-32 of the whole file behind fd; -EFBIG above MAX_DEBUGLINK_BYTES. */
-static int file_crc32(int fd, uint32_t *out)
-{
-	uint32_t table[256], crc = 0;
-	uint8_t *buf = malloc(CRC_CHUNK);
-	struct stat st;
-	off_t off = 0;
-	ssize_t n;
-
-	if (!buf)
-		return -ENOMEM;
-	if (fstat(fd, &st) < 0 || (uint64_t)st.st_size > MAX_DEBUGLINK_BYTES) {
-		free(buf);
-		return -EFBIG;
-	}
-	crc32_table(table);
-	while ((n = pread(fd, buf, CRC_CHUNK, off)) > 0) {
-		crc = crc32_update(crc, buf, (size_t)n, table);
-		off += n;
-	}
-	free(buf);
-	if (n < 0)
-		return -EIO;
-	*out = crc;
-	return 0;
-}
-
-/*
- * The .gnu_debuglink section: a NUL-terminated file name, padding to 4, then
- * the debug file's CRC-32 in the file's byte order. Names holding a '/' are
- * refused: a hostile file must not steer us out of the three directories.
- */
-static bool read_debuglink(Elf *elf, uint64_t file_size, char *name, size_t name_size,
-			   uint32_t *crc)
-{
-	Elf_Scn *scn = NULL;
-	size_t shstrndx, len, crc_off;
-	GElf_Ehdr eh;
-	GElf_Shdr sh;
-	Elf_Data *d;
-	const char *sec;
-
-	if (elf_getshdrstrndx(elf, &shstrndx) != 0)
-		return false;
-	while ((scn = elf_nextscn(elf, scn))) {
-		if (!gelf_getshdr(scn, &sh) || !section_in_file(&sh, file_size))
-			continue;
-		sec = elf_strptr(elf, shstrndx, sh.sh_name);
-		if (sec && strcmp(sec, ".gnu_debuglink") == 0)
-			break;
-	}
-	if (!scn || !(d = elf_getdata(scn, NULL)) || !d->d_buf)
-		return false;
-	len = strnlen(d->d_buf, d->d_size);
-	crc_off = (len + 4) & ~(size_t)3;
-	if (len == 0 || len >= name_size || crc_off > d->d_size || d->d_size - crc_off < 4 ||
-	    memchr(d->d_buf, '/', len) || strcmp(d->d_buf, "..") == 0 || strcmp(d->d_buf, ".") == 0)
-		return false;
-	memcpy(name, d->d_buf, len + 1);
-	/* the section is raw bytes: the CRC is in the file's byte order */
-	memcpy(crc, (const uint8_t *)d->d_buf + crc_off, 4);
-	if (gelf_getehdr(elf, &eh) && eh.e_ident[EI_DATA] != HOST_ELFDATA)
-		*crc = __builtin_bswap32(*crc);
-	return true;
-}
+/* ---- .gnu_debuglink (found by daemon/symbols/debug_file.c) ---------------- */
 
 /*
  * .symtab of one debuglink candidate, if its CRC-32 matches and, when both
@@ -550,7 +459,7 @@ static size_t load_debuglink_candidate(struct elf_module *m, pid_t pid, const ch
 		fd = open_regular(0, path);
 	if (fd < 0)
 		return 0;
-	if (file_crc32(fd, &crc) < 0 || crc != want_crc) {
+	if (debug_file_crc32(fd, &crc) < 0 || crc != want_crc) {
 		close(fd);
 		return 0;
 	}
@@ -564,38 +473,19 @@ static size_t load_debuglink_candidate(struct elf_module *m, pid_t pid, const ch
 	return n;
 }
 
-/* The directory part of the module's absolute path ("" for a file in /), or false. */
-static bool module_dir(const struct elf_module *m, char *dir, size_t size)
-{
-	const char *slash = strrchr(m->path, '/');
-	size_t len;
-
-	if (m->path[0] != '/' || !slash)
-		return false;
-	len = (size_t)(slash - m->path);
-	if (len >= size)
-		return false;
-	memcpy(dir, m->path, len);
-	dir[len] = '\0';
-	return true;
-}
-
 /* gdb's search: DIR/NAME, DIR/.debug/NAME, /usr/lib/debug/DIR/NAME (DIR seen from pid's root). */
 static size_t load_debuglink(struct elf_module *m, Elf *elf, uint64_t file_size, pid_t pid)
 {
-	static const char *const formats[] = { "%s/%s", "%s/.debug/%s", "/usr/lib/debug%s/%s" };
-	char dir[PATH_MAX], name[NAME_MAX + 1], path[2 * PATH_MAX];
+	char name[NAME_MAX + 1], path[2 * PATH_MAX];
 	uint32_t crc;
-	size_t i, n = 0;
+	unsigned int i;
+	size_t n = 0;
 
-	if (!module_dir(m, dir, sizeof(dir)) ||
-	    !read_debuglink(elf, file_size, name, sizeof(name), &crc))
+	if (!debug_file_read_debuglink(elf, file_size, name, sizeof(name), &crc))
 		return 0;
-	for (i = 0; i < sizeof(formats) / sizeof(formats[0]) && !n; i++) {
-		if (snprintf(path, sizeof(path), formats[i], dir, name) >= (int)sizeof(path))
-			continue;
-		n = load_debuglink_candidate(m, pid, path, crc);
-	}
+	for (i = 0; i < DEBUG_FILE_DEBUGLINK_PLACES && !n; i++)
+		if (debug_file_debuglink_path(path, sizeof(path), i, NULL, m->path, name) == 0)
+			n = load_debuglink_candidate(m, pid, path, crc);
 	return n;
 }
 
