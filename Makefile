@@ -235,6 +235,19 @@ $(BUILD)/tests/targets/fp_target: tests/targets/nofp_target.c
 	@mkdir -p $(@D)
 	@echo "  CC      $< (frame pointers)"
 	$(Q)$(CC) $(TARGET_CFLAGS) -DKEEP_FRAME_POINTERS -o $@ $< -lm
+# args_dwarf: one function (args_dwarf/nodwarf.c) built without -g, the rest
+# with; args_dwarf_O0 the same at -O0 (tests/unit/test_dwarf_params.c reads both)
+$(BUILD)/tests/targets/args_dwarf: tests/targets/args_dwarf.c tests/targets/args_dwarf/nodwarf.c
+	@mkdir -p $(@D)
+	@echo "  CC      $< (+ nodwarf.c without -g)"
+	$(Q)$(CC) $(TARGET_CFLAGS) -g0 -c -o $@-nodwarf.o tests/targets/args_dwarf/nodwarf.c
+	$(Q)$(CC) $(TARGET_CFLAGS) -o $@ $< $@-nodwarf.o
+$(BUILD)/tests/targets/args_dwarf_O0: tests/targets/args_dwarf.c tests/targets/args_dwarf/nodwarf.c
+	@mkdir -p $(@D)
+	@echo "  CC      $< (-O0, + nodwarf.c without -g)"
+	$(Q)$(CC) $(TARGET_CFLAGS) -O0 -g0 -c -o $@-nodwarf.o tests/targets/args_dwarf/nodwarf.c
+	$(Q)$(CC) $(TARGET_CFLAGS) -O0 -o $@ $< $@-nodwarf.o
+$(BUILD)/tests/test_dwarf_params: $(BUILD)/tests/targets/args_dwarf $(BUILD)/tests/targets/args_dwarf_O0
 # aarch64: the same targets again with pointer authentication and BTI landing
 # pads (-mbranch-protection=standard), which Debian 12 does not default to:
 # the trampolines' paciasp/autiasp handling (agent/stub_slot_aarch64.c).

@@ -40,6 +40,17 @@ int debug_file_build_id_path(char *buf, size_t size, const char *root, const uin
 	return 0;
 }
 
+bool debug_file_headers_in_file(Elf *elf, uint64_t file_size)
+{
+	GElf_Ehdr eh;
+	size_t n;
+
+	if (!gelf_getehdr(elf, &eh) || elf_getshdrnum(elf, &n) != 0 || n == 0 ||
+	    eh.e_shentsize == 0)
+		return false;
+	return eh.e_shoff <= file_size && n <= (file_size - eh.e_shoff) / eh.e_shentsize;
+}
+
 /* True when the section's bytes lie inside the file (NOBITS has none). */
 static bool section_in_file(const GElf_Shdr *sh, uint64_t file_size)
 {

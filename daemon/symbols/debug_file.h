@@ -43,6 +43,13 @@ bool debug_file_read_debuglink(Elf *elf, uint64_t file_size, char *name, size_t 
 int debug_file_debuglink_path(char *buf, size_t size, unsigned int i, const char *root,
 			      const char *module_path, const char *name);
 
+/*
+ * Whether elf's section headers lie inside its file_size bytes. A truncated
+ * file keeps its build id and debuglink in its first pages: it must not
+ * pull in a debug file (whose contents it no longer matches) either.
+ */
+bool debug_file_headers_in_file(Elf *elf, uint64_t file_size);
+
 /* CRC-32 (gdb's gnu_debuglink_crc32) of the file behind fd: 0, -EFBIG (> 4 GiB), -EIO, -ENOMEM. */
 int debug_file_crc32(int fd, uint32_t *out);
 

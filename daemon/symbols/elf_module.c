@@ -489,28 +489,16 @@ static size_t load_debuglink(struct elf_module *m, Elf *elf, uint64_t file_size,
 	return n;
 }
 
-/* A truncated file keeps its build id in the first page: it must not pull in debug symbols. */
-static bool section_headers_in_file(Elf *elf, uint64_t file_size)
-{
-	GElf_Ehdr eh;
-	size_t n;
-
-	if (!gelf_getehdr(elf, &eh) || elf_getshdrnum(elf, &n) != 0 || n == 0 ||
-	    eh.e_shentsize == 0)
-		return false;
-	return eh.e_shoff <= file_size && n <= (file_size - eh.e_shoff) / eh.e_shentsize;
-}
-
 static void load_elf(struct elf_module *m, Elf *elf, uint64_t file_size, pid_t pid)
 {
 	read_segments(m, elf);
 	m->build_id_len = read_build_id(elf, file_size, m->build_id);
 	if (load_symbol_table(m, elf, file_size, SHT_SYMTAB))
 		m->symbol_source = ".symtab";
-	else if (m->kind == ELF_MODULE_FILE && section_headers_in_file(elf, file_size) &&
+	else if (m->kind == ELF_MODULE_FILE && debug_file_headers_in_file(elf, file_size) &&
 		 load_debug_file(m, pid))
 		m->symbol_source = "debug .symtab";
-	else if (m->kind == ELF_MODULE_FILE && section_headers_in_file(elf, file_size) &&
+	else if (m->kind == ELF_MODULE_FILE && debug_file_headers_in_file(elf, file_size) &&
 		 load_debuglink(m, elf, file_size, pid))
 		m->symbol_source = "debuglink .symtab";
 	else if (load_symbol_table(m, elf, file_size, SHT_DYNSYM))
