@@ -145,6 +145,12 @@ AD_FN void ad_void(void)
 	__asm__ volatile("" ::: "memory");
 }
 
+/* At -O2, GCC clones it (ad_clone_me.constprop.0: b is always 7): that symbol is refused */
+static __attribute__((noinline)) int ad_clone_me(int a, int b, const char *s)
+{
+	return a * 3 + b + s[0];
+}
+
 int main(void)
 {
 	unsigned char bytes[1] = { 1 };
@@ -171,6 +177,7 @@ int main(void)
 	sum += ad_is_ok(&sum);
 	ad_void();
 	sum += ad_nodwarf(5);
+	sum += ad_clone_me((int)sum, 7, "k") + ad_clone_me(2, 7, "j");
 	printf("args_dwarf %ld\n", sum);
 	return 0;
 }
