@@ -301,7 +301,8 @@ static int read_units(struct dwarf_params_module *m)
 	}
 	if (ret < 0)
 		return -EINVAL;
-	qsort(m->ranges, m->n_ranges, sizeof(*m->ranges), range_cmp);
+	if (m->n_ranges)
+		qsort(m->ranges, m->n_ranges, sizeof(*m->ranges), range_cmp);
 	return 0;
 }
 
@@ -550,7 +551,8 @@ static int index_unit(struct dwarf_params_module *m, struct unit *u)
 	if (!dwarf_offdie(m->dw, u->die, &cudie))
 		return -EINVAL;
 	ret = index_children(u, &cudie, 0);
-	qsort(u->funcs, u->n_funcs, sizeof(*u->funcs), func_cmp);
+	if (u->n_funcs)
+		qsort(u->funcs, u->n_funcs, sizeof(*u->funcs), func_cmp);
 	m->functions_indexed += u->n_funcs;
 	return ret;
 }
@@ -684,7 +686,8 @@ static int build_names(struct dwarf_params_module *m)
 				name, f->die, f->addr, dwarf_hasattr(&die, DW_AT_abstract_origin) };
 		}
 	}
-	qsort(m->names, m->n_names, sizeof(*m->names), name_cmp);
+	if (m->n_names)
+		qsort(m->names, m->n_names, sizeof(*m->names), name_cmp);
 	return 0;
 }
 

@@ -48,6 +48,20 @@ $CC -shared -fPIC -O1 -nostdlib -Wl,--build-id=none -Wl,-z,noseparate-code -Wl,-
 strip --strip-all -o "$CORPUS/fuzz_elf_symbols/tiny-stripped.so" "$CORPUS/fuzz_elf_symbols/tiny.so"
 head -c 200 "$CORPUS/fuzz_elf_symbols/tiny.so" >"$CORPUS/fuzz_elf_symbols/headers-only"
 
+# ---- DWARF parameters: a tiny -g object with each kind of parameter, a truncated copy --
+cat >"$tmp/params.c" <<'EOF'
+enum mode { M_READ, M_WRITE = 4, M_BACK = -2 };
+typedef unsigned long size_type;
+struct pair { long a, b, c; };
+int ints(int i, unsigned u, short s, char c, long l, _Bool b) { return i + u + s + c + l + b; }
+long text(const char *path, void *p, enum mode m, size_type n) { return path[0] + (p != 0) + m + n; }
+double mixed(int a, double d, float f, long b) { return a + d + f + b; }
+struct pair ret_pair(int a, struct pair p, long double x, ...) { p.a = a + (long)x; return p; }
+EOF
+$CC -shared -fPIC -O1 -g -nostdlib -Wl,--build-id=none -Wl,--hash-style=gnu \
+	-o "$CORPUS/fuzz_dwarf_params/params.so" "$tmp/params.c"
+head -c 3000 "$CORPUS/fuzz_dwarf_params/params.so" >"$CORPUS/fuzz_dwarf_params/truncated"
+
 # ---- --funcs patterns: patterns..., module path, symbol (NUL-separated) -----------
 ff=$CORPUS/fuzz_func_filter
 printf 'main,compute*\0/usr/bin/demo\0compute_sum' >"$ff/list"

@@ -25,6 +25,9 @@ target_deps() {
 	fuzz_event_decoder) echo "daemon/events/event_decoder.c -lzstd" ;;
 	fuzz_frame_reader) echo "proto/frame.c" ;;
 	fuzz_elf_symbols) echo "agent/elf_symbols.c" ;;
+	fuzz_dwarf_params)
+		echo "daemon/symbols/dwarf_params.c daemon/symbols/dwarf_describe.c" \
+		     "daemon/symbols/dwarf_abi.c daemon/symbols/debug_file.c agent/elf_symbols.c -ldw -lelf" ;;
 	fuzz_trace_reader)
 		echo "viewer-export/trace_reader.c viewer-export/trace_model.c" \
 		     "viewer-export/trace_stream.c viewer-export/trace_slices.c viewer-export/trace_sched.c" \
