@@ -51,7 +51,8 @@ struct dwarf_value_type {
 	enum dwarf_type_class cls;
 	uint8_t size;               /* bytes in the register (0 for void; capped at 255) */
 	bool is_signed;
-	const char *name;           /* as written in the source ("size_t", "enum mode"), or NULL */
+	const char *name;           /* the typedef's or the type's name ("size_t", "mode" for
+				       enum mode, "const char *"), or NULL */
 	const struct dwarf_enumerator *enumerators; /* ENUM: in DWARF order */
 	size_t n_enumerators;
 };
@@ -59,7 +60,8 @@ struct dwarf_value_type {
 enum dwarf_value_loc {
 	DWARF_LOC_NONE,             /* unsupported: see reason */
 	DWARF_LOC_INT,              /* argN (index N, 1-based) or retval */
-	DWARF_LOC_FP,               /* fpargN (index N, 1-based) or fpretval */
+	DWARF_LOC_FP,               /* fpargN (index N, 1-based), or the return in xmm0 / v0
+				       (uftrace's spec: retval/f32, retval/f64) */
 };
 
 /*
