@@ -190,11 +190,13 @@ hostile_hello() {
 		"$WORK/open/profd.sock" "$(attach_frame "$h")" >"$WORK/$name.client" 2>&1 &
 	pids+=("$!")
 	wait_for "$WORK/$name.client" '^link passed' || return 1
+	# the target opens the token file as soon as it exists: it must appear whole (mv)
 	if [ "$2" = own ]; then
-		grep -o '[0-9a-f]\{32\}' "$WORK/$name.client" | head -n 1 >"$WORK/$name.token"
+		grep -o '[0-9a-f]\{32\}' "$WORK/$name.client" | head -n 1 >"$WORK/$name.token.new"
 	else
-		cp "$2" "$WORK/$name.token"
+		cp "$2" "$WORK/$name.token.new"
 	fi
+	mv "$WORK/$name.token.new" "$WORK/$name.token"
 	wait "$h"
 }
 
