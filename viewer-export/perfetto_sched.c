@@ -138,6 +138,12 @@ void pw_sched_flush(struct perfetto_writer *w)
 	s->boot_minus_mono = clock_ns(CLOCK_BOOTTIME) - clock_ns(CLOCK_MONOTONIC);
 }
 
+int64_t pw_sched_boot_offset(struct perfetto_writer *w)
+{
+	return w->sched ? w->sched->boot_minus_mono :
+			  clock_ns(CLOCK_BOOTTIME) - clock_ns(CLOCK_MONOTONIC);
+}
+
 void pw_sched_free(struct perfetto_writer *w)
 {
 	if (!w->sched)

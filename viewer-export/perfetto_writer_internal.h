@@ -98,7 +98,7 @@ struct perfetto_writer {
 	struct pw_table procs;     /* struct pw_proc */
 	struct pw_table threads;   /* struct pw_thread */
 	struct pw_table funcs;     /* struct pw_func */
-	struct pw_strtab counters; /* key: pid (4 bytes) + name; aux = uuid */
+	struct pw_strtab counters; /* key: PERFETTO_PROC (8 bytes) + name; aux = uuid */
 	struct pw_strtab event_names;
 	uint32_t last_thread;      /* index + 1 of the last thread used, 0 = none */
 	struct pw_symbols sym;
@@ -131,6 +131,12 @@ void pw_sched_flush(struct perfetto_writer *w);
 /* Builds the SystemInfo packet in w->pkt (a ring window's header repeats it); its mark. */
 size_t pw_sched_system_info(struct perfetto_writer *w);
 void pw_sched_free(struct perfetto_writer *w);
+/*
+ * BOOTTIME - MONOTONIC as the scheduler events written now convert theirs:
+ * what is placed against one of them (perfetto_writer_process_start) uses
+ * the very same offset, not a second reading of the clocks.
+ */
+int64_t pw_sched_boot_offset(struct perfetto_writer *w);
 
 /* perfetto_samples.c */
 void pw_symbols_init(struct pw_symbols *s);
