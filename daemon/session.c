@@ -232,8 +232,9 @@ static void process_exited(struct session *s, struct session_process *p)
 /*
  * When p began, for the trace (perfetto_writer_process_start): its fork
  * (fork_ns, 0: not known). A pid reused within the session: the older
- * process of that pid ends in the trace when it exited (its EXIT record),
- * else at the fork, else now: before anything of p, after all of it.
+ * process of that pid ends in the trace at p's fork (after the last of its
+ * threads, whatever records are still unread), else at its last thread's
+ * EXIT record read so far, else now: before anything of p, after all of it.
  */
 static void session_process_started(struct session *s, struct session_process *p,
 				    const struct session_process *older, uint64_t fork_ns)
@@ -246,7 +247,7 @@ static void session_process_started(struct session *s, struct session_process *p
 			perfetto_writer_process_start(s->writer, p->trace_proc, fork_ns);
 		return;
 	}
-	if (older && older->exit_ts && (!ts || older->exit_ts < ts))
+	if (!ts && older)
 		ts = older->exit_ts;
 	if (!ts)
 		ts = mono_clock_ns();
@@ -617,19 +618,19 @@ static void on_task(void *ctx, bool is_exit, uint32_t pid, uint32_t tid, uint64_
 	struct session *s = ctx;
 	struct session_process *p;
 
-	if (!is_exit || pid != tid || !(p = session_process_find(s, (pid_t)pid)))
+	if (!is_exit || !(p = session_process_find(s, (pid_t)pid)))
 		return;
 	if (p->generation && time < p->start_ts) { /* an older one of a reused pid: marked gone then */
 		for (p = p->next; p && p->pid != (pid_t)pid; p = p->next)
 			;
-		if (p && !p->exit_ts)
+		if (p && time > p->exit_ts)
 			p->exit_ts = time;
 		return;
 	}
-	if (!p->exited) {
+	if (time > p->exit_ts) /* its last thread's exit: exit_group ends them one by one */
 		p->exit_ts = time;
+	if (pid == tid && !p->exited)
 		process_exited(s, p);
-	}
 }
 
 static void on_lost(void *ctx, uint32_t cpu, uint64_t lost, uint64_t time)
@@ -893,6 +894,17 @@ static struct session_process *hello_process(struct server *srv, struct session 
 	p = session_process_find(s, pid);
 	if (p && (now_start == p->start_time || now_start == 0))
 		return p; /* still it, or gone since it connected */
+	if (p && s->sampler) {
+		/*
+		 * A pid reused: its FORK record, unread yet, says when the older
+		 * process ends in the trace, after the last of its threads (their
+		 * EXIT records may be unread too). Rare: the rings are read now.
+		 */
+		session_read_samples(s);
+		p = session_process_find(s, pid);
+		if (p && now_start == p->start_time)
+			return p;
+	}
 	if (pid == s->target)
 		return NULL;
 	if (now_start == 0)

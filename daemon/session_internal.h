@@ -54,7 +54,7 @@ struct session_process {
 	bool exited;                     /* the kernel said so (perf EXIT) */
 	uint64_t exited_ns;              /* when profd read that */
 	uint64_t start_ts;               /* its fork, or where a reused pid's older one ended; 0: none */
-	uint64_t exit_ts;                /* its EXIT record's time (CLOCK_MONOTONIC); 0: none */
+	uint64_t exit_ts;                /* its threads' last EXIT record (CLOCK_MONOTONIC); 0: none */
 	bool retired;                    /* its symbols and unwinder freed: no more samples */
 	struct conn *agent;
 	struct func_registry funcs;      /* its agents' tables: ids and names */

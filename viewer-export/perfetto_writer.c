@@ -190,6 +190,8 @@ size_t pw_packet_begin(struct perfetto_writer *w, uint32_t seq, uint64_t ts, boo
 	mark = pw_packet_open(w);
 	if (has_ts)
 		pwb_uint(&w->pkt, PW_F_TIMESTAMP, ts);
+	if (has_ts && ts > w->latest_ts)
+		w->latest_ts = ts;
 	pwb_uint(&w->pkt, PW_F_SEQ_ID, seq);
 	if (!w->seq_started[seq]) {
 		/* the sequence's first packet: clear, then install the defaults */
@@ -346,20 +348,41 @@ static bool pw_proc_when(const struct pw_proc *p, uint64_t *ts)
 	return p->timed;
 }
 
+/* The newest time written so far (MONOTONIC), 0: none. */
+static uint64_t pw_latest_ts(const struct perfetto_writer *w)
+{
+	uint64_t ts = w->latest_ts;
+
+	for (uint32_t i = 0; i < w->threads.n; i++) {
+		const struct pw_thread *t = pw_table_at(&w->threads, i);
+
+		if (t->seq_ts > ts)
+			ts = t->seq_ts;
+	}
+	return ts;
+}
+
 /*
  * Starts a packet on sequence 1 about p, at the time pw_proc_when says: in
  * BOOTTIME, as the sched_process_free it is placed against was written, so
  * that 1 ns apart is apart (a MONOTONIC time would be converted through the
- * clock snapshot's offset, read at another moment than the free's).
+ * clock snapshot's offset, read at another moment than the free's). Untimed
+ * in a flight recorder: at the newest time written, since the importer would
+ * take the newest it read before, and the window's header (read first)
+ * holds a reused pid's later process at its start.
  */
 static size_t pw_proc_packet_begin(struct perfetto_writer *w, const struct pw_proc *p)
 {
-	uint64_t ts = 0;
+	uint64_t ts = 0, latest;
 	size_t mark;
 
-	if (!p || !pw_proc_when(p, &ts))
-		return pw_packet_begin(w, PW_SEQ_TRACK, 0, false);
+	if (!p || !pw_proc_when(p, &ts)) {
+		ts = w->ring ? pw_latest_ts(w) : 0;
+		return pw_packet_begin(w, PW_SEQ_TRACK, ts, ts != 0);
+	}
+	latest = w->latest_ts; /* kept in MONOTONIC */
 	mark = pw_packet_begin(w, PW_SEQ_TRACK, ts, true);
+	w->latest_ts = latest;
 	pwb_uint(&w->pkt, PW_F_CLOCK_ID, PW_CLOCK_BOOTTIME);
 	return mark;
 }
@@ -416,6 +439,12 @@ static int pw_proc_end_previous(struct perfetto_writer *w, uint64_t proc, uint64
 	if (!q || q->ended)
 		return 0;
 	err = perfetto_writer_sched_task_free(w, ts, 0, &gone);
+	for (uint32_t i = 0; i < w->threads.n; i++) {
+		const struct pw_thread *t = pw_table_at(&w->threads, i);
+
+		if (t->key.proc == q->proc)
+			pw_sched_forget_task(w, t->key.tid);
+	}
 	q->ended = true;
 	q->end_boot = (uint64_t)((int64_t)ts + pw_sched_boot_offset(w));
 	return err;
@@ -1300,6 +1329,24 @@ static void pw_build_closing(struct perfetto_writer *w, uint64_t packets_before)
 	pwb_close(&w->pkt, mark);
 }
 
+/*
+ * A header packet about p (NULL: none): on sequence 1, not clearing it; a
+ * reused pid's processes at their times in BOOTTIME, as in the stream
+ * (pw_proc_packet_begin), so the window's importer tells them apart too.
+ */
+static size_t pw_header_packet(struct perfetto_writer *w, const struct pw_proc *p)
+{
+	size_t mark = pw_packet_open(w);
+	uint64_t ts;
+
+	if (p && pw_proc_when(p, &ts)) {
+		pwb_uint(&w->pkt, PW_F_TIMESTAMP, ts);
+		pwb_uint(&w->pkt, PW_F_CLOCK_ID, PW_CLOCK_BOOTTIME);
+	}
+	pwb_uint(&w->pkt, PW_F_SEQ_ID, PW_SEQ_TRACK);
+	return mark;
+}
+
 static int pw_build_header(struct perfetto_writer *w)
 {
 	uint32_t i;
@@ -1313,13 +1360,11 @@ static int pw_build_header(struct perfetto_writer *w)
 	for (i = 0; i < w->procs.n; i++) {
 		const struct pw_proc *p = pw_table_at(&w->procs, i);
 
-		mark = pw_packet_open(w);
-		pwb_uint(&w->pkt, PW_F_SEQ_ID, PW_SEQ_TRACK);
+		mark = pw_header_packet(w, p);
 		pw_put_process(&w->pkt, p);
 		pw_side_take(w, mark);
 		if (p->ppid && p->cmdline) {
-			mark = pw_packet_open(w);
-			pwb_uint(&w->pkt, PW_F_SEQ_ID, PW_SEQ_TRACK);
+			mark = pw_header_packet(w, p);
 			pw_put_process_tree(&w->pkt, p);
 			pw_side_take(w, mark);
 		}
@@ -1331,9 +1376,10 @@ static int pw_build_header(struct perfetto_writer *w)
 		pw_side_take(w, mark);
 	}
 	for (i = 0; i < w->threads.n; i++) {
-		mark = pw_packet_open(w);
-		pwb_uint(&w->pkt, PW_F_SEQ_ID, PW_SEQ_TRACK);
-		pw_put_thread(&w->pkt, pw_table_at(&w->threads, i));
+		const struct pw_thread *t = pw_table_at(&w->threads, i);
+
+		mark = pw_header_packet(w, pw_table_find(&w->procs, &t->key.proc));
+		pw_put_thread(&w->pkt, t);
 		pw_side_take(w, mark);
 	}
 	for (i = 0; i < w->counters.n; i++) {

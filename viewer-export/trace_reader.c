@@ -418,7 +418,8 @@ static void trd_perf_sample(struct trd *r, struct trd_seq *s, const trd_packet *
 	out.s.ts = p->has_timestamp ? p->timestamp : r->latest_ts;
 	out.s.pid = (int32_t)ps->pid;
 	out.s.tid = (int32_t)ps->tid;
-	out.s.generation = trd_generation_at(r, out.s.pid, out.s.ts);
+	out.s.generation = trd_generation_at(r, out.s.pid, out.s.ts -
+					     (r->has_boot_to_trace ? (uint64_t)r->boot_to_trace : 0));
 	out.s.cpu = ps->cpu;
 	if (st) {
 		out.s.n_frames = st->n;
@@ -642,7 +643,12 @@ struct trd_gen_key {
 
 struct trd_gen_ent {
 	struct trd_gen_key key;
-	uint64_t start; /* trace clock: ProcessDescriptor.start_timestamp_ns, 0: unknown */
+	/*
+	 * BOOTTIME: ProcessDescriptor.start_timestamp_ns, 0 unknown. profd times
+	 * these descriptors in BOOTTIME too: compared as they are, before any
+	 * clock snapshot (a flight recorder's header comes first).
+	 */
+	uint64_t start;
 };
 
 uint64_t trd_thread_uuid(const struct trd *r, int32_t pid, int32_t tid, uint32_t generation)
@@ -653,7 +659,7 @@ uint64_t trd_thread_uuid(const struct trd *r, int32_t pid, int32_t tid, uint32_t
 	return id ? id->uuid : 0;
 }
 
-uint32_t trd_generation_at(const struct trd *r, int32_t pid, uint64_t ts)
+uint32_t trd_generation_at(const struct trd *r, int32_t pid, uint64_t boot_ts)
 {
 	const struct trd_pid_ent *e = pw_table_find(&r->process_ids, &pid);
 	uint32_t g = e ? e->generation : 0;
@@ -662,7 +668,7 @@ uint32_t trd_generation_at(const struct trd *r, int32_t pid, uint64_t ts)
 		struct trd_gen_key key = { pid, g };
 		const struct trd_gen_ent *ge = pw_table_find(&r->generations, &key);
 
-		if (!ge || ge->start <= ts)
+		if (!ge || ge->start <= boot_ts)
 			break;
 	}
 	return g;
@@ -727,8 +733,8 @@ static void trd_generation_begins(struct trd *r, int32_t pid, uint32_t generatio
 		r->oom = true;
 		return;
 	}
-	if (pd->has_start_timestamp_ns && pd->start_timestamp_ns > 0 && r->has_boot_to_trace)
-		g->start = (uint64_t)(pd->start_timestamp_ns + r->boot_to_trace);
+	if (pd->has_start_timestamp_ns && pd->start_timestamp_ns > 0)
+		g->start = (uint64_t)pd->start_timestamp_ns;
 }
 
 /* A new uuid for a pid seen already: the pid's next process (trd_pid_ent). */
@@ -822,7 +828,7 @@ static bool trd_descriptor_identity(struct trd *r, const Perfetto__Protos__Track
 }
 
 /*
- * The trace time of a descriptor's packet, when it has one: profd times the
+ * The BOOTTIME of a descriptor's packet, when it has one: profd times the
  * descriptors of a reused pid's processes, in BOOTTIME (perfetto_writer.c).
  */
 static const uint64_t *trd_descriptor_time(struct trd *r, const trd_packet *p, uint64_t *ts)
@@ -830,11 +836,11 @@ static const uint64_t *trd_descriptor_time(struct trd *r, const trd_packet *p, u
 	if (!p->has_timestamp)
 		return NULL;
 	*ts = p->timestamp;
-	if (p->has_timestamp_clock_id && p->timestamp_clock_id == TRD_CLOCK_BOOTTIME) {
-		if (!r->has_boot_to_trace)
-			return NULL;
-		*ts += (uint64_t)r->boot_to_trace;
-	}
+	if (p->has_timestamp_clock_id && p->timestamp_clock_id == TRD_CLOCK_BOOTTIME)
+		return ts;
+	if (!r->has_boot_to_trace)
+		return NULL;
+	*ts -= (uint64_t)r->boot_to_trace;
 	return ts;
 }
 

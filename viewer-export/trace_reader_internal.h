@@ -148,8 +148,8 @@ void trd_reader_finish(struct trd *r);
 void trd_reader_free(struct trd *r);
 /* The thread track uuid of (pid, tid) in the pid's generation-th process, 0 if none was described. */
 uint64_t trd_thread_uuid(const struct trd *r, int32_t pid, int32_t tid, uint32_t generation);
-/* The generation of pid's process alive at ts (trace clock): the newest begun by then. */
-uint32_t trd_generation_at(const struct trd *r, int32_t pid, uint64_t ts);
+/* The generation of pid's process alive at boot_ts (BOOTTIME): the newest begun by then. */
+uint32_t trd_generation_at(const struct trd *r, int32_t pid, uint64_t boot_ts);
 
 /* trace_slices.c */
 void trd_slices_init(struct trd *r);

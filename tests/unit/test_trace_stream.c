@@ -809,6 +809,7 @@ struct reuse_seen {
 	size_t slices[2];      /* by generation */
 	size_t samples[2];
 	size_t threads[2];
+	size_t frees;          /* sched_process_free of the pid */
 };
 
 static int reuse_process(void *ctx, size_t index, int32_t pid, uint32_t generation,
@@ -844,6 +845,14 @@ static int reuse_slice(void *ctx, const struct trace_stream_slice *s)
 	return 0;
 }
 
+static int reuse_sched(void *ctx, const struct trace_sched_event *e)
+{
+	struct reuse_seen *r = ctx;
+
+	r->frees += e->kind == TRACE_SCHED_FREE && e->tid == PID;
+	return 0;
+}
+
 static int reuse_sample(void *ctx, const struct trace_stream_sample *smp)
 {
 	struct reuse_seen *r = ctx;
@@ -861,7 +870,8 @@ static int reuse_sample(void *ctx, const struct trace_stream_sample *smp)
 static void test_reused_pid_is_two_processes(void)
 {
 	static const struct trace_stream_ops ops = { .process = reuse_process,
-		.thread = reuse_thread, .slice = reuse_slice, .sample = reuse_sample };
+		.thread = reuse_thread, .slice = reuse_slice, .sample = reuse_sample,
+		.sched = reuse_sched };
 	struct perfetto_frame f = { .function = "fibf", .mapping_path = "/bin/x",
 				    .map_start = 0x1000, .map_end = 0x2000 };
 	int fd = new_fd();
@@ -898,6 +908,7 @@ static void test_reused_pid_is_two_processes(void)
 	CHECK_EQ_INT(seen.slices[1], 3);
 	CHECK_EQ_INT(seen.samples[0], 1);
 	CHECK_EQ_INT(seen.samples[1], 1);
+	CHECK_EQ_INT(seen.frees, 1); /* the first ended, once */
 	CHECK_EQ_INT(trace_stream_get_stats(ts)->problems, 0);
 	trace_stream_free(ts);
 	close(fd);
