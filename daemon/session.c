@@ -213,7 +213,7 @@ static void session_root_described(struct session *s, struct session_process *p)
 	p->ppid = proc_parent(p->pid, NULL);
 	snprintf(p->comm, sizeof(p->comm), "%s", s->comm);
 	s->n_procs = s->n_live = 1;
-	perfetto_writer_process(s->writer, p->pid, s->comm);
+	perfetto_writer_process(s->writer, p->trace_proc, s->comm);
 	if (s->attach_mode) /* run: its program is not exec'd yet; its COMM record says when */
 		session_process_describe_detail(p);
 }
@@ -230,13 +230,41 @@ static void process_exited(struct session *s, struct session_process *p)
 }
 
 /*
+ * When p began, for the trace (perfetto_writer_process_start): its fork
+ * (fork_ns, 0: not known). A pid reused within the session: the older
+ * process of that pid ends in the trace at p's fork (after the last of its
+ * threads, whatever records are still unread), else at its last thread's
+ * EXIT record read so far, else now: before anything of p, after all of it.
+ */
+static void session_process_started(struct session *s, struct session_process *p,
+				    const struct session_process *older, uint64_t fork_ns)
+{
+	uint64_t ts = fork_ns;
+
+	p->start_ts = fork_ns;
+	if (p->generation == 0) {
+		if (fork_ns)
+			perfetto_writer_process_start(s->writer, p->trace_proc, fork_ns);
+		return;
+	}
+	if (!ts && older)
+		ts = older->exit_ts;
+	if (!ts)
+		ts = mono_clock_ns();
+	p->start_ts = ts;
+	perfetto_writer_process_start(s->writer, p->trace_proc, ts);
+}
+
+/*
  * A process of the tree, followed from now on: its own symbols, sample
  * pipeline and scheduler states, its Perfetto process. Past the cap it is
  * counted, not followed. NULL then, or when it is gone or out of memory.
+ * fork_ns: its FORK record's time (0: not known).
  */
 static struct session_process *session_add_process(struct server *srv, struct session *s,
-						   pid_t pid, pid_t ppid)
+						   pid_t pid, pid_t ppid, uint64_t fork_ns)
 {
+	struct session_process *older = session_process_find(s, pid);
 	struct session_process *p;
 
 	s->n_procs++;
@@ -247,13 +275,16 @@ static struct session_process *session_add_process(struct server *srv, struct se
 	p = session_process_new(s, pid);
 	if (!p)
 		return NULL;
+	if (older && !older->exited) /* its EXIT record is not read yet: the pid is free, it is gone */
+		process_exited(s, older);
+	session_process_started(s, p, older, fork_ns);
 	s->n_live++;
 	p->ppid = ppid;
 	p->start_time = access_start_time(pid);
 	proc_comm(pid, p->comm, sizeof(p->comm));
 	if (s->sampler && session_process_start_symbols(p, true, true))
 		snprintf(p->why_not, sizeof(p->why_not), "out of memory for its samples");
-	perfetto_writer_process(s->writer, pid, p->comm[0] ? p->comm : NULL);
+	perfetto_writer_process(s->writer, p->trace_proc, p->comm[0] ? p->comm : NULL);
 	session_process_describe_detail(p);
 	/*
 	 * Its one thread (forked, or its agent just started): named as it, not
@@ -263,7 +294,7 @@ static struct session_process *session_add_process(struct server *srv, struct se
 	 * records and the agent.
 	 */
 	if (p->comm[0])
-		perfetto_writer_thread(s->writer, pid, pid, p->comm);
+		perfetto_writer_thread(s->writer, p->trace_proc, pid, p->comm);
 	session_follow_sched(srv, s, pid);
 	session_process_check_program(p);
 	return p;
@@ -560,8 +591,8 @@ static bool fork_known(struct session *s, pid_t pid)
 	struct session_process *p = session_process_find(s, pid);
 	unsigned long long now_start;
 
-	if (!p || !p->exited)
-		return p != NULL;
+	if (!p)
+		return false;
 	now_start = access_start_time(pid);
 	return now_start == 0 || now_start == p->start_time;
 }
@@ -572,7 +603,6 @@ static void on_fork(void *ctx, uint32_t pid, uint32_t ppid, uint32_t tid, uint64
 	/* exited perhaps (its EXIT record read first): it forked before it did */
 	struct session_process *parent = session_process_find(s, (pid_t)ppid);
 
-	(void)time;
 	if (pid != tid || pid == ppid || !parent || fork_known(s, (pid_t)pid))
 		return; /* a thread, or a process we know */
 	if (!s->follow_children) {
@@ -580,7 +610,7 @@ static void on_fork(void *ctx, uint32_t pid, uint32_t ppid, uint32_t tid, uint64
 		s->not_followed++;
 		return;
 	}
-	session_add_process(s->client ? s->client->srv : NULL, s, (pid_t)pid, (pid_t)ppid);
+	session_add_process(s->client ? s->client->srv : NULL, s, (pid_t)pid, (pid_t)ppid, time);
 }
 
 static void on_task(void *ctx, bool is_exit, uint32_t pid, uint32_t tid, uint64_t time)
@@ -588,8 +618,18 @@ static void on_task(void *ctx, bool is_exit, uint32_t pid, uint32_t tid, uint64_
 	struct session *s = ctx;
 	struct session_process *p;
 
-	(void)time;
-	if (is_exit && pid == tid && (p = session_live_process(s, (pid_t)pid)))
+	if (!is_exit || !(p = session_process_find(s, (pid_t)pid)))
+		return;
+	if (p->generation && time < p->start_ts) { /* an older one of a reused pid: marked gone then */
+		for (p = p->next; p && p->pid != (pid_t)pid; p = p->next)
+			;
+		if (p && time > p->exit_ts)
+			p->exit_ts = time;
+		return;
+	}
+	if (time > p->exit_ts) /* its last thread's exit: exit_group ends them one by one */
+		p->exit_ts = time;
+	if (pid == tid && !p->exited)
 		process_exited(s, p);
 }
 
@@ -817,7 +857,7 @@ static struct session_process *gone_process(struct server *srv, struct session *
 	if ((c->peer.uid != s->client_cred.uid && s->client_cred.uid != 0) || parent <= 0 ||
 	    !session_process_find(s, parent))
 		return NULL;
-	p = session_add_process(srv, s, c->peer.pid, parent);
+	p = session_add_process(srv, s, c->peer.pid, parent, 0);
 	if (p && !s->sampler) /* else its EXIT record says so (and its FORK record finds it) */
 		process_exited(s, p);
 	return p;
@@ -854,13 +894,24 @@ static struct session_process *hello_process(struct server *srv, struct session 
 	p = session_process_find(s, pid);
 	if (p && (now_start == p->start_time || now_start == 0))
 		return p; /* still it, or gone since it connected */
+	if (p && s->sampler) {
+		/*
+		 * A pid reused: its FORK record, unread yet, says when the older
+		 * process ends in the trace, after the last of its threads (their
+		 * EXIT records may be unread too). Rare: the rings are read now.
+		 */
+		session_read_samples(s);
+		p = session_process_find(s, pid);
+		if (p && now_start == p->start_time)
+			return p;
+	}
 	if (pid == s->target)
 		return NULL;
 	if (now_start == 0)
 		return gone_process(srv, s, c, parent);
 	if (session_descends(s, pid) &&
 	    !access_check_target(&s->client_cred, pid, false, &start, why, sizeof(why)))
-		return session_add_process(srv, s, pid, proc_parent(pid, NULL));
+		return session_add_process(srv, s, pid, proc_parent(pid, NULL), 0);
 	/* reaped while it was checked: as gone as if it had been before */
 	return access_start_time(pid) == 0 ? gone_process(srv, s, c, parent) : NULL;
 }

@@ -41,12 +41,20 @@ struct thread_slot {
 struct session_process {
 	struct session *s;
 	pid_t pid, ppid;
+	/*
+	 * Processes of its pid before it in the session (the kernel reused the
+	 * pid), and its identity in the trace: PERFETTO_PROC(pid, generation).
+	 */
+	uint32_t generation;
+	uint64_t trace_proc;
 	unsigned long long start_time;   /* /proc/PID/stat: a reused pid is another process */
 	char comm[16];                   /* its program, as the kernel names it */
 	char why_not[96];                /* no agent: why (static binary, setuid, ...) */
 	uint32_t execs;                  /* agents after the first: programs it exec'd */
 	bool exited;                     /* the kernel said so (perf EXIT) */
 	uint64_t exited_ns;              /* when profd read that */
+	uint64_t start_ts;               /* its fork, or where a reused pid's older one ended; 0: none */
+	uint64_t exit_ts;                /* its threads' last EXIT record (CLOCK_MONOTONIC); 0: none */
 	bool retired;                    /* its symbols and unwinder freed: no more samples */
 	struct conn *agent;
 	struct func_registry funcs;      /* its agents' tables: ids and names */

@@ -88,12 +88,16 @@ static void pid_index_add(struct session *s, struct session_process *p)
 
 struct session_process *session_process_new(struct session *s, pid_t pid)
 {
+	struct session_process *older = session_process_find(s, pid);
 	struct session_process *p = calloc(1, sizeof(*p));
 
 	if (!p)
 		return NULL;
 	p->s = s;
 	p->pid = pid;
+	/* a pid the kernel reused within the session: another process in the trace */
+	p->generation = older ? older->generation + 1 : 0;
+	p->trace_proc = PERFETTO_PROC(pid, p->generation);
 	p->n_thread_slots = TID_SLOTS_FIRST;
 	p->threads = calloc(p->n_thread_slots, sizeof(*p->threads));
 	p->decoder = event_decoder_new();
@@ -206,8 +210,8 @@ void session_process_describe_threads(struct session_process *p)
 		if (f && fgets(name, sizeof(name), f)) {
 			name[strcspn(name, "\n")] = '\0';
 			if (tid == p->pid)
-				perfetto_writer_process(p->s->writer, p->pid, name);
-			perfetto_writer_thread(p->s->writer, p->pid, tid, name);
+				perfetto_writer_process(p->s->writer, p->trace_proc, name);
+			perfetto_writer_thread(p->s->writer, p->trace_proc, tid, name);
 		}
 		if (f)
 			fclose(f);
@@ -236,10 +240,10 @@ void session_process_describe_detail(struct session_process *p)
 		close(fd);
 	}
 	if (n > 0 && p->ppid > 0)
-		perfetto_writer_process_detail(p->s->writer, p->pid, p->ppid, buf, (size_t)n);
+		perfetto_writer_process_detail(p->s->writer, p->trace_proc, p->ppid, buf, (size_t)n);
 	ns_pid = pid_ns_own_pid(p->pid);
 	if (ns_pid) /* 0 also when gone: its label stays */
-		perfetto_writer_process_ns_pid(p->s->writer, p->pid, ns_pid);
+		perfetto_writer_process_ns_pid(p->s->writer, p->trace_proc, ns_pid);
 }
 
 /*
@@ -309,10 +313,10 @@ void session_process_comm(struct session_process *p, uint32_t tid, const char *c
 		snprintf(p->comm, sizeof(p->comm), "%s", comm);
 		if (!p->agent_seen)
 			session_process_check_program(p);
-		perfetto_writer_process(p->s->writer, p->pid, comm);
+		perfetto_writer_process(p->s->writer, p->trace_proc, comm);
 		session_process_describe_detail(p);
 	}
-	perfetto_writer_thread(p->s->writer, p->pid, (pid_t)tid, comm);
+	perfetto_writer_thread(p->s->writer, p->trace_proc, (pid_t)tid, comm);
 	if (p->samples_out) /* the agent's thread: its samples are profiling overhead */
 		sample_pipeline_thread_named(p->samples_out, tid, comm);
 }
@@ -348,7 +352,7 @@ static struct perfetto_arg run_args[EVENT_DECODER_BATCH_MAX * 4];
 static void slice_run_flush(struct session_process *p, uint32_t tid, struct slice_run *r)
 {
 	if (r->op != r->ops)
-		perfetto_writer_slices(p->s->writer, p->pid, (pid_t)tid, r->ops,
+		perfetto_writer_slices(p->s->writer, p->trace_proc, (pid_t)tid, r->ops,
 				       (size_t)(r->op - r->ops), r->args);
 	r->op = r->ops;
 	r->arg = r->args;
@@ -497,7 +501,7 @@ static void on_thread_name(void *ctx, uint32_t tid, const char *name)
 
 	if (t && t->named_by_kernel)
 		return;
-	perfetto_writer_thread(p->s->writer, p->pid, (pid_t)tid, name);
+	perfetto_writer_thread(p->s->writer, p->trace_proc, (pid_t)tid, name);
 }
 
 static void on_drops(void *ctx, uint32_t tid, uint64_t drops, uint64_t ts)
@@ -509,7 +513,7 @@ static void on_drops(void *ctx, uint32_t tid, uint64_t drops, uint64_t ts)
 		return;
 	p->drops += drops - t->drops;
 	t->drops = drops;
-	perfetto_writer_counter(p->s->writer, p->pid, "dropped events", ts, (int64_t)p->drops);
+	perfetto_writer_counter(p->s->writer, p->trace_proc, "dropped events", ts, (int64_t)p->drops);
 }
 
 /* The rate of durations in the stream so far: aggregates come in TSC ticks. */
@@ -721,7 +725,7 @@ void session_process_write_totals(struct session_process *p, uint64_t ts)
 				out.off_cpu_ns = st.off_ns;
 				out.runnable_ns = st.runnable_ns;
 			}
-			perfetto_writer_func_totals(s->writer, p->pid, ts, &out);
+			perfetto_writer_func_totals(s->writer, p->trace_proc, ts, &out);
 		}
 		free(totals);
 		if (n < 0)

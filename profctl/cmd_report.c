@@ -96,7 +96,7 @@ static int report_sample(void *ctx, const struct trace_stream_sample *smp)
 	struct name_stat *st;
 
 	rp->n_samples++;
-	if (report_procs_sample(&rp->procs, s->pid))
+	if (report_procs_sample(&rp->procs, s->pid, s->generation))
 		return -ENOMEM;
 	if (kind) { /* the profiler's cost: no call's self time (as profd counts) */
 		rp->overhead.samples++;
@@ -120,11 +120,12 @@ static int report_sample(void *ctx, const struct trace_stream_sample *smp)
 	return 0;
 }
 
-static int report_process(void *ctx, size_t index, int32_t pid, const char *name, bool is_new)
+static int report_process(void *ctx, size_t index, int32_t pid, uint32_t generation,
+			  const char *name, bool is_new)
 {
 	(void)index;
 	(void)is_new;
-	return report_procs_named(&((struct report *)ctx)->procs, pid, name);
+	return report_procs_named(&((struct report *)ctx)->procs, pid, generation, name);
 }
 
 static int report_func_total(void *ctx, const struct trace_func_total *t)
@@ -310,8 +311,11 @@ static int report_exact_functions(struct report *rp)
 		if (sched)
 			print_off_cpu(out, t);
 		fprintf(out, " %12" PRIu64, st ? st->self_samples : 0);
-		if (per_process)
-			fprintf(out, " %10d", (int)t->pid);
+		if (per_process) {
+			char pid[REPORT_PID_LEN];
+
+			fprintf(out, " %10s", report_pid(pid, t->pid, t->generation));
+		}
 		fprintf(out, "  %s\n", or_unnamed(t->name));
 	}
 	return 1;
@@ -480,18 +484,29 @@ static FILE *dump_out(void *ctx)
 	return ((struct dump *)ctx)->out;
 }
 
-static int dump_process(void *ctx, size_t index, int32_t pid, const char *name, bool is_new)
+/*
+ * A reused pid's later processes (trace_reader.h, generation) show their
+ * pid, and their threads' tids, as ID.GENERATION: the lines keep their
+ * fields, and the first process of a pid (nearly all) shows as before.
+ */
+static int dump_process(void *ctx, size_t index, int32_t pid, uint32_t generation,
+			const char *name, bool is_new)
 {
+	char id[REPORT_PID_LEN];
+
 	(void)index;
 	(void)is_new;
-	fprintf(dump_out(ctx), "process %d %s\n", pid, name ? name : "");
+	fprintf(dump_out(ctx), "process %s %s\n", report_pid(id, pid, generation), name ? name : "");
 	return 0;
 }
 
-static int dump_process_label(void *ctx, size_t index, int32_t pid, const char *label)
+static int dump_process_label(void *ctx, size_t index, int32_t pid, uint32_t generation,
+			      const char *label)
 {
+	char id[REPORT_PID_LEN];
+
 	(void)index;
-	fprintf(dump_out(ctx), "label %d %s\n", pid, label ? label : "");
+	fprintf(dump_out(ctx), "label %s %s\n", report_pid(id, pid, generation), label ? label : "");
 	return 0;
 }
 
@@ -499,20 +514,26 @@ static int dump_thread(void *ctx, size_t index, const struct trace_thread *t, bo
 {
 	(void)index;
 	(void)is_new;
-	fprintf(dump_out(ctx), "thread %d %d %s\n", t->pid, t->tid, t->name ? t->name : "");
+	char pid[REPORT_PID_LEN], tid[REPORT_PID_LEN];
+
+	fprintf(dump_out(ctx), "thread %s %s %s\n", report_pid(pid, t->pid, t->generation),
+		report_pid(tid, t->tid, t->generation), t->name ? t->name : "");
 	return 0;
 }
 
 static int dump_slice(void *ctx, const struct trace_stream_slice *s)
 {
-	fprintf(dump_out(ctx), "slice %d %u %s %" PRIu64 " %" PRId64 " %" PRId64, s->tid, s->depth,
-		or_unnamed(s->name), s->ts, s->dur, s->parent);
+	char tid[REPORT_PID_LEN];
+
+	fprintf(dump_out(ctx), "slice %s %u %s %" PRIu64 " %" PRId64 " %" PRId64,
+		report_pid(tid, s->tid, s->generation), s->depth, or_unnamed(s->name), s->ts, s->dur,
+		s->parent);
 	if (s->self_samples >= 0) /* samples taken while it was the innermost call */
 		fprintf(dump_out(ctx), " %" PRId64, s->self_samples);
 	fputc('\n', dump_out(ctx));
 	if (s->args.off_cpu_ns >= 0) /* switched out during it: its on/off-CPU split */
-		fprintf(dump_out(ctx), "offcpu %d %" PRIu64 " %" PRId64 " %" PRId64 " %" PRId64 "\n",
-			s->tid, s->ts, s->args.on_cpu_ns, s->args.off_cpu_ns, s->args.runnable_ns);
+		fprintf(dump_out(ctx), "offcpu %s %" PRIu64 " %" PRId64 " %" PRId64 " %" PRId64 "\n",
+			tid, s->ts, s->args.on_cpu_ns, s->args.off_cpu_ns, s->args.runnable_ns);
 	return 0;
 }
 
@@ -520,7 +541,9 @@ static int dump_sample(void *ctx, const struct trace_stream_sample *smp)
 {
 	const struct trace_sample *s = &smp->s;
 
-	fprintf(dump_out(ctx), "sample %d %u ", s->tid, s->cpu);
+	char tid[REPORT_PID_LEN];
+
+	fprintf(dump_out(ctx), "sample %s %u ", report_pid(tid, s->tid, s->generation), s->cpu);
 	for (size_t k = 0; k < s->n_frames; k++)
 		fprintf(dump_out(ctx), "%s%s", k ? ";" : "", s->frames[k]);
 	fputc('\n', dump_out(ctx));

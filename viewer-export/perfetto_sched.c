@@ -138,6 +138,19 @@ void pw_sched_flush(struct perfetto_writer *w)
 	s->boot_minus_mono = clock_ns(CLOCK_BOOTTIME) - clock_ns(CLOCK_MONOTONIC);
 }
 
+void pw_sched_forget_task(struct perfetto_writer *w, int32_t tid)
+{
+	for (uint32_t i = 0; w->sched && i < w->sched->n_cpus; i++)
+		if (w->sched->cpus[i].has_last && w->sched->cpus[i].last_tid == tid)
+			w->sched->cpus[i].has_last = false;
+}
+
+int64_t pw_sched_boot_offset(struct perfetto_writer *w)
+{
+	return w->sched ? w->sched->boot_minus_mono :
+			  clock_ns(CLOCK_BOOTTIME) - clock_ns(CLOCK_MONOTONIC);
+}
+
 void pw_sched_free(struct perfetto_writer *w)
 {
 	if (!w->sched)

@@ -18,9 +18,22 @@
 #include "viewer-export/perfetto_writer_internal.h"
 #include "viewer-export/trace_sink.h"
 
+/*
+ * One process of the trace (perfetto_writer.h, PERFETTO_PROC): a pid reused
+ * within the trace is another entry, with its own uuid. A generation that
+ * ends or follows another of its pid is "timed": its descriptor packets
+ * carry a timestamp inside its life (pw_proc_when), since the importer
+ * applies names, parents and command lines to whichever process has the
+ * pid at the packet's time.
+ */
 struct pw_proc {
-	int32_t pid; /* key */
+	uint64_t proc; /* key: PERFETTO_PROC(pid, generation) */
+	int32_t pid;
 	bool described;
+	bool timed;           /* after another of its pid: descriptors at start_boot + 1 */
+	bool ended;           /* another of its pid followed: descriptors at end_boot - 1 */
+	uint64_t start_boot;  /* its start in BOOTTIME (trace time); 0: not known */
+	uint64_t end_boot;    /* its main thread's sched_process_free, as written */
 	uint64_t uuid;
 	uint64_t totals_uuid; /* its PERFETTO_FUNC_TOTALS_TRACK, 0 until used */
 	uint64_t totals_ts;   /* the last event's there: each is 1 ns after it (see func_totals) */
@@ -32,7 +45,9 @@ struct pw_proc {
 };
 
 struct pw_thread_key {
-	int32_t pid, tid;
+	uint64_t proc; /* its process: PERFETTO_PROC */
+	int32_t tid;
+	int32_t zero;  /* hashed with the rest: always 0 */
 };
 
 /*
@@ -175,6 +190,8 @@ size_t pw_packet_begin(struct perfetto_writer *w, uint32_t seq, uint64_t ts, boo
 	mark = pw_packet_open(w);
 	if (has_ts)
 		pwb_uint(&w->pkt, PW_F_TIMESTAMP, ts);
+	if (has_ts && ts > w->latest_ts)
+		w->latest_ts = ts;
 	pwb_uint(&w->pkt, PW_F_SEQ_ID, seq);
 	if (!w->seq_started[seq]) {
 		/* the sequence's first packet: clear, then install the defaults */
@@ -284,6 +301,8 @@ static void pw_put_process(struct pwb *b, const struct pw_proc *p)
 	pwb_uint(b, 1, (uint64_t)(int64_t)p->pid);
 	if (p->name)
 		pwb_str(b, 6, p->name); /* process_name */
+	if (p->start_boot)
+		pwb_uint(b, 7, p->start_boot); /* start_timestamp_ns, trace time */
 	if (p->ns_pid) { /* process_labels: the importer keeps them as the process's args */
 		char label[64];
 
@@ -311,9 +330,66 @@ static void pw_put_process_tree(struct pwb *b, const struct pw_proc *p)
 	pwb_close(b, t);
 }
 
+/*
+ * When a descriptor packet of p goes: inside its life in the importer's
+ * order. A live first process of its pid: no timestamp (the importer takes
+ * the latest seen). After another of its pid: just after that one's end.
+ * Ended: just before its own end, however late the packet is written.
+ */
+static bool pw_proc_when(const struct pw_proc *p, uint64_t *ts)
+{
+	if (p->ended) {
+		*ts = p->end_boot - 1;
+		if (p->timed && *ts <= p->start_boot)
+			*ts = p->start_boot + 1;
+		return true;
+	}
+	*ts = p->start_boot + 1;
+	return p->timed;
+}
+
+/* The newest time written so far (MONOTONIC), 0: none. */
+static uint64_t pw_latest_ts(const struct perfetto_writer *w)
+{
+	uint64_t ts = w->latest_ts;
+
+	for (uint32_t i = 0; i < w->threads.n; i++) {
+		const struct pw_thread *t = pw_table_at(&w->threads, i);
+
+		if (t->seq_ts > ts)
+			ts = t->seq_ts;
+	}
+	return ts;
+}
+
+/*
+ * Starts a packet on sequence 1 about p, at the time pw_proc_when says: in
+ * BOOTTIME, as the sched_process_free it is placed against was written, so
+ * that 1 ns apart is apart (a MONOTONIC time would be converted through the
+ * clock snapshot's offset, read at another moment than the free's). Untimed
+ * in a flight recorder: at the newest time written, since the importer would
+ * take the newest it read before, and the window's header (read first)
+ * holds a reused pid's later process at its start.
+ */
+static size_t pw_proc_packet_begin(struct perfetto_writer *w, const struct pw_proc *p)
+{
+	uint64_t ts = 0, latest;
+	size_t mark;
+
+	if (!p || !pw_proc_when(p, &ts)) {
+		ts = w->ring ? pw_latest_ts(w) : 0;
+		return pw_packet_begin(w, PW_SEQ_TRACK, ts, ts != 0);
+	}
+	latest = w->latest_ts; /* kept in MONOTONIC */
+	mark = pw_packet_begin(w, PW_SEQ_TRACK, ts, true);
+	w->latest_ts = latest;
+	pwb_uint(&w->pkt, PW_F_CLOCK_ID, PW_CLOCK_BOOTTIME);
+	return mark;
+}
+
 static int pw_describe_process(struct perfetto_writer *w, struct pw_proc *p)
 {
-	size_t mark = pw_packet_begin(w, PW_SEQ_TRACK, 0, false);
+	size_t mark = pw_proc_packet_begin(w, p);
 	int ret;
 
 	pw_put_process(&w->pkt, p);
@@ -323,30 +399,79 @@ static int pw_describe_process(struct perfetto_writer *w, struct pw_proc *p)
 }
 
 /* The process's entry (uuid assigned on first use); NULL with errno on ENOMEM. */
-static struct pw_proc *pw_proc_get(struct perfetto_writer *w, pid_t pid)
+static struct pw_proc *pw_proc_get(struct perfetto_writer *w, uint64_t proc)
 {
-	int32_t key = pid;
 	struct pw_proc *p;
 	bool is_new;
 
-	p = pw_table_get(&w->procs, &key, &is_new);
-	if (p && is_new)
+	p = pw_table_get(&w->procs, &proc, &is_new);
+	if (p && is_new) {
 		p->uuid = w->next_uuid++;
+		p->pid = perfetto_proc_pid(proc);
+	}
 	return p;
 }
 
-static struct pw_proc *pw_proc_use(struct perfetto_writer *w, pid_t pid)
+static struct pw_proc *pw_proc_use(struct perfetto_writer *w, uint64_t proc)
 {
-	struct pw_proc *p = pw_proc_get(w, pid);
+	struct pw_proc *p = pw_proc_get(w, proc);
 
 	if (p && !p->described)
 		pw_describe_process(w, p); /* retried on next use if it failed */
 	return p;
 }
 
-int perfetto_writer_process(struct perfetto_writer *w, pid_t pid, const char *name)
+/*
+ * The pid's process before proc (the newest generation below its own that
+ * the writer has), if it has not ended yet: it ends at ts. The importer
+ * ends a process at its main thread's sched_process_free (ProcessTracker::
+ * EndThread: tid == pid ends the process too).
+ */
+static int pw_proc_end_previous(struct perfetto_writer *w, uint64_t proc, uint64_t ts)
 {
-	struct pw_proc *p = pw_proc_get(w, pid);
+	pid_t pid = perfetto_proc_pid(proc);
+	struct perfetto_sched_task gone = { .tid = pid, .comm = "" };
+	struct pw_proc *q = NULL;
+	int err;
+
+	for (uint32_t g = perfetto_proc_generation(proc); g-- > 0 && !q;)
+		q = pw_table_find(&w->procs, &(uint64_t){ PERFETTO_PROC(pid, g) });
+	if (!q || q->ended)
+		return 0;
+	err = perfetto_writer_sched_task_free(w, ts, 0, &gone);
+	for (uint32_t i = 0; i < w->threads.n; i++) {
+		const struct pw_thread *t = pw_table_at(&w->threads, i);
+
+		if (t->key.proc == q->proc)
+			pw_sched_forget_task(w, t->key.tid);
+	}
+	q->ended = true;
+	q->end_boot = (uint64_t)((int64_t)ts + pw_sched_boot_offset(w));
+	return err;
+}
+
+int perfetto_writer_process_start(struct perfetto_writer *w, uint64_t proc, uint64_t ts)
+{
+	struct pw_proc *p = pw_proc_get(w, proc);
+	int err;
+
+	if (!p)
+		return -ENOMEM;
+	if (perfetto_proc_generation(proc) == 0) {
+		p->start_boot = (uint64_t)((int64_t)ts + pw_sched_boot_offset(w));
+		return p->described ? pw_describe_process(w, p) : 0;
+	}
+	err = pw_proc_end_previous(w, proc, ts);
+	p->start_boot = (uint64_t)((int64_t)ts + pw_sched_boot_offset(w));
+	p->timed = true;
+	if (p->described) /* named already: again, now at its time */
+		return pw_describe_process(w, p);
+	return err;
+}
+
+int perfetto_writer_process(struct perfetto_writer *w, uint64_t proc, const char *name)
+{
+	struct pw_proc *p = pw_proc_get(w, proc);
 	int err = 0;
 
 	if (!p)
@@ -358,9 +483,9 @@ int perfetto_writer_process(struct perfetto_writer *w, pid_t pid, const char *na
 	return p->described ? 0 : pw_describe_process(w, p);
 }
 
-int perfetto_writer_process_ns_pid(struct perfetto_writer *w, pid_t pid, pid_t ns_pid)
+int perfetto_writer_process_ns_pid(struct perfetto_writer *w, uint64_t proc, pid_t ns_pid)
 {
-	struct pw_proc *p = pw_proc_get(w, pid);
+	struct pw_proc *p = pw_proc_get(w, proc);
 
 	if (!p)
 		return -ENOMEM;
@@ -370,10 +495,10 @@ int perfetto_writer_process_ns_pid(struct perfetto_writer *w, pid_t pid, pid_t n
 	return pw_describe_process(w, p);
 }
 
-int perfetto_writer_process_detail(struct perfetto_writer *w, pid_t pid, pid_t ppid,
+int perfetto_writer_process_detail(struct perfetto_writer *w, uint64_t proc, pid_t ppid,
 				   const char *cmdline, size_t len)
 {
-	struct pw_proc *p = pw_proc_get(w, pid);
+	struct pw_proc *p = pw_proc_get(w, proc);
 	char *copy = len ? malloc(len + 1) : NULL;
 	size_t mark;
 
@@ -393,7 +518,7 @@ int perfetto_writer_process_detail(struct perfetto_writer *w, pid_t pid, pid_t p
 	p->ppid = ppid;
 	if (!p->described && pw_describe_process(w, p))
 		return -ENOMEM;
-	mark = pw_packet_begin(w, PW_SEQ_TRACK, 0, false);
+	mark = pw_proc_packet_begin(w, p);
 	pw_put_process_tree(&w->pkt, p);
 	return pw_packet_end(w, mark);
 }
@@ -404,7 +529,7 @@ static void pw_put_thread(struct pwb *b, const struct pw_thread *t)
 
 	pwb_uint(b, 1, t->uuid);
 	td = pwb_open(b, 4); /* thread */
-	pwb_uint(b, 1, (uint64_t)(int64_t)t->key.pid);
+	pwb_uint(b, 1, (uint64_t)(int64_t)perfetto_proc_pid(t->key.proc));
 	pwb_uint(b, 2, (uint64_t)(int64_t)t->key.tid);
 	if (t->name)
 		pwb_str(b, 5, t->name); /* thread_name */
@@ -414,7 +539,7 @@ static void pw_put_thread(struct pwb *b, const struct pw_thread *t)
 
 static int pw_describe_thread(struct perfetto_writer *w, struct pw_thread *t)
 {
-	size_t mark = pw_packet_begin(w, PW_SEQ_TRACK, 0, false);
+	size_t mark = pw_proc_packet_begin(w, pw_table_find(&w->procs, &t->key.proc));
 	int ret;
 
 	pw_put_thread(&w->pkt, t);
@@ -427,15 +552,15 @@ static int pw_describe_thread(struct perfetto_writer *w, struct pw_thread *t)
  * The thread's entry; on first use its process track is described first and
  * the thread gets the next uuid. NULL with errno on ENOMEM.
  */
-static struct pw_thread *pw_thread_get(struct perfetto_writer *w, pid_t pid, pid_t tid)
+static struct pw_thread *pw_thread_get(struct perfetto_writer *w, uint64_t proc, pid_t tid)
 {
-	struct pw_thread_key key = { pid, tid };
+	struct pw_thread_key key = { proc, tid, 0 };
 	struct pw_thread *t;
 	bool is_new;
 
 	t = pw_table_get(&w->threads, &key, &is_new);
 	if (t && is_new) {
-		pw_proc_use(w, pid); /* different table: t stays valid */
+		pw_proc_use(w, proc); /* different table: t stays valid */
 		t->uuid = w->next_uuid++;
 		t->seq = w->next_thread_seq++;
 	}
@@ -443,25 +568,25 @@ static struct pw_thread *pw_thread_get(struct perfetto_writer *w, pid_t pid, pid
 }
 
 /* Hot: the thread an event is on, described; remembers the last one. */
-static struct pw_thread *pw_thread_use(struct perfetto_writer *w, pid_t pid, pid_t tid)
+static struct pw_thread *pw_thread_use(struct perfetto_writer *w, uint64_t proc, pid_t tid)
 {
 	struct pw_thread *t;
 
 	if (w->last_thread) {
 		t = pw_table_at(&w->threads, w->last_thread - 1);
-		if (t->key.pid == pid && t->key.tid == tid && t->described)
+		if (t->key.proc == proc && t->key.tid == tid && t->described)
 			return t;
 	}
-	t = pw_thread_get(w, pid, tid);
+	t = pw_thread_get(w, proc, tid);
 	if (!t || (!t->described && pw_describe_thread(w, t) < 0))
 		return NULL;
 	w->last_thread = pw_table_index(&w->threads, t) + 1;
 	return t;
 }
 
-int perfetto_writer_thread(struct perfetto_writer *w, pid_t pid, pid_t tid, const char *name)
+int perfetto_writer_thread(struct perfetto_writer *w, uint64_t proc, pid_t tid, const char *name)
 {
-	struct pw_thread *t = pw_thread_get(w, pid, tid);
+	struct pw_thread *t = pw_thread_get(w, proc, tid);
 	int err = 0;
 
 	if (!t)
@@ -738,13 +863,13 @@ static int pw_begin_on(struct perfetto_writer *w, struct pw_thread *t, uint64_t 
 	return 0;
 }
 
-int perfetto_writer_slice_begin(struct perfetto_writer *w, pid_t pid, pid_t tid, uint64_t ts,
+int perfetto_writer_slice_begin(struct perfetto_writer *w, uint64_t proc, pid_t tid, uint64_t ts,
 				uint32_t func_id)
 {
 	struct pw_thread *t;
 
 	pw_chunk_check(w);
-	t = pw_thread_use(w, pid, tid);
+	t = pw_thread_use(w, proc, tid);
 	if (!t)
 		return -ENOMEM;
 	return pw_begin_on(w, t, ts, func_id);
@@ -799,24 +924,24 @@ static int pw_end_on(struct perfetto_writer *w, struct pw_thread *t, uint64_t ts
 	return pw_emit_end_with_args(w, t, ts, args, n);
 }
 
-int perfetto_writer_slice_end(struct perfetto_writer *w, pid_t pid, pid_t tid, uint64_t ts)
+int perfetto_writer_slice_end(struct perfetto_writer *w, uint64_t proc, pid_t tid, uint64_t ts)
 {
 	struct pw_thread *t;
 
 	pw_chunk_check(w);
-	t = pw_thread_use(w, pid, tid);
+	t = pw_thread_use(w, proc, tid);
 	if (!t)
 		return -ENOMEM;
 	return pw_end_on(w, t, ts, NULL, 0);
 }
 
-int perfetto_writer_slice_end_args(struct perfetto_writer *w, pid_t pid, pid_t tid, uint64_t ts,
+int perfetto_writer_slice_end_args(struct perfetto_writer *w, uint64_t proc, pid_t tid, uint64_t ts,
 				   const struct perfetto_arg *args, size_t n)
 {
 	struct pw_thread *t;
 
 	pw_chunk_check(w);
-	t = pw_thread_use(w, pid, tid);
+	t = pw_thread_use(w, proc, tid);
 	if (!t)
 		return -ENOMEM;
 	return pw_end_on(w, t, ts, args, n);
@@ -890,7 +1015,7 @@ static inline bool pw_end_fast(struct perfetto_writer *w, struct pw_thread *t, u
 	return true;
 }
 
-int perfetto_writer_slices(struct perfetto_writer *w, pid_t pid, pid_t tid,
+int perfetto_writer_slices(struct perfetto_writer *w, uint64_t proc, pid_t tid,
 			   const struct perfetto_slice_op *ops, size_t n,
 			   const struct perfetto_arg *args)
 {
@@ -898,7 +1023,7 @@ int perfetto_writer_slices(struct perfetto_writer *w, pid_t pid, pid_t tid,
 	int ret = 0, r;
 
 	pw_chunk_check(w);
-	t = pw_thread_use(w, pid, tid);
+	t = pw_thread_use(w, proc, tid);
 	if (!t)
 		return -ENOMEM;
 	for (size_t i = 0; i < n; i++) {
@@ -940,9 +1065,9 @@ static void pw_put_named_track(struct pwb *b, uint64_t uuid, uint64_t parent, co
 }
 
 /* The totals track of pid, described before its first event; 0 on ENOMEM. */
-static uint64_t pw_totals_uuid(struct perfetto_writer *w, pid_t pid)
+static uint64_t pw_totals_uuid(struct perfetto_writer *w, uint64_t proc)
 {
-	struct pw_proc *p = pw_proc_use(w, pid);
+	struct pw_proc *p = pw_proc_use(w, proc);
 	size_t mark;
 
 	if (!p)
@@ -975,7 +1100,7 @@ static void pw_uint_arg(struct pwb *b, const char *name, uint64_t value)
 	pwb_close(b, da);
 }
 
-int perfetto_writer_func_totals(struct perfetto_writer *w, pid_t pid, uint64_t ts,
+int perfetto_writer_func_totals(struct perfetto_writer *w, uint64_t proc, uint64_t ts,
 				const struct perfetto_func_totals *t)
 {
 	struct pw_proc *p;
@@ -983,7 +1108,7 @@ int perfetto_writer_func_totals(struct perfetto_writer *w, pid_t pid, uint64_t t
 	size_t mark, ev;
 
 	pw_chunk_check(w);
-	uuid = pw_totals_uuid(w, pid);
+	uuid = pw_totals_uuid(w, proc);
 	if (!uuid)
 		return -ENOMEM;
 	/*
@@ -992,7 +1117,7 @@ int perfetto_writer_func_totals(struct perfetto_writer *w, pid_t pid, uint64_t t
 	 * went past its depth limit (slice_max_depth_exceeded). 1 ns apart each
 	 * closes the one before.
 	 */
-	p = pw_proc_get(w, pid);
+	p = pw_proc_get(w, proc);
 	if (p && ts <= p->totals_ts)
 		ts = p->totals_ts + 1;
 	if (p)
@@ -1042,12 +1167,12 @@ static int pw_describe_counter(struct perfetto_writer *w, uint64_t uuid, uint64_
 }
 
 /* The counter's uuid, its descriptor written before first use; 0 on ENOMEM. */
-static uint64_t pw_counter_uuid(struct perfetto_writer *w, pid_t pid, const char *name)
+static uint64_t pw_counter_uuid(struct perfetto_writer *w, uint64_t proc, const char *name)
 {
 	size_t len = strlen(name);
 	struct pw_proc *p;
 	uint64_t uuid;
-	int32_t key_pid = pid;
+	uint64_t key_pid = proc;
 	uint8_t *key;
 	int64_t idx;
 	bool is_new;
@@ -1063,7 +1188,7 @@ static uint64_t pw_counter_uuid(struct perfetto_writer *w, pid_t pid, const char
 		return 0;
 	if (w->counters.ents[idx].aux)
 		return w->counters.ents[idx].aux;
-	p = pw_proc_use(w, pid);
+	p = pw_proc_use(w, proc);
 	if (!p)
 		return 0;
 	uuid = w->next_uuid++;
@@ -1073,7 +1198,7 @@ static uint64_t pw_counter_uuid(struct perfetto_writer *w, pid_t pid, const char
 	return uuid;
 }
 
-int perfetto_writer_counter(struct perfetto_writer *w, pid_t pid, const char *name, uint64_t ts,
+int perfetto_writer_counter(struct perfetto_writer *w, uint64_t proc, const char *name, uint64_t ts,
 			    int64_t value)
 {
 	uint64_t uuid;
@@ -1082,7 +1207,7 @@ int perfetto_writer_counter(struct perfetto_writer *w, pid_t pid, const char *na
 	if (!name)
 		return -EINVAL;
 	pw_chunk_check(w);
-	uuid = pw_counter_uuid(w, pid, name);
+	uuid = pw_counter_uuid(w, proc, name);
 	if (!uuid)
 		return -ENOMEM;
 	mark = pw_packet_begin(w, PW_SEQ_TRACK, ts, true);
@@ -1204,6 +1329,24 @@ static void pw_build_closing(struct perfetto_writer *w, uint64_t packets_before)
 	pwb_close(&w->pkt, mark);
 }
 
+/*
+ * A header packet about p (NULL: none): on sequence 1, not clearing it; a
+ * reused pid's processes at their times in BOOTTIME, as in the stream
+ * (pw_proc_packet_begin), so the window's importer tells them apart too.
+ */
+static size_t pw_header_packet(struct perfetto_writer *w, const struct pw_proc *p)
+{
+	size_t mark = pw_packet_open(w);
+	uint64_t ts;
+
+	if (p && pw_proc_when(p, &ts)) {
+		pwb_uint(&w->pkt, PW_F_TIMESTAMP, ts);
+		pwb_uint(&w->pkt, PW_F_CLOCK_ID, PW_CLOCK_BOOTTIME);
+	}
+	pwb_uint(&w->pkt, PW_F_SEQ_ID, PW_SEQ_TRACK);
+	return mark;
+}
+
 static int pw_build_header(struct perfetto_writer *w)
 {
 	uint32_t i;
@@ -1217,13 +1360,11 @@ static int pw_build_header(struct perfetto_writer *w)
 	for (i = 0; i < w->procs.n; i++) {
 		const struct pw_proc *p = pw_table_at(&w->procs, i);
 
-		mark = pw_packet_open(w);
-		pwb_uint(&w->pkt, PW_F_SEQ_ID, PW_SEQ_TRACK);
+		mark = pw_header_packet(w, p);
 		pw_put_process(&w->pkt, p);
 		pw_side_take(w, mark);
 		if (p->ppid && p->cmdline) {
-			mark = pw_packet_open(w);
-			pwb_uint(&w->pkt, PW_F_SEQ_ID, PW_SEQ_TRACK);
+			mark = pw_header_packet(w, p);
 			pw_put_process_tree(&w->pkt, p);
 			pw_side_take(w, mark);
 		}
@@ -1235,16 +1376,17 @@ static int pw_build_header(struct perfetto_writer *w)
 		pw_side_take(w, mark);
 	}
 	for (i = 0; i < w->threads.n; i++) {
-		mark = pw_packet_open(w);
-		pwb_uint(&w->pkt, PW_F_SEQ_ID, PW_SEQ_TRACK);
-		pw_put_thread(&w->pkt, pw_table_at(&w->threads, i));
+		const struct pw_thread *t = pw_table_at(&w->threads, i);
+
+		mark = pw_header_packet(w, pw_table_find(&w->procs, &t->key.proc));
+		pw_put_thread(&w->pkt, t);
 		pw_side_take(w, mark);
 	}
 	for (i = 0; i < w->counters.n; i++) {
 		const struct pw_str *c = &w->counters.ents[i];
 		const uint8_t *key = pw_strtab_data(&w->counters, i);
 		const struct pw_proc *p;
-		int32_t pid;
+		uint64_t pid;
 
 		memcpy(&pid, key, sizeof(pid));
 		p = pw_table_find(&w->procs, &pid);
@@ -1307,7 +1449,7 @@ struct perfetto_writer *perfetto_writer_new_opts(int fd, const struct perfetto_w
 	w->handed_ns = pw_now_ns();
 	w->next_uuid = 1;
 	w->next_thread_seq = PW_NSEQ;
-	pw_table_init(&w->procs, sizeof(struct pw_proc), sizeof(int32_t));
+	pw_table_init(&w->procs, sizeof(struct pw_proc), sizeof(uint64_t));
 	pw_table_init(&w->threads, sizeof(struct pw_thread), sizeof(struct pw_thread_key));
 	pw_table_init(&w->funcs, sizeof(struct pw_func), sizeof(uint32_t));
 	pw_symbols_init(&w->sym);

@@ -83,15 +83,50 @@ struct perfetto_writer *perfetto_writer_new_opts(int fd, const struct perfetto_w
  */
 int perfetto_writer_clock_snapshot(struct perfetto_writer *w);
 
-/* Process descriptor (once per pid; a second call with a new name updates it). */
-int perfetto_writer_process(struct perfetto_writer *w, pid_t pid, const char *name);
+/*
+ * A process of the trace: its pid and its generation, how many processes of
+ * that pid came before it within the trace (the kernel reuses pids: a long
+ * build, thousands of short processes). Every call below that takes `proc`
+ * takes one; a plain pid is generation 0. The importer keeps processes of
+ * one pid apart by their track uuids, one per generation (trace processor's
+ * TrackEventTracker::ResolveDescriptorTrackImpl starts a new process for a
+ * pid whose process has another uuid), so their threads, slices, counters
+ * and figures stay apart; PerfSamples and scheduler events carry only pids
+ * and tids and go, by time, to the process alive then.
+ */
+#define PERFETTO_PROC(pid, generation) \
+	(((uint64_t)(uint32_t)(generation) << 32) | (uint32_t)(pid))
+static inline pid_t perfetto_proc_pid(uint64_t proc)
+{
+	return (pid_t)(uint32_t)proc;
+}
+static inline uint32_t perfetto_proc_generation(uint64_t proc)
+{
+	return (uint32_t)(proc >> 32);
+}
+
+/*
+ * proc began at ts (its fork, as near as known): its descriptor carries it
+ * (ProcessDescriptor.start_timestamp_ns, the importer's process.start_ts).
+ * For a generation above 0, call it before anything else names proc: the
+ * pid's previous process ends at ts (a sched_process_free of its main
+ * thread, the importer's process.end_ts), and proc's descriptors are
+ * written at ts + 1 on, so the importer sees the old one end before the new
+ * one begins; the old one's descriptors written later (a late name, its
+ * figures) go at its end - 1, inside its life. ts must not precede the old
+ * process's last sample or scheduler event. Once per proc; 0 or -ENOMEM.
+ */
+int perfetto_writer_process_start(struct perfetto_writer *w, uint64_t proc, uint64_t ts);
+
+/* Process descriptor (once per process; a second call with a new name updates it). */
+int perfetto_writer_process(struct perfetto_writer *w, uint64_t proc, const char *name);
 
 /*
  * pid is ns_pid in its own PID namespace (0: the same as ours): a label of
  * its descriptor ("pid N in its PID namespace"; the importer's process args,
  * chrome.process_label[0]), rewritten when it changes.
  */
-int perfetto_writer_process_ns_pid(struct perfetto_writer *w, pid_t pid, pid_t ns_pid);
+int perfetto_writer_process_ns_pid(struct perfetto_writer *w, uint64_t proc, pid_t ns_pid);
 
 /*
  * pid's parent and command line (cmdline: len bytes of NUL-separated
@@ -99,7 +134,7 @@ int perfetto_writer_process_ns_pid(struct perfetto_writer *w, pid_t pid, pid_t n
  * importer's parent link, written when either is new (after an exec).
  * len 0 changes nothing.
  */
-int perfetto_writer_process_detail(struct perfetto_writer *w, pid_t pid, pid_t ppid,
+int perfetto_writer_process_detail(struct perfetto_writer *w, uint64_t proc, pid_t ppid,
 				   const char *cmdline, size_t len);
 
 /*
@@ -108,7 +143,7 @@ int perfetto_writer_process_detail(struct perfetto_writer *w, pid_t pid, pid_t p
  * or a counter also describes its process, unnamed until
  * perfetto_writer_process names it.
  */
-int perfetto_writer_thread(struct perfetto_writer *w, pid_t pid, pid_t tid, const char *name);
+int perfetto_writer_thread(struct perfetto_writer *w, uint64_t proc, pid_t tid, const char *name);
 
 /*
  * Registers the name of instrumented function `func_id` (interned on first
@@ -129,9 +164,9 @@ int perfetto_writer_function(struct perfetto_writer *w, uint32_t func_id, const 
  * (the agent's depth filter), counted per function as filtered.
  */
 #define PERFETTO_MAX_SLICE_DEPTH 512
-int perfetto_writer_slice_begin(struct perfetto_writer *w, pid_t pid, pid_t tid, uint64_t ts,
+int perfetto_writer_slice_begin(struct perfetto_writer *w, uint64_t proc, pid_t tid, uint64_t ts,
 				uint32_t func_id);
-int perfetto_writer_slice_end(struct perfetto_writer *w, pid_t pid, pid_t tid, uint64_t ts);
+int perfetto_writer_slice_end(struct perfetto_writer *w, uint64_t proc, pid_t tid, uint64_t ts);
 /*
  * An END that also gives its slice n unsigned arguments (DebugAnnotations on
  * the END event, which trace processor adds to the slice's args): e.g.
@@ -142,7 +177,7 @@ struct perfetto_arg {
 	const char *name;
 	uint64_t value;
 };
-int perfetto_writer_slice_end_args(struct perfetto_writer *w, pid_t pid, pid_t tid, uint64_t ts,
+int perfetto_writer_slice_end_args(struct perfetto_writer *w, uint64_t proc, pid_t tid, uint64_t ts,
 				   const struct perfetto_arg *args, size_t n);
 
 /*
@@ -156,7 +191,7 @@ struct perfetto_slice_op {
 	uint32_t func_id; /* BEGIN of this function; 0: END */
 	uint32_t n_args;  /* END: its arguments, the next n_args of the run's args */
 };
-int perfetto_writer_slices(struct perfetto_writer *w, pid_t pid, pid_t tid,
+int perfetto_writer_slices(struct perfetto_writer *w, uint64_t proc, pid_t tid,
 			   const struct perfetto_slice_op *ops, size_t n,
 			   const struct perfetto_arg *args);
 
@@ -164,7 +199,7 @@ int perfetto_writer_slices(struct perfetto_writer *w, pid_t pid, pid_t tid,
  * Process-scoped counter track named `name` (e.g. "dropped events"), created
  * on first use under the process's track; value is absolute (cumulative).
  */
-int perfetto_writer_counter(struct perfetto_writer *w, pid_t pid, const char *name, uint64_t ts,
+int perfetto_writer_counter(struct perfetto_writer *w, uint64_t proc, const char *name, uint64_t ts,
 			    int64_t value);
 
 /*
@@ -236,7 +271,7 @@ struct perfetto_func_totals {
 	/* scheduler states, over sched_calls recorded calls that returned (0: none) */
 	uint64_t sched_calls, on_cpu_ns, off_cpu_ns, runnable_ns;
 };
-int perfetto_writer_func_totals(struct perfetto_writer *w, pid_t pid, uint64_t ts,
+int perfetto_writer_func_totals(struct perfetto_writer *w, uint64_t proc, uint64_t ts,
 				const struct perfetto_func_totals *t);
 
 /*

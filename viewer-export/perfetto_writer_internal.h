@@ -95,10 +95,11 @@ struct perfetto_writer {
 	uint32_t next_thread_seq;  /* the next thread's sequence id */
 	uint32_t starting_seq; /* sequence the packet being built clears, 0 = none */
 	uint64_t next_uuid;
+	uint64_t latest_ts;        /* the newest timestamp of sequences 1 and 2 (MONOTONIC) */
 	struct pw_table procs;     /* struct pw_proc */
 	struct pw_table threads;   /* struct pw_thread */
 	struct pw_table funcs;     /* struct pw_func */
-	struct pw_strtab counters; /* key: pid (4 bytes) + name; aux = uuid */
+	struct pw_strtab counters; /* key: PERFETTO_PROC (8 bytes) + name; aux = uuid */
 	struct pw_strtab event_names;
 	uint32_t last_thread;      /* index + 1 of the last thread used, 0 = none */
 	struct pw_symbols sym;
@@ -131,6 +132,19 @@ void pw_sched_flush(struct perfetto_writer *w);
 /* Builds the SystemInfo packet in w->pkt (a ring window's header repeats it); its mark. */
 size_t pw_sched_system_info(struct perfetto_writer *w);
 void pw_sched_free(struct perfetto_writer *w);
+/*
+ * BOOTTIME - MONOTONIC as the scheduler events written now convert theirs:
+ * what is placed against one of them (perfetto_writer_process_start) uses
+ * the very same offset, not a second reading of the clocks.
+ */
+int64_t pw_sched_boot_offset(struct perfetto_writer *w);
+/*
+ * tid is gone (its process ended): no CPU's chain names it as the task that
+ * ran last. Its last switch out may never have come (records of a process
+ * profd no longer follows are not routed), and a later switch would make it
+ * run again after its end (a second thread of its tid in the importer).
+ */
+void pw_sched_forget_task(struct perfetto_writer *w, int32_t tid);
 
 /* perfetto_samples.c */
 void pw_symbols_init(struct pw_symbols *s);

@@ -77,6 +77,7 @@ static int trd_model_slice(void *ctx, const struct trace_stream_slice *s)
 		.parent = s->parent,
 		.name = (char *)s->name,
 		.self_samples = s->self_samples,
+		.generation = s->generation,
 	};
 	if (s->id >= m->n_slices)
 		m->n_slices = s->id + 1;

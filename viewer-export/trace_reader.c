@@ -418,6 +418,8 @@ static void trd_perf_sample(struct trd *r, struct trd_seq *s, const trd_packet *
 	out.s.ts = p->has_timestamp ? p->timestamp : r->latest_ts;
 	out.s.pid = (int32_t)ps->pid;
 	out.s.tid = (int32_t)ps->tid;
+	out.s.generation = trd_generation_at(r, out.s.pid, out.s.ts -
+					     (r->has_boot_to_trace ? (uint64_t)r->boot_to_trace : 0));
 	out.s.cpu = ps->cpu;
 	if (st) {
 		out.s.n_frames = st->n;
@@ -450,6 +452,7 @@ static void trd_counter_value(struct trd *r, const trd_packet *p, uint64_t uuid)
 	v.track_name = (char *)t->name;
 	parent = t->parent_uuid ? pw_table_find(&r->tracks, &t->parent_uuid) : NULL;
 	v.pid = parent && parent->kind == TRD_TRACK_PROCESS ? parent->pid : 0;
+	v.generation = parent && parent->kind == TRD_TRACK_PROCESS ? parent->generation : 0;
 	v.ts = p->timestamp;
 	if (te->counter_value_field_case ==
 	    PERFETTO__PROTOS__TRACK_EVENT__COUNTER_VALUE_FIELD_COUNTER_VALUE)
@@ -545,6 +548,7 @@ static void trd_func_total(struct trd *r, struct trd_seq *s, const trd_packet *p
 	};
 
 	ft->pid = parent ? parent->pid : 0;
+	ft->generation = parent ? parent->generation : 0;
 	ft->name = (char *)trd_event_name(r, s, te);
 	for (size_t i = 0; i < te->n_debug_annotations; i++) {
 		const Perfetto__Protos__DebugAnnotation *a = te->debug_annotations[i];
@@ -609,8 +613,10 @@ static void trd_track_event(struct trd *r, struct trd_seq *s, const trd_packet *
 
 /* ---- descriptors ------------------------------------------------------------ */
 
+/* A thread of one process: a reused pid's processes each have their own. */
 struct trd_tid_key {
 	int32_t pid, tid;
+	uint32_t generation;
 };
 
 struct trd_tid_ent {
@@ -618,28 +624,75 @@ struct trd_tid_ent {
 	uint64_t uuid;
 };
 
+/*
+ * A pid's newest process. A descriptor of that pid with a new uuid is
+ * another process (the importer's rule: TrackEventTracker starts a new
+ * process for a pid whose process has another uuid): a pid reused.
+ */
 struct trd_pid_ent {
 	int32_t pid;
 	uint64_t uuid;
-	size_t index; /* the index the process callback got */
+	size_t index;        /* the index the process callback got */
+	uint32_t generation; /* processes of this pid before it */
 };
 
-uint64_t trd_thread_uuid(const struct trd *r, int32_t pid, int32_t tid)
+struct trd_gen_key {
+	int32_t pid;
+	uint32_t generation;
+};
+
+struct trd_gen_ent {
+	struct trd_gen_key key;
+	/*
+	 * BOOTTIME: ProcessDescriptor.start_timestamp_ns, 0 unknown. profd times
+	 * these descriptors in BOOTTIME too: compared as they are, before any
+	 * clock snapshot (a flight recorder's header comes first).
+	 */
+	uint64_t start;
+};
+
+uint64_t trd_thread_uuid(const struct trd *r, int32_t pid, int32_t tid, uint32_t generation)
 {
-	struct trd_tid_key key = { pid, tid };
+	struct trd_tid_key key = { pid, tid, generation };
 	const struct trd_tid_ent *id = pw_table_find(&r->thread_ids, &key);
 
 	return id ? id->uuid : 0;
 }
 
-static void trd_thread_track(struct trd *r, struct trd_track *t,
-			     const Perfetto__Protos__ThreadDescriptor *td, bool is_new)
+uint32_t trd_generation_at(const struct trd *r, int32_t pid, uint64_t boot_ts)
 {
-	struct trd_tid_key key = { td->pid, (int32_t)td->tid };
-	struct trace_thread th = { key.pid, key.tid, NULL, t->uuid };
+	const struct trd_pid_ent *e = pw_table_find(&r->process_ids, &pid);
+	uint32_t g = e ? e->generation : 0;
+
+	for (; g > 0; g--) {
+		struct trd_gen_key key = { pid, g };
+		const struct trd_gen_ent *ge = pw_table_find(&r->generations, &key);
+
+		if (!ge || ge->start <= boot_ts)
+			break;
+	}
+	return g;
+}
+
+/*
+ * A thread belongs to its pid's process alive when its descriptor says
+ * (profd times those of a reused pid's processes), else to the newest.
+ */
+static void trd_thread_track(struct trd *r, struct trd_track *t,
+			     const Perfetto__Protos__ThreadDescriptor *td, bool is_new,
+			     const uint64_t *at)
+{
+	struct trd_tid_key key = { td->pid, (int32_t)td->tid, 0 };
+	struct trace_thread th = { key.pid, key.tid, NULL, t->uuid, 0 };
 	struct trd_tid_ent *id;
 	bool id_new;
 
+	if (is_new) {
+		const struct trd_pid_ent *pe = pw_table_find(&r->process_ids, &key.pid);
+
+		t->generation = at ? trd_generation_at(r, key.pid, *at) : pe ? pe->generation : 0;
+	}
+	th.generation = key.generation = t->generation;
 	if (is_new) {
 		id = pw_table_get(&r->thread_ids, &key, &id_new);
 		if (!id || !trd_reserve(r, (void **)&r->threads, &r->cap_threads, r->n_threads,
@@ -654,7 +707,7 @@ static void trd_thread_track(struct trd *r, struct trd_track *t,
 				    ": the importer creates a second thread", key.pid, key.tid,
 				    id->uuid, t->uuid);
 		id->uuid = t->uuid;
-		trd_slices_thread_described(r, key.pid, key.tid);
+		trd_slices_thread_described(r, key.pid, key.tid, key.generation);
 	}
 	if (td->thread_name) {
 		th.name = (char *)trd_str(r, td->thread_name, strlen(td->thread_name));
@@ -665,45 +718,83 @@ static void trd_thread_track(struct trd *r, struct trd_track *t,
 		trd_emitted(r, r->ops->thread(r->ctx, t->thread_index, &th, is_new));
 }
 
-static void trd_process_track(struct trd *r, struct trd_track *t,
-			      const Perfetto__Protos__ProcessDescriptor *pd)
+/* Where a process begins in trace time: its descriptor's start_timestamp_ns (BOOTTIME). */
+static void trd_generation_begins(struct trd *r, int32_t pid, uint32_t generation,
+				  const Perfetto__Protos__ProcessDescriptor *pd)
 {
-	const char *name = NULL;
+	struct trd_gen_key key = { pid, generation };
+	struct trd_gen_ent *g;
+	bool is_new;
+
+	if (!generation)
+		return;
+	g = pw_table_get(&r->generations, &key, &is_new);
+	if (!g) {
+		r->oom = true;
+		return;
+	}
+	if (pd->has_start_timestamp_ns && pd->start_timestamp_ns > 0)
+		g->start = (uint64_t)pd->start_timestamp_ns;
+}
+
+/* A new uuid for a pid seen already: the pid's next process (trd_pid_ent). */
+static struct trd_pid_ent *trd_process_new(struct trd *r, struct trd_track *t, int32_t pid)
+{
 	struct trd_pid_ent *e;
 	size_t cap;
 	bool is_new;
 
-	e = pw_table_get(&r->process_ids, &pd->pid, &is_new);
+	e = pw_table_get(&r->process_ids, &pid, &is_new);
 	if (!e) {
 		r->oom = true;
-		return;
+		return NULL;
 	}
-	if (is_new) {
+	if (!is_new && e->uuid != t->uuid)
+		e->generation++;
+	if (is_new || e->uuid != t->uuid) {
 		cap = r->cap_processes;
 		if (!trd_reserve(r, (void **)&r->process_pids, &cap, r->n_processes,
 				 sizeof(int32_t)))
-			return;
+			return NULL;
 		cap = r->cap_processes;
 		if (!trd_reserve(r, (void **)&r->process_names, &cap, r->n_processes,
 				 sizeof(char *)))
-			return;
+			return NULL;
 		r->cap_processes = cap;
 		e->uuid = t->uuid;
 		e->index = r->n_processes++;
-		r->process_pids[e->index] = pd->pid;
+		r->process_pids[e->index] = pid;
 		r->process_names[e->index] = NULL;
-	} else if (e->uuid != t->uuid) {
-		trd_problem(r, "process %d described by uuids %" PRIu64 " and %" PRIu64
-			    ": the importer creates a second process", pd->pid, e->uuid, t->uuid);
 	}
+	return e;
+}
+
+static void trd_process_track(struct trd *r, struct trd_track *t,
+			      const Perfetto__Protos__ProcessDescriptor *pd, bool is_new)
+{
+	const char *name = NULL;
+	struct trd_pid_ent *e;
+
+	if (is_new) {
+		e = trd_process_new(r, t, pd->pid);
+		if (!e)
+			return;
+		t->process_index = e->index;
+		t->generation = e->generation;
+		trd_generation_begins(r, pd->pid, e->generation, pd);
+	}
+	if (t->process_index >= r->n_processes)
+		return;
 	if (pd->process_name) {
 		name = trd_str(r, pd->process_name, strlen(pd->process_name));
-		r->process_names[e->index] = (char *)name;
+		r->process_names[t->process_index] = (char *)name;
 	}
 	if (r->ops->process && (is_new || pd->process_name))
-		trd_emitted(r, r->ops->process(r->ctx, e->index, pd->pid, name, is_new));
+		trd_emitted(r, r->ops->process(r->ctx, t->process_index, pd->pid, t->generation,
+					       name, is_new));
 	for (size_t i = 0; r->ops->process_label && i < pd->n_process_labels; i++)
-		trd_emitted(r, r->ops->process_label(r->ctx, e->index, pd->pid,
+		trd_emitted(r, r->ops->process_label(r->ctx, t->process_index, pd->pid,
+						     t->generation,
 						     trd_str(r, pd->process_labels[i],
 							     strlen(pd->process_labels[i]))));
 }
@@ -736,8 +827,27 @@ static bool trd_descriptor_identity(struct trd *r, const Perfetto__Protos__Track
 	return true;
 }
 
-static void trd_track_descriptor(struct trd *r, const Perfetto__Protos__TrackDescriptor *d)
+/*
+ * The BOOTTIME of a descriptor's packet, when it has one: profd times the
+ * descriptors of a reused pid's processes, in BOOTTIME (perfetto_writer.c).
+ */
+static const uint64_t *trd_descriptor_time(struct trd *r, const trd_packet *p, uint64_t *ts)
 {
+	if (!p->has_timestamp)
+		return NULL;
+	*ts = p->timestamp;
+	if (p->has_timestamp_clock_id && p->timestamp_clock_id == TRD_CLOCK_BOOTTIME)
+		return ts;
+	if (!r->has_boot_to_trace)
+		return NULL;
+	*ts -= (uint64_t)r->boot_to_trace;
+	return ts;
+}
+
+static void trd_track_descriptor(struct trd *r, const Perfetto__Protos__TrackDescriptor *d,
+				 const trd_packet *p)
+{
+	uint64_t at;
 	struct trd_track id, *t;
 	bool is_new;
 
@@ -767,9 +877,9 @@ static void trd_track_descriptor(struct trd *r, const Perfetto__Protos__TrackDes
 	if (!t->usable)
 		return;
 	if (t->kind == TRD_TRACK_THREAD)
-		trd_thread_track(r, t, d->thread, is_new);
+		trd_thread_track(r, t, d->thread, is_new, trd_descriptor_time(r, p, &at));
 	else if (t->kind == TRD_TRACK_PROCESS)
-		trd_process_track(r, t, d->process);
+		trd_process_track(r, t, d->process, is_new);
 }
 
 #define TRD_SEQ_CLOCK_FIRST 64
@@ -962,7 +1072,7 @@ static void trd_tokenize(struct trd *r, const trd_packet *p)
 	if (p->has_timestamp)
 		trd_note_clock(r, p, s);
 	if (p->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_TRACK_DESCRIPTOR)
-		trd_track_descriptor(r, p->track_descriptor);
+		trd_track_descriptor(r, p->track_descriptor, p);
 	else if (s && p->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_TRACK_EVENT)
 		trd_track_event(r, s, p);
 	else if (s && p->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_PERF_SAMPLE)
@@ -1094,6 +1204,7 @@ void trd_reader_init(struct trd *r)
 	pw_table_init(&r->tracks, sizeof(struct trd_track), sizeof(uint64_t));
 	pw_table_init(&r->thread_ids, sizeof(struct trd_tid_ent), sizeof(struct trd_tid_key));
 	pw_table_init(&r->process_ids, sizeof(struct trd_pid_ent), sizeof(int32_t));
+	pw_table_init(&r->generations, sizeof(struct trd_gen_ent), sizeof(struct trd_gen_key));
 	pw_table_init(&r->clocks_used, 2 * sizeof(uint32_t), sizeof(uint32_t));
 	pw_table_init(&r->clocks_snapshotted, sizeof(uint32_t), sizeof(uint32_t));
 }
@@ -1124,6 +1235,7 @@ void trd_reader_free(struct trd *r)
 	pw_table_free(&r->tracks);
 	pw_table_free(&r->thread_ids);
 	pw_table_free(&r->process_ids);
+	pw_table_free(&r->generations);
 	pw_table_free(&r->clocks_used);
 	pw_table_free(&r->clocks_snapshotted);
 	free(r->fast);

@@ -15,10 +15,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/*
+ * generation, here and below: how many processes of the same pid the trace
+ * held before this one's (a pid the kernel reused within the trace: the
+ * importer's second process of that pid, started by a new track uuid). 0 for
+ * most; samples (pid and tid only) go to the one alive at their time.
+ */
 struct trace_thread {
 	int32_t pid, tid;
 	char *name;          /* may be NULL */
 	uint64_t track_uuid;
+	uint32_t generation; /* of its process */
 };
 
 struct trace_slice {
@@ -29,11 +36,13 @@ struct trace_slice {
 	int64_t parent;      /* index into slices, -1 at depth 0 */
 	char *name;
 	int64_t self_samples; /* the END's "self_samples" argument (profd), -1 if none */
+	uint32_t generation;
 };
 
 struct trace_sample {
 	uint64_t ts;
 	int32_t pid, tid;
+	uint32_t generation;
 	uint32_t cpu;
 	size_t n_frames;
 	char **frames;       /* function names, root first; "?" when unnamed */
@@ -44,6 +53,7 @@ struct trace_sample {
 struct trace_counter_value {
 	char *track_name;
 	int32_t pid;
+	uint32_t generation;
 	uint64_t ts;
 	double value;
 };
@@ -54,6 +64,7 @@ struct trace_counter_value {
  */
 struct trace_func_total {
 	int32_t pid;
+	uint32_t generation;
 	uint32_t tid;        /* 0: over all threads */
 	char *name;
 	uint64_t calls, returned, not_on_timeline, total_ns, self_ns, avg_ns;

@@ -46,6 +46,8 @@ struct trd_track {
 	uint64_t parent_uuid;
 	const char *name;
 	size_t thread_index; /* thread tracks: the index the thread callback got */
+	size_t process_index; /* process tracks: the index the process callback got */
+	uint32_t generation;  /* thread and process tracks: of the process (trace_reader.h) */
 };
 
 /* A slice event between tokenization and matching. */
@@ -73,7 +75,8 @@ struct trd {
 	struct pw_table seqs;      /* struct trd_seq */
 	struct pw_table tracks;    /* struct trd_track */
 	struct pw_table thread_ids; /* (pid, tid) -> uuid */
-	struct pw_table process_ids; /* pid -> uuid, index */
+	struct pw_table process_ids; /* pid -> its newest process: uuid, index, generation */
+	struct pw_table generations; /* (pid, generation) -> where that process begins */
 	struct pw_table clocks_used; /* clock id -> packets */
 	struct pw_table clocks_snapshotted; /* clock id */
 	struct trace_thread *threads; /* described so far, file order, latest names */
@@ -143,8 +146,10 @@ void trd_packet_record(struct trd *r, const uint8_t *data, size_t len, bool nest
 /* End of file: the clock checks. */
 void trd_reader_finish(struct trd *r);
 void trd_reader_free(struct trd *r);
-/* The thread track uuid of (pid, tid), 0 if none was described. */
-uint64_t trd_thread_uuid(const struct trd *r, int32_t pid, int32_t tid);
+/* The thread track uuid of (pid, tid) in the pid's generation-th process, 0 if none was described. */
+uint64_t trd_thread_uuid(const struct trd *r, int32_t pid, int32_t tid, uint32_t generation);
+/* The generation of pid's process alive at boot_ts (BOOTTIME): the newest begun by then. */
+uint32_t trd_generation_at(const struct trd *r, int32_t pid, uint64_t boot_ts);
 
 /* trace_slices.c */
 void trd_slices_init(struct trd *r);
@@ -153,7 +158,7 @@ void trd_slice_event(struct trd *r, const struct trd_event *ev);
 /* A sample in file order: delivered now, or once its thread's slices reach its ts. */
 void trd_sample_event(struct trd *r, struct trace_stream_sample *smp);
 /* A thread track was described: samples waiting for it can go to its lane. */
-void trd_slices_thread_described(struct trd *r, int32_t pid, int32_t tid);
+void trd_slices_thread_described(struct trd *r, int32_t pid, int32_t tid, uint32_t generation);
 /* End of file: everything held is matched; open slices go out with dur -1. */
 void trd_slices_finish(struct trd *r);
 void trd_slices_free(struct trd *r);

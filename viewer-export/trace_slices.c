@@ -53,6 +53,7 @@ struct trd_lane {
 	bool released;             /* an event left the window: last_ts is set */
 	uint64_t last_ts;
 	int32_t pid, tid;          /* of its track, for the slices it delivers */
+	uint32_t generation;
 	struct trd_open *stack;
 	size_t depth, cap;
 	struct trd_sample_heap pending; /* samples at or after last_ts */
@@ -307,7 +308,7 @@ void trd_sample_event(struct trd *r, struct trace_stream_sample *smp)
 		trd_deliver_sample(r, smp);
 		return;
 	}
-	uuid = trd_thread_uuid(r, smp->s.pid, smp->s.tid);
+	uuid = trd_thread_uuid(r, smp->s.pid, smp->s.tid, smp->s.generation);
 	if (!uuid) { /* its thread may be described later */
 		trd_smp_push(r, r->orphans, smp);
 		return;
@@ -324,14 +325,15 @@ void trd_sample_event(struct trd *r, struct trace_stream_sample *smp)
 	trd_smp_push(r, &l->pending, smp);
 }
 
-void trd_slices_thread_described(struct trd *r, int32_t pid, int32_t tid)
+void trd_slices_thread_described(struct trd *r, int32_t pid, int32_t tid, uint32_t generation)
 {
 	struct trd_sample_heap *o = r->orphans;
 	struct trace_stream_sample smp;
 	size_t i = 0;
 
 	while (i < o->n) { /* rare: samples before their thread's descriptor */
-		if (o->v[i].s.pid != pid || o->v[i].s.tid != tid) {
+		if (o->v[i].s.pid != pid || o->v[i].s.tid != tid ||
+		    o->v[i].s.generation != generation) {
 			i++;
 			continue;
 		}
@@ -353,6 +355,7 @@ static void trd_deliver_slice(struct trd *r, struct trd_lane *l, size_t pos,
 		.track_uuid = l->uuid,
 		.pid = l->pid,
 		.tid = l->tid,
+		.generation = l->generation,
 		.ts = o->ts,
 		.dur = dur,
 		.depth = (uint32_t)pos,
@@ -459,6 +462,7 @@ static void trd_dispatch(struct trd *r, struct trd_lane *l, const struct trd_eve
 	}
 	l->pid = t->kind == TRD_TRACK_OTHER ? 0 : t->pid;
 	l->tid = t->kind == TRD_TRACK_THREAD ? t->tid : 0;
+	l->generation = t->kind == TRD_TRACK_OTHER ? 0 : t->generation;
 	if (ev->type == TRD_BEGIN)
 		trd_match_begin(r, l, ev);
 	else if (ev->type == TRD_END)

@@ -35,6 +35,7 @@ struct trace_stream_slice {
 	int64_t parent;       /* id of the enclosing slice, -1 at depth 0 */
 	uint64_t track_uuid;
 	int32_t pid, tid;     /* tid 0 off thread tracks, pid 0 on global tracks */
+	uint32_t generation;  /* of its process (trace_reader.h) */
 	uint64_t ts;          /* trace clock (CLOCK_MONOTONIC ns for profd) */
 	int64_t dur;          /* -1: still open at the end of the trace */
 	uint32_t depth;
@@ -96,10 +97,16 @@ struct trace_sched_event {
  * it. Called on the reading thread, never concurrently.
  */
 struct trace_stream_ops {
-	/* a process descriptor: first sight (is_new) or a later one; name NULL: none given */
-	int (*process)(void *ctx, size_t index, int32_t pid, const char *name, bool is_new);
+	/*
+	 * a process descriptor: first sight (is_new) or a later one; name NULL:
+	 * none given. index counts processes from 0, a reused pid's again
+	 * (generation, trace_reader.h).
+	 */
+	int (*process)(void *ctx, size_t index, int32_t pid, uint32_t generation, const char *name,
+		       bool is_new);
 	/* one of a process descriptor's labels (profd: its pid in its own PID namespace) */
-	int (*process_label)(void *ctx, size_t index, int32_t pid, const char *label);
+	int (*process_label)(void *ctx, size_t index, int32_t pid, uint32_t generation,
+			     const char *label);
 	/* a thread descriptor, as process; index counts threads from 0 in file order */
 	int (*thread)(void *ctx, size_t index, const struct trace_thread *t, bool is_new);
 	int (*slice)(void *ctx, const struct trace_stream_slice *s);

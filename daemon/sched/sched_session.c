@@ -155,8 +155,13 @@ static void on_switch(struct sched_session *ss, const struct sched_record *r,
 	if (next->traced)
 		offcpu_transition(ss->clocks, r->next_tid, r->ts, OFFCPU_RUNNING);
 	perfetto_writer_sched_switch(ss->cfg.writer, r->ts, r->cpu, prev, r->prev_state, next);
-	/* its last switch: later events of its tid are another thread's (freed then) */
-	if (prev->traced && dead)
+	/*
+	 * its last switch: later events of its tid are another thread's (freed
+	 * then). Not a process's main thread: its free ends the process, which
+	 * the writer does itself when the pid comes back as a new process
+	 * (perfetto_writer_process_start); a second free would end that one.
+	 */
+	if (prev->traced && dead && r->prev_tid != r->prev_tgid)
 		dead_add(&ss->dead, r->prev_tid);
 	ss->st.switches++;
 }

@@ -58,9 +58,12 @@ skip() {
 # Perfetto's importer as the judge: with trace_processor_shell on PATH, every
 # trace the test left in $WORK (*.pftrace, any depth) is loaded and fails the
 # test on an import error or data loss (its stats), or a thread or process
-# that the importer holds twice. Traces a test damages on purpose match
-# TP_CHECK_EXCLUDE (a grep -E pattern over their paths). Without it (CI has
-# none) nothing is checked and nothing is said: the count stays the same.
+# that the importer holds twice. A pid the kernel reused within the session is
+# two processes, not twice one: the first ended (its end_ts) when or before
+# the second began (its start_ts); their threads likewise. Traces a test
+# damages on purpose match TP_CHECK_EXCLUDE (a grep -E pattern over their
+# paths). Without it (CI has none) nothing is checked and nothing is said:
+# the count stays the same.
 TP_CHECK_EXCLUDE=${TP_CHECK_EXCLUDE:-}
 tp_check_traces() {
 	local tp q t row rc
@@ -70,8 +73,12 @@ tp_check_traces() {
 select
   (select coalesce(group_concat(name || '=' || value, ' '), '') from stats
      where value > 0 and severity in ('error', 'data_loss')) as errors,
-  (select count(*) from (select tid from thread where tid != 0 group by tid having count(*) > 1)),
-  (select count(*) from (select pid from process where pid != 0 group by pid having count(*) > 1));
+  (select count(*) from thread a join thread b on a.tid = b.tid and a.utid < b.utid
+     left join process pa on pa.upid = a.upid left join process pb on pb.upid = b.upid
+     where a.tid != 0 and not (pa.upid != pb.upid and pa.pid = pb.pid
+       and pa.end_ts is not null and pb.start_ts >= pa.end_ts)) as tids_twice,
+  (select count(*) from process a join process b on a.pid = b.pid and a.upid < b.upid
+     where a.pid != 0 and not (a.end_ts is not null and b.start_ts >= a.end_ts)) as pids_twice;
 SQL
 	while IFS= read -r t; do
 		[ -n "$TP_CHECK_EXCLUDE" ] && grep -qE "$TP_CHECK_EXCLUDE" <<<"$t" && continue

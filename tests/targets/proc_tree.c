@@ -15,9 +15,15 @@
  *                               exit handler, no _exit: nothing of the agent runs)
  *   proc_tree server FIFO       a pre-forking server: a worker per line on a FIFO ("N":
  *                               fibf(N); "N FILE": fibf(N) over and over until FILE exists)
+ *   proc_tree reuse N1 N2       two processes of one pid, one after the other, running
+ *                               "work N1" then "work N2" (see reuse_pid)
  */
+#include <errno.h>
 #include <fcntl.h>
+#include <linux/sched.h>
+#include <signal.h>
 #include <spawn.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -191,6 +197,46 @@ static int server(const char *fifo)
 	}
 }
 
+/*
+ * A pid the kernel hands out twice in one session, made to happen: a child
+ * runs "work N1" and is reaped, then clone3 with set_tid asks for its pid
+ * again (CAP_SYS_ADMIN over the PID namespace: root) for a child that runs
+ * "work N2". Between the two, 50 ms: their start times in /proc (clock
+ * ticks) differ, as those of two processes of a reused pid always do.
+ * Prints "reuse PID", or "reuse-failed ERRNO" when the kernel refused (no
+ * privilege, no clone3, the pid taken meanwhile).
+ */
+static int reuse_pid(char *self, char *n1, char *n2)
+{
+	char *argv1[] = { self, "work", n1, NULL }, *argv2[] = { self, "work", n2, NULL };
+	struct clone_args ca = { .exit_signal = SIGCHLD, .set_tid_size = 1 };
+	pid_t first = fork(), again;
+	int status, bad;
+
+	if (first < 0)
+		return 1;
+	if (first == 0) {
+		execv(self, argv1);
+		_exit(127);
+	}
+	bad = waitpid(first, &status, 0) != first || !WIFEXITED(status) || WEXITSTATUS(status);
+	usleep(50000);
+	fflush(stdout);
+	ca.set_tid = (uintptr_t)&first;
+	again = (pid_t)syscall(SYS_clone3, &ca, sizeof(ca));
+	if (again == 0) { /* a copy of the parent that ran no atfork handler: straight to exec */
+		syscall(SYS_execve, self, argv2, environ);
+		syscall(SYS_exit_group, 127);
+	}
+	if (again < 0) {
+		printf("reuse-failed %d\n", errno);
+		return bad;
+	}
+	bad |= waitpid(again, &status, 0) != again || !WIFEXITED(status) || WEXITSTATUS(status);
+	printf("reuse %d\n", (int)again);
+	return bad;
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "";
@@ -219,7 +265,9 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(mode, "server") && argc > 2)
 		return server(argv[2]);
+	if (!strcmp(mode, "reuse") && argc > 3)
+		return reuse_pid(argv[0], argv[2], argv[3]);
 	fprintf(stderr, "usage: proc_tree work N | fork|forkexit K N | forkexec|spawn|vfork PROG... | "
-			"grand N | quick | server FIFO\n");
+			"grand N | quick | server FIFO | reuse N1 N2\n");
 	return 2;
 }

@@ -718,11 +718,12 @@ struct labels {
 	size_t n;
 };
 
-static int got_label(void *ctx, size_t index, int32_t pid, const char *label)
+static int got_label(void *ctx, size_t index, int32_t pid, uint32_t generation, const char *label)
 {
 	struct labels *l = ctx;
 
 	(void)index;
+	CHECK_EQ_INT(generation, 0);
 	if (l->n < 4) {
 		l->pid[l->n] = pid;
 		snprintf(l->text[l->n++], sizeof(l->text[0]), "%s", label ? label : "(null)");
@@ -801,6 +802,118 @@ static void test_sched_events_round_trip(void)
 	close(fd);
 }
 
+/* What the reader makes of a reused pid: per process, and what landed where. */
+struct reuse_seen {
+	uint32_t gens[4];      /* generation of each process callback, first sight */
+	size_t n_procs;
+	size_t slices[2];      /* by generation */
+	size_t samples[2];
+	size_t threads[2];
+	size_t frees;          /* sched_process_free of the pid */
+};
+
+static int reuse_process(void *ctx, size_t index, int32_t pid, uint32_t generation,
+			 const char *name, bool is_new)
+{
+	struct reuse_seen *r = ctx;
+
+	(void)name;
+	CHECK_EQ_INT(pid, PID);
+	if (is_new && r->n_procs < 4) {
+		CHECK_EQ_INT(index, r->n_procs);
+		r->gens[r->n_procs++] = generation;
+	}
+	return 0;
+}
+
+static int reuse_thread(void *ctx, size_t index, const struct trace_thread *t, bool is_new)
+{
+	struct reuse_seen *r = ctx;
+
+	(void)index;
+	if (is_new && t->generation < 2)
+		r->threads[t->generation]++;
+	return 0;
+}
+
+static int reuse_slice(void *ctx, const struct trace_stream_slice *s)
+{
+	struct reuse_seen *r = ctx;
+
+	if (s->generation < 2)
+		r->slices[s->generation]++;
+	return 0;
+}
+
+static int reuse_sched(void *ctx, const struct trace_sched_event *e)
+{
+	struct reuse_seen *r = ctx;
+
+	r->frees += e->kind == TRACE_SCHED_FREE && e->tid == PID;
+	return 0;
+}
+
+static int reuse_sample(void *ctx, const struct trace_stream_sample *smp)
+{
+	struct reuse_seen *r = ctx;
+
+	if (smp->s.generation < 2)
+		r->samples[smp->s.generation]++;
+	return 0;
+}
+
+/*
+ * A pid reused: two processes, each its own threads and slices; a sample of
+ * the first written after the second began is still the first's (by time);
+ * nothing of it is a problem, and the first ends with a free of its pid.
+ */
+static void test_reused_pid_is_two_processes(void)
+{
+	static const struct trace_stream_ops ops = { .process = reuse_process,
+		.thread = reuse_thread, .slice = reuse_slice, .sample = reuse_sample,
+		.sched = reuse_sched };
+	struct perfetto_frame f = { .function = "fibf", .mapping_path = "/bin/x",
+				    .map_start = 0x1000, .map_end = 0x2000 };
+	int fd = new_fd();
+	struct perfetto_writer *w = perfetto_writer_new(fd);
+	struct trace_stream_opts o = { .attribute_samples = true };
+	struct reuse_seen seen = { 0 };
+	struct trace_stream *ts;
+	uint64_t again = PERFETTO_PROC(PID, 1);
+
+	perfetto_writer_process(w, PID, "first");
+	perfetto_writer_thread(w, PID, PID, "first");
+	perfetto_writer_slice_begin(w, PID, PID, T0, 1);
+	perfetto_writer_slice_end(w, PID, PID, T0 + 10);
+	CHECK_EQ_INT(perfetto_writer_process_start(w, again, T0 + 100), 0);
+	perfetto_writer_process(w, again, "second");
+	perfetto_writer_thread(w, again, PID, "second");
+	for (int i = 0; i < 3; i++) {
+		perfetto_writer_slice_begin(w, again, PID, T0 + 200 + 10 * i, 1);
+		perfetto_writer_slice_end(w, again, PID, T0 + 205 + 10 * i);
+	}
+	perfetto_writer_sample(w, T0 + 5, 0, PID, PID, &f, 1);   /* the first's, written late */
+	perfetto_writer_sample(w, T0 + 201, 0, PID, PID, &f, 1); /* the second's */
+	perfetto_writer_process(w, PID, "first-renamed");         /* late: still the first */
+	CHECK_EQ_INT(perfetto_writer_free(w), 0);
+	ts = trace_stream_new(&ops, &seen, &o);
+	CHECK(ts != NULL);
+	CHECK_EQ_INT(trace_stream_read_file(ts, fd_path(fd)), 0);
+	CHECK_EQ_INT(seen.n_procs, 2);
+	CHECK_EQ_INT(seen.gens[0], 0);
+	CHECK_EQ_INT(seen.gens[1], 1);
+	CHECK_EQ_INT(seen.threads[0], 1);
+	CHECK_EQ_INT(seen.threads[1], 1);
+	CHECK_EQ_INT(seen.slices[0], 1);
+	CHECK_EQ_INT(seen.slices[1], 3);
+	CHECK_EQ_INT(seen.samples[0], 1);
+	CHECK_EQ_INT(seen.samples[1], 1);
+	CHECK_EQ_INT(seen.frees, 1); /* the first ended, once */
+	CHECK_EQ_INT(trace_stream_get_stats(ts)->problems, 0);
+	trace_stream_free(ts);
+	close(fd);
+}
+
 int main(void)
 {
 	RUN_TEST(test_slices_across_tiny_windows);
@@ -816,6 +929,7 @@ int main(void)
 	RUN_TEST(test_exports_heap_stays_bounded);
 	RUN_TEST(test_sched_events_round_trip);
 	RUN_TEST(test_namespace_pid_label);
+	RUN_TEST(test_reused_pid_is_two_processes);
 	printf("%d passed, %d failed\n", unit_cases_passed, unit_cases_failed);
 	return unit_cases_failed ? 1 : 0;
 }

@@ -14,7 +14,10 @@
  *    thread per sampled thread, "TID samples" (tid + EXPORT_SAMPLES_TID), so
  *    they do not interleave with the calls' slices; name "cpu sample" (one
  *    named after a function would count as a call of it), args.leaf: the
- *    leaf frame, args.stack: the frames root first, ';'-separated.
+ *    leaf frame, args.stack: the frames root first, ';'-separated;
+ *  - a pid reused within the trace (trace_reader.h, generation): its later
+ *    processes are pid + generation * CHROME_PID_REUSED (the format knows
+ *    a process by its pid alone), named "NAME (pid PID)".
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -24,6 +27,13 @@
 
 #define CHROME_SAMPLES_TID (1 << 30) /* above any Linux tid (PID_MAX_LIMIT is 2^22) */
 #define CHROME_SAMPLE_NAME "cpu sample"
+#define CHROME_PID_REUSED 4194304 /* PID_MAX_LIMIT: above any pid */
+
+/* The pid the format shows for the generation-th process of pid. */
+static int64_t chrome_pid(int32_t pid, uint32_t generation)
+{
+	return (int64_t)pid + (int64_t)generation * CHROME_PID_REUSED;
+}
 
 struct chrome {
 	struct export_base base;
@@ -67,22 +77,27 @@ static FILE *event(struct chrome *c)
 	return c->out;
 }
 
-static void meta(struct chrome *c, const char *what, int32_t pid, int32_t tid, const char *name)
+static void meta(struct chrome *c, const char *what, int64_t pid, int32_t tid, const char *name)
 {
 	FILE *out = event(c);
 
-	fprintf(out, "{\"ph\":\"M\",\"name\":\"%s\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":", what,
-		pid, tid);
+	fprintf(out, "{\"ph\":\"M\",\"name\":\"%s\",\"pid\":%" PRId64 ",\"tid\":%d,\"args\":{\"name\":",
+		what, pid, tid);
 	json_str(out, name);
 	fputs("}}", out);
 }
 
-static int chrome_process(void *ctx, size_t index, int32_t pid, const char *name, bool is_new)
+static int chrome_process(void *ctx, size_t index, int32_t pid, uint32_t generation,
+			  const char *name, bool is_new)
 {
+	char named[160];
+
 	(void)index;
 	(void)is_new;
+	if (name && generation) /* its own pid is not the one the format shows */
+		snprintf(named, sizeof(named), "%s (pid %d)", name, (int)pid);
 	if (name)
-		meta(ctx, "process_name", pid, 0, name);
+		meta(ctx, "process_name", chrome_pid(pid, generation), 0, generation ? named : name);
 	return 0;
 }
 
@@ -91,7 +106,7 @@ static int chrome_thread(void *ctx, size_t index, const struct trace_thread *t, 
 	(void)index;
 	(void)is_new;
 	if (t->name)
-		meta(ctx, "thread_name", t->pid, t->tid, t->name);
+		meta(ctx, "thread_name", chrome_pid(t->pid, t->generation), t->tid, t->name);
 	return 0;
 }
 
@@ -100,8 +115,8 @@ static int chrome_slice(void *ctx, const struct trace_stream_slice *s)
 	struct chrome *c = ctx;
 	FILE *out = event(c);
 
-	fprintf(out, "{\"ph\":\"%s\",\"pid\":%d,\"tid\":%d,\"ts\":", s->dur < 0 ? "B" : "X",
-		s->pid, s->tid);
+	fprintf(out, "{\"ph\":\"%s\",\"pid\":%" PRId64 ",\"tid\":%d,\"ts\":",
+		s->dur < 0 ? "B" : "X", chrome_pid(s->pid, s->generation), s->tid);
 	json_us(out, s->ts);
 	if (s->dur >= 0) {
 		fputs(",\"dur\":", out);
@@ -114,10 +129,10 @@ static int chrome_slice(void *ctx, const struct trace_stream_slice *s)
 }
 
 /* The sampled thread's pseudo thread, named once. */
-static int samples_thread(struct chrome *c, int32_t pid, int32_t tid)
+static int samples_thread(struct chrome *c, int64_t pid, int32_t tid)
 {
 	/* a (pid, tid) key as a fake pointer: export_names only compares them */
-	const char *key = (const char *)(uintptr_t)(((uint64_t)(uint32_t)pid << 32) | (uint32_t)tid);
+	const char *key = (const char *)(uintptr_t)(((uint64_t)pid << 32) | (uint32_t)tid);
 	size_t before = c->sampled.n;
 	int64_t id = export_names_id(&c->sampled, key);
 	char name[48];
@@ -135,13 +150,14 @@ static int chrome_sample(void *ctx, const struct trace_stream_sample *smp)
 {
 	struct chrome *c = ctx;
 	const struct trace_sample *s = &smp->s;
-	int rc = samples_thread(c, s->pid, s->tid);
+	int64_t pid = chrome_pid(s->pid, s->generation);
+	int rc = samples_thread(c, pid, s->tid);
 	FILE *out;
 
 	if (rc)
 		return rc;
 	out = event(c);
-	fprintf(out, "{\"ph\":\"i\",\"s\":\"t\",\"pid\":%d,\"tid\":%d,\"ts\":", s->pid,
+	fprintf(out, "{\"ph\":\"i\",\"s\":\"t\",\"pid\":%" PRId64 ",\"tid\":%d,\"ts\":", pid,
 		s->tid + CHROME_SAMPLES_TID);
 	json_us(out, s->ts);
 	/* named for what it is: an event named after a function would count as its call */

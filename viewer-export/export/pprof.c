@@ -13,7 +13,10 @@
  *
  * Encoded by hand with perfetto_intern.h's pwb encoder rather than a
  * protoc-c copy of profile.proto: the message is written once, at the end,
- * from tables this module holds anyway, with a dozen fields.
+ * from tables this module holds anyway, with a dozen fields. Each CPU
+ * sample is labelled with its pid, and a reused pid's later processes
+ * (trace_reader.h, generation) also with "pid_generation", so that the
+ * processes of one pid stay apart.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -28,9 +31,10 @@ enum { V_SAMPLES, V_CPU_NS, V_CALLS, V_CALL_NS };
 /* Fixed strings, first in the string table (index = position). */
 static const char *const fixed[] = {
 	"", "samples", "count", "cpu", "nanoseconds", "calls", "call_time", "[unknown]", "pid",
+	"pid_generation",
 };
 enum { S_EMPTY, S_SAMPLES, S_COUNT, S_CPU, S_NS, S_CALLS, S_CALL_TIME, S_UNKNOWN, S_PID,
-       S_FIXED };
+       S_PID_GENERATION, S_FIXED };
 
 struct pprof {
 	struct export_base base;
@@ -38,7 +42,7 @@ struct pprof {
 	struct export_stacks funcs;    /* [name] -> v[0] function id */
 	struct export_stacks maps;     /* [path] -> v[0] mapping id, v[1] build id string */
 	struct export_stacks locs;     /* [function id, mapping id] -> v[0] location id */
-	/* location ids, leaf first, then the process's pid (0: none) -> the four values */
+	/* location ids, leaf first, then the process's pid (0: none) and generation -> the values */
 	struct export_stacks samples;
 	struct export_calls *chains;
 	uint64_t *buf;                 /* location ids of the stack being built */
@@ -112,7 +116,7 @@ static int pprof_sample(void *ctx, const struct trace_stream_sample *smp)
 	size_t n = s->n_frames ? s->n_frames : 1;
 	int64_t v[EXPORT_VALUES] = { [V_SAMPLES] = 1 };
 
-	if (!reserve(p, n + 1))
+	if (!reserve(p, n + 2))
 		return -ENOMEM;
 	/* the main thread's root frame is _start, in the executable; another thread's is libc's */
 	if ((!p->main_path || !p->main_from_main_thread) && s->n_frames && s->frame_mappings &&
@@ -131,7 +135,8 @@ static int pprof_sample(void *ctx, const struct trace_stream_sample *smp)
 		p->ids[i] = (uint32_t)loc;
 	}
 	p->ids[n] = (uint32_t)s->pid; /* a process tree's samples stay apart, labelled */
-	return export_stacks_add(&p->samples, p->ids, n + 1, v);
+	p->ids[n + 1] = s->generation;
+	return export_stacks_add(&p->samples, p->ids, n + 2, v);
 }
 
 static int pprof_chain(void *ctx, const uint32_t *ids, size_t n, int64_t calls, int64_t ns)
@@ -140,7 +145,7 @@ static int pprof_chain(void *ctx, const uint32_t *ids, size_t n, int64_t calls, 
 	int64_t v[EXPORT_VALUES] = { [V_CALLS] = calls, [V_CALL_NS] = ns };
 	struct export_names *names = &p->strings;
 
-	if (!reserve(p, n + 1))
+	if (!reserve(p, n + 2))
 		return -ENOMEM;
 	for (size_t i = 0; i < n; i++) { /* ids are string ids of the names, root first */
 		int64_t loc = location(p, names->names[ids[n - 1 - i]], NULL, NULL);
@@ -149,8 +154,8 @@ static int pprof_chain(void *ctx, const uint32_t *ids, size_t n, int64_t calls, 
 			return (int)loc;
 		p->ids[i] = (uint32_t)loc;
 	}
-	p->ids[n] = 0; /* chains are summed over processes */
-	return export_stacks_add(&p->samples, p->ids, n + 1, v);
+	p->ids[n] = p->ids[n + 1] = 0; /* chains are summed over processes */
+	return export_stacks_add(&p->samples, p->ids, n + 2, v);
 }
 
 static int pprof_slice(void *ctx, const struct trace_stream_slice *s)
@@ -176,8 +181,8 @@ static void encode_samples(struct pwb *b, const struct pprof *p, uint64_t period
 		const uint32_t *ids = export_stack_ids(&p->samples, s);
 		size_t m = pwb_open(b, 2), packed;
 
-		packed = pwb_open(b, 1); /* location_id, leaf first; the last id is the pid */
-		for (size_t k = 0; k + 1 < s->n; k++)
+		packed = pwb_open(b, 1); /* location_id, leaf first; the last two: pid, generation */
+		for (size_t k = 0; k + 2 < s->n; k++)
 			pwb_varint(b, ids[k]);
 		pwb_close(b, packed);
 		packed = pwb_open(b, 2); /* value */
@@ -186,10 +191,17 @@ static void encode_samples(struct pwb *b, const struct pprof *p, uint64_t period
 		pwb_varint(b, (uint64_t)s->v[V_CALLS]);
 		pwb_varint(b, (uint64_t)s->v[V_CALL_NS]);
 		pwb_close(b, packed);
-		if (s->n && ids[s->n - 1]) {
+		if (s->n >= 2 && ids[s->n - 2]) {
 			size_t label = pwb_open(b, 3); /* Label: key "pid", num */
 
 			pwb_uint(b, 1, S_PID);
+			pwb_uint(b, 3, ids[s->n - 2]);
+			pwb_close(b, label);
+		}
+		if (s->n >= 2 && ids[s->n - 1]) {
+			size_t label = pwb_open(b, 3); /* Label: key "pid_generation", num */
+
+			pwb_uint(b, 1, S_PID_GENERATION);
 			pwb_uint(b, 3, ids[s->n - 1]);
 			pwb_close(b, label);
 		}
