@@ -101,6 +101,10 @@ struct session {
 	uint64_t rate_at_ns, rate_mark, events_per_s; /* status: events over the last second */
 	char **patterns;
 	size_t n_patterns;
+	/* --args/--retval (common/arg_spec.h), checked, handed to every agent */
+	char **arg_specs, **retval_specs;
+	size_t n_arg_specs, n_retval_specs;
+	uint32_t args_string_max;
 	uint32_t freq;
 	char agents_cut_warning[320];    /* the summary's line for agents that stopped early */
 	struct session_process *procs;   /* every process of the session, newest first */
