@@ -63,6 +63,7 @@ struct session_process {
 	struct thread_slot *threads;
 	uint32_t n_thread_slots, n_threads; /* a power of two; used */
 	uint64_t events, drops, events_invalid;
+	uint64_t calls_with_args, args_recorded; /* --args/--retval values written to slices */
 	uint64_t buffer_budget, buffer_peak; /* as the agent reported them at its goodbye */
 	int agent_said_goodbye;
 	/* its agent's connection closed before its goodbye, after this many events */

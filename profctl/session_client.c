@@ -589,6 +589,10 @@ static void print_calls(const Profd__SessionSummary *s)
 		fprintf(stderr, "; %llu in no function's figures (the agent lacked memory)",
 			(unsigned long long)s->calls_unattributed);
 	fprintf(stderr, "\n");
+	if (s->args_recorded)
+		fprintf(stderr, "profctl: values: %llu calls carried arguments, %llu values recorded "
+				"(--args/--retval)\n",
+			(unsigned long long)s->calls_with_args, (unsigned long long)s->args_recorded);
 	if (s->buffer_budget)
 		fprintf(stderr, "profctl: event buffers: peak %.1f MiB of %.1f MiB (--buffer-size)\n",
 			(double)s->buffer_peak / (1 << 20), (double)s->buffer_budget / (1 << 20));
