@@ -2,14 +2,15 @@
 /*
  * Arguments and return values for --args/--retval (issue 29): args_all
  * takes a string, integers of 8 to 64 bits (negative ones too), a double,
- * an enum and a pointer that is no string ((char *)1, then a page unmapped
- * before the call) and returns a value; args_long gets a string longer than
- * the copy limit; args_stack has arguments on the stack (arg7, arg8);
+ * an enum and a pointer that is no string ((char *)1, then a PROT_NONE
+ * page) and returns a value; args_long gets a string longer than
+ * the copy limit, then 10 bytes without a NUL before an unreadable page; args_stack has arguments on the stack (arg7, arg8);
  * args_float returns a double; and fopen gets a path. Calls are made
  * ARGS_CALLS times each; the target prints "done".
  */
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -49,19 +50,24 @@ int main(void)
 	char longer[200];
 	long sum = 0;
 	long page = sysconf(_SC_PAGESIZE);
-	char *gone = mmap(NULL, (size_t)page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	/* two pages: the second unreadable, the first ending in 10 'x' and no NUL */
+	char *area = mmap(NULL, 2 * (size_t)page, PROT_READ | PROT_WRITE,
+			  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	char *gone = area + page, *unended = gone - 10;
 	FILE *f;
 
 	for (size_t i = 0; i < sizeof(longer) - 1; i++)
 		longer[i] = (char)('a' + i % 26);
 	longer[sizeof(longer) - 1] = '\0';
-	if (gone == MAP_FAILED)
+	if (area == MAP_FAILED)
 		return 1;
-	munmap(gone, (size_t)page); /* its address is no string now */
+	memset(unended, 'x', 10);
+	mprotect(gone, (size_t)page, PROT_NONE); /* kept mapped: nothing else lands there */
 	for (int i = 0; i < ARGS_CALLS; i++) {
 		sum += args_all("hello world", -5, 1234, -70000, 1ll << 40, 2.5, BLUE, (const char *)1);
 		sum += args_all("second", 7, -2, 3, -4, -0.25, GREEN, gone);
 		sum += (long)args_long(longer);
+		sum += (long)args_long(unended);
 		sum += args_stack(1, 2, 3, 4, 5, 6, 77, 88);
 		sum += (long)args_float(1.5, 0.25f);
 	}
