@@ -99,7 +99,7 @@ DAEMON_OBJ  := $(call obj,$(DAEMON_SRC))
 EXPORT_OBJ  := $(call obj,$(EXPORT_SRC))
 PROFCTL_OBJ := $(call obj,$(PROFCTL_SRC))
 # `profctl funcs` decides with the agent's own code (agent/instrument.c), run on mapped files
-PROFCTL_AGENT_OBJ := $(call obj,agent/instrument.c agent/elf_symbols.c agent/patcher.c \
+PROFCTL_AGENT_OBJ := $(call obj,agent/instrument.c agent/elf_symbols.c agent/patcher.c agent/arg_capture.c \
 	agent/stub_slot_$(ARCH).c agent/proc_maps.c agent/jit_callers.c $(TRAMP_SRC) profctl/agent_link.c)
 
 UNIT_SRC    := $(wildcard tests/unit/test_*.c)
@@ -175,7 +175,7 @@ HOT_CFLAGS_x86_64 := -fcf-protection=none
 HOT_CFLAGS := -mgeneral-regs-only -fno-stack-protector -fno-sanitize=all $(HOT_CFLAGS_$(ARCH)) \
 	-fno-exceptions -fno-asynchronous-unwind-tables -funwind-tables
 
-$(BUILD)/obj/agent/hooks.o: ALL_CFLAGS += $(HOT_CFLAGS)
+$(BUILD)/obj/agent/hooks.o $(BUILD)/obj/agent/arg_capture_hot.o: ALL_CFLAGS += $(HOT_CFLAGS)
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(@D)

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "agent/agent_thread.h"
+#include "agent/arg_capture.h"
 #include "agent/flusher.h"
 #include "agent/instrument.h"
 #include "agent/world_stop.h"
@@ -575,6 +576,9 @@ static int agent_prepare(const char *path, const char *token, Profd__AgentConfig
 	snprintf(agent.path, sizeof(agent.path), "%s", path);
 	snprintf(agent.token, sizeof(agent.token), "%s", token);
 	hooks_set_filters(cfg->min_duration_ticks, cfg->max_depth);
+	/* specs profd checked: a refusal (an architecture without capture) is a warning of the table */
+	arg_capture_configure(cfg->arg_specs, cfg->n_arg_specs, cfg->retval_specs,
+			      cfg->n_retval_specs, cfg->args_string_max);
 	err = func_filter_parse((const char *const *)cfg->func_patterns, cfg->n_func_patterns,
 				&filter, err_text, sizeof(err_text));
 	if (cfg != preset)

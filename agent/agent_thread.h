@@ -34,6 +34,8 @@
 _Static_assert(AGENT_SHADOW_CAPACITY + 3 < SEGMENT_FIRST, "a segment fits the deepest stack");
 /* aarch64: stack words an unwinder's restore may rewrite (see lr_homes). */
 #define LR_HOMES_MAX 2048
+/* Ring units one call's captured values take at most (agent/arg_capture.h ARG_UNITS_MAX). */
+#define ARG_SAVE_UNITS 48
 /* Per-function aggregates, in pages of AGG_PAGE_FUNCS allocated on a function's first call. */
 #define AGG_PAGE_FUNCS 64
 #define AGG_PAGES (1u << 14)
@@ -97,6 +99,12 @@ struct shadow_entry {
 /* aarch64: the function signs its return address (STUB_FLAG_SIGNS_RA_*, same bits). */
 #define SHADOW_SIGNS_RA_A 8u
 #define SHADOW_SIGNS_RA_B 16u
+/*
+ * Its function has an --args/--retval spec (agent/arg_capture.h): its exit
+ * takes the slow path (the return value), and while SHADOW_PENDING its
+ * arguments wait in arg_save[depth] (arg_saved[depth] units).
+ */
+#define SHADOW_ARGS 32u
 #define ENTER_UNWRITTEN UINT64_MAX
 /* Its exit found it too short: off the timeline for good, counted as filtered. */
 #define ENTER_FILTERED (UINT64_MAX - 1)
@@ -205,6 +213,13 @@ struct agent_thread {
 	_Atomic uint64_t span_end[SEGMENT_SLOTS];
 	struct func_agg *_Atomic agg_pages[AGG_PAGES];
 	struct shadow_entry shadow[AGENT_SHADOW_CAPACITY];
+	/*
+	 * --min-duration with --args: the values of a waiting call, captured at
+	 * its enter, written with its late ENTER (hooks.c pending_write_enters).
+	 * Pages are touched only when used.
+	 */
+	uint8_t arg_saved[AGENT_SHADOW_CAPACITY];
+	struct event_record arg_save[AGENT_SHADOW_CAPACITY][ARG_SAVE_UNITS];
 #if defined(__aarch64__)
 	/*
 	 * The stack words an unwinder's restore rewrote (agent/hooks.c,

@@ -25,12 +25,15 @@
 #include <unistd.h>
 
 #include "agent/agent_thread.h"
+#include "agent/arg_capture.h"
 #include "agent/cpu_ticks.h"
 #include "agent/flusher.h"
 #include "common/mono_clock.h"
 #include "proto/frame.h"
 #include "proto/frame_io.h"
 #include "profd.pb-c.h"
+
+#define unlikely(x) __builtin_expect(!!(x), 0)
 
 #define FLUSH_INTERVAL_NS (5 * 1000 * 1000)
 /* How often a thread's aggregates go out while it runs (and always at its exit and at stop). */
@@ -200,23 +203,53 @@ static const struct event_record *span_segment(struct agent_thread *t, uint64_t 
 }
 
 /*
+ * An ENTER or EXIT whose kind says values follow it (agent/arg_capture.h):
+ * the event, then its VALUES item; *pos moves past its units (same segment).
+ */
+static uint8_t *encode_with_values(struct event_encoder *enc, uint8_t *p,
+				   const struct event_record *seg, uint64_t *pos,
+				   const struct event_record *r)
+{
+	uint32_t kind = r->kind & ((1u << ARG_KIND_UNITS_SHIFT) - 1), n = r->kind >> ARG_KIND_UNITS_SHIFT;
+	uint64_t at = *pos + 1;
+
+	if (kind == EVENT_ENTER) {
+		const struct event_enter_frame *f = (const void *)&seg[at % SEGMENT_SPAN];
+
+		p = event_encode(enc, p, r->tsc, r->func_id, kind, f->return_address,
+				 f->tagged_slot & ~EVENT_FRAME_TAG);
+		at++;
+	} else {
+		p = event_encode(enc, p, r->tsc, r->func_id, kind, 0, 0);
+	}
+	p = arg_encode_values(enc, p, (const struct arg_unit *)&seg[at % SEGMENT_SPAN], n);
+	*pos = at + n;
+	return p;
+}
+
+/*
  * The events of one segment from *pos_io up to limit, while the chunk has
  * room, into p. In locals: a byte store may alias the cursor and the
  * encoder, and GCC reloaded and stored them around every byte.
  */
 static uint8_t *encode_span(const struct event_record *seg, uint64_t *pos_io, uint64_t limit,
-			    struct event_encoder *enc_io, uint8_t *p)
+			    struct event_encoder *enc_io, uint8_t *p, const uint8_t *p_stop)
 {
 	uint64_t pos = *pos_io;
 	struct event_encoder enc = *enc_io;
 
-	while (pos < limit && enc.count < EVENTS_PER_CHUNK) {
+	/* an event with values counts twice: the VALUES item is one of the chunk's events */
+	while (pos < limit && enc.count < EVENTS_PER_CHUNK - 1 && p < p_stop) {
 		const struct event_record *r = &seg[pos % SEGMENT_SPAN];
 		const struct event_enter_frame *f;
 		uint64_t tsc = r->tsc;
 		uint32_t func_id = r->func_id, kind = r->kind;
 
 		if (kind != EVENT_ENTER) {
+			if (unlikely(kind >> ARG_KIND_UNITS_SHIFT)) {
+				p = encode_with_values(&enc, p, seg, &pos, r);
+				continue;
+			}
 			p = event_encode(&enc, p, tsc, func_id, kind, 0, 0);
 			pos++;
 			continue;
@@ -240,6 +273,9 @@ static void flusher_put_event_chunk(struct event_cursor *c, uint64_t drops)
 	uint8_t *start = stage_open(sizeof(struct event_chunk_header) +
 				    (size_t)EVENTS_PER_CHUNK * EVENT_WORST);
 	uint8_t *p = start + sizeof(struct event_chunk_header);
+	/* past it, one more event and its values might not fit what was staged */
+	const uint8_t *p_stop = p + (size_t)EVENTS_PER_CHUNK * EVENT_WORST - EVENT_WORST -
+				EVENT_VALUES_WORST;
 	struct event_chunk_header h = { .kind = EVENT_CHUNK_EVENTS, .tid = c->t->tid,
 					.drops = drops };
 	struct event_encoder enc = { 0 };
@@ -259,7 +295,7 @@ static void flusher_put_event_chunk(struct event_cursor *c, uint64_t drops)
 		if (end && end - 1 < limit)
 			limit = end - 1;
 		seg = span_segment(c->t, span); /* once per span, not per event */
-		p = encode_span(seg, &c->pos, limit, &enc, p);
+		p = encode_span(seg, &c->pos, limit, &enc, p, p_stop);
 	}
 	h.count = enc.count;
 	h.len = (uint32_t)(p - start - sizeof(h));

@@ -37,6 +37,7 @@
 #include <sys/syscall.h>
 
 #include "agent/agent_thread.h"
+#include "agent/arg_capture.h"
 #include "agent/cpu_ticks.h"
 #include "agent/jit_callers.h"
 #include "trampolines/trampoline_layout.h"
@@ -375,6 +376,24 @@ static inline int entry_waiting(const struct shadow_entry *e)
 }
 
 /*
+ * The values entry i's call was entered with (--args), saved while its
+ * ENTER waited, after that ENTER (just written, at head - 2): when the
+ * segment has room for them beyond what every open call still needs, else
+ * the call goes on the timeline without them. Returns the new head.
+ */
+COLD static uint64_t pending_write_values(struct agent_thread *t, uint64_t head, uint32_t i)
+{
+	uint32_t n = t->arg_saved[i];
+	uint64_t reserve = (uint64_t)(state_depth(state_load(t)) + 1) * agent_units_per_call + 2;
+
+	if (!n || !ring_has_room(t, head, n + reserve))
+		return head;
+	arg_units_copy(ring_at(t, head), t->arg_save[i], n);
+	ring_at(t, head - 2)->kind |= n << ARG_KIND_UNITS_SHIFT;
+	return head + n;
+}
+
+/*
  * Writes from `head` the waiting ENTERs of entry k and of the calls it runs
  * in, oldest first, down to the first entry already written: a call on the
  * timeline needs its parents there. Nothing was written while they waited
@@ -399,6 +418,8 @@ pending_write_enters(struct agent_thread *t, uint64_t head, uint32_t k)
 		ring_put_enter(t, head, e->func_id, e->enter_tsc, e->return_address, e->return_slot);
 		e->enter_pos = head;
 		head += 2;
+		if (unlikely(e->flags & SHADOW_ARGS))
+			head = pending_write_values(t, head, i);
 	}
 	return head;
 }
@@ -929,7 +950,7 @@ COLD static int enter_slow_cases(struct agent_thread *t, const struct stub_desc 
 		 * reads only the frames above its own, which stay restored, never
 		 * those of its callees, so the call is hijacked and timed as any.
 		 */
-		return desc->flags & ~STUB_FLAG_JIT_CALLERS ? 1 : desc->func_id == 0;
+		return desc->flags & ~(STUB_FLAG_JIT_CALLERS | STUB_FLAG_ARGS) ? 1 : desc->func_id == 0;
 	}
 	if (t->returns_restored)
 		shadow_stack_rehijack(t, return_slot);
@@ -994,6 +1015,51 @@ shadow_push(struct agent_thread *t, uint32_t depth, const struct stub_desc *desc
 }
 
 /*
+ * --args: the values of the call just recorded (its ENTER and frame end at
+ * head), after them in the ring; the record's kind says how many units
+ * follow. Its entry takes the slow exit when a return value is wanted.
+ * Room was reserved (enter_slow's need). Returns the new head.
+ */
+COLD static uint64_t enter_values(struct agent_thread *t, struct shadow_entry *e,
+				  const struct arg_func *af, uint64_t head, uintptr_t *return_slot)
+{
+	uint32_t n = arg_capture_enter(af, return_slot, (struct arg_unit *)ring_at(t, head), t->tid);
+
+	ring_at(t, head - 2)->kind |= n << ARG_KIND_UNITS_SHIFT;
+	if (af->n_exit)
+		e->flags |= SHADOW_ARGS;
+	return head + n;
+}
+
+/* --args with --min-duration: the values wait with the entry (pending_write_values). */
+COLD static void enter_values_save(struct agent_thread *t, struct shadow_entry *e,
+				   const struct arg_func *af, uint32_t depth, uintptr_t *return_slot)
+{
+	t->arg_saved[depth] = (uint8_t)arg_capture_enter(
+		af, return_slot, (struct arg_unit *)t->arg_save[depth], t->tid);
+	e->flags |= SHADOW_ARGS;
+}
+
+/*
+ * --retval: the EXIT just put at head - 1 gets the return value after it,
+ * when the segment has room beyond what the calls still open need (their
+ * EXITs are reserved; a return value is not). Returns the new head.
+ */
+COLD static uint64_t exit_values(struct agent_thread *t, const struct shadow_entry *e,
+				 uint64_t head, uint32_t depth, uintptr_t *slot)
+{
+	const struct arg_func *af = arg_func_get(e->func_id);
+	uint64_t reserve = (uint64_t)depth * agent_units_per_call + 2;
+
+	if (!af || !af->n_exit || !ring_has_room(t, head, af->exit_units + reserve))
+		return head;
+	uint32_t n = arg_capture_exit(af, slot, (struct arg_unit *)ring_at(t, head), t->tid);
+
+	ring_at(t, head - 1)->kind |= n << ARG_KIND_UNITS_SHIFT;
+	return head + n;
+}
+
+/*
  * Every enter but the plainest (profagent_enter_hook's fast path): flags,
  * filters, a full segment, stale entries, no figures yet. Runs under the
  * guard the hook took and releases it. Returns as the hook does.
@@ -1005,10 +1071,11 @@ COLD static int enter_slow(struct agent_thread *t, const struct stub_desc *desc,
 	struct func_agg *a;
 	uint64_t s, head, tsc;
 	uint32_t depth, flags = agent_min_ticks ? SHADOW_PENDING : SHADOW_RECORDED, need;
+	const struct arg_func *af = NULL;
 	int r = 0;
 
 	/* before the recording check: frames hijacked earlier still need this */
-	if (unlikely(desc->flags | t->returns_restored) &&
+	if (unlikely((desc->flags & ~STUB_FLAG_ARGS) | t->returns_restored) &&
 	    (r = enter_slow_cases(t, desc, return_slot)))
 		goto out;
 	s = state_load(t);
@@ -1028,8 +1095,10 @@ COLD static int enter_slow(struct agent_thread *t, const struct stub_desc *desc,
 	if (unlikely(!a) && (r = agg_missing(t, desc->func_id)))
 		goto out;
 	head = state_head(s);
-	/* its ENTER (or its late ENTER), its EXIT, and as much for every call open */
-	need = (depth + 1) * agent_units_per_call + 2;
+	if (unlikely(desc->flags & STUB_FLAG_ARGS))
+		af = arg_func_get(desc->func_id);
+	/* its ENTER (or its late ENTER), its EXIT, and as much for every call open; its values */
+	need = (depth + 1) * agent_units_per_call + 2 + (af ? af->enter_units : 0);
 	if (unlikely(depth >= agent_depth_limit)) {
 		flags = 0;
 	} else if (unlikely(!ring_has_room(t, head, need))) {
@@ -1045,6 +1114,10 @@ COLD static int enter_slow(struct agent_thread *t, const struct stub_desc *desc,
 	if (likely(flags == SHADOW_RECORDED)) {
 		ring_put_enter(t, head, desc->func_id, tsc, e->return_address, return_slot);
 		head += 2;
+		if (unlikely(af))
+			head = enter_values(t, e, af, head, return_slot);
+	} else if (flags && unlikely(af)) {
+		enter_values_save(t, e, af, depth, return_slot);
 	} else if (!flags) {
 		count_off_timeline(t, a, depth >= agent_depth_limit);
 	}
@@ -1121,6 +1194,8 @@ COLD static uintptr_t exit_slow(struct agent_thread *t, uintptr_t *slot, uint64_
 				ring_put(t, head++, e->func_id, EVENT_EXIT, tsc);
 			else if (e->flags & SHADOW_PENDING)
 				head = pending_exit(t, e, depth - 1, head, tsc, a);
+			if (unlikely(e->flags & SHADOW_ARGS) && head != state_head(s))
+				head = exit_values(t, e, head, depth - 1, slot);
 		}
 		state_publish(t, state_make(head, depth - 1));
 	}

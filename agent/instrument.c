@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "agent/elf_symbols.h"
+#include "agent/arg_capture.h"
 #include "agent/instrument.h"
 #include "agent/jit_callers.h"
 #include "agent/patcher.h"
@@ -523,8 +524,11 @@ static int module_prepare_one(struct module_job *job, const struct picked_functi
 	struct pending_patch *pp;
 	uint64_t stub = stub_region_slot_entry(&job->region, job->slots_used);
 
+	/* --args/--retval: only functions a spec names leave the hooks' fast path */
+	uint32_t flags = p->flags | (timed ? arg_capture_attach(id, fn->name) : 0);
+
 	if (stub_region_fill(&job->region, job->slots_used, addr,
-			     patchable_size(job->module, &job->syms, p->index), id, p->flags,
+			     patchable_size(job->module, &job->syms, p->index), id, flags,
 			     &fill, &why)) {
 		if (p->selected)
 			report_skip(r, fn->name, job->module_name, why);
@@ -668,6 +672,16 @@ static int plan_new_modules(const struct func_filter *filter, struct instrument_
 	return err;
 }
 
+/* A --args/--retval spec no instrumented function matched: the user should know. */
+static void warn_unmatched_spec(void *ctx, const char *text, int retval)
+{
+	if (retval < 0) /* every spec refused, and why */
+		report_warn(ctx, "%s%s", text, "");
+	else
+		report_warn(ctx, "%s '%s': matches no instrumented function",
+			    retval ? "--retval" : "--args", text);
+}
+
 int instrument_prepare(const struct func_filter *filter, struct instrument_plan *plan)
 {
 	uint64_t start = now_ns();
@@ -675,6 +689,8 @@ int instrument_prepare(const struct func_filter *filter, struct instrument_plan 
 
 	memset(plan, 0, sizeof(*plan));
 	err = plan_new_modules(filter, plan);
+	if (!err)
+		arg_capture_unmatched(warn_unmatched_spec, &plan->report);
 	plan->report.elapsed_ns = now_ns() - start;
 	return err;
 }

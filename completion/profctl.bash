@@ -4,7 +4,8 @@ _profctl()
 	local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD - 1]}
 	local cmds="run attach detach report funcs status stop open snapshot export top"
 	local profile="--funcs --freq -o --duration --call-graph --mmap-pages --buffer-size
-		--min-duration --max-depth --trace-compression --ring --sched --no-inherit -v"
+		--min-duration --max-depth --trace-compression --ring --sched --no-inherit
+		--args --retval --args-string-max -v"
 	local i cmd=
 
 	for ((i = 1; i < COMP_CWORD; i++)); do
@@ -30,7 +31,7 @@ _profctl()
 	--pid) COMPREPLY=($(compgen -W "$(ls /proc | grep -E '^[0-9]+$')" -- "$cur")); return ;;
 	-o) COMPREPLY=($(compgen -f -- "$cur")); return ;;
 	--funcs | --freq | --duration | --mmap-pages | --buffer-size | --min-duration | \
-		--max-depth | --ring | --top | --callers | --port | --timeout | --origin | \
+		--max-depth | --args | --retval | --args-string-max | --ring | --top | --callers | --port | --timeout | --origin | \
 		--interval | -n | --iterations | --session) return ;;
 	esac
 	case $cmd in

@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/arg_spec.h"
 #include "common/mono_clock.h"
 #include "daemon/access.h"
 #include "daemon/sampling/call_stacks.h"
@@ -323,6 +324,13 @@ static bool session_descends(struct session *s, pid_t pid)
 	return false;
 }
 
+static void strv_free(char **v, size_t n)
+{
+	for (size_t i = 0; v && i < n; i++)
+		free(v[i]);
+	free(v);
+}
+
 static void session_free(struct session *s)
 {
 	while (s->procs) {
@@ -341,6 +349,8 @@ static void session_free(struct session *s)
 	for (size_t i = 0; i < s->n_patterns; i++)
 		free(s->patterns[i]);
 	free(s->patterns);
+	strv_free(s->arg_specs, s->n_arg_specs);
+	strv_free(s->retval_specs, s->n_retval_specs);
 	sched_session_free(s->sched);
 	session_live_free(s->live);
 	free(s->comm);
@@ -360,6 +370,38 @@ static int output_fd_usable(int fd)
 	return fl >= 0 && (fl & O_ACCMODE) != O_RDONLY && !fstat(fd, &st) && S_ISREG(st.st_mode);
 }
 
+/* A copy of n strings (n may be 0); NULL when out of memory. */
+static char **strv_dup(char *const *v, size_t n)
+{
+	char **copy = calloc(n + 1, sizeof(char *));
+
+	for (size_t i = 0; copy && i < n; i++) {
+		if (!(copy[i] = strdup(v[i]))) {
+			strv_free(copy, i);
+			return NULL;
+		}
+	}
+	return copy;
+}
+
+/* The client's --args/--retval, parsed as the agent will (hostile: the client's bytes). */
+static const char *check_arg_specs(const Profd__RunRequest *req, char *why, size_t len)
+{
+	struct arg_spec spec;
+
+	if (req->n_arg_specs + req->n_retval_specs > 64)
+		return "more than 64 argument specs";
+	if (req->args_string_max > 256)
+		return "args string max must be at most 256";
+	for (size_t i = 0; i < req->n_arg_specs; i++)
+		if (arg_spec_parse(req->arg_specs[i], false, &spec, why, len))
+			return why;
+	for (size_t i = 0; i < req->n_retval_specs; i++)
+		if (arg_spec_parse(req->retval_specs[i], true, &spec, why, len))
+			return why;
+	return NULL;
+}
+
 static struct session *session_new(struct server *srv, struct conn *c, const Profd__RunRequest *req)
 {
 	struct session *s = calloc(1, sizeof(*s));
@@ -376,7 +418,12 @@ static struct session *session_new(struct server *srv, struct conn *c, const Pro
 	for (size_t i = 0; s->patterns && i < req->n_func_patterns; i++)
 		if ((s->patterns[i] = strdup(req->func_patterns[i])))
 			s->n_patterns++;
-	if (!s->demangled || !s->modules || !s->comm ||
+	s->arg_specs = strv_dup(req->arg_specs, req->n_arg_specs);
+	s->n_arg_specs = req->n_arg_specs;
+	s->retval_specs = strv_dup(req->retval_specs, req->n_retval_specs);
+	s->n_retval_specs = req->n_retval_specs;
+	s->args_string_max = req->args_string_max;
+	if (!s->demangled || !s->modules || !s->comm || !s->arg_specs || !s->retval_specs ||
 	    !s->output_name || !s->patterns ||
 	    s->n_patterns != req->n_func_patterns ||
 	    getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd)) {
@@ -453,6 +500,11 @@ static void session_agent_config(struct session *s, Profd__AgentConfig *cfg)
 	cfg->min_duration_ticks = s->min_duration_ticks;
 	cfg->max_depth = session_timeline_depth(s);
 	cfg->follow_children = s->follow_children;
+	cfg->n_arg_specs = s->n_arg_specs;
+	cfg->arg_specs = s->arg_specs;
+	cfg->n_retval_specs = s->n_retval_specs;
+	cfg->retval_specs = s->retval_specs;
+	cfg->args_string_max = s->args_string_max;
 }
 
 /*
@@ -487,6 +539,8 @@ static void send_session_started(struct conn *c, struct session *s, bool with_co
 static void handle_run_request(struct server *srv, struct conn *c, const uint8_t *p, size_t len)
 {
 	Profd__RunRequest *req = profd__run_request__unpack(NULL, len, p);
+	const char *refused;
+	char why[256];
 	struct session *s;
 
 	if (!req || c->session) {
@@ -524,6 +578,10 @@ static void handle_run_request(struct server *srv, struct conn *c, const uint8_t
 	if (req->ring_size && (req->ring_size < PERFETTO_RING_MIN_BYTES ||
 			       req->ring_size > MAX_RING_SIZE)) {
 		session_send_error(c, "ring size must be between 256K (one compression block) and 4G");
+		goto out;
+	}
+	if ((refused = check_arg_specs(req, why, sizeof(why)))) {
+		session_send_error(c, refused);
 		goto out;
 	}
 	s = session_new(srv, c, req);

@@ -71,6 +71,7 @@ struct session_process {
 	struct thread_slot *threads;
 	uint32_t n_thread_slots, n_threads; /* a power of two; used */
 	uint64_t events, drops, events_invalid;
+	uint64_t calls_with_args, args_recorded; /* --args/--retval values written to slices */
 	uint64_t buffer_budget, buffer_peak; /* as the agent reported them at its goodbye */
 	int agent_said_goodbye;
 	/* its agent's connection closed before its goodbye, after this many events */
@@ -109,6 +110,10 @@ struct session {
 	uint64_t rate_at_ns, rate_mark, events_per_s; /* status: events over the last second */
 	char **patterns;
 	size_t n_patterns;
+	/* --args/--retval (common/arg_spec.h), checked, handed to every agent */
+	char **arg_specs, **retval_specs;
+	size_t n_arg_specs, n_retval_specs;
+	uint32_t args_string_max;
 	uint32_t freq;
 	char agents_cut_warning[320];    /* the summary's line for agents that stopped early */
 	struct session_process *procs;   /* every process of the session, newest first */

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "common/arg_spec.h"
 #include "common/mono_clock.h"
 #include "daemon/access.h"
 #include "daemon/events/event_decoder.h"
@@ -344,10 +345,17 @@ void session_process_tick(struct session_process *p, uint64_t now)
 struct slice_run {
 	struct perfetto_slice_op *ops, *op;
 	struct perfetto_arg *args, *arg;
+	char *text; /* values shown as text (a cut or invalid string), in run_text */
 };
-/* profd's one thread replays; 16 KiB off the stack */
+/*
+ * profd's one thread replays; off the stack. Per op at most 4 figures and
+ * EVENT_VALUES_MAX values, and a value's text at most VALUE_TEXT_MAX.
+ */
+#define RUN_ARGS_PER_OP (4 + EVENT_VALUES_MAX)
+#define VALUE_TEXT_MAX (EVENT_STR_BYTES_MAX + 32)
 static struct perfetto_slice_op run_ops[EVENT_DECODER_BATCH_MAX];
-static struct perfetto_arg run_args[EVENT_DECODER_BATCH_MAX * 4];
+static struct perfetto_arg run_args[EVENT_DECODER_BATCH_MAX * RUN_ARGS_PER_OP];
+static char run_text[EVENT_DECODER_BATCH_MAX * 2 * VALUE_TEXT_MAX];
 
 static void slice_run_flush(struct session_process *p, uint32_t tid, struct slice_run *r)
 {
@@ -356,6 +364,79 @@ static void slice_run_flush(struct session_process *p, uint32_t tid, struct slic
 				       (size_t)(r->op - r->ops), r->args);
 	r->op = r->ops;
 	r->arg = r->args;
+	r->text = run_text;
+}
+
+/* "arg1".."arg16", "fparg1".."fparg8", "retval": the perfetto_arg names are literals. */
+static const char *value_name(const struct arg_item *it)
+{
+	static const char *const ints[] = { "arg0", "arg1", "arg2", "arg3", "arg4", "arg5",
+					    "arg6", "arg7", "arg8", "arg9", "arg10", "arg11",
+					    "arg12", "arg13", "arg14", "arg15", "arg16" };
+	static const char *const fps[] = { "fparg0", "fparg1", "fparg2", "fparg3", "fparg4",
+					   "fparg5", "fparg6", "fparg7", "fparg8" };
+
+	_Static_assert(sizeof(ints) / sizeof(ints[0]) == ARG_INT_INDEX_MAX + 1, "every argN");
+	_Static_assert(sizeof(fps) / sizeof(fps[0]) == ARG_FP_INDEX_MAX + 1, "every fpargN");
+	if (it->source == ARG_SRC_INT)
+		return ints[it->index];
+	return it->source == ARG_SRC_FP ? fps[it->index] : "retval";
+}
+
+/* A string value as the slice shows it: cut ones end in "...", unreadable ones say so. */
+static void string_arg(struct slice_run *r, struct perfetto_arg *a, const struct decoded_value *v)
+{
+	int n;
+
+	if (!(v->str_flags & (EVENT_STR_CUT | EVENT_STR_INVALID))) {
+		a->str = (const char *)v->str;
+		a->str_len = v->str_len;
+		return;
+	}
+	if (v->str_flags & EVENT_STR_INVALID)
+		n = snprintf(r->text, VALUE_TEXT_MAX, "<unreadable 0x%" PRIx64 ">", v->value);
+	else
+		n = snprintf(r->text, VALUE_TEXT_MAX, "%.*s...", (int)v->str_len, (const char *)v->str);
+	a->str = r->text;
+	a->str_len = (uint32_t)n;
+	r->text += n;
+}
+
+/* ev's --args/--retval values as slice arguments at r->arg; returns how many. */
+static uint32_t values_to_args(struct slice_run *r, const struct decoded_event *ev)
+{
+	for (uint32_t i = 0; i < ev->n_values; i++) {
+		const struct decoded_value *v = &ev->values[i];
+		struct perfetto_arg *a = &r->arg[i];
+		float f;
+
+		*a = (struct perfetto_arg){ .name = value_name(&v->item), .value = v->value };
+		switch (v->item.cls) {
+		case ARG_CLASS_INT: a->type = PERFETTO_ARG_INT; break;
+		case ARG_CLASS_HEX: case ARG_CLASS_PTR: a->type = PERFETTO_ARG_POINTER; break;
+		case ARG_CLASS_BOOL: a->type = PERFETTO_ARG_BOOL; break;
+		case ARG_CLASS_FLOAT:
+			a->type = PERFETTO_ARG_DOUBLE;
+			if (v->item.size == 4) { /* shown as the double it widens to */
+				uint32_t bits = (uint32_t)v->value;
+				double d;
+
+				memcpy(&f, &bits, sizeof(f));
+				d = f;
+				memcpy(&a->value, &d, sizeof(d));
+			}
+			break;
+		case ARG_CLASS_CHAR:
+			a->type = PERFETTO_ARG_STRING;
+			r->text[0] = (char)v->value;
+			a->str = r->text++;
+			a->str_len = 1;
+			break;
+		case ARG_CLASS_STR: a->type = PERFETTO_ARG_STRING; string_arg(r, a, v); break;
+		default: break; /* UINT, ENUM (by number until --auto-args names it) */
+		}
+	}
+	return ev->n_values;
 }
 
 /*
@@ -365,10 +446,11 @@ static void slice_run_flush(struct session_process *p, uint32_t tid, struct slic
  * them ran throughout, if the trace has scheduler states).
  */
 static void end_call(struct sched_session *sched, struct slice_run *r, uint64_t ts,
-		     uint32_t func_id, const struct call_frame *done, struct offcpu_thread *clock)
+		     uint32_t func_id, const struct call_frame *done, struct offcpu_thread *clock,
+		     const struct decoded_event *ev)
 {
 	struct perfetto_arg *args = r->arg;
-	uint32_t n = 0;
+	uint32_t n = ev->n_values ? values_to_args(r, ev) : 0;
 
 	if (done && sched) {
 		struct offcpu_time now = offcpu_thread_before(clock, ts);
@@ -412,7 +494,12 @@ static void begin_call(struct call_thread *calls, struct slice_run *r,
 		f->off_at_enter = offcpu_thread_before(clock, ts);
 		call_thread_pushed(calls, f);
 	}
-	*r->op++ = (struct perfetto_slice_op){ .ts = ts, .func_id = func_id };
+	*r->op = (struct perfetto_slice_op){ .ts = ts, .func_id = func_id };
+	if (ev->n_values) {
+		r->op->n_args = values_to_args(r, ev);
+		r->arg += r->op->n_args;
+	}
+	r->op++;
 }
 
 /*
@@ -434,7 +521,8 @@ static void on_events(void *ctx, uint32_t tid, const struct decoded_event *evs, 
 	struct sched_session *sched = s->sched;
 	uint32_t last_agent_id = 0, last_func_id = 0;
 	uint64_t events = 0, invalid = 0;
-	struct slice_run run = { run_ops, run_ops, run_args, run_args };
+	struct slice_run run = { run_ops, run_ops, run_args, run_args, run_text };
+	uint64_t with_values = 0, values = 0;
 
 	for (size_t i = 0; i < n; i++) {
 		const struct decoded_event *ev = &evs[i];
@@ -457,15 +545,20 @@ static void on_events(void *ctx, uint32_t tid, const struct decoded_event *evs, 
 		/* samples taken before this event see the calls open before it */
 		if (samples)
 			sample_pipeline_thread_reached(samples, tid, ts);
-		if (run.op == run.ops + EVENT_DECODER_BATCH_MAX)
+		if (run.op == run.ops + EVENT_DECODER_BATCH_MAX ||
+		    run.text + EVENT_VALUES_MAX * VALUE_TEXT_MAX > run_text + sizeof(run_text))
 			slice_run_flush(p, tid, &run);
+		with_values += ev->kind == EVENT_ENTER && ev->n_values;
+		values += ev->n_values;
 		if (ev->kind == EVENT_EXIT)
 			end_call(sched, &run, ts, func_id,
-				 calls ? call_thread_exit(calls, func_id) : NULL, clock);
+				 calls ? call_thread_exit(calls, func_id) : NULL, clock, ev);
 		else
 			begin_call(calls, &run, ev, ts, func_id, clock);
 	}
 	slice_run_flush(p, tid, &run);
+	p->calls_with_args += with_values;
+	p->args_recorded += values;
 	p->events += events;
 	p->events_invalid += invalid;
 	if (t)

@@ -171,6 +171,10 @@ static int fill_summary(struct session *s, Profd__SessionSummary *sum,
 	fill_summary_processes_sum(s, sum);
 	sum->calls_made = calls.made;
 	sum->calls_recorded = calls.recorded;
+	for (const struct session_process *p = s->procs; p; p = p->next) {
+		sum->calls_with_args += p->calls_with_args;
+		sum->args_recorded += p->args_recorded;
+	}
 	sum->calls_dropped = calls.dropped;
 	sum->dropped_buffer_full = calls.dropped_by_reason[AGG_DROP_BUFFER_FULL];
 	sum->dropped_shadow_full = calls.dropped_by_reason[AGG_DROP_SHADOW_FULL];

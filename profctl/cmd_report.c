@@ -17,6 +17,10 @@
  *   sample TID CPU FRAMES       file order, frames root first, ';'-separated
  *   total TID NAME CALLS RETURNED OFF_TIMELINE TOTAL_NS SELF_NS P50 P99 MAX
  *         SCHED_CALLS OFF_CPU_NS RUNNABLE_NS   (0 0 0 without scheduler states)
+ *   args TID TS NAME=VALUE...   after the slice line of a call with --args/--retval
+ *                               values (TS: the slice's start); strings quoted,
+ *                               bytes outside printable ASCII, space, quote and
+ *                               backslash as \xNN
  *   offcpu TID TS ON_CPU_NS OFF_CPU_NS RUNNABLE_NS
  *                               after the slice line of a call its thread was
  *                               switched out during (TS: the slice's start)
@@ -521,6 +525,38 @@ static int dump_thread(void *ctx, size_t index, const struct trace_thread *t, bo
 	return 0;
 }
 
+/*
+ * "args TID TS NAME=VALUE ...": a slice's --args/--retval values on a line
+ * of their own after it (slice lines keep their fields). Strings in double
+ * quotes with space, quote, backslash and other bytes outside the printable
+ * ASCII escaped as \xNN: one field per value whatever it holds.
+ */
+static void dump_values(FILE *out, const struct trace_stream_slice *s)
+{
+	const char *p = s->args.values;
+	struct trace_value v;
+
+	fprintf(out, "args %d %" PRIu64, s->tid, s->ts);
+	while (trace_values_next(&p, &v)) {
+		fprintf(out, " %.*s=", (int)v.name_len, v.name);
+		if (v.type != 's') {
+			fprintf(out, "%.*s", (int)v.value_len, v.value);
+			continue;
+		}
+		fputc('"', out);
+		for (size_t i = 0; i < v.value_len; i++) {
+			unsigned char c = (unsigned char)v.value[i];
+
+			if (c <= ' ' || c >= 0x7f || c == '"' || c == '\\')
+				fprintf(out, "\\x%02x", c);
+			else
+				fputc(c, out);
+		}
+		fputc('"', out);
+	}
+	fputc('\n', out);
+}
+
 static int dump_slice(void *ctx, const struct trace_stream_slice *s)
 {
 	char tid[REPORT_PID_LEN];
@@ -531,6 +567,8 @@ static int dump_slice(void *ctx, const struct trace_stream_slice *s)
 	if (s->self_samples >= 0) /* samples taken while it was the innermost call */
 		fprintf(dump_out(ctx), " %" PRId64, s->self_samples);
 	fputc('\n', dump_out(ctx));
+	if (s->args.values)
+		dump_values(dump_out(ctx), s);
 	if (s->args.off_cpu_ns >= 0) /* switched out during it: its on/off-CPU split */
 		fprintf(dump_out(ctx), "offcpu %s %" PRIu64 " %" PRId64 " %" PRId64 " %" PRId64 "\n",
 			tid, s->ts, s->args.on_cpu_ns, s->args.off_cpu_ns, s->args.runnable_ns);

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/arg_spec.h"
 #include "common/func_filter.h"
 #include "profctl/session_client.h"
 #include "proto/frame.h"
@@ -167,6 +168,9 @@ int profile_options_parse(int argc, char **argv, struct profile_options *o, cons
 		{ "sched", required_argument, NULL, 'S' },
 		{ "no-inherit", no_argument, NULL, 'I' },
 		{ "children", no_argument, NULL, 'c' },
+		{ "args", required_argument, NULL, 'A' },
+		{ "retval", required_argument, NULL, 'T' },
+		{ "args-string-max", required_argument, NULL, 'L' },
 		{ 0 },
 	};
 	int c;
@@ -174,12 +178,24 @@ int profile_options_parse(int argc, char **argv, struct profile_options *o, cons
 	memset(o, 0, sizeof(*o));
 	o->freq = PROFILE_DEFAULT_FREQ;
 	o->patterns = calloc((size_t)argc + 1, sizeof(char *));
-	if (!o->patterns)
+	o->arg_specs = calloc((size_t)argc + 1, sizeof(char *));
+	o->retval_specs = calloc((size_t)argc + 1, sizeof(char *));
+	if (!o->patterns || !o->arg_specs || !o->retval_specs)
 		return -ENOMEM;
 	while ((c = getopt_long(argc, argv, stop_at_operand ? "+o:v" : "o:v", longopts, NULL)) !=
 	       -1) {
 		switch (c) {
 		case 'F': o->patterns[o->n_patterns++] = optarg; break;
+		case 'A': o->arg_specs[o->n_arg_specs++] = optarg; break;
+		case 'T': o->retval_specs[o->n_retval_specs++] = optarg; break;
+		case 'L':
+			if (parse_unsigned(optarg, "--args-string-max", 256, &o->args_string_max))
+				return -EINVAL;
+			if (!o->args_string_max) {
+				fprintf(stderr, "profctl: --args-string-max must be from 1 to 256, not 0\n");
+				return -EINVAL;
+			}
+			break;
 		case 'f': if (parse_unsigned(optarg, "--freq", 100000, &o->freq)) return -EINVAL; break;
 		case 'd': if (parse_unsigned(optarg, "--duration", 86400 * 365, &o->duration_s)) return -EINVAL; break;
 		case 'o': o->output = optarg; break;
@@ -234,11 +250,36 @@ int profile_options_parse(int argc, char **argv, struct profile_options *o, cons
 	return optind;
 }
 
+/* Each --args and --retval spec as the agent will read it; prints the first error. */
+static int arg_specs_check(const struct profile_options *o)
+{
+	struct arg_spec spec;
+	char err[256];
+
+	for (size_t i = 0; i < o->n_arg_specs + o->n_retval_specs; i++) {
+		bool retval = i >= o->n_arg_specs;
+		const char *text = retval ? o->retval_specs[i - o->n_arg_specs] : o->arg_specs[i];
+
+		if (arg_spec_parse(text, retval, &spec, err, sizeof(err))) {
+			fprintf(stderr, "profctl: %s\n", err);
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
 int profile_patterns_check(const struct profile_options *o)
 {
 	struct func_filter *f;
 	char err[256];
 
+	if (arg_specs_check(o))
+		return -EINVAL;
+	if ((o->n_arg_specs || o->n_retval_specs) && !o->n_patterns) {
+		fprintf(stderr, "profctl: --args and --retval apply to the functions --funcs "
+				"instruments: give --funcs\n");
+		return -EINVAL;
+	}
 	if (o->n_patterns == 0)
 		return 0;
 	if (func_filter_parse((const char *const *)o->patterns, o->n_patterns, &f, err,
@@ -369,6 +410,11 @@ int session_client_start(struct session_client *c, const char *comm, pid_t attac
 	req.max_depth = c->opt->max_depth;
 	req.trace_compression = c->opt->trace_compression;
 	req.ring_size = c->opt->ring_size;
+	req.n_arg_specs = c->opt->n_arg_specs;
+	req.arg_specs = c->opt->arg_specs;
+	req.n_retval_specs = c->opt->n_retval_specs;
+	req.retval_specs = c->opt->retval_specs;
+	req.args_string_max = c->opt->args_string_max;
 	n = profd__run_request__get_packed_size(&req);
 	buf = malloc(n + 1);
 	if (!buf)
@@ -543,6 +589,10 @@ static void print_calls(const Profd__SessionSummary *s)
 		fprintf(stderr, "; %llu in no function's figures (the agent lacked memory)",
 			(unsigned long long)s->calls_unattributed);
 	fprintf(stderr, "\n");
+	if (s->args_recorded)
+		fprintf(stderr, "profctl: values: %llu calls carried arguments, %llu values recorded "
+				"(--args/--retval)\n",
+			(unsigned long long)s->calls_with_args, (unsigned long long)s->args_recorded);
 	if (s->buffer_budget)
 		fprintf(stderr, "profctl: event buffers: peak %.1f MiB of %.1f MiB (--buffer-size)\n",
 			(double)s->buffer_peak / (1 << 20), (double)s->buffer_budget / (1 << 20));

@@ -37,6 +37,11 @@ struct profile_options {
 	bool sched_off;               /* --sched off: no scheduler states */
 	bool no_inherit;              /* run --no-inherit: the first process only */
 	bool children;                /* attach --children: PID's children forked from now on */
+	char **arg_specs;             /* --args SPEC, repeatable (common/arg_spec.h) */
+	size_t n_arg_specs;
+	char **retval_specs;          /* --retval SPEC, repeatable */
+	size_t n_retval_specs;
+	unsigned args_string_max;     /* --args-string-max: bytes a string is copied up to; 0 = 64 */
 };
 
 /*
@@ -49,7 +54,7 @@ struct profile_options {
 int profile_options_parse(int argc, char **argv, struct profile_options *o, const char *usage,
 			  bool stop_at_operand);
 
-/* Checks the --funcs syntax before anything starts; prints the error. */
+/* Checks the --funcs, --args and --retval syntax before anything starts; prints the error. */
 int profile_patterns_check(const struct profile_options *o);
 
 struct session_client {

@@ -25,6 +25,7 @@ enum event_chunk_kind {
 enum event_kind {
 	EVENT_ENTER = 1,
 	EVENT_EXIT = 2,
+	EVENT_VALUES = 3, /* EVENTS chunks only: the values of the event before it (below) */
 };
 
 struct event_chunk_header {
@@ -148,6 +149,34 @@ static inline uint8_t *event_encode(struct event_encoder *e, uint8_t *p, uint64_
 
 /* Worst case of one encoded event (its first: the base too). */
 #define EVENT_WORST (5 * EVENT_VARINT_MAX)
+
+/*
+ * EVENT_VALUES (--args/--retval, issue 29): the arguments of the ENTER, or
+ * the return value of the EXIT, just before it in the same chunk; counted
+ * in the chunk's `count` like an event. Its tag is n << 2 | EVENT_VALUES:
+ * n values (1 to EVENT_VALUES_MAX), no time passes and no function id
+ * follows. Then per value its descriptor varint (common/arg_spec.h,
+ * arg_item_desc: where it lived, its class and size) and its payload by
+ * class: ARG_CLASS_INT a zigzag varint; ARG_CLASS_FLOAT 4 or 8 bytes
+ * little-endian (its size); ARG_CLASS_STR a varint len << 2 | EVENT_STR_*
+ * then len bytes (no NUL), or with EVENT_STR_INVALID the pointer as a
+ * varint and no bytes; every other class a varint of the value cut to its
+ * size. Streams without values are as before: an old stream decodes alike.
+ */
+#define EVENT_VALUES_MAX 9
+#define EVENT_STR_CUT 1u     /* the string went on past the copy limit (or into unreadable memory) */
+#define EVENT_STR_INVALID 2u /* the pointer could not be read at all */
+#define EVENT_STR_BYTES_MAX 1024u
+/* Worst case of one value, and of one VALUES item */
+#define EVENT_VALUE_WORST (3 * EVENT_VARINT_MAX + EVENT_STR_BYTES_MAX)
+#define EVENT_VALUES_WORST (EVENT_VARINT_MAX + EVENT_VALUES_MAX * EVENT_VALUE_WORST)
+
+/* Starts a VALUES item of n values (the caller then puts each one). */
+static inline uint8_t *event_encode_values_tag(struct event_encoder *e, uint8_t *p, uint32_t n)
+{
+	e->count++;
+	return event_put_varint(p, (uint64_t)n << EVENT_TAG_KIND_BITS | EVENT_VALUES);
+}
 
 /* A TSC reading and the CLOCK_MONOTONIC time taken at the same instant. */
 struct event_clock_pair {

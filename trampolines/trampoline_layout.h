@@ -28,6 +28,16 @@
 /* From the address the stub's call pushed (slot+5) to its descriptor. */
 #define STUB_RETURN_TO_DESC (STUB_DESC_OFFSET - STUB_RELOCATED_OFFSET)
 #define STUB_THUNK_POINTER_OFFSET 8
+/*
+ * Where the trampolines saved the argument and return registers, in words
+ * from the hooked call's return slot (x86_64.S's stack pictures): argN
+ * (N <= 6) at slot[-2 - N] (rdi at -3 ... r9 at -8), argN (N > 6) on the
+ * caller's stack at slot[N - 6]; at the exit (slot = rsp - 8 as the
+ * function returned) rax at slot[-8].
+ */
+#define ENTER_INT_ARG_REGS 6
+#define ENTER_INT_ARG_WORD(n) ((n) <= ENTER_INT_ARG_REGS ? -2 - (n) : (n) - ENTER_INT_ARG_REGS)
+#define EXIT_RAX_WORD (-8)
 #elif defined(__aarch64__)
 /*
  * A stub region is a page-aligned block within +-128 MiB of one module (a
@@ -96,6 +106,12 @@
  * end), so the enter hook has the slow path send them first. Never timed.
  */
 #define STUB_FLAG_PROCESS_EXIT 128u
+/*
+ * An --args/--retval spec applies (agent/arg_capture.h): the enter goes to
+ * the hooks' slow path, which records the values with the ENTER (and marks
+ * the shadow entry for the return value). Functions without it pay nothing.
+ */
+#define STUB_FLAG_ARGS 256u
 
 /* What the enter hook may ask the trampoline's slow path for. */
 #define HOOK_SLOW_THREAD 1  /* the thread's first call: set up its state, then ask again */

@@ -837,9 +837,70 @@ static int pw_thread_push(struct pw_thread *t, uint32_t iid)
 	return 0;
 }
 
-/* A BEGIN on t, described and current (the chunk checked). */
+/* DebugAnnotations of a slice event: trace processor adds them to the slice's args. */
+static void pw_put_args(struct pwb *b, const struct perfetto_arg *args, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		const struct perfetto_arg *a = &args[i];
+		size_t da = pwb_open(b, 4); /* debug_annotations */
+
+		pwb_str(b, 10, a->name); /* name */
+		switch (a->type) {
+		case PERFETTO_ARG_INT: pwb_uint(b, 4, a->value); break;     /* int_value (varint) */
+		case PERFETTO_ARG_DOUBLE:
+			pwb_tag(b, 5, 1); /* double_value, fixed64 */
+			pwb_raw(b, &a->value, 8);
+			break;
+		case PERFETTO_ARG_POINTER: pwb_uint(b, 7, a->value); break; /* pointer_value */
+		case PERFETTO_ARG_STRING: pwb_bytes(b, 6, a->str, a->str_len); break; /* string_value */
+		case PERFETTO_ARG_BOOL: pwb_uint(b, 2, a->value != 0); break; /* bool_value */
+		default: pwb_uint(b, 3, a->value); break; /* uint_value */
+		}
+		pwb_close(b, da);
+	}
+}
+
+/* An END carrying debug annotations. */
+static int pw_emit_end_with_args(struct perfetto_writer *w, struct pw_thread *t, uint64_t ts,
+				 const struct perfetto_arg *args, size_t n)
+{
+	size_t mark = pw_thread_packet_begin(w, t, ts), ev;
+
+	ev = pwb_open(&w->pkt, PW_F_TRACK_EVENT);
+	pwb_uint(&w->pkt, 9, PW_TYPE_SLICE_END);
+	pw_put_args(&w->pkt, args, n);
+	pwb_close(&w->pkt, ev);
+	return pw_packet_end(w, mark);
+}
+
+/* A BEGIN with the call's --args values; its name defined with it when new on t's sequence. */
+static int pw_emit_begin_with_args(struct perfetto_writer *w, struct pw_thread *t, uint64_t ts,
+				   uint64_t iid, const struct perfetto_arg *args, size_t n)
+{
+	size_t mark = pw_thread_packet_begin(w, t, ts), ev, in, en;
+	bool defining = !pw_thread_defined(t, iid);
+
+	ev = pwb_open(&w->pkt, PW_F_TRACK_EVENT);
+	pwb_uint(&w->pkt, 9, PW_TYPE_SLICE_BEGIN);
+	pwb_uint(&w->pkt, 10, iid);
+	pw_put_args(&w->pkt, args, n);
+	pwb_close(&w->pkt, ev);
+	if (defining) {
+		in = pwb_open(&w->pkt, PW_F_INTERNED_DATA);
+		en = pwb_open(&w->pkt, 2); /* event_names */
+		pwb_uint(&w->pkt, 1, iid);
+		pwb_str(&w->pkt, 2, (const char *)pw_strtab_data(&w->event_names, (uint32_t)iid - 1));
+		pwb_close(&w->pkt, en);
+		pwb_close(&w->pkt, in);
+	}
+	if (pw_packet_end(w, mark) < 0)
+		return -ENOMEM;
+	return defining ? pw_thread_define(t, iid) : 0;
+}
+
+/* A BEGIN on t, described and current (the chunk checked); args: its n --args values. */
 static int pw_begin_on(struct perfetto_writer *w, struct pw_thread *t, uint64_t ts,
-		       uint32_t func_id)
+		       uint32_t func_id, const struct perfetto_arg *args, size_t n)
 {
 	int64_t iid;
 
@@ -853,10 +914,14 @@ static int pw_begin_on(struct perfetto_writer *w, struct pw_thread *t, uint64_t 
 		return (int)iid;
 	if (!t->seq_started && pw_thread_seq_start(w, t, ts) < 0)
 		return -ENOMEM;
-	if (pw_thread_defined(t, (uint64_t)iid))
+	if (n) {
+		if (pw_emit_begin_with_args(w, t, ts, (uint64_t)iid, args, n) < 0)
+			return -ENOMEM;
+	} else if (pw_thread_defined(t, (uint64_t)iid)) {
 		pw_emit_slice(w, t, ts, PW_TYPE_SLICE_BEGIN, (uint64_t)iid);
-	else if (pw_emit_begin_defining(w, t, ts, (uint64_t)iid) < 0)
+	} else if (pw_emit_begin_defining(w, t, ts, (uint64_t)iid) < 0) {
 		return -ENOMEM;
+	}
 	if (w->ring && pw_thread_push(t, (uint32_t)iid) < 0)
 		return -ENOMEM; /* the prologue will lack it: the next BEGIN retries */
 	t->depth++;
@@ -872,25 +937,7 @@ int perfetto_writer_slice_begin(struct perfetto_writer *w, uint64_t proc, pid_t 
 	t = pw_thread_use(w, proc, tid);
 	if (!t)
 		return -ENOMEM;
-	return pw_begin_on(w, t, ts, func_id);
-}
-
-/* An END carrying unsigned debug annotations: trace processor adds them to the slice's args. */
-static int pw_emit_end_with_args(struct perfetto_writer *w, struct pw_thread *t, uint64_t ts,
-				 const struct perfetto_arg *args, size_t n)
-{
-	size_t mark = pw_thread_packet_begin(w, t, ts), ev, da;
-
-	ev = pwb_open(&w->pkt, PW_F_TRACK_EVENT);
-	pwb_uint(&w->pkt, 9, PW_TYPE_SLICE_END);
-	for (size_t i = 0; i < n; i++) {
-		da = pwb_open(&w->pkt, 4); /* debug_annotations */
-		pwb_str(&w->pkt, 10, args[i].name);
-		pwb_uint(&w->pkt, 3, args[i].value); /* uint_value */
-		pwb_close(&w->pkt, da);
-	}
-	pwb_close(&w->pkt, ev);
-	return pw_packet_end(w, mark);
+	return pw_begin_on(w, t, ts, func_id, NULL, 0);
 }
 
 /* Pops the thread's depth; 1 when an END must be written to its track. */
@@ -1030,11 +1077,12 @@ int perfetto_writer_slices(struct perfetto_writer *w, uint64_t proc, pid_t tid,
 		const struct perfetto_slice_op *op = &ops[i];
 
 		pw_chunk_check(w);
-		if (op->func_id ? pw_begin_fast(w, t, op->ts, op->func_id) :
+		if (op->func_id ? !op->n_args && pw_begin_fast(w, t, op->ts, op->func_id) :
 				  pw_end_fast(w, t, op->ts, op->n_args))
 			continue;
 		if (op->func_id) {
-			r = pw_begin_on(w, t, op->ts, op->func_id);
+			r = pw_begin_on(w, t, op->ts, op->func_id, args, op->n_args);
+			args += op->n_args;
 		} else {
 			r = pw_end_on(w, t, op->ts, args, op->n_args);
 			args += op->n_args;

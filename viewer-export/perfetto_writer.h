@@ -173,9 +173,21 @@ int perfetto_writer_slice_end(struct perfetto_writer *w, uint64_t proc, pid_t ti
  * "self_samples" = samples taken while the call was the innermost one, or
  * the call's on/off-CPU split. n 0: a plain END. Names are not copied: literals.
  */
+enum perfetto_arg_type {
+	PERFETTO_ARG_UINT = 0, /* the default: figures */
+	PERFETTO_ARG_INT,      /* value as int64_t */
+	PERFETTO_ARG_DOUBLE,   /* value holds the double's bits */
+	PERFETTO_ARG_POINTER,  /* shown in hex */
+	PERFETTO_ARG_STRING,   /* str, str_len bytes (not copied: valid for the call) */
+	PERFETTO_ARG_BOOL,
+};
+
 struct perfetto_arg {
 	const char *name;
 	uint64_t value;
+	uint32_t type;         /* enum perfetto_arg_type */
+	uint32_t str_len;
+	const char *str;
 };
 int perfetto_writer_slice_end_args(struct perfetto_writer *w, uint64_t proc, pid_t tid, uint64_t ts,
 				   const struct perfetto_arg *args, size_t n);
@@ -189,7 +201,7 @@ int perfetto_writer_slice_end_args(struct perfetto_writer *w, uint64_t proc, pid
 struct perfetto_slice_op {
 	uint64_t ts;
 	uint32_t func_id; /* BEGIN of this function; 0: END */
-	uint32_t n_args;  /* END: its arguments, the next n_args of the run's args */
+	uint32_t n_args;  /* its arguments (a BEGIN's: --args values), the next n_args of the run's */
 };
 int perfetto_writer_slices(struct perfetto_writer *w, uint64_t proc, pid_t tid,
 			   const struct perfetto_slice_op *ops, size_t n,

@@ -12,6 +12,7 @@
 #include <inttypes.h>
 #include <stddef.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "perfetto_trace_subset.pb-c.h"
@@ -481,8 +482,74 @@ static const char *trd_event_name(struct trd *r, struct trd_seq *s,
 	return e->s;
 }
 
+/* Whether a debug annotation is an --args/--retval value (profd names them so). */
+static bool trd_is_value_name(const char *name)
+{
+	return !strncmp(name, "arg", 3) || !strncmp(name, "fparg", 5) || !strcmp(name, "retval");
+}
+
+/* One value annotation appended to buf as trace_slice_args.values has it; false if unknown. */
+static bool trd_put_value(char *buf, size_t cap, size_t *len,
+			  const Perfetto__Protos__DebugAnnotation *a)
+{
+	char num[32];
+	const char *text = num;
+	size_t n, start = *len;
+	char type = 'n';
+
+	switch (a->value_case) {
+	case PERFETTO__PROTOS__DEBUG_ANNOTATION__VALUE_INT_VALUE:
+		snprintf(num, sizeof(num), "%" PRId64, a->int_value);
+		break;
+	case PERFETTO__PROTOS__DEBUG_ANNOTATION__VALUE_UINT_VALUE:
+		snprintf(num, sizeof(num), "%" PRIu64, a->uint_value);
+		break;
+	case PERFETTO__PROTOS__DEBUG_ANNOTATION__VALUE_BOOL_VALUE:
+		snprintf(num, sizeof(num), "%d", a->bool_value ? 1 : 0);
+		break;
+	case PERFETTO__PROTOS__DEBUG_ANNOTATION__VALUE_POINTER_VALUE:
+		snprintf(num, sizeof(num), "0x%" PRIx64, a->pointer_value);
+		break;
+	case PERFETTO__PROTOS__DEBUG_ANNOTATION__VALUE_DOUBLE_VALUE:
+		snprintf(num, sizeof(num), "%.17g", a->double_value);
+		break;
+	case PERFETTO__PROTOS__DEBUG_ANNOTATION__VALUE_STRING_VALUE:
+		type = 's';
+		text = a->string_value ? a->string_value : "";
+		break;
+	default:
+		return false;
+	}
+	n = snprintf(buf + start, cap - start, "%s%c%s%c", start ? "\x1e" : "", type, a->name,
+		     TRACE_VALUE_EQ);
+	if (start + n >= cap)
+		return false;
+	*len = start + n;
+	for (const char *c = text; *c && *len + 1 < cap; c++) /* the separators never inside */
+		buf[(*len)++] = *c == TRACE_VALUE_SEP || *c == TRACE_VALUE_EQ ? '?' : *c;
+	buf[*len] = '\0';
+	return true;
+}
+
+/* The event's --args/--retval values as trace_slice_args.values (interned), NULL if none. */
+static const char *trd_slice_values(struct trd *r, const Perfetto__Protos__TrackEvent *te)
+{
+	char buf[8192];
+	size_t len = 0;
+
+	buf[0] = '\0';
+	for (size_t i = 0; i < te->n_debug_annotations; i++) {
+		const Perfetto__Protos__DebugAnnotation *a = te->debug_annotations[i];
+
+		if (a->name_field_case == PERFETTO__PROTOS__DEBUG_ANNOTATION__NAME_FIELD_NAME &&
+		    trd_is_value_name(a->name))
+			trd_put_value(buf, sizeof(buf), &len, a);
+	}
+	return len ? trd_str(r, buf, len) : NULL;
+}
+
 /* profd's per-slice arguments, as trace processor would add them to the slice's args. */
-static struct trace_slice_args trd_slice_args(const Perfetto__Protos__TrackEvent *te)
+static struct trace_slice_args trd_slice_args(struct trd *r, const Perfetto__Protos__TrackEvent *te)
 {
 	struct trace_slice_args args = TRACE_SLICE_ARGS_NONE;
 	static const struct {
@@ -508,6 +575,8 @@ static struct trace_slice_args trd_slice_args(const Perfetto__Protos__TrackEvent
 			if (strcmp(a->name, known[k].name) == 0)
 				memcpy((uint8_t *)&args + known[k].offset, &v, sizeof(v));
 	}
+	if (te->n_debug_annotations)
+		args.values = trd_slice_values(r, te);
 	return args;
 }
 
@@ -607,7 +676,7 @@ static void trd_track_event(struct trd *r, struct trd_seq *s, const trd_packet *
 	ev.uuid = uuid;
 	ev.type = type;
 	ev.name = trd_event_name(r, s, te);
-	ev.args = trd_slice_args(te);
+	ev.args = trd_slice_args(r, te);
 	trd_slice_event(r, &ev);
 }
 

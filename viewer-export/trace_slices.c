@@ -371,8 +371,35 @@ static void trd_deliver_slice(struct trd *r, struct trd_lane *l, size_t pos,
 
 static struct trd_open trd_open_of(struct trd *r, const struct trd_event *ev)
 {
-	return (struct trd_open){ r->next_slice_id++, ev->ts, ev->order, ev->name,
-				  TRACE_SLICE_ARGS_NONE };
+	struct trd_open o = { r->next_slice_id++, ev->ts, ev->order, ev->name,
+			      TRACE_SLICE_ARGS_NONE };
+
+	o.args.values = ev->args.values; /* a BEGIN's --args values */
+	return o;
+}
+
+/* The END's args for the slice it closes (o's), with o's BEGIN values kept before its own. */
+static struct trace_slice_args trd_end_args(struct trd *r, const struct trd_open *o,
+					    const struct trace_slice_args *end)
+{
+	struct trace_slice_args a = *end;
+	size_t n1, n2;
+	char *joined;
+
+	if (!o->args.values || !end->values) {
+		a.values = o->args.values ? o->args.values : end->values;
+		return a;
+	}
+	n1 = strlen(o->args.values);
+	n2 = strlen(end->values);
+	if (!(joined = malloc(n1 + n2 + 2)))
+		return a;
+	memcpy(joined, o->args.values, n1);
+	joined[n1] = TRACE_VALUE_SEP;
+	memcpy(joined + n1 + 1, end->values, n2 + 1);
+	a.values = trd_str(r, joined, n1 + 1 + n2);
+	free(joined);
+	return a;
 }
 
 static void trd_match_begin(struct trd *r, struct trd_lane *l, const struct trd_event *ev)
@@ -422,7 +449,8 @@ static void trd_match_end(struct trd *r, struct trd_lane *l, const struct trd_ev
 			       "that is not the innermost (misplaced_end_event)", l->uuid, ev->name,
 			       ev->ts);
 	/* the END's args go to the slice it closes (trace processor's SliceTracker::End) */
-	l->stack[(ev->name ? k : l->depth) - 1].args = ev->args;
+	l->stack[(ev->name ? k : l->depth) - 1].args =
+		trd_end_args(r, &l->stack[(ev->name ? k : l->depth) - 1], &ev->args);
 	for (k = ev->name ? k : l->depth; l->depth >= k && l->depth > 0 && !r->stop;)
 		trd_close_top(r, l, ev->ts);
 	trd_hist_note(r, l, ev->ts, NULL);

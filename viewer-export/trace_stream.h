@@ -27,8 +27,45 @@ struct trace_slice_args {
 	int64_t self_samples; /* samples while it was the innermost call */
 	/* scheduler states, on slices whose thread was switched out during them */
 	int64_t on_cpu_ns, off_cpu_ns, runnable_ns;
+	/*
+	 * --args/--retval values (arg1..., fparg1..., retval) of its BEGIN and
+	 * END, NULL when none: items separated by TRACE_VALUE_SEP, each a type
+	 * ('s' string, 'n' number: decimal, 0x-hex pointer or %g double), the
+	 * name, TRACE_VALUE_EQ, the value as text (strings raw). Walk it with
+	 * trace_values_next().
+	 */
+	const char *values;
 };
-#define TRACE_SLICE_ARGS_NONE ((struct trace_slice_args){ -1, -1, -1, -1 })
+#define TRACE_SLICE_ARGS_NONE ((struct trace_slice_args){ -1, -1, -1, -1, NULL })
+#define TRACE_VALUE_SEP '\x1e'
+#define TRACE_VALUE_EQ '\x1f'
+
+struct trace_value {
+	char type;                /* 's' or 'n' */
+	const char *name, *value; /* not NUL-terminated: name_len, value_len */
+	size_t name_len, value_len;
+};
+
+/* The next value of a slice's values text from *p (moved on); false at the end. */
+static inline bool trace_values_next(const char **p, struct trace_value *v)
+{
+	const char *s = *p, *eq, *end;
+
+	if (!s || !*s)
+		return false;
+	end = s;
+	while (*end && *end != TRACE_VALUE_SEP)
+		end++;
+	for (eq = s + 1; eq < end && *eq != TRACE_VALUE_EQ; eq++)
+		;
+	v->type = s[0];
+	v->name = s + 1;
+	v->name_len = (size_t)(eq - s - 1);
+	v->value = eq < end ? eq + 1 : end;
+	v->value_len = (size_t)(end - v->value);
+	*p = *end ? end + 1 : end;
+	return true;
+}
 
 struct trace_stream_slice {
 	uint64_t id;          /* slices are numbered from 0 in the order they open */

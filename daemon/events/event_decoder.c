@@ -14,6 +14,8 @@
 #include "daemon/events/event_decoder.h"
 #include "proto/event_wire.h"
 
+#define unlikely(x) __builtin_expect(!!(x), 0)
+
 #define CLOCK_PAIRS_KEPT 64
 #define ZSTD_WINDOW_LOG_MAX 24
 /* One byte past the bound tells a frame of exactly the bound from a bigger one. */
@@ -25,6 +27,7 @@
 struct event_decoder {
 	ZSTD_DStream *dstream;
 	struct decoded_event batch[EVENTS_PER_BATCH];
+	struct decoded_value values[EVENTS_PER_BATCH * EVENT_VALUES_MAX]; /* the batch's */
 	uint8_t *buf;
 	size_t cap;
 	struct event_clock_pair pairs[CLOCK_PAIRS_KEPT];
@@ -341,6 +344,64 @@ static inline const uint8_t *get_varint_fast(const uint8_t *p, const uint8_t *en
 	return event_get_varint(p, end, v);
 }
 
+/* One value's payload (proto/event_wire.h EVENT_VALUES) after its descriptor; NULL if malformed. */
+static const uint8_t *get_value(const uint8_t *p, const uint8_t *end, struct decoded_value *v)
+{
+	uint64_t x;
+
+	v->str = NULL;
+	v->str_len = v->str_flags = 0;
+	switch (v->item.cls) {
+	case ARG_CLASS_FLOAT:
+		if ((size_t)(end - p) < v->item.size)
+			return NULL;
+		x = 0;
+		memcpy(&x, p, v->item.size);
+		v->value = x;
+		return p + v->item.size;
+	case ARG_CLASS_STR:
+		if (!(p = event_get_varint(p, end, &x)) || (x & 3) == 3)
+			return NULL;
+		v->str_flags = (uint32_t)(x & 3);
+		if (v->str_flags & EVENT_STR_INVALID)
+			return x >> 2 ? NULL : event_get_varint(p, end, &v->value);
+		if (x >> 2 > EVENT_STR_BYTES_MAX || (uint64_t)(end - p) < x >> 2)
+			return NULL;
+		v->value = 0;
+		v->str = p;
+		v->str_len = (uint32_t)(x >> 2);
+		return p + v->str_len;
+	default:
+		if (!(p = event_get_varint(p, end, &x)))
+			return NULL;
+		v->value = v->item.cls == ARG_CLASS_INT ? (uint64_t)event_unzigzag(x) : x;
+		/* as the agent cut it: a wider value is malformed */
+		return arg_item_value(&v->item, v->value) == v->value ? p : NULL;
+	}
+}
+
+/*
+ * A VALUES item (tag: n << 2 | EVENT_VALUES) for ev, the event decoded just
+ * before it, into out (room: EVENT_VALUES_MAX); NULL if malformed.
+ */
+static const uint8_t *get_values(const uint8_t *p, const uint8_t *end, uint64_t tag,
+				 struct decoded_event *ev, struct decoded_value *out)
+{
+	uint64_t n = tag >> EVENT_TAG_KIND_BITS, desc;
+
+	if (ev->n_values || n == 0 || n > EVENT_VALUES_MAX)
+		return NULL;
+	for (uint64_t i = 0; i < n; i++) {
+		if (!(p = event_get_varint(p, end, &desc)) || arg_desc_decode(desc, &out[i].item))
+			return NULL;
+		if (!(p = get_value(p, end, &out[i])))
+			return NULL;
+	}
+	ev->values = out;
+	ev->n_values = (uint32_t)n;
+	return p;
+}
+
 /* An EVENTS chunk (proto/event_wire.h), decoded and delivered; -EBADMSG if it does not decode. */
 static int deliver_events(struct event_decoder *d, const struct event_chunk_header *h,
 			  const uint8_t *body, const struct event_decoder_callbacks *cb, void *ctx)
@@ -355,10 +416,25 @@ static int deliver_events(struct event_decoder *d, const struct event_chunk_head
 	if (h->count && !(p = event_get_varint(p, end, &tsc)))
 		return -EBADMSG;
 	for (uint32_t i = 0; i < h->count; i++) {
-		struct decoded_event *ev = &d->batch[n];
+		struct decoded_event *ev;
 		uint64_t tag, func_id, v;
 
-		if (!(p = get_varint_fast(p, end, &tag)) || !(p = get_varint_fast(p, end, &func_id)))
+		if (!(p = get_varint_fast(p, end, &tag)))
+			return -EBADMSG;
+		if (unlikely((tag & 3) == EVENT_VALUES)) { /* the values of the event before */
+			if (!n || !(p = get_values(p, end, tag, &d->batch[n - 1],
+						   &d->values[(n - 1) * EVENT_VALUES_MAX])))
+				return -EBADMSG;
+			continue;
+		}
+		if (n == EVENTS_PER_BATCH) { /* delivered once its values are read too */
+			deliver_batch(d, h->tid, n, cb, ctx);
+			n = 0;
+		}
+		ev = &d->batch[n];
+		ev->n_values = 0;
+		ev->values = NULL;
+		if (!(p = get_varint_fast(p, end, &func_id)))
 			return -EBADMSG;
 		if (func_id > UINT32_MAX || tsc + (tag >> EVENT_TAG_KIND_BITS) < tsc)
 			return -EBADMSG;
@@ -380,10 +456,7 @@ static int deliver_events(struct event_decoder *d, const struct event_chunk_head
 			return -EBADMSG;
 		}
 		ev->mono_ns = last_ts = convert_cached(d, tsc, &cc);
-		if (++n == EVENTS_PER_BATCH) {
-			deliver_batch(d, h->tid, n, cb, ctx);
-			n = 0;
-		}
+		n++;
 	}
 	if (n)
 		deliver_batch(d, h->tid, n, cb, ctx);

@@ -12,9 +12,25 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/arg_spec.h"
 #include "proto/func_aggregates.h"
 
 struct event_decoder;
+
+/*
+ * One captured value (--args/--retval, proto/event_wire.h EVENT_VALUES):
+ * where it lived and how to show it (item, from its checked descriptor),
+ * the value cut to its size (sign-extended for ARG_CLASS_INT, the bits of
+ * an f32/f64 for ARG_CLASS_FLOAT, the pointer of an invalid string), and a
+ * string's bytes: in the frame being fed, valid during the callback only.
+ */
+struct decoded_value {
+	struct arg_item item;
+	uint64_t value;
+	const uint8_t *str;
+	uint32_t str_len;
+	uint32_t str_flags;        /* EVENT_STR_CUT, EVENT_STR_INVALID */
+};
 
 /* One record as delivered: an enter carries the frame it hijacked. */
 struct decoded_event {
@@ -23,6 +39,9 @@ struct decoded_event {
 	uint32_t kind;             /* EVENT_ENTER, EVENT_EXIT, or any other value (unchecked) */
 	uint64_t return_address;   /* EVENT_ENTER only: the caller's return address */
 	uint64_t return_slot;      /* EVENT_ENTER only: where it lived on the stack */
+	/* an ENTER's arguments or an EXIT's return value (n_values 0: none) */
+	const struct decoded_value *values;
+	uint32_t n_values;
 };
 
 /* One function's figures on one thread, cumulative (proto/func_aggregates.h). */

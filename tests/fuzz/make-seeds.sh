@@ -23,8 +23,8 @@ done
 # ---- event decoder, frame reader, control messages, trace reader: seed_gen.c -----
 $CC -std=gnu11 -O1 -Wall -Wextra -Werror -Wno-missing-field-initializers -I. -I"$tmp/gen" \
 	-D_GNU_SOURCE -o "$tmp/seed_gen" tests/fuzz/seed_gen.c \
-	proto/frame.c daemon/events/event_decoder.c viewer-export/perfetto_writer.c \
-	viewer-export/perfetto_samples.c viewer-export/perfetto_intern.c viewer-export/trace_sink.c \
+	proto/frame.c common/arg_spec.c daemon/events/event_decoder.c viewer-export/perfetto_writer.c \
+	viewer-export/perfetto_samples.c viewer-export/perfetto_sched.c viewer-export/perfetto_intern.c viewer-export/trace_sink.c \
 	"$tmp/gen/profd.pb-c.c" "$tmp/gen/perfetto_trace_subset.pb-c.c" -lzstd -lisal -lz \
 	-lprotobuf-c -lpthread
 trace=$CORPUS/fuzz_trace_reader/profd-trace

@@ -22,7 +22,7 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
 # The sources and libraries each target links against.
 target_deps() {
 	case $1 in
-	fuzz_event_decoder) echo "daemon/events/event_decoder.c -lzstd" ;;
+	fuzz_event_decoder) echo "daemon/events/event_decoder.c common/arg_spec.c -lzstd" ;;
 	fuzz_frame_reader) echo "proto/frame.c" ;;
 	fuzz_elf_symbols) echo "agent/elf_symbols.c" ;;
 	fuzz_dwarf_params)

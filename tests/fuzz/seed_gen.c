@@ -15,6 +15,7 @@
 #include <zstd.h>
 
 #include "daemon/events/event_decoder.h"
+#include "common/arg_spec.h"
 #include "proto/event_wire.h"
 #include "proto/func_aggregates.h"
 #include "proto/frame.h"
@@ -80,17 +81,47 @@ static void pair(uint64_t tsc, uint64_t mono)
 	chunk(EVENT_CHUNK_CLOCK_PAIR, 0, 0, 0, 0, &p, sizeof(p));
 }
 
-/* n_calls calls of functions 1..n_calls, each nested in the one before: enters then exits. */
+/* One value of each kind of payload (--args/--retval: proto/event_wire.h EVENT_VALUES). */
+static uint8_t *values(struct event_encoder *enc, uint8_t *p, int exit)
+{
+	struct arg_item str = { .source = ARG_SRC_INT, .index = 1, .cls = ARG_CLASS_STR, .size = 8 };
+	struct arg_item i32 = { .source = ARG_SRC_INT, .index = 2, .cls = ARG_CLASS_INT, .size = 4 };
+	struct arg_item f64 = { .source = exit ? ARG_SRC_FPRET : ARG_SRC_FP, .index = !exit,
+				.cls = ARG_CLASS_FLOAT, .size = 8 };
+	double d = 2.5;
+
+	p = event_encode_values_tag(enc, p, exit ? 1 : 3);
+	if (!exit) {
+		p = event_put_varint(event_put_varint(p, arg_item_desc(&i32)), event_zigzag(-7));
+		p = event_put_varint(event_put_varint(p, arg_item_desc(&str)), 5 << 2 | EVENT_STR_CUT);
+		memcpy(p, "hello", 5);
+		p += 5;
+	}
+	p = event_put_varint(p, arg_item_desc(&f64));
+	memcpy(p, &d, 8);
+	return p + 8;
+}
+
+/*
+ * n_calls calls of functions 1..n_calls, each nested in the one before:
+ * enters then exits; the outermost with arguments and a return value.
+ */
 static void events(uint32_t tid, uint64_t tsc, uint32_t n_calls, uint64_t drops)
 {
-	uint8_t body[8 * 2 * EVENT_WORST], *p = body;
+	uint8_t body[8 * 2 * EVENT_WORST + 128], *p = body;
 	struct event_encoder enc = { 0 };
 
-	for (uint32_t i = 0; i < n_calls; i++)
+	for (uint32_t i = 0; i < n_calls; i++) {
 		p = event_encode(&enc, p, tsc + 100 * i, 1 + i, EVENT_ENTER,
 				 0x555555555139 + 16 * i, 0x7fffffffe000 - 32 * i);
-	for (uint32_t i = n_calls; i-- > 0;)
+		if (i == 0)
+			p = values(&enc, p, 0);
+	}
+	for (uint32_t i = n_calls; i-- > 0;) {
 		p = event_encode(&enc, p, tsc + 100 * (2 * n_calls - i), 1 + i, EVENT_EXIT, 0, 0);
+		if (i == 0)
+			p = values(&enc, p, 1);
+	}
 	chunk(EVENT_CHUNK_EVENTS, tid, enc.count, (uint32_t)(p - body), drops, body,
 	      (size_t)(p - body));
 }

@@ -227,6 +227,8 @@ static void builder_flush(struct builder *b)
 struct delivered_record {
 	uint32_t tid, func, kind;
 	uint64_t mono, return_address, return_slot;
+	uint32_t n_values;
+	char values[200]; /* "name:class:value;" per value (strings with their flags) */
 };
 
 struct delivered_agg {
@@ -271,7 +273,20 @@ static void on_record(void *ctx, uint32_t tid, const struct decoded_event *ev)
 		r->recs = realloc(r->recs, r->cap * sizeof(*r->recs));
 	}
 	r->recs[r->n_recs++] = (struct delivered_record){ tid, ev->func_id, ev->kind, ev->mono_ns,
-							  ev->return_address, ev->return_slot };
+							  ev->return_address, ev->return_slot,
+							  ev->n_values, "" };
+	for (uint32_t i = 0; i < ev->n_values; i++) {
+		const struct decoded_value *v = &ev->values[i];
+		char *out = r->recs[r->n_recs - 1].values, name[16];
+		size_t len = strlen(out);
+
+		if (v->item.cls == ARG_CLASS_STR)
+			snprintf(out + len, 200 - len, "%s:s%u:%.*s;", arg_item_name(&v->item, name, 16),
+				 v->str_flags, (int)v->str_len, (const char *)v->str);
+		else
+			snprintf(out + len, 200 - len, "%s:%u:%" PRId64 ";",
+				 arg_item_name(&v->item, name, 16), v->item.cls, (int64_t)v->value);
+	}
 }
 
 static void on_thread_name(void *ctx, uint32_t tid, const char *name)
@@ -452,6 +467,167 @@ static void test_events_wire_layout(void)
 	builder_fini(&b);
 	event_decoder_free(d);
 	recorder_free(&r);
+}
+
+/* ---- --args/--retval values (EVENT_VALUES) -------------------------------------------- */
+
+/* An item's descriptor for the hand-made bodies below. */
+static uint64_t desc_of(uint8_t source, uint8_t index, uint8_t cls, uint8_t size)
+{
+	struct arg_item it = { .source = source, .index = index, .cls = cls, .size = size };
+
+	return arg_item_desc(&it);
+}
+
+/* An ENTER of function 3 with an int, a string and a double, its EXIT with a return value. */
+static size_t values_body(uint8_t *body)
+{
+	struct event_encoder enc = { 0 };
+	uint8_t *p = body;
+	double d = 2.5;
+
+	p = event_encode(&enc, p, 1000, 3, EVENT_ENTER, 0x50, 0x100);
+	p = event_encode_values_tag(&enc, p, 3);
+	p = event_put_varint(p, desc_of(ARG_SRC_INT, 2, ARG_CLASS_INT, 4));
+	p = event_put_varint(p, event_zigzag(-70000));
+	p = event_put_varint(p, desc_of(ARG_SRC_INT, 1, ARG_CLASS_STR, 8));
+	p = event_put_varint(p, 5 << 2 | EVENT_STR_CUT);
+	memcpy(p, "hello", 5);
+	p += 5;
+	p = event_put_varint(p, desc_of(ARG_SRC_FP, 1, ARG_CLASS_FLOAT, 8));
+	memcpy(p, &d, 8);
+	p += 8;
+	p = event_encode(&enc, p, 1010, 3, EVENT_EXIT, 0, 0);
+	p = event_encode_values_tag(&enc, p, 1);
+	p = event_put_varint(p, desc_of(ARG_SRC_RET, 0, ARG_CLASS_STR, 8));
+	p = event_put_varint(p, EVENT_STR_INVALID);
+	p = event_put_varint(p, 1);
+	return (size_t)(p - body);
+}
+
+/* Feeds one EVENTS chunk of `count` items and body bytes (after two clock pairs). */
+static int feed_events(struct event_decoder *d, struct recorder *r, uint32_t count,
+		       const uint8_t *body, size_t len)
+{
+	struct builder b;
+	int ret;
+
+	builder_init(&b, 0);
+	put_pair(&b, 0, 0);
+	put_pair(&b, 4000, 2000);
+	put_chunk(&b, EVENT_CHUNK_EVENTS, 3, count, 0, body, len);
+	ret = feed_frame(d, &b, r);
+	builder_fini(&b);
+	return ret;
+}
+
+static void test_values_decode(void)
+{
+	struct event_decoder *d = event_decoder_new();
+	struct recorder r = { 0 };
+	uint8_t body[256];
+	size_t len = values_body(body);
+
+	CHECK_EQ_INT(feed_events(d, &r, 4, body, len), 0);
+	CHECK_EQ_INT(r.n_recs, 2);
+	if (r.n_recs == 2) {
+		CHECK_EQ_INT(r.recs[0].n_values, 3);
+		CHECK_EQ_U64(r.recs[0].return_slot, 0x100);
+		CHECK_EQ_STR(r.recs[0].values, "arg2:1:-70000;arg1:s1:hello;fparg1:5:4612811918334230528;");
+		CHECK_EQ_INT(r.recs[1].kind, EVENT_EXIT);
+		CHECK_EQ_STR(r.recs[1].values, "retval:s2:;");
+	}
+	event_decoder_free(d);
+	recorder_free(&r);
+}
+
+/* Values on the batch's last event: delivered with it, not lost at the batch's end. */
+static void test_values_at_batch_end(void)
+{
+	struct event_decoder *d = event_decoder_new();
+	struct event_encoder enc = { 0 };
+	static uint8_t body[EVENT_DECODER_BATCH_MAX * 2 * EVENT_WORST];
+	struct recorder r = { 0 };
+	uint8_t *p = body;
+
+	for (uint32_t i = 0; i < EVENT_DECODER_BATCH_MAX; i++)
+		p = event_encode(&enc, p, 1000 + i, 1, i % 2 ? EVENT_EXIT : EVENT_ENTER, 0, 0);
+	p = event_encode_values_tag(&enc, p, 1);
+	p = event_put_varint(p, desc_of(ARG_SRC_RET, 0, ARG_CLASS_UINT, 1));
+	p = event_put_varint(p, 200);
+	p = event_encode(&enc, p, 2000, 1, EVENT_ENTER, 0, 0);
+	CHECK_EQ_INT(feed_events(d, &r, enc.count, body, (size_t)(p - body)), 0);
+	CHECK_EQ_INT(r.n_recs, EVENT_DECODER_BATCH_MAX + 1);
+	if (r.n_recs == EVENT_DECODER_BATCH_MAX + 1) {
+		CHECK_EQ_STR(r.recs[EVENT_DECODER_BATCH_MAX - 1].values, "retval:2:200;");
+		CHECK_EQ_INT(r.recs[EVENT_DECODER_BATCH_MAX].n_values, 0);
+	}
+	event_decoder_free(d);
+	recorder_free(&r);
+}
+
+/* One hostile VALUES body: refused as a whole chunk. */
+static void check_values_refused(const char *what, const uint8_t *body, size_t len, uint32_t count)
+{
+	struct event_decoder *d = event_decoder_new();
+	struct recorder r = { 0 };
+
+	int ret = feed_events(d, &r, count, body, len);
+
+	if (ret != -EBADMSG)
+		fprintf(stderr, "not refused: %s\n", what);
+	CHECK_EQ_INT(ret, -EBADMSG);
+	event_decoder_free(d);
+	recorder_free(&r);
+}
+
+static void test_values_hostile(void)
+{
+	uint8_t good[256], b[256];
+	size_t len = values_body(good), at = 0;
+	struct event_encoder enc = { 0 };
+	uint8_t *p;
+
+	/* values first in the chunk: no event to belong to */
+	p = event_encode_values_tag(&enc, b, 1);
+	p = event_put_varint(p, desc_of(ARG_SRC_INT, 1, ARG_CLASS_UINT, 8));
+	p = event_put_varint(p, 1);
+	check_values_refused("values first", b, (size_t)(p - b), 1);
+	/* the ENTER's prefix, then variations of its VALUES item */
+	while (good[at] != (3u << 2 | EVENT_VALUES))
+		at++;
+	memcpy(b, good, at);
+	b[at] = 0 << 2 | EVENT_VALUES; /* no value */
+	check_values_refused("zero values", b, at + 1, 2);
+	b[at] = 10 << 2 | EVENT_VALUES; /* more than EVENT_VALUES_MAX */
+	check_values_refused("ten values", b, at + 1, 2);
+	p = event_encode_values_tag(&enc, b + at, 1);
+	p = event_put_varint(p, desc_of(ARG_SRC_INT, 1, 0, 8)); /* no class */
+	p = event_put_varint(p, 1);
+	check_values_refused("no class", b, (size_t)(p - b), 2);
+	p = event_encode_values_tag(&enc, b + at, 1);
+	p = event_put_varint(p, desc_of(ARG_SRC_INT, 1, ARG_CLASS_UINT, 1));
+	p = event_put_varint(p, 300); /* wider than a u8 */
+	check_values_refused("wider than its size", b, (size_t)(p - b), 2);
+	p = event_encode_values_tag(&enc, b + at, 1);
+	p = event_put_varint(p, desc_of(ARG_SRC_INT, 1, ARG_CLASS_STR, 8));
+	p = event_put_varint(p, 40 << 2); /* 40 bytes, 2 there */
+	*p++ = 'a';
+	*p++ = 'b';
+	check_values_refused("string past the end", b, (size_t)(p - b), 2);
+	p = event_encode_values_tag(&enc, b + at, 1);
+	p = event_put_varint(p, desc_of(ARG_SRC_INT, 1, ARG_CLASS_STR, 8));
+	p = event_put_varint(p, 3 << 2 | EVENT_STR_INVALID); /* invalid with bytes */
+	check_values_refused("invalid with bytes", b, (size_t)(p - b), 2);
+	p = event_encode_values_tag(&enc, b + at, 1);
+	p = event_put_varint(p, desc_of(ARG_SRC_FP, 1, ARG_CLASS_FLOAT, 8));
+	*p++ = 1; /* 1 byte of 8 */
+	check_values_refused("double cut short", b, (size_t)(p - b), 2);
+	memcpy(b, good, len); /* a second VALUES item for the same EXIT */
+	p = event_encode_values_tag(&enc, b + len, 1);
+	p = event_put_varint(p, desc_of(ARG_SRC_RET, 0, ARG_CLASS_UINT, 8));
+	p = event_put_varint(p, 1);
+	check_values_refused("values twice", b, (size_t)(p - b), 5);
 }
 
 /* ---- round trip ------------------------------------------------------------------ */
@@ -1897,6 +2073,9 @@ static void test_aggregates_at_limits(void)
 int main(void)
 {
 	RUN_TEST(test_events_wire_layout);
+	RUN_TEST(test_values_decode);
+	RUN_TEST(test_values_at_batch_end);
+	RUN_TEST(test_values_hostile);
 	RUN_TEST(test_round_trip);
 	RUN_TEST(test_frames_share_stream_and_segments);
 	RUN_TEST(test_events_across_segments_in_one_chunk);

@@ -8,6 +8,7 @@
  *    a call still open at the end is a "B" with no "E" (open to the end).
  *    Events come in END order: the format needs no sort, nesting follows
  *    from ts/dur;
+ *    its --args/--retval values (arg1, fparg1, retval...) are its "args";
  *  - "M" metadata events naming processes and threads (each descriptor: the
  *    last name wins);
  *  - the CPU samples as instant events ("ph":"i", thread scope) on a pseudo
@@ -22,6 +23,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "viewer-export/export/export.h"
 
@@ -43,9 +45,9 @@ struct chrome {
 };
 
 /* s's characters as JSON string content (no quotes). */
-static void json_chars(FILE *out, const char *s)
+static void json_chars_n(FILE *out, const char *s, size_t n)
 {
-	for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+	for (const unsigned char *p = (const unsigned char *)s; p < (const unsigned char *)s + n; p++) {
 		if (*p == '"' || *p == '\\')
 			fprintf(out, "\\%c", *p);
 		else if (*p == '\n')
@@ -55,6 +57,42 @@ static void json_chars(FILE *out, const char *s)
 		else
 			fputc(*p, out); /* UTF-8 passes through as the program named it */
 	}
+}
+
+static void json_chars(FILE *out, const char *s)
+{
+	json_chars_n(out, s ? s : "", s ? strlen(s) : 0);
+}
+
+/*
+ * A slice's --args/--retval values as its "args": strings as strings,
+ * numbers as numbers but for pointers (0x...) and non-finite doubles, which
+ * JSON has no number for.
+ */
+static void json_values(FILE *out, const char *values)
+{
+	struct trace_value v;
+	const char *sep = ",\"args\":{";
+
+	while (trace_values_next(&values, &v)) {
+		bool number = v.type == 'n' && v.value_len && strspn(v.value, "-0123456789.e+") >=
+							       v.value_len;
+
+		fputs(sep, out);
+		sep = ",";
+		fputc('"', out);
+		json_chars_n(out, v.name, v.name_len);
+		fputs("\":", out);
+		if (number) {
+			fwrite(v.value, 1, v.value_len, out);
+			continue;
+		}
+		fputc('"', out);
+		json_chars_n(out, v.value, v.value_len);
+		fputc('"', out);
+	}
+	if (sep[0] == ',' && sep[1] == '\0')
+		fputc('}', out);
 }
 
 static void json_str(FILE *out, const char *s)
@@ -124,6 +162,8 @@ static int chrome_slice(void *ctx, const struct trace_stream_slice *s)
 	}
 	fputs(",\"name\":", out);
 	json_str(out, s->name ? s->name : "?");
+	if (s->args.values)
+		json_values(out, s->args.values);
 	fputc('}', out);
 	return 0;
 }
