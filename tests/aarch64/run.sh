@@ -33,7 +33,7 @@ else
 	echo "skip: no qemu-aarch64 nor binfmt_misc entry (Debian: qemu-user, libc6-dev-arm64-cross)"
 	finish
 fi
-if ! make --no-print-directory -s ARCH=aarch64 all; then
+if ! make --no-print-directory -s -j"$(nproc)" ARCH=aarch64 all; then
 	echo "FAIL: make ARCH=aarch64"
 	fail=$((fail + 1))
 	finish
