@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 
 #include "common/mono_clock.h"
 #include "daemon/auto_args.h"
@@ -99,35 +100,34 @@ void auto_args_free(struct auto_args *aa)
 }
 
 /*
- * The file-backed mappings of pid (its /proc/PID/maps paths, one NUL-ended
- * string after another, in one buffer): a module the agent names must be
- * one of them. NULL when unreadable.
+ * The file-backed mappings of pid as /proc/PID/maps gives them, one line
+ * each ("... DEV INODE PATH"), NUL-ended, in one buffer: a module the agent
+ * names must be one of them. NULL when unreadable.
  */
-static char *mapped_paths(pid_t pid, size_t *len)
+static char *mapped_files(pid_t pid, size_t *len)
 {
-	char path[64], *line = NULL, *out = NULL;
+	char path[64], *line = NULL, *out = calloc(1, 1);
 	size_t cap = 0, n = 0;
 	FILE *f;
 
 	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
-	if (!(f = fopen(path, "re")))
+	if (!out || !(f = fopen(path, "re"))) {
+		free(out);
 		return NULL;
-	out = calloc(1, 1);
+	}
 	while (out && getline(&line, &cap, f) > 0) {
-		char *p = strchr(line, '/');
-		size_t l;
+		size_t l = strcspn(line, "\n"); /* a module's several mappings repeat it: cheap enough */
 		char *grown;
 
-		if (!p)
+		if (!strchr(line, '/'))
 			continue;
-		l = strcspn(p, "\n"); /* a module's several mappings repeat it: cheap enough */
 		if (!(grown = realloc(out, n + l + 2))) {
 			free(out);
 			out = NULL;
 			break;
 		}
 		out = grown;
-		memcpy(out + n, p, l);
+		memcpy(out + n, line, l);
 		out[n + l] = '\0';
 		n += l + 1;
 	}
@@ -137,23 +137,41 @@ static char *mapped_paths(pid_t pid, size_t *len)
 	return out;
 }
 
-static bool path_mapped(const char *paths, size_t len, const char *module)
+/*
+ * Whether module (st: the file through /proc/PID/root) is mapped: by path,
+ * or by device and inode (the loader's name may be a symlink's, as
+ * /lib/x86_64-linux-gnu/libc.so.6 for /usr/lib/... after the usr merge).
+ */
+static bool file_mapped(const char *maps, size_t len, const char *module, const struct stat *st)
 {
-	for (size_t off = 0; off < len; off += strlen(paths + off) + 1)
-		if (strcmp(paths + off, module) == 0)
+	for (size_t off = 0; off < len; off += strlen(maps + off) + 1) {
+		unsigned maj, min;
+		unsigned long long ino;
+		int at = 0;
+
+		if (sscanf(maps + off, "%*s %*s %*s %x:%x %llu %n", &maj, &min, &ino, &at) < 3 ||
+		    !at)
+			continue;
+		if (strcmp(maps + off + at, module) == 0 ||
+		    (ino == st->st_ino && maj == major(st->st_dev) && min == minor(st->st_dev)))
 			return true;
+	}
 	return false;
 }
 
-/* The module's debug info, opened (or its failure remembered) once per file. */
-static struct debug_module *module_get(struct auto_args *aa, pid_t pid, const char *module)
+/*
+ * The module's debug info, opened (or its failure remembered) once per
+ * file; NULL when the process has no such file mapped.
+ */
+static struct debug_module *module_get(struct auto_args *aa, pid_t pid, const char *maps,
+				       size_t maps_len, const char *module)
 {
 	char path[4352], root[4096];
 	struct debug_module *d;
 	struct stat st;
 
 	snprintf(path, sizeof(path), "/proc/%d/root%s", (int)pid, module);
-	if (stat(path, &st))
+	if (stat(path, &st) || !file_mapped(maps, maps_len, module, &st))
 		return NULL;
 	for (size_t i = 0; i < aa->n_mods; i++)
 		if (aa->mods[i].dev == st.st_dev && aa->mods[i].ino == st.st_ino)
@@ -246,9 +264,9 @@ static struct dwarf_function *describe(struct auto_args *aa, pid_t pid, const ch
 		aa->stats.explicit++;
 		return NULL;
 	}
-	if (!q->module || q->module[0] != '/' || !path_mapped(paths, paths_len, q->module))
+	if (!q->module || q->module[0] != '/')
 		return NULL;
-	d = module_get(aa, pid, q->module);
+	d = module_get(aa, pid, paths, paths_len, q->module);
 	if (!d || !d->m || dwarf_params_lookup(d->m, q->elf_address, q->name, &f))
 		return NULL;
 	aa->stats.described++;
@@ -284,7 +302,7 @@ static int answer(struct auto_args *aa, pid_t pid, const Profd__AutoArgsQuery *q
 	Profd__AutoArgsCapture **ptrs = calloc(q->n_functions + 1, sizeof(*ptrs));
 	uint32_t *descs = calloc((q->n_functions + 1) * (ARG_SPEC_ITEMS_MAX + 1), sizeof(*descs));
 	size_t paths_len = 0;
-	char *paths = mapped_paths(pid, &paths_len);
+	char *paths = mapped_files(pid, &paths_len);
 	int err = -ENOMEM;
 
 	if (!caps || !ptrs || !descs)
