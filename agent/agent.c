@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "agent/agent_thread.h"
+#include "agent/arg_auto.h"
 #include "agent/arg_capture.h"
 #include "agent/flusher.h"
 #include "agent/instrument.h"
@@ -556,6 +557,7 @@ static int agent_prepare(const char *path, const char *token, Profd__AgentConfig
 	Profd__AgentConfig *cfg;
 	struct func_filter *filter = NULL;
 	char err_text[256];
+	bool auto_args;
 	int err;
 
 	if (agent.state != AGENT_IDLE)
@@ -581,11 +583,17 @@ static int agent_prepare(const char *path, const char *token, Profd__AgentConfig
 			      cfg->n_retval_specs, cfg->args_string_max);
 	err = func_filter_parse((const char *const *)cfg->func_patterns, cfg->n_func_patterns,
 				&filter, err_text, sizeof(err_text));
+	auto_args = cfg->auto_args;
 	if (cfg != preset)
 		profd__agent_config__free_unpacked(cfg, NULL);
 	if (!err)
 		err = instrument_prepare(filter, &agent.plan);
 	agent.filter = filter;
+	/* before the flusher takes the socket and before anything is patched: every call has values */
+	if (!err && auto_args &&
+	    arg_auto_query(agent.sock, &agent.plan, 0, ARG_AUTO_TIMEOUT_MS, err_text,
+			   sizeof(err_text)) < 0)
+		instrument_report_warn(&agent.plan.report, err_text);
 	if (!err)
 		err = flusher_start(agent.sock, send_table_from_plan, agent_daemon_lost,
 				    &agent.plan);

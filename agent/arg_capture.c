@@ -58,17 +58,18 @@ int arg_capture_configure(char **args, size_t n_args, char **retvals, size_t n_r
 	size_t errlen = sizeof(cap.refused);
 
 	arg_capture_reset();
-	if (!n_args && !n_retvals)
-		return 0;
-#if !defined(__x86_64__)
-	/* the trampolines save what capture needs, the reading is not written yet: no garbage */
-	snprintf(err, errlen, "--args/--retval: not supported on this architecture yet "
-		 "(x86-64 only): no values recorded");
-	return -ENOTSUP;
-#endif
+	/* --auto-args installs specs later (arg_capture_install): the limit holds for them too */
 	arg_string_max = string_max ? string_max : ARG_STRING_MAX_DEFAULT;
 	if (arg_string_max > ARG_STRING_MAX_LIMIT)
 		arg_string_max = ARG_STRING_MAX_LIMIT;
+	if (!n_args && !n_retvals)
+		return 0;
+	if (!arg_capture_supported()) {
+		/* the trampolines save what capture needs, the reading is not written yet: no garbage */
+		snprintf(err, errlen, "--args/--retval: not supported on this architecture yet "
+			 "(x86-64 only): no values recorded");
+		return -ENOTSUP;
+	}
 	if (add_specs(args, n_args, 0, err, errlen) || add_specs(retvals, n_retvals, 1, err, errlen)) {
 		cap.n_specs = 0;
 		return -EINVAL;
@@ -149,6 +150,62 @@ uint32_t arg_capture_attach(uint32_t func_id, const char *name)
 		return 0;
 	*slot = f; /* before the stub is patched: no hook reads it yet */
 	return STUB_FLAG_ARGS;
+}
+
+bool arg_capture_supported(void)
+{
+#if defined(__x86_64__)
+	return true;
+#else
+	return false;
+#endif
+}
+
+/* descs[0..n) as caps: false when one names no valid item (the whole answer is then refused) */
+static bool caps_from_descs(struct arg_cap *caps, const uint32_t *descs, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct arg_item it;
+
+		if (arg_desc_decode(descs[i], &it))
+			return false;
+		cap_set(&caps[i], &it);
+	}
+	return true;
+}
+
+int arg_capture_install(uint32_t func_id, const uint32_t *enter, size_t n_enter,
+			const uint32_t *exit, size_t n_exit)
+{
+	struct arg_func f = { 0 }, *slot;
+	uint32_t units = 0;
+
+	if (!arg_capture_supported())
+		return -ENOTSUP;
+	if (!func_id || n_enter > ARG_SPEC_ITEMS_MAX || n_exit > 1)
+		return -EINVAL;
+	if (!n_enter && !n_exit)
+		return 0;
+	if (!caps_from_descs(f.enter, enter, n_enter) || !caps_from_descs(f.exit, exit, n_exit))
+		return -EINVAL;
+	for (size_t i = 0; i < n_exit; i++)
+		if (f.exit[i].source != ARG_SRC_RET && f.exit[i].source != ARG_SRC_FPRET)
+			return -EINVAL;
+	for (size_t i = 0; i < n_enter; i++) {
+		if (f.enter[i].source != ARG_SRC_INT && f.enter[i].source != ARG_SRC_FP)
+			return -EINVAL;
+		units += cap_units(&f.enter[i]);
+	}
+	if (!(slot = table_slot(func_id)))
+		return -ENOMEM;
+	if (slot->n_enter || slot->n_exit)
+		return 0; /* an explicit --args/--retval spec matched it: it wins */
+	f.n_enter = (uint8_t)n_enter;
+	f.n_exit = (uint8_t)n_exit;
+	f.enter_units = (uint16_t)(units < ARG_UNITS_MAX ? units : ARG_UNITS_MAX);
+	f.exit_units = (uint16_t)(n_exit ? cap_units(&f.exit[0]) : 0);
+	*slot = f; /* before its flag: the caller publishes STUB_FLAG_ARGS with release after */
+	return 1;
 }
 
 void arg_capture_unmatched(void (*fn)(void *ctx, const char *text, int retval), void *ctx)

@@ -12,6 +12,8 @@
 #define PROFD_ARG_CAPTURE_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "common/arg_spec.h"
@@ -89,6 +91,22 @@ int arg_capture_configure(char **args, size_t n_args, char **retvals, size_t n_r
  * memory is short). Single-threaded setup (instrument_prepare).
  */
 uint32_t arg_capture_attach(uint32_t func_id, const char *name);
+
+/* Whether this architecture captures values (x86-64 today; aarch64 refuses specs). */
+bool arg_capture_supported(void);
+
+/*
+ * --auto-args: profd's capture for func_id (arg_item_desc() words: argN and
+ * fpargN items to enter, at most one retval item to exit), put in its
+ * table entry unless an explicit spec filled it already (that one wins).
+ * Returns 1 when installed (the caller then sets STUB_FLAG_ARGS with
+ * release ordering: the hooks read the entry once they see the flag), 0
+ * when left as it was, -EINVAL (a descriptor names no valid item, or too
+ * many), -ENOMEM, -ENOTSUP (no capture on this architecture). Single
+ * setup thread, before the function is patched or with its flag still off.
+ */
+int arg_capture_install(uint32_t func_id, const uint32_t *enter, size_t n_enter,
+			const uint32_t *exit, size_t n_exit);
 
 /*
  * Calls fn for each spec no function matched so far (for the report's

@@ -274,6 +274,11 @@ static void report_warn(struct instrument_report *r, const char *fmt, const char
 		r->n_warnings++;
 }
 
+void instrument_report_warn(struct instrument_report *r, const char *text)
+{
+	report_warn(r, "%s%s", text, "");
+}
+
 /* reason may be thread-local (the relocator's): it is copied. */
 static void report_skip(struct instrument_report *r, const char *name, const char *module,
 			const char *reason)
@@ -550,6 +555,7 @@ static int module_prepare_one(struct module_job *job, const struct picked_functi
 		return -ENOMEM;
 	if (timed) {
 		r->functions[r->n_functions - 1].stub = stub;
+		r->functions[r->n_functions - 1].base = job->module->base;
 		r->functions[r->n_functions - 1].stub_same_offsets = fill.same_offsets_len;
 	}
 	pp->jump.address = addr + fill.jump_offset;

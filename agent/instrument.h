@@ -19,6 +19,7 @@ struct instrumented_function {
 	const char *module; /* points into the report's module strings */
 	uint64_t address;
 	uint64_t size;
+	uint64_t base;               /* its module's load bias: address - base is its st_value */
 	uint64_t stub;               /* its stub slot: `call region_thunk` then the relocated copy */
 	uint64_t stub_same_offsets;  /* bytes of the copy at their original offsets */
 	const char *dropped; /* set by instrument_commit: not patched after all, and why */
@@ -125,6 +126,9 @@ int instrument_update_modules(const struct func_filter *filter, struct instrumen
 
 /* Puts every original byte back (all threads stopped). Allocates nothing. */
 int instrument_unpatch(struct instrument_plan *plan);
+
+/* Adds a warning line to the report (sent with the table); best effort. */
+void instrument_report_warn(struct instrument_report *r, const char *text);
 
 /* Frees the plan; its stubs stay mapped (threads may still return through them). */
 void instrument_plan_free(struct instrument_plan *plan);

@@ -5,7 +5,7 @@ _profctl()
 	local cmds="run attach detach report funcs status stop open snapshot export top"
 	local profile="--funcs --freq -o --duration --call-graph --mmap-pages --buffer-size
 		--min-duration --max-depth --trace-compression --ring --sched --no-inherit
-		--args --retval --args-string-max -v"
+		--args --retval --args-string-max --auto-args -v"
 	local i cmd=
 
 	for ((i = 1; i < COMP_CWORD; i++)); do

@@ -342,6 +342,7 @@ static void session_free(struct session *s)
 	free(s->pid_index);
 	kernel_symbols_free(s->kernel); /* after the writer: names are keyed by address */
 	module_cache_free(s->modules);
+	auto_args_free(s->auto_args);
 	for (uint32_t i = 0; i <= s->n_func_names && s->func_names; i++)
 		free(s->func_names[i]);
 	free(s->func_names);
@@ -423,6 +424,12 @@ static struct session *session_new(struct server *srv, struct conn *c, const Pro
 	s->retval_specs = strv_dup(req->retval_specs, req->n_retval_specs);
 	s->n_retval_specs = req->n_retval_specs;
 	s->args_string_max = req->args_string_max;
+	if (req->auto_args && !(s->auto_args = auto_args_new(s->arg_specs, s->n_arg_specs,
+							     s->retval_specs, s->n_retval_specs,
+							     NULL))) {
+		session_free(s);
+		return NULL;
+	}
 	if (!s->demangled || !s->modules || !s->comm || !s->arg_specs || !s->retval_specs ||
 	    !s->output_name || !s->patterns ||
 	    s->n_patterns != req->n_func_patterns ||
@@ -505,6 +512,7 @@ static void session_agent_config(struct session *s, Profd__AgentConfig *cfg)
 	cfg->n_retval_specs = s->n_retval_specs;
 	cfg->retval_specs = s->retval_specs;
 	cfg->args_string_max = s->args_string_max;
+	cfg->auto_args = s->auto_args != NULL;
 }
 
 /*
@@ -1014,6 +1022,11 @@ static void handle_agent_hello(struct server *srv, struct conn *c, const uint8_t
 		goto out;
 	}
 	c->session = s;
+	if (hello->forked_from > 0) { /* its capture is its parent's: so are the names */
+		struct session_process *parent = session_process_find(s, hello->forked_from);
+
+		p->auto_names = parent ? parent->auto_names : NULL;
+	}
 	if (hello->config_known) /* it patched already, from the environment's copy */
 		goto out;
 	session_agent_config(s, &cfg);

@@ -14,6 +14,7 @@
 #include <sys/socket.h>
 #include <sys/types.h>
 
+#include "daemon/auto_args.h"
 #include "daemon/events/func_registry.h"
 #include "daemon/sampling/sampler.h"
 #include "daemon/server.h"
@@ -72,6 +73,8 @@ struct session_process {
 	uint32_t n_thread_slots, n_threads; /* a power of two; used */
 	uint64_t events, drops, events_invalid;
 	uint64_t calls_with_args, args_recorded; /* --args/--retval values written to slices */
+	/* --auto-args: its current agent's DWARF descriptions (owned by s->auto_args), or NULL */
+	struct auto_args_names *auto_names;
 	uint64_t buffer_budget, buffer_peak; /* as the agent reported them at its goodbye */
 	int agent_said_goodbye;
 	/* its agent's connection closed before its goodbye, after this many events */
@@ -114,6 +117,7 @@ struct session {
 	char **arg_specs, **retval_specs;
 	size_t n_arg_specs, n_retval_specs;
 	uint32_t args_string_max;
+	struct auto_args *auto_args;     /* --auto-args: NULL when off */
 	uint32_t freq;
 	char agents_cut_warning[320];    /* the summary's line for agents that stopped early */
 	struct session_process *procs;   /* every process of the session, newest first */

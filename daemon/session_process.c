@@ -21,6 +21,7 @@
 #include "common/arg_spec.h"
 #include "common/mono_clock.h"
 #include "daemon/access.h"
+#include "daemon/auto_args.h"
 #include "daemon/events/event_decoder.h"
 #include "daemon/events/func_stats.h"
 #include "daemon/pid_ns.h"
@@ -346,6 +347,7 @@ struct slice_run {
 	struct perfetto_slice_op *ops, *op;
 	struct perfetto_arg *args, *arg;
 	char *text; /* values shown as text (a cut or invalid string), in run_text */
+	const struct auto_args_names *names; /* --auto-args: the process's DWARF descriptions */
 };
 /*
  * profd's one thread replays; off the stack. Per op at most 4 figures and
@@ -402,6 +404,29 @@ static void string_arg(struct slice_run *r, struct perfetto_arg *a, const struct
 	r->text += n;
 }
 
+/*
+ * --auto-args: the parameter's own name, an enum by its enumerators (as
+ * text); false when DWARF did not describe the value (the item names it).
+ */
+static bool described_arg(struct slice_run *r, struct perfetto_arg *a, uint32_t func_id,
+			  const struct decoded_value *v)
+{
+	const struct dwarf_value *dv = auto_args_value(r->names, func_id, &v->item);
+
+	if (!dv)
+		return false;
+	if (dv->name)
+		a->name = dv->name;
+	if (v->item.cls == ARG_CLASS_ENUM) {
+		a->type = PERFETTO_ARG_STRING;
+		a->str = r->text;
+		a->str_len = (uint32_t)auto_args_enum_text(dv, v->value, r->text, VALUE_TEXT_MAX);
+		r->text += a->str_len;
+		return true;
+	}
+	return false;
+}
+
 /* ev's --args/--retval values as slice arguments at r->arg; returns how many. */
 static uint32_t values_to_args(struct slice_run *r, const struct decoded_event *ev)
 {
@@ -411,6 +436,8 @@ static uint32_t values_to_args(struct slice_run *r, const struct decoded_event *
 		float f;
 
 		*a = (struct perfetto_arg){ .name = value_name(&v->item), .value = v->value };
+		if (r->names && described_arg(r, a, ev->func_id, v))
+			continue;
 		switch (v->item.cls) {
 		case ARG_CLASS_INT: a->type = PERFETTO_ARG_INT; break;
 		case ARG_CLASS_HEX: case ARG_CLASS_PTR: a->type = PERFETTO_ARG_POINTER; break;
@@ -521,7 +548,7 @@ static void on_events(void *ctx, uint32_t tid, const struct decoded_event *evs, 
 	struct sched_session *sched = s->sched;
 	uint32_t last_agent_id = 0, last_func_id = 0;
 	uint64_t events = 0, invalid = 0;
-	struct slice_run run = { run_ops, run_ops, run_args, run_args, run_text };
+	struct slice_run run = { run_ops, run_ops, run_args, run_args, run_text, p->auto_names };
 	uint64_t with_values = 0, values = 0;
 
 	for (size_t i = 0; i < n; i++) {
@@ -677,6 +704,7 @@ int session_process_agent_hello(struct session_process *p, struct conn *c)
 		sample_pipeline_set_agent(p->samples_out, true, 0);
 	func_registry_new_agent(&p->funcs);
 	func_stats_new_agent(p->stats);
+	p->auto_names = NULL; /* its program asks again (a fork's: its parent's, see session.c) */
 	p->agent_said_goodbye = 0;
 	return 0;
 }
@@ -743,6 +771,35 @@ static void handle_events(struct session_process *p, const uint8_t *b, size_t le
 	}
 }
 
+/* --auto-args: the agent waits (bounded) for the answer before it patches. */
+static void handle_auto_args_query(struct session_process *p, const uint8_t *b, size_t len)
+{
+	struct session *s = p->s;
+	struct auto_args_stats before, after;
+	uint8_t *reply = NULL;
+	size_t reply_len = 0;
+	int err;
+
+	if (!s->auto_args) {
+		session_error(s, "%s", "an auto-args query in a session without --auto-args");
+		conn_close_later(p->agent);
+		return;
+	}
+	auto_args_get_stats(s->auto_args, &before);
+	err = auto_args_answer(s->auto_args, p->pid, b, len, &reply, &reply_len, &p->auto_names);
+	if (err) {
+		session_error(s, "auto-args query: %s", strerror(-err));
+		conn_close_later(p->agent);
+		return;
+	}
+	auto_args_get_stats(s->auto_args, &after);
+	server_log("session %" PRIu64 ": auto-args: PID %d: %u of %u functions described by "
+		   "DWARF in %.1f ms", s->id, (int)p->pid, after.described - before.described,
+		   after.functions - before.functions, (double)(after.ns - before.ns) / 1e6);
+	conn_send(p->agent, FRAME_AUTO_ARGS, reply, reply_len);
+	free(reply);
+}
+
 static void handle_goodbye(struct session_process *p, const uint8_t *b, size_t len)
 {
 	Profd__AgentGoodbye *bye = profd__agent_goodbye__unpack(NULL, len, b);
@@ -768,6 +825,9 @@ void session_process_agent_frame(struct session_process *p, uint32_t type, const
 	case FRAME_EVENTS:
 	case FRAME_EVENTS_RAW:
 		handle_events(p, payload, len, type == FRAME_EVENTS_RAW);
+		break;
+	case FRAME_AUTO_ARGS_QUERY:
+		handle_auto_args_query(p, payload, len);
 		break;
 	case FRAME_AGENT_GOODBYE:
 		p->agent_said_goodbye = 1; /* nothing more will come, whenever its socket closes */

@@ -175,6 +175,18 @@ static int fill_summary(struct session *s, Profd__SessionSummary *sum,
 		sum->calls_with_args += p->calls_with_args;
 		sum->args_recorded += p->args_recorded;
 	}
+	if (s->auto_args) {
+		struct auto_args_stats aa;
+
+		auto_args_get_stats(s->auto_args, &aa);
+		sum->auto_args = true;
+		sum->auto_args_functions = aa.functions;
+		sum->auto_args_described = aa.described;
+		sum->auto_args_explicit = aa.explicit;
+		sum->auto_args_unplaced = aa.unplaced;
+		sum->auto_args_ns = aa.ns;
+		sum->auto_args_capped = aa.capped;
+	}
 	sum->calls_dropped = calls.dropped;
 	sum->dropped_buffer_full = calls.dropped_by_reason[AGG_DROP_BUFFER_FULL];
 	sum->dropped_shadow_full = calls.dropped_by_reason[AGG_DROP_SHADOW_FULL];

@@ -27,7 +27,7 @@
 #include "proto/frame_io.h"
 
 static const char attach_usage[] =
-	"usage: profctl attach PID --funcs GLOBS [--freq HZ] [-o FILE] [--duration S] [--call-graph fp|dwarf[,BYTES]|auto] [--mmap-pages N] [--buffer-size SIZE] [--min-duration DUR] [--max-depth N] [--trace-compression deflate|zstd|none] [--ring SIZE] [--sched on|off] [--children] [--args SPEC] [--retval SPEC] [--args-string-max N] [-v]\n";
+	"usage: profctl attach PID --funcs GLOBS [--freq HZ] [-o FILE] [--duration S] [--call-graph fp|dwarf[,BYTES]|auto] [--mmap-pages N] [--buffer-size SIZE] [--min-duration DUR] [--max-depth N] [--trace-compression deflate|zstd|none] [--ring SIZE] [--sched on|off] [--children] [--args SPEC] [--retval SPEC] [--args-string-max N] [--auto-args] [-v]\n";
 
 static double seconds_since(const struct timespec *t0)
 {

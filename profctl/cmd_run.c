@@ -39,7 +39,7 @@ struct run_state {
 };
 
 static const char run_usage[] =
-	"usage: profctl run [--funcs GLOBS] [--freq HZ] [-o FILE] [--duration S] [--call-graph fp|dwarf[,BYTES]|auto] [--mmap-pages N] [--buffer-size SIZE] [--min-duration DUR] [--max-depth N] [--trace-compression deflate|zstd|none] [--ring SIZE] [--sched on|off] [--no-inherit] [--args SPEC] [--retval SPEC] [--args-string-max N] [-v] -- CMD "
+	"usage: profctl run [--funcs GLOBS] [--freq HZ] [-o FILE] [--duration S] [--call-graph fp|dwarf[,BYTES]|auto] [--mmap-pages N] [--buffer-size SIZE] [--min-duration DUR] [--max-depth N] [--trace-compression deflate|zstd|none] [--ring SIZE] [--sched on|off] [--no-inherit] [--args SPEC] [--retval SPEC] [--args-string-max N] [--auto-args] [-v] -- CMD "
 	"[ARGS...]\n";
 
 static int parse_run_options(int argc, char **argv, struct run_state *rs)

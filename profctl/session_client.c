@@ -171,6 +171,7 @@ int profile_options_parse(int argc, char **argv, struct profile_options *o, cons
 		{ "args", required_argument, NULL, 'A' },
 		{ "retval", required_argument, NULL, 'T' },
 		{ "args-string-max", required_argument, NULL, 'L' },
+		{ "auto-args", no_argument, NULL, 'a' },
 		{ 0 },
 	};
 	int c;
@@ -201,6 +202,7 @@ int profile_options_parse(int argc, char **argv, struct profile_options *o, cons
 		case 'o': o->output = optarg; break;
 		case 'v': o->verbose = true; break;
 		case 'I': o->no_inherit = true; break;
+		case 'a': o->auto_args = true; break;
 		case 'c': o->children = true; break;
 		case 'g':
 			if (parse_call_graph(optarg, o))
@@ -277,6 +279,11 @@ int profile_patterns_check(const struct profile_options *o)
 		return -EINVAL;
 	if ((o->n_arg_specs || o->n_retval_specs) && !o->n_patterns) {
 		fprintf(stderr, "profctl: --args and --retval apply to the functions --funcs "
+				"instruments: give --funcs\n");
+		return -EINVAL;
+	}
+	if (o->auto_args && !o->n_patterns) {
+		fprintf(stderr, "profctl: --auto-args applies to the functions --funcs "
 				"instruments: give --funcs\n");
 		return -EINVAL;
 	}
@@ -415,6 +422,7 @@ int session_client_start(struct session_client *c, const char *comm, pid_t attac
 	req.n_retval_specs = c->opt->n_retval_specs;
 	req.retval_specs = c->opt->retval_specs;
 	req.args_string_max = c->opt->args_string_max;
+	req.auto_args = c->opt->auto_args;
 	n = profd__run_request__get_packed_size(&req);
 	buf = malloc(n + 1);
 	if (!buf)
@@ -521,6 +529,25 @@ static const char *fmt_ns(char *buf, size_t len, uint64_t ns)
 }
 
 /* ", F filtered (...)": the calls the session's filters kept off the timeline, by filter. */
+/* --auto-args: how many functions DWARF described, and what it could not place. */
+static void print_auto_args(const Profd__SessionSummary *s)
+{
+	uint32_t without = s->auto_args_functions - s->auto_args_described - s->auto_args_explicit;
+
+	fprintf(stderr, "profctl: auto-args: %u of %u instrumented functions described by DWARF "
+			"(%u without", s->auto_args_described, s->auto_args_functions, without);
+	if (s->auto_args_explicit)
+		fprintf(stderr, ", %u left to --args/--retval", s->auto_args_explicit);
+	fprintf(stderr, ")");
+	if (s->auto_args_unplaced)
+		fprintf(stderr, "; %u parameters not placed (structs by value, long double, ...): "
+				"not recorded", s->auto_args_unplaced);
+	if (s->auto_args_capped)
+		fprintf(stderr, "; %u past the %d values a call records", s->auto_args_capped,
+			ARG_SPEC_ITEMS_MAX);
+	fprintf(stderr, "; DWARF read in %.1f ms\n", (double)s->auto_args_ns / 1e6);
+}
+
 static void print_filtered(const Profd__SessionSummary *s)
 {
 	char a[16];
@@ -593,6 +620,8 @@ static void print_calls(const Profd__SessionSummary *s)
 		fprintf(stderr, "profctl: values: %llu calls carried arguments, %llu values recorded "
 				"(--args/--retval)\n",
 			(unsigned long long)s->calls_with_args, (unsigned long long)s->args_recorded);
+	if (s->auto_args)
+		print_auto_args(s);
 	if (s->buffer_budget)
 		fprintf(stderr, "profctl: event buffers: peak %.1f MiB of %.1f MiB (--buffer-size)\n",
 			(double)s->buffer_peak / (1 << 20), (double)s->buffer_budget / (1 << 20));

@@ -42,6 +42,7 @@ struct profile_options {
 	char **retval_specs;          /* --retval SPEC, repeatable */
 	size_t n_retval_specs;
 	unsigned args_string_max;     /* --args-string-max: bytes a string is copied up to; 0 = 64 */
+	bool auto_args;               /* --auto-args: every parameter, named and typed from DWARF */
 };
 
 /*

@@ -77,6 +77,8 @@ static const char *const frame_type_names[FRAME_TYPE_MAX] = {
 	[FRAME_SPAWNER_LINK] = "spawner-link",
 	[FRAME_LIVE_REQUEST] = "live-request",
 	[FRAME_LIVE_FIGURES] = "live-figures",
+	[FRAME_AUTO_ARGS_QUERY] = "auto-args-query",
+	[FRAME_AUTO_ARGS] = "auto-args",
 };
 
 bool frame_type_known(uint32_t type)

@@ -50,7 +50,14 @@ enum frame_type {
 	 */
 	FRAME_LIVE_REQUEST = 24,
 	FRAME_LIVE_FIGURES = 25,
-	FRAME_TYPE_MAX = 26,
+	/*
+	 * --auto-args, agent -> profd before it patches: the functions it will
+	 * instrument (AutoArgsQuery); profd answers FRAME_AUTO_ARGS (AutoArgs)
+	 * with what to capture for those DWARF describes.
+	 */
+	FRAME_AUTO_ARGS_QUERY = 26,
+	FRAME_AUTO_ARGS = 27,
+	FRAME_TYPE_MAX = 28,
 };
 
 #define FRAME_HEADER_SIZE 8u

@@ -482,10 +482,20 @@ static const char *trd_event_name(struct trd *r, struct trd_seq *s,
 	return e->s;
 }
 
-/* Whether a debug annotation is an --args/--retval value (profd names them so). */
+/*
+ * Whether a slice's debug annotation is an --args/--retval value: arg1,
+ * fparg1, retval, or (--auto-args) a parameter's own name; profd's other
+ * per-slice annotations are its figures.
+ */
 static bool trd_is_value_name(const char *name)
 {
-	return !strncmp(name, "arg", 3) || !strncmp(name, "fparg", 5) || !strcmp(name, "retval");
+	static const char *const figures[] = { "self_samples", "on_cpu_ns", "off_cpu_ns",
+					       "runnable_ns" };
+
+	for (size_t i = 0; i < sizeof(figures) / sizeof(figures[0]); i++)
+		if (!strcmp(name, figures[i]))
+			return false;
+	return true;
 }
 
 /* One value annotation appended to buf as trace_slice_args.values has it; false if unknown. */
@@ -505,7 +515,7 @@ static bool trd_put_value(char *buf, size_t cap, size_t *len,
 		snprintf(num, sizeof(num), "%" PRIu64, a->uint_value);
 		break;
 	case PERFETTO__PROTOS__DEBUG_ANNOTATION__VALUE_BOOL_VALUE:
-		snprintf(num, sizeof(num), "%d", a->bool_value ? 1 : 0);
+		snprintf(num, sizeof(num), "%s", a->bool_value ? "true" : "false");
 		break;
 	case PERFETTO__PROTOS__DEBUG_ANNOTATION__VALUE_POINTER_VALUE:
 		snprintf(num, sizeof(num), "0x%" PRIx64, a->pointer_value);

@@ -50,6 +50,8 @@ static const ProtobufCMessageDescriptor *const frame_message[FRAME_TYPE_MAX] = {
 	[FRAME_AGENT_GOODBYE] = &profd__agent_goodbye__descriptor,
 	[FRAME_LIVE_REQUEST] = &profd__live_request__descriptor,
 	[FRAME_LIVE_FIGURES] = &profd__live_figures__descriptor,
+	[FRAME_AUTO_ARGS_QUERY] = &profd__auto_args_query__descriptor,
+	[FRAME_AUTO_ARGS] = &profd__auto_args__descriptor,
 };
 
 /* What session.c keeps about one connection's session, as far as messages drive it. */

@@ -14,7 +14,7 @@ groff -man -Tascii -P-cbou "$ROOT/man/profctl.1" 2>/dev/null | tr -s " \n" " " >
 for cmd in run attach report funcs status stop open snapshot; do
 	check "profctl.1 documents $cmd" grep -q "profctl $cmd" "$WORK/profctl.txt"
 done
-for opt in --sort --top --threads --percentiles --callers --pid --args --retval --args-string-max; do
+for opt in --sort --top --threads --percentiles --callers --pid --args --retval --args-string-max --auto-args; do
 	check "profctl.1 documents $opt" grep -q -- "$opt" "$WORK/profctl.txt"
 done
 

@@ -6,12 +6,14 @@
  * value, long double, __int128) and the one that shifts them (a struct
  * returned in memory). ad_nodwarf comes from args_dwarf/nodwarf.c, built
  * without -g. tests/unit/test_dwarf_params.c checks the placements this
- * file's comments give (x86-64 / aarch64); main calls each once.
+ * file's comments give (x86-64 / aarch64); main calls each once (with
+ * --loop, every 10 ms until stdin closes: for profctl attach).
  */
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/select.h>
 
 #define AD_FN __attribute__((noinline, noclone, used))
 
@@ -151,7 +153,8 @@ static __attribute__((noinline)) int ad_clone_me(int a, int b, const char *s)
 	return a * 3 + b + s[0];
 }
 
-int main(void)
+/* Every function once; returns their sum. */
+static __attribute__((noinline)) long call_all(void)
 {
 	unsigned char bytes[1] = { 1 };
 	char buf[2] = "b";
@@ -178,6 +181,27 @@ int main(void)
 	ad_void();
 	sum += ad_nodwarf(5);
 	sum += ad_clone_me((int)sum, 7, "k") + ad_clone_me(2, 7, "j");
+	return sum;
+}
+
+/* "--loop": for profctl attach, every function every 10 ms until stdin closes. */
+int main(int argc, char **argv)
+{
+	long sum = call_all();
+
 	printf("args_dwarf %ld\n", sum);
+	if (argc > 1 && strcmp(argv[1], "--loop") == 0) {
+		fflush(stdout);
+		while (!feof(stdin)) {
+			struct timeval tv = { 0, 10000 };
+			fd_set in;
+
+			call_all();
+			FD_ZERO(&in);
+			FD_SET(0, &in);
+			if (select(1, &in, NULL, NULL, &tv) > 0 && getchar() == EOF)
+				break;
+		}
+	}
 	return 0;
 }

@@ -150,7 +150,9 @@ static void test_type_names(void)
 	CHECK_EQ_STR(frame_type_name(FRAME_SPAWNER_LINK), "spawner-link");
 	CHECK_EQ_STR(frame_type_name(FRAME_LIVE_REQUEST), "live-request");
 	CHECK_EQ_STR(frame_type_name(FRAME_LIVE_FIGURES), "live-figures");
-	CHECK_EQ_INT(known, 25); /* 1..25 */
+	CHECK_EQ_STR(frame_type_name(FRAME_AUTO_ARGS_QUERY), "auto-args-query");
+	CHECK_EQ_STR(frame_type_name(FRAME_AUTO_ARGS), "auto-args");
+	CHECK_EQ_INT(known, 27); /* 1..27 */
 }
 
 /* ---- reader ---------------------------------------------------------------- */

@@ -77,13 +77,15 @@ static void json_values(FILE *out, const char *values)
 	while (trace_values_next(&values, &v)) {
 		bool number = v.type == 'n' && v.value_len && strspn(v.value, "-0123456789.e+") >=
 							       v.value_len;
+		bool boolean = v.type == 'n' && ((v.value_len == 4 && !memcmp(v.value, "true", 4)) ||
+						 (v.value_len == 5 && !memcmp(v.value, "false", 5)));
 
 		fputs(sep, out);
 		sep = ",";
 		fputc('"', out);
 		json_chars_n(out, v.name, v.name_len);
 		fputs("\":", out);
-		if (number) {
+		if (number || boolean) {
 			fwrite(v.value, 1, v.value_len, out);
 			continue;
 		}
