@@ -34,6 +34,8 @@
 #define STUB_DESC_OFFSET 48
 /* From the address the stub's call pushed (slot+5, the landing) to its descriptor. */
 #define STUB_RETURN_TO_DESC (STUB_DESC_OFFSET - STUB_LANDING_OFFSET)
+/* The same from the relocated prologue, what the entry trampoline makes of that word. */
+#define STUB_RELOCATED_TO_DESC (STUB_DESC_OFFSET - STUB_RELOCATED_OFFSET)
 #define STUB_THUNK_POINTER_OFFSET 8
 #define STUB_THUNK_EXIT_POINTER_OFFSET 16
 #elif defined(__aarch64__)

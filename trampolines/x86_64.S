@@ -30,7 +30,7 @@
  * bench/hijack_micro.c measures both schemes (bench/README.md, issue 28).
  *
  * Stack at the call of the enter hook (offsets from rbp):
- *   +16 caller's return address  +8 stub+5  0 saved rbp  -8 rdi  -16 rsi
+ *   +16 caller's return address  +8 stub+11 (was stub+5)  0 saved rbp  -8 rdi  -16 rsi
  *   -24 rdx  -32 rcx  -40 r8  -48 r9  -56 rax  -64 r10  -72 r11
  *   -80 scratch (the slow path's reason, then whether to retry)  -88 padding
  *
@@ -96,11 +96,19 @@ ENTRY(profagent_entry_trampoline)
 	.cfi_rel_offset %rbp, 0
 	movq	%rsp, %rbp
 	.cfi_def_cfa_register %rbp
+	/*
+	 * The word the stub's call pushed becomes the relocated prologue's
+	 * address at once: where we leave to, and what a frame-pointer chain
+	 * through this frame reads (the function just entered), never a
+	 * landing, which in a chain is a hijacked return (profd tells them by
+	 * value).
+	 */
+	addq	$STUB_RELOCATED_OFFSET-STUB_LANDING_OFFSET, 8(%rbp)
 	SAVE_SCRATCH_REGISTERS
 	subq	$16, %rsp
 .Lentry_call_hook:
 	movq	8(%rbp), %rdi
-	addq	$STUB_RETURN_TO_DESC, %rdi
+	addq	$STUB_RELOCATED_TO_DESC, %rdi
 	leaq	16(%rbp), %rsi
 	call	profagent_enter_hook
 	testl	%eax, %eax
@@ -108,13 +116,11 @@ ENTRY(profagent_entry_trampoline)
 .Lentry_restore:
 	/*
 	 * Hijacked (the return slot holds the landing, stub+5) or not: ZF says,
-	 * through the restore (lea and pop leave the flags alone). Either way
-	 * the pushed word becomes the relocated prologue's address.
+	 * through the restore (lea and pop leave the flags alone).
 	 */
 	movq	8(%rbp), %rax
+	leaq	STUB_LANDING_OFFSET-STUB_RELOCATED_OFFSET(%rax), %rax
 	cmpq	%rax, 16(%rbp)
-	leaq	STUB_RELOCATED_OFFSET-STUB_LANDING_OFFSET(%rax), %rax
-	movq	%rax, 8(%rbp)
 	leaq	16(%rsp), %rsp
 	RESTORE_SCRATCH_REGISTERS
 	popq	%rbp

@@ -72,28 +72,17 @@ static bool is_hijack(struct sample_pipeline *p, uint64_t v)
 	       (p->cfg.stubs && stub_map_is_landing(p->cfg.stubs, v));
 }
 
-/* Code of the agent's library (the hooks, the trampolines, the slow path). */
-static bool in_agent_library(struct sample_pipeline *p, uint64_t pc)
-{
-	struct symbol_info info;
-
-	symbolizer_lookup(p->cfg.symbols, pc, &info);
-	return overhead_is_agent_mapping(info.mapping_path);
-}
-
 /*
- * Landings in a stack, leaf first, become the exit trampoline's address,
- * which the rest of this file knows as "hijacked, or just returned into the
- * exit path". Not the address the stub's call pushed as the entry
- * trampoline's frame (a frame-pointer chain that runs through the entry
- * path: right after the agent's own code), which is the function just
- * entered (chain_leave_stubs).
+ * Landings in a stack become the exit trampoline's address, which the rest
+ * of this file knows as "hijacked, or just returned into the exit path".
+ * (The entry trampoline's frame, which a frame-pointer chain may run
+ * through, returns into the relocated prologue, not to the landing its
+ * stub's call pushed: trampolines/x86_64.S rewrites that word first.)
  */
 static void landings_as_exit(struct sample_pipeline *p, uint64_t *pcs, size_t n)
 {
 	for (size_t k = 0; p->cfg.stubs && p->exit_trampoline && k < n; k++)
-		if (stub_map_is_landing(p->cfg.stubs, pcs[k]) &&
-		    (k == 0 || !in_agent_library(p, pcs[k - 1])))
+		if (stub_map_is_landing(p->cfg.stubs, pcs[k]))
 			pcs[k] = p->exit_trampoline;
 }
 

@@ -59,9 +59,7 @@ bool stub_map_is_agent_code(struct stub_map *m, uint64_t pc);
  * call pushed): the value the agent writes into a hijacked return slot, and,
  * as a sampled pc, a function that has just returned into the exit path (its
  * real return address is in the slot right below sp), as at the exit
- * trampoline's first instruction. In a frame-pointer chain right after the
- * agent's own code it is the entry trampoline's frame instead: the function
- * just entered (stub_map_function_at).
+ * trampoline's first instruction.
  */
 bool stub_map_is_landing(struct stub_map *m, uint64_t pc);
 
