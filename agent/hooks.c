@@ -678,7 +678,7 @@ static void restore_return_homes(struct agent_thread *t, uint32_t i, uintptr_t *
 	struct shadow_entry *e = &t->shadow[i];
 
 	(void)below;
-	if (*e->return_slot == t->landing[i])
+	if (*e->return_slot == entry_hijack_address(t, i))
 		*e->return_slot = e->return_address;
 }
 
@@ -688,7 +688,7 @@ static void rehijack_return_homes(struct agent_thread *t, uint64_t state)
 		struct shadow_entry *e = &t->shadow[i];
 
 		if (!entry_is_dead(e, state_head(state)) && *e->return_slot == e->return_address)
-			*e->return_slot = t->landing[i];
+			*e->return_slot = entry_hijack_address(t, i);
 	}
 }
 #else
