@@ -220,7 +220,16 @@ struct agent_thread {
 	 */
 	uint8_t arg_saved[AGENT_SHADOW_CAPACITY];
 	struct event_record arg_save[AGENT_SHADOW_CAPACITY][ARG_SAVE_UNITS];
-#if defined(__aarch64__)
+#if defined(__x86_64__)
+	/*
+	 * What the enter hook wrote into entry i's return slot: its function's
+	 * exit landing (trampolines/trampoline_layout.h), written with the entry.
+	 * Read where a slot is told hijacked or not (agent/hooks.c: a tail call,
+	 * an unwinder's restore and the hijack after). Beside the entries, not
+	 * in them: an entry stays 64 bytes.
+	 */
+	uintptr_t landing[AGENT_SHADOW_CAPACITY];
+#elif defined(__aarch64__)
 	/*
 	 * The stack words an unwinder's restore rewrote (agent/hooks.c,
 	 * restore_return_homes) for entry `index` while it was the call of

@@ -77,6 +77,35 @@ uint32_t agent_depth_limit = AGENT_SHADOW_CAPACITY;
 _Static_assert(SHADOW_SIGNS_RA_A == STUB_FLAG_SIGNS_RA_A && SHADOW_SIGNS_RA_B == STUB_FLAG_SIGNS_RA_B,
 	       "one bit for both");
 
+/*
+ * What a hijacked return slot holds. x86-64: the function's exit landing,
+ * the address its stub's call pushed (slot+5, STUB_RETURN_TO_DESC before
+ * the descriptor), which jumps to the exit trampoline; the return stack
+ * buffer predicts the function's ret there (trampolines/x86_64.S).
+ * aarch64: the exit trampoline itself.
+ */
+static inline uintptr_t hijack_address(const struct stub_desc *desc)
+{
+#if defined(__x86_64__)
+	return (uintptr_t)desc - STUB_RETURN_TO_DESC;
+#else
+	(void)desc;
+	return (uintptr_t)profagent_exit_trampoline;
+#endif
+}
+
+/* What the enter hook wrote into entry i's return slot (hijack_address). */
+static inline uintptr_t entry_hijack_address(const struct agent_thread *t, uint32_t i)
+{
+#if defined(__x86_64__)
+	return t->landing[i];
+#else
+	(void)t;
+	(void)i;
+	return (uintptr_t)profagent_exit_trampoline;
+#endif
+}
+
 /* Only this thread writes it (under the guard). */
 static inline uint64_t state_load(struct agent_thread *t)
 {
@@ -611,7 +640,7 @@ COLD static void shadow_stack_drop_stale(struct agent_thread *t, uintptr_t *new_
 			    !same_stack(t, (uintptr_t)e->return_slot, (uintptr_t)new_slot))
 				break; /* a live frame above the new call, or not comparable */
 			if (e->return_slot == new_slot &&
-			    *new_slot == (uintptr_t)profagent_exit_trampoline)
+			    *new_slot == entry_hijack_address(t, k - 1))
 				break; /* a tail call: the hijacked caller jumped here, still live */
 		}
 		k--;
@@ -670,7 +699,7 @@ static void restore_return_homes(struct agent_thread *t, uint32_t i, uintptr_t *
 	struct shadow_entry *e = &t->shadow[i];
 
 	(void)below;
-	if (*e->return_slot == (uintptr_t)profagent_exit_trampoline)
+	if (*e->return_slot == entry_hijack_address(t, i))
 		*e->return_slot = e->return_address;
 }
 
@@ -680,7 +709,7 @@ static void rehijack_return_homes(struct agent_thread *t, uint64_t state)
 		struct shadow_entry *e = &t->shadow[i];
 
 		if (!entry_is_dead(e, state_head(state)) && *e->return_slot == e->return_address)
-			*e->return_slot = (uintptr_t)profagent_exit_trampoline;
+			*e->return_slot = entry_hijack_address(t, i);
 	}
 }
 #else
@@ -791,7 +820,7 @@ static inline uintptr_t return_address_plain(uintptr_t v)
 
 /*
  * After an unwinder ran: entries whose frames are gone are closed, the live
- * ones get the exit trampoline back (only where their return address's home
+ * ones get their hijack back (only where their return address's home
  * still holds the real one we restored).
  */
 COLD static void shadow_stack_rehijack(struct agent_thread *t, uintptr_t *new_slot)
@@ -1011,6 +1040,9 @@ shadow_push(struct agent_thread *t, uint32_t depth, const struct stub_desc *desc
 	e->enter_tsc = tsc;
 	e->child_ticks = 0;
 	e->agg = a; /* counted as open by the flusher until its exit */
+#if defined(__x86_64__)
+	t->landing[depth] = hijack_address(desc);
+#endif
 	return e;
 }
 
@@ -1122,7 +1154,7 @@ COLD static int enter_slow(struct agent_thread *t, const struct stub_desc *desc,
 		count_off_timeline(t, a, depth >= agent_depth_limit);
 	}
 	state_publish(t, state_make(head, depth + 1));
-	*return_slot = (uintptr_t)profagent_exit_trampoline;
+	*return_slot = hijack_address(desc);
 out:
 	guard_release(AGENT_GUARD_NONE);
 	return r == HOOK_SLOW_MODULES || r == HOOK_SLOW_MEMORY || r == HOOK_SLOW_EXIT ? r : 0;
@@ -1164,7 +1196,7 @@ int profagent_enter_hook(const struct stub_desc *desc, uintptr_t *return_slot)
 	e = shadow_push(t, depth, desc, SHADOW_RECORDED, a, tsc, return_slot);
 	ring_put_enter(t, head, desc->func_id, tsc, e->return_address, return_slot);
 	state_publish(t, state_make(head + 2, depth + 1));
-	*return_slot = (uintptr_t)profagent_exit_trampoline;
+	*return_slot = hijack_address(desc);
 	guard_release(AGENT_GUARD_NONE);
 	return 0;
 }

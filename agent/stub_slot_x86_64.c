@@ -2,9 +2,9 @@
 /*
  * x86-64 stub slots and entry jumps (see agent/patcher.h and
  * trampolines/trampoline_layout.h): the region thunk, a slot's `call
- * region_thunk` + relocated prologue (trampolines/relocator_x86_64.c) +
- * descriptor, and the 5-byte `jmp rel32` or 14-byte absolute jump at the
- * entry.
+ * region_thunk` + exit landing + relocated prologue
+ * (trampolines/relocator_x86_64.c) + descriptor, and the 5-byte `jmp rel32`
+ * or 14-byte absolute jump at the entry.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -25,15 +25,31 @@ static void put_rel32(uint8_t *at, uint64_t next_insn, uint64_t target)
 	memcpy(at, &rel, sizeof(rel));
 }
 
-/* Slot 0: `jmp *8(%rip)` and the address of the generic entry trampoline. */
+/*
+ * Slot 0: `jmp *8(%rip)`, the address of the generic entry trampoline, and
+ * that of the exit trampoline, which every slot's landing jumps through.
+ */
 void stub_region_write_thunk(uint8_t *thunk)
 {
 	static const uint8_t jmp_indirect[] = { 0xff, 0x25, 0x02, 0x00, 0x00, 0x00, 0xcc, 0xcc };
 	uint64_t entry = (uint64_t)(uintptr_t)profagent_entry_trampoline;
+	uint64_t exit = (uint64_t)(uintptr_t)profagent_exit_trampoline;
 
 	_Static_assert(sizeof(jmp_indirect) == STUB_THUNK_POINTER_OFFSET, "thunk layout");
+	_Static_assert(STUB_THUNK_EXIT_POINTER_OFFSET == STUB_THUNK_POINTER_OFFSET + 8, "thunk");
 	memcpy(thunk, jmp_indirect, sizeof(jmp_indirect));
 	memcpy(thunk + STUB_THUNK_POINTER_OFFSET, &entry, sizeof(entry));
+	memcpy(thunk + STUB_THUNK_EXIT_POINTER_OFFSET, &exit, sizeof(exit));
+}
+
+/* The slot's exit landing: `jmp *exit(%rip)` through the thunk's second address. */
+static void write_landing(uint8_t *s, uint64_t sa, uint64_t region)
+{
+	_Static_assert(STUB_LANDING_LEN == 6, "ff 25 rel32");
+	s[STUB_LANDING_OFFSET] = 0xff;
+	s[STUB_LANDING_OFFSET + 1] = 0x25;
+	put_rel32(s + STUB_LANDING_OFFSET + 2, sa + STUB_RELOCATED_OFFSET,
+		  region + STUB_THUNK_EXIT_POINTER_OFFSET);
 }
 
 size_t stub_padding_after(const uint8_t *code, size_t avail, size_t func_size)
@@ -61,7 +77,7 @@ int stub_region_fill(struct stub_region *r, size_t slot, uint64_t func_addr, siz
 	/* a timed call's return is hijacked: code that reads it would see the trampoline */
 	if (func_id && return_slot_read_early((const uint8_t *)(uintptr_t)func_addr, func_size)) {
 		*reason = "reads its own return address (__builtin_return_address, dladdr of its "
-			  "caller): it would see the exit trampoline";
+			  "caller): it would see the exit path";
 		return -EPERM;
 	}
 	memset(s, 0xcc, STUB_SLOT_SIZE);
@@ -76,8 +92,9 @@ int stub_region_fill(struct stub_region *r, size_t slot, uint64_t func_addr, siz
 			*reason = reloc.skip_reason ? reloc.skip_reason : "relocation failed";
 		return err;
 	}
-	s[0] = 0xe8; /* call region_thunk: pushes the relocated prologue's address */
-	put_rel32(s + 1, sa + STUB_RELOCATED_OFFSET, (uint64_t)(uintptr_t)r->base);
+	s[0] = 0xe8; /* call region_thunk: pushes the landing's address */
+	put_rel32(s + 1, sa + STUB_LANDING_OFFSET, (uint64_t)(uintptr_t)r->base);
+	write_landing(s, sa, (uint64_t)(uintptr_t)r->base);
 	memcpy(s + STUB_DESC_OFFSET, &desc, sizeof(desc));
 	fill->patch_len = reloc.patch_len;
 	fill->same_offsets_len = reloc.same_offsets_len;

@@ -11,22 +11,31 @@
 #if defined(__x86_64__)
 /*
  * A stub region is a page-aligned block near one module. Slot 0 is the
- * region's thunk: `jmp *8(%rip)` then the address of the generic entry
- * trampoline at +8. Slots 1.. serve one function each:
+ * region's thunk: `jmp *8(%rip)`, the address of the generic entry
+ * trampoline at +8 and of the exit trampoline at +16 (the agent may lie
+ * more than 2 GiB away). Slots 1.. serve one function each:
  *   +0   call region_thunk             e8 <rel32>   pushes slot+5
- *   +5   relocated prologue + jump back to the function
+ *   +5   jmp *exit(%rip)               ff 25 <rel32>: the function's exit landing
+ *   +11  relocated prologue + jump back to the function
  *   +48  struct stub_desc
  * No register is touched before the trampoline saves them all (callers
  * compiled with IPA-RA keep values in "caller-saved" registers across calls
- * to functions known not to clobber them). The trampoline ends with `ret`,
- * which lands on slot+5: the return stack buffer predicts it exactly.
+ * to functions known not to clobber them). The enter hook hijacks the return
+ * slot with slot+5, the address the stub's call pushed: the entry trampoline
+ * leaves it on the return stack buffer (it jumps into the relocated
+ * prologue, no `ret`), so the function's own `ret` to its landing is
+ * predicted, and so is the exit trampoline's `ret` to the real caller.
  */
 #define STUB_SLOT_SIZE 64
 #define STUB_CODE_OFFSET 0
-#define STUB_RELOCATED_OFFSET 5
+#define STUB_LANDING_OFFSET 5
+#define STUB_LANDING_LEN 6
+#define STUB_RELOCATED_OFFSET (STUB_LANDING_OFFSET + STUB_LANDING_LEN)
 #define STUB_DESC_OFFSET 48
-/* From the address the stub's call pushed (slot+5) to its descriptor. */
-#define STUB_RETURN_TO_DESC (STUB_DESC_OFFSET - STUB_RELOCATED_OFFSET)
+/* From the address the stub's call pushed (slot+5, the landing) to its descriptor. */
+#define STUB_RETURN_TO_DESC (STUB_DESC_OFFSET - STUB_LANDING_OFFSET)
+/* The same from the relocated prologue, what the entry trampoline makes of that word. */
+#define STUB_RELOCATED_TO_DESC (STUB_DESC_OFFSET - STUB_RELOCATED_OFFSET)
 #define STUB_THUNK_POINTER_OFFSET 8
 /*
  * Where the trampolines saved the argument and return registers, in words
@@ -38,6 +47,7 @@
 #define ENTER_INT_ARG_REGS 6
 #define ENTER_INT_ARG_WORD(n) ((n) <= ENTER_INT_ARG_REGS ? -2 - (n) : (n) - ENTER_INT_ARG_REGS)
 #define EXIT_RAX_WORD (-8)
+#define STUB_THUNK_EXIT_POINTER_OFFSET 16
 #elif defined(__aarch64__)
 /*
  * A stub region is a page-aligned block within +-128 MiB of one module (a

@@ -13,15 +13,24 @@
  * slow path, which runs ordinary C, saves the whole extended state (xsave64).
  *
  * Entry: a function's stub did `call region_thunk`, which jumped here. So
- * rsp -> stub+5 (the relocated prologue), rsp+8 -> the caller's return
+ * rsp -> stub+5 (the function's exit landing), rsp+8 -> the caller's return
  * address, rsp % 16 == 0. We call profagent_enter_hook(desc, &return_address)
- * with rsp 16-aligned, restore everything and `ret` into the relocated
- * prologue. The CFI describes the stub's pushed address as part of this
- * frame, so unwinders go from here straight to the instrumented function's
- * caller.
+ * with rsp 16-aligned, then leave for the relocated prologue at stub+11 with
+ * everything restored. The CFI describes the stub's pushed address as part
+ * of this frame, so unwinders go from here straight to the instrumented
+ * function's caller.
+ *
+ * The return stack buffer (RSB). The caller's call pushed r, the stub's call
+ * stub+5: [.., r, stub+5]. When the hook hijacked the return (the slot now
+ * holds stub+5, the landing) we leave by an indirect jump and stub+5 stays on
+ * the RSB: the function's own `ret` to its landing is predicted, the landing
+ * jumps to the exit trampoline, whose `ret` to r is predicted too. When it
+ * did not (filters, slow cases: the slot holds r), a `ret` pops stub+5
+ * (mispredicted once, to stub+11) and the RSB stays in step with the stack.
+ * bench/hijack_micro.c measures both schemes (bench/README.md, issue 28).
  *
  * Stack at the call of the enter hook (offsets from rbp):
- *   +16 caller's return address  +8 stub+5  0 saved rbp  -8 rdi  -16 rsi
+ *   +16 caller's return address  +8 stub+11 (was stub+5)  0 saved rbp  -8 rdi  -16 rsi
  *   -24 rdx  -32 rcx  -40 r8  -48 r9  -56 rax  -64 r10  -72 r11
  *   -80 scratch (the slow path's reason, then whether to retry)  -88 padding
  *
@@ -30,13 +39,12 @@
  * says whether to ask the enter hook again (a thread's first call) or not
  * (a module was loaded: nothing to time).
  *
- * Exit: the hook replaced the return address with profagent_exit_trampoline,
- * so the instrumented function's `ret` lands here with rsp 16-aligned. We
- * save the same nine registers (rax/rdx carry integer returns; xmm0/xmm1 and
- * st0/st1 are untouched by the hook), call profagent_exit_hook(stack
+ * Exit: the hook replaced the return address with the function's landing,
+ * which jumps here: the instrumented function's `ret` left rsp 16-aligned.
+ * We save the same nine registers (rax/rdx carry integer returns; xmm0/xmm1
+ * and st0/st1 are untouched by the hook), call profagent_exit_hook(stack
  * pointer), which returns the real return address, put it back in the
- * return slot, restore and jump there (not `ret`: see the end of the exit
- * trampoline).
+ * return slot, restore and `ret` there.
  */
 #include "trampolines/trampoline_layout.h"
 
@@ -88,23 +96,47 @@ ENTRY(profagent_entry_trampoline)
 	.cfi_rel_offset %rbp, 0
 	movq	%rsp, %rbp
 	.cfi_def_cfa_register %rbp
+	/*
+	 * The word the stub's call pushed becomes the relocated prologue's
+	 * address at once: where we leave to, and what a frame-pointer chain
+	 * through this frame reads (the function just entered), never a
+	 * landing, which in a chain is a hijacked return (profd tells them by
+	 * value).
+	 */
+	addq	$STUB_RELOCATED_OFFSET-STUB_LANDING_OFFSET, 8(%rbp)
 	SAVE_SCRATCH_REGISTERS
 	subq	$16, %rsp
 .Lentry_call_hook:
 	movq	8(%rbp), %rdi
-	addq	$STUB_RETURN_TO_DESC, %rdi
+	addq	$STUB_RELOCATED_TO_DESC, %rdi
 	leaq	16(%rbp), %rsi
 	call	profagent_enter_hook
 	testl	%eax, %eax
 	jnz	.Lentry_slow_path
 .Lentry_restore:
-	addq	$16, %rsp
+	/*
+	 * Hijacked (the return slot holds the landing, stub+5) or not: ZF says,
+	 * through the restore (lea and pop leave the flags alone).
+	 */
+	movq	8(%rbp), %rax
+	leaq	STUB_LANDING_OFFSET-STUB_RELOCATED_OFFSET(%rax), %rax
+	cmpq	%rax, 16(%rbp)
+	leaq	16(%rsp), %rsp
 	RESTORE_SCRATCH_REGISTERS
 	popq	%rbp
 	.cfi_remember_state
 	.cfi_def_cfa %rsp, 16
 	.cfi_same_value %rbp
-	ret				/* into the relocated prologue at stub+5 */
+	je	.Lentry_hijacked
+	ret				/* not hijacked: pops stub+5 off the RSB */
+.Lentry_hijacked:
+	/*
+	 * stub+5 stays on the RSB for the function's own ret. The prologue's
+	 * address is then in the red zone, which signal frames skip.
+	 */
+	leaq	8(%rsp), %rsp
+	.cfi_def_cfa %rsp, 8
+	jmp	*-8(%rsp)
 
 	.cfi_restore_state
 .Lentry_slow_path:
@@ -140,12 +172,13 @@ END(profagent_entry_trampoline)
 ENTRY(profagent_exit_trampoline)
 	.cfi_startproc
 	/*
-	 * Entered by the instrumented function's ret: its hijacked return slot
-	 * is right below rsp, so the CFA (the caller's rsp) is rsp itself. The
-	 * push puts a 0 back into that slot until the hook returns the real
-	 * address: unwinders in the process stop at the 0, and profd, which
-	 * knows the slot from the enter record, puts the real address into its
-	 * copy of the stack. Before the push there is no telling: undefined.
+	 * Entered from a landing (the instrumented function's ret went there):
+	 * its hijacked return slot is right below rsp, so the CFA (the caller's
+	 * rsp) is rsp itself. The push puts a 0 back into that slot until the
+	 * hook returns the real address: unwinders in the process stop at the
+	 * 0, and profd, which knows the slot from the enter record, puts the
+	 * real address into its copy of the stack. Before the push there is no
+	 * telling: undefined.
 	 */
 	.cfi_def_cfa %rsp, 0
 	.cfi_undefined %rip
@@ -168,20 +201,13 @@ ENTRY(profagent_exit_trampoline)
 	.cfi_def_cfa %rsp, 8
 	.cfi_same_value %rbp
 	/*
-	 * Not `ret`: the instrumented function's own ret already took the
-	 * return-stack-buffer entry its caller's call pushed (mispredicted, to
-	 * here). A ret would take the next one, the caller's caller's, and
-	 * every return up the chain would then be predicted one frame off. An
-	 * indirect jump leaves the return stack in step with the real one (a
-	 * plain call through 3 plain callers: +28 ns with ret, +7 with the
-	 * jump). The address stays in its slot, now the red zone below rsp,
-	 * which a signal frame never overwrites (the kernel skips 128 bytes).
-	 * A sample taken on the jump has it below the stack the kernel copies:
-	 * profd's DWARF unwind stops there and the frame-pointer chain serves.
+	 * The function's ret took stub+5 off the RSB (the landing), so its top
+	 * is the caller's r again: this ret is predicted and the return stack
+	 * stays in step. (Entered by a ret that took r, as before the landings,
+	 * every return up the chain would be predicted one frame off: a plain
+	 * call through 3 plain callers cost +28 ns that way.)
 	 */
-	leaq	8(%rsp), %rsp
-	.cfi_def_cfa %rsp, 0
-	jmp	*-8(%rsp)
+	ret
 	.cfi_endproc
 END(profagent_exit_trampoline)
 

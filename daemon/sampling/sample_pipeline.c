@@ -62,6 +62,30 @@ static struct held_sample **bucket_of(struct sample_pipeline *p, uint32_t tid)
 
 /* ---- putting hijacked return addresses back ---------------------------------------- */
 
+/*
+ * A value the agent writes into a hijacked return slot: on x86-64 the
+ * function's exit landing in its stub, on aarch64 the exit trampoline.
+ */
+static bool is_hijack(struct sample_pipeline *p, uint64_t v)
+{
+	return (p->exit_trampoline && v == p->exit_trampoline) ||
+	       (p->cfg.stubs && stub_map_is_landing(p->cfg.stubs, v));
+}
+
+/*
+ * Landings in a stack become the exit trampoline's address, which the rest
+ * of this file knows as "hijacked, or just returned into the exit path".
+ * (The entry trampoline's frame, which a frame-pointer chain may run
+ * through, returns into the relocated prologue, not to the landing its
+ * stub's call pushed: trampolines/x86_64.S rewrites that word first.)
+ */
+static void landings_as_exit(struct sample_pipeline *p, uint64_t *pcs, size_t n)
+{
+	for (size_t k = 0; p->cfg.stubs && p->exit_trampoline && k < n; k++)
+		if (stub_map_is_landing(p->cfg.stubs, pcs[k]))
+			pcs[k] = p->exit_trampoline;
+}
+
 /* Our exit path: the trampoline has put a 0 placeholder where the return address will go. */
 static bool in_exit_path(struct sample_pipeline *p, uint64_t ip)
 {
@@ -84,7 +108,7 @@ static void fix_return_slot(void *ctx, uint64_t addr, uint64_t *value)
 	struct return_fixer *f = ctx;
 	uint64_t real;
 
-	if (*value != f->p->exit_trampoline && !(*value == 0 && f->exit_path))
+	if (!is_hijack(f->p, *value) && !(*value == 0 && f->exit_path))
 		return;
 	if (!call_stacks_return_at(f->p->cfg.calls, f->tid, addr, &real))
 		return;
@@ -93,9 +117,9 @@ static void fix_return_slot(void *ctx, uint64_t addr, uint64_t *value)
 }
 
 /*
- * Sampled on the exit trampoline's first instruction: the call has just
- * returned into it and its slot is right below sp; the sample is really at
- * the caller's return address.
+ * Sampled on a landing or the exit trampoline's first instruction: the call
+ * has just returned into the exit path and its slot is right below sp; the
+ * sample is really at the caller's return address.
  */
 static void leave_exit_trampoline(struct sample_pipeline *p, const struct sampler_sample *smp,
 				  uint64_t *regs)
@@ -190,7 +214,7 @@ static size_t unwind_sample(struct sample_pipeline *p, const struct sampler_samp
 		if (p->cfg.stubs)
 			stub_map_relocate_sample(p->cfg.stubs, regs, smp->stack, smp->stack_addr,
 						 smp->stack_size);
-		if (p->exit_trampoline && regs[PERF_REG_X86_IP] == p->exit_trampoline)
+		if (p->exit_trampoline && is_hijack(p, regs[PERF_REG_X86_IP]))
 			leave_exit_trampoline(p, smp, regs);
 		else if (p->exit_trampoline)
 			fixer.exit_path = in_exit_path(p, regs[PERF_REG_X86_IP]);
@@ -200,10 +224,12 @@ static size_t unwind_sample(struct sample_pipeline *p, const struct sampler_samp
 						SAMPLER_MAX_CALLCHAIN, &n_dwarf) == 0 &&
 		    n_dwarf >= n_chain) {
 			memcpy(pcs, dwarf_pcs, n_dwarf * sizeof(pcs[0]));
+			landings_as_exit(p, pcs, n_dwarf);
 			return n_dwarf;
 		}
 	}
 	memcpy(pcs, smp->callchain, n_chain * sizeof(pcs[0]));
+	landings_as_exit(p, pcs, n_chain);
 	if (p->cfg.stubs)
 		stub_frame = chain_leave_stubs(p, pcs, n_chain);
 	if (p->exit_trampoline)

@@ -91,10 +91,12 @@ static bool relocate_in_slot(const struct stub_entry *e, uint64_t *regs)
 {
 	uint64_t off = regs[PERF_REG_X86_IP] - e->stub;
 
-	if (off < STUB_RELOCATED_OFFSET) { /* the call to the thunk: nothing ran yet */
+	if (off < STUB_LANDING_OFFSET) { /* the call to the thunk: nothing ran yet */
 		regs[PERF_REG_X86_IP] = e->func_addr;
 		return true;
 	}
+	if (off < STUB_RELOCATED_OFFSET)
+		return false; /* the landing: the function has returned (stub_map_is_landing) */
 	if (off - STUB_RELOCATED_OFFSET >= e->same_offsets)
 		return false; /* a widened branch or the jump back: no equivalent place */
 	regs[PERF_REG_X86_IP] = e->func_addr + (off - STUB_RELOCATED_OFFSET);
@@ -103,8 +105,8 @@ static bool relocate_in_slot(const struct stub_entry *e, uint64_t *regs)
 
 /*
  * In the region thunk (the slot before the region's first function): the
- * stub's call pushed slot+5 on top of the function's return address; the
- * function has not started.
+ * stub's call pushed slot+5 (its landing) on top of the function's return
+ * address; the function has not started.
  */
 static bool relocate_in_thunk(struct stub_map *m, uint64_t *regs, const uint8_t *stack,
 			      uint64_t stack_addr, size_t stack_size)
@@ -115,7 +117,7 @@ static bool relocate_in_thunk(struct stub_map *m, uint64_t *regs, const uint8_t 
 	if (sp < stack_addr || sp - stack_addr + sizeof(pushed) > stack_size)
 		return false;
 	memcpy(&pushed, stack + (sp - stack_addr), sizeof(pushed));
-	e = find_slot(m, pushed - STUB_RELOCATED_OFFSET);
+	e = find_slot(m, pushed - STUB_LANDING_OFFSET);
 	if (!e)
 		return false;
 	regs[PERF_REG_X86_IP] = e->func_addr;
@@ -163,4 +165,11 @@ bool stub_map_is_agent_code(struct stub_map *m, uint64_t pc)
 		return off < STUB_RELOCATED_OFFSET ||
 		       off - STUB_RELOCATED_OFFSET >= e->same_offsets;
 	return off < 16 && find_slot(m, slot + STUB_SLOT_SIZE); /* the region thunk */
+}
+
+bool stub_map_is_landing(struct stub_map *m, uint64_t pc)
+{
+	if (m->n == 0 || pc % STUB_SLOT_SIZE != STUB_LANDING_OFFSET)
+		return false;
+	return find_slot(m, pc - STUB_LANDING_OFFSET) != NULL;
 }

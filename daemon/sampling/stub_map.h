@@ -4,7 +4,8 @@
  * function tables: a sample taken inside a stub (the region thunk, the
  * `call region_thunk`, the relocated prologue) has no unwind info there, so
  * its registers are moved to the instrumented function it stands for, at its
- * entry or at the same offset of its prologue, where the stack looks the same.
+ * entry or at the same offset of its prologue, where the stack looks the same;
+ * and which return addresses are hijacked ones (the stubs' exit landings).
  */
 #ifndef PROFD_STUB_MAP_H
 #define PROFD_STUB_MAP_H
@@ -29,9 +30,9 @@ int stub_map_add(struct stub_map *m, uint64_t stub, uint64_t func_addr, uint32_t
 void stub_map_clear(struct stub_map *m);
 
 /*
- * If regs' IP lies in a known stub, rewrites IP (and SP in the region
- * thunk, which runs with the stub's return address pushed) to the
- * equivalent place in the function and returns true. stack is the sample's
+ * If regs' IP lies in a known stub (not on its landing), rewrites IP (and
+ * SP in the region thunk, which runs with the stub's return address pushed)
+ * to the equivalent place in the function and returns true. stack is the sample's
  * copy of [stack_addr, stack_addr + stack_size). regs indexed by perf's
  * x86-64 numbering.
  */
@@ -52,5 +53,14 @@ bool stub_map_function_at(struct stub_map *m, uint64_t pc, uint64_t *func_addr);
  * own work (those stub_map_relocate_sample moves to the same offset).
  */
 bool stub_map_is_agent_code(struct stub_map *m, uint64_t pc);
+
+/*
+ * Whether pc is a known stub's exit landing (x86-64: slot+5, the address its
+ * call pushed): the value the agent writes into a hijacked return slot, and,
+ * as a sampled pc, a function that has just returned into the exit path (its
+ * real return address is in the slot right below sp), as at the exit
+ * trampoline's first instruction.
+ */
+bool stub_map_is_landing(struct stub_map *m, uint64_t pc);
 
 #endif

@@ -47,6 +47,7 @@
 #include <unistd.h>
 
 #include "case_macros.h"
+#include "stub_landing.h"
 
 #ifndef sigev_notify_thread_id
 #define sigev_notify_thread_id _sigev_un._tid /* glibc < 2.41 names only the union member */
@@ -507,6 +508,23 @@ static int hook_ranges(struct code_range *ranges, char *why)
 	return n;
 }
 
+/*
+ * The exit landings (x86-64) of the workload's functions, where their ret
+ * goes: a signal there has the function returned and its exit not begun.
+ */
+static int landing_ranges(struct code_range *ranges, int n)
+{
+	const void *const funcs[] = { (const void *)storm_pair, (const void *)storm_leaf };
+
+	for (size_t i = 0; i < sizeof(funcs) / sizeof(funcs[0]) && n < MAX_RANGES; i++) {
+		uintptr_t landing = stub_landing_of(funcs[i]);
+
+		if (landing != 1)
+			ranges[n++] = (struct code_range){ landing, STUB_LANDING_LEN };
+	}
+	return n;
+}
+
 static int breakpoint_open(uintptr_t addr)
 {
 	struct perf_event_attr a = {
@@ -575,6 +593,8 @@ static int breakpoint_storm(const char *name, struct storm *s, char *why)
 	size_t bytes = 0;
 	long fired;
 
+	if (n > 0)
+		n = landing_ranges(ranges, n);
 	s->sig = SIGTRAP;
 	s->breakpoint = 1;
 	current = s;

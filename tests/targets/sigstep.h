@@ -12,6 +12,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "stub_landing.h"
+
 #define SIGSTEP_UNUSED __attribute__((unused))
 #define N_PASSES 4
 
@@ -76,7 +78,7 @@ struct sigstep_ctl {
 	uintptr_t mark_begin, mark_end; /* the worker stops on their int3: rip = marker + 1 */
 	uintptr_t entries[SS_COUNT];     /* each ss_ function's first instruction */
 	uintptr_t calls;                 /* &ss_calls[0] */
-	uintptr_t exit_trampoline;       /* what a hijacked return slot holds; 0 unprofiled */
+	uintptr_t hijacked_return;       /* what ss_settle's hijacked slot holds; 0 unprofiled */
 
 	/* target <-> tracer, each written while the other waits */
 	pid_t tid;          /* the current worker, once warmed up */

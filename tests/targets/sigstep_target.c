@@ -42,8 +42,11 @@ __attribute__((used)) long ss_calls[SS_COUNT];
 _Static_assert(SS_REGS_LEAF * sizeof(long) == 72, "asm offset");
 
 extern char __executable_start[], etext[];
-/* The return address every hijacked call has; 0 when nothing instruments us. */
-static uintptr_t exit_trampoline;
+/*
+ * What each function's hijacked return slot holds: its stub's exit landing
+ * (stub_landing.h); all 0 when nothing instruments us.
+ */
+static uintptr_t hijacked_return[SS_COUNT];
 static uintptr_t first_return;
 static volatile int handler_depth;
 static long unhijacked_probe, unhijacked_handler;
@@ -61,7 +64,7 @@ static long handler_passed_through;
  * The caller's return address, read above the frame record a callee is
  * handed: the agent skips functions that read their own return slot
  * (__builtin_return_address), and these must be timed for the harness to
- * see that the slot holds the exit trampoline. (SS_FN code keeps frame pointers.)
+ * see that the slot holds the stub's landing. (SS_FN code keeps frame pointers.)
  */
 static __attribute__((noinline, noipa)) uintptr_t return_slot_of(void *frame)
 {
@@ -72,7 +75,7 @@ static inline __attribute__((always_inline)) void note_entry(int id, uintptr_t r
 {
 	if (!first_return)
 		first_return = ret;
-	if (exit_trampoline && ret != exit_trampoline) {
+	if (hijacked_return[id] && ret != hijacked_return[id]) {
 		__atomic_fetch_add(handler_depth ? &unhijacked_handler : &unhijacked_probe, 1,
 				   __ATOMIC_RELAXED);
 		__atomic_fetch_add(&ss_unrecorded[id], 1, __ATOMIC_RELAXED);
@@ -82,7 +85,7 @@ static inline __attribute__((always_inline)) void note_entry(int id, uintptr_t r
 /*
  * Counts the call (a locked add: one instruction, whatever interrupts it)
  * and notes whether the agent recorded it: at entry the return slot then
- * holds the exit trampoline.
+ * holds the function's landing.
  */
 #define SS_ENTER(id)                                                            \
 	do {                                                                    \
@@ -568,9 +571,11 @@ static int worker_warm_up(void)
 	unsigned out;
 
 	ss_settle();
-	if (!exit_trampoline &&
+	/* a return slot outside our code: the agent hijacked it */
+	if (!hijacked_return[SS_SETTLE] &&
 	    (first_return < (uintptr_t)__executable_start || first_return >= (uintptr_t)etext))
-		exit_trampoline = first_return;
+		for (int i = 0; i < SS_COUNT; i++)
+			hijacked_return[i] = stub_landing_of((const void *)ctl->entries[i]);
 	for (int i = 0; i < 2; i++) {
 		visit_reset();
 		probe_run();
@@ -772,7 +777,7 @@ int main(int argc, char **argv)
 		if (pthread_create(&worker, NULL, worker_main, &wa) || read(ready[0], &c, 1) != 1)
 			return perror("sigstep: worker"), 1;
 		if (!child) {
-			ctl->exit_trampoline = exit_trampoline;
+			ctl->hijacked_return = hijacked_return[SS_SETTLE];
 			fflush(NULL);
 			child = fork();
 			if (child < 0)

@@ -480,7 +480,7 @@ static int learn_probe(struct tracer *tr, struct stop *s)
 static void stat_name(struct tracer *tr, struct rip_stat *st, int cat, uintptr_t stub_entry,
 		      const char *stub_owner)
 {
-	if (cat == CAT_STUB && st->rip >= stub_entry && st->rip < stub_entry + 64) {
+	if (cat == CAT_STUB && st->rip >= stub_entry && st->rip < stub_entry + STUB_SLOT_SIZE) {
 		snprintf(st->base, sizeof(st->base), "stub of %s", stub_owner);
 		st->off = st->rip - stub_entry;
 	} else if (cat == CAT_STUB) {
@@ -514,8 +514,11 @@ static void plan_visits(struct tracer *tr, struct pass_stats *ps)
 			char base[128];
 			uintptr_t off;
 
-			/* a patched jump landed here: this stub serves the jump's function */
-			stub_entry = rip;
+			/*
+			 * A patched jump landed here, or the function's ret on its
+			 * landing (slot+5): this stub serves that function.
+			 */
+			stub_entry = rip & ~(uintptr_t)(STUB_SLOT_SIZE - 1);
 			symbolize(tr, tr->steps[k - 1].rip, base, sizeof(base), &off);
 			snprintf(stub_owner, sizeof(stub_owner), "%s",
 				 strchr(base, ' ') ? strchr(base, ' ') + 1 : base);

@@ -32,21 +32,37 @@ static const uint8_t sample_function[] = {
 
 typedef long (*sample_fn)(long, long);
 
-static uint8_t *map_function(void)
+/* A function that returns its own return address, read after a branch (unseen by the scanner). */
+static const uint8_t return_reader_function[] = {
+	0x55,                   /* push %rbp */
+	0x48, 0x89, 0xe5,       /* mov %rsp,%rbp */
+	0xeb, 0x00,             /* jmp .+2 */
+	0x48, 0x8b, 0x45, 0x08, /* mov 8(%rbp),%rax */
+	0x5d,                   /* pop %rbp */
+	0xc3,                   /* ret */
+};
+
+static uint8_t *map_code(const uint8_t *bytes, size_t len)
 {
 	uint8_t *code = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
 	if (code == MAP_FAILED)
 		return NULL;
 	memset(code, 0xcc, 4096);
-	memcpy(code, sample_function, sizeof(sample_function));
+	memcpy(code, bytes, len);
 	mprotect(code, 4096, PROT_READ | PROT_EXEC);
 	return code;
 }
 
-/* Stubs, patch, call: returns the function's result, or -1 on a setup failure. */
-static long patch_and_call(uint8_t *code, const struct proc_maps *placement, int *far,
-			   uint32_t *patch_len_out)
+static uint8_t *map_function(void)
+{
+	return map_code(sample_function, sizeof(sample_function));
+}
+
+/* Stubs and patch for the function of `size` bytes at code: 0, or -1 on a setup failure. */
+static int patch_code(uint8_t *code, size_t size, uint32_t func_id,
+		      const struct proc_maps *placement, int *far, uint32_t *patch_len_out,
+		      uint64_t *stub_out)
 {
 	struct proc_maps real;
 	struct stub_region region;
@@ -60,7 +76,7 @@ static long patch_and_call(uint8_t *code, const struct proc_maps *placement, int
 	if (stub_region_map(placement, addr, addr + 4096, 1, &region))
 		return -1;
 	*far = region.far;
-	if (stub_region_fill(&region, 0, addr, sizeof(sample_function), 7, 0, &fill, &why)) {
+	if (stub_region_fill(&region, 0, addr, size, func_id, 0, &fill, &why)) {
 		fprintf(stderr, "fill: %s\n", why);
 		return -1;
 	}
@@ -68,6 +84,7 @@ static long patch_and_call(uint8_t *code, const struct proc_maps *placement, int
 	patch = (struct code_patch){ addr, stub_region_slot_entry(&region, 0),
 				     (uint32_t)fill.jump_len };
 	*patch_len_out = patch.len;
+	*stub_out = patch.target;
 	if (proc_maps_load(&real))
 		return -1;
 	patcher_encode_jump(jump, &patch);
@@ -75,6 +92,17 @@ static long patch_and_call(uint8_t *code, const struct proc_maps *placement, int
 	if (patch_writer_write(&w, addr, jump, patch.len) || patch_writer_finish(&w))
 		return -1;
 	proc_maps_free(&real);
+	return 0;
+}
+
+/* Stubs, patch, call: returns the function's result, or -1 on a setup failure. */
+static long patch_and_call(uint8_t *code, const struct proc_maps *placement, int *far,
+			   uint32_t *patch_len_out)
+{
+	uint64_t stub;
+
+	if (patch_code(code, sizeof(sample_function), 7, placement, far, patch_len_out, &stub))
+		return -1;
 	return ((sample_fn)(uintptr_t)code)(5, 7);
 }
 
@@ -157,7 +185,8 @@ static void test_hooks_record_enter_and_exit(void)
 		CHECK((frame.tagged_slot & ~EVENT_FRAME_TAG) >= t->stack_lo &&
 		      (frame.tagged_slot & ~EVENT_FRAME_TAG) < t->stack_hi);
 		CHECK(frame.return_address != 0 &&
-		      frame.return_address != (uintptr_t)profagent_exit_trampoline);
+		      frame.return_address != (uintptr_t)profagent_exit_trampoline &&
+		      frame.return_address != t->landing[0]);
 		CHECK_EQ_INT(exit_rec->kind, EVENT_EXIT);
 		CHECK(exit_rec->tsc >= enter->tsc);
 		CHECK_EQ_INT(state_depth(atomic_load(&t->committed)), 0);
@@ -200,11 +229,45 @@ static void test_hooks_count_the_call(void)
 	CHECK_EQ_U64(thread_drops(t), 0);
 }
 
+/*
+ * x86-64: the hook hijacks a timed call's return with its stub's landing
+ * (slot+5, what the stub's call pushed), which jumps through the region's
+ * thunk to the exit trampoline; the call still returns to its caller.
+ */
+static void test_hijack_is_the_stub_landing(void)
+{
+	uint8_t *code = map_code(return_reader_function, sizeof(return_reader_function));
+	struct proc_maps maps;
+	uint64_t stub = 0, region, exit;
+	uint32_t len = 0;
+	int32_t rel;
+	int far = -1;
+	uintptr_t seen;
+
+	CHECK(code != NULL && proc_maps_load(&maps) == 0);
+	CHECK_EQ_INT(patch_code(code, sizeof(return_reader_function), 8, &maps, &far, &len, &stub),
+		     0);
+	region = stub - STUB_SLOT_SIZE;
+	CHECK_EQ_INT(((uint8_t *)(uintptr_t)stub)[STUB_LANDING_OFFSET], 0xff);
+	CHECK_EQ_INT(((uint8_t *)(uintptr_t)stub)[STUB_LANDING_OFFSET + 1], 0x25);
+	memcpy(&rel, (uint8_t *)(uintptr_t)stub + STUB_LANDING_OFFSET + 2, sizeof(rel));
+	CHECK_EQ_U64(stub + STUB_RELOCATED_OFFSET + rel, region + STUB_THUNK_EXIT_POINTER_OFFSET);
+	memcpy(&exit, (uint8_t *)(uintptr_t)region + STUB_THUNK_EXIT_POINTER_OFFSET, sizeof(exit));
+	CHECK_EQ_U64(exit, (uint64_t)(uintptr_t)profagent_exit_trampoline);
+	atomic_store(&agent_recording, 1);
+	seen = (uintptr_t)((long (*)(void))(uintptr_t)code)();
+	atomic_store(&agent_recording, 0);
+	CHECK_EQ_U64(seen, stub + STUB_LANDING_OFFSET);
+	CHECK_EQ_INT(state_depth(atomic_load(&agent_current_thread->committed)), 0);
+	proc_maps_free(&maps);
+}
+
 int main(void)
 {
 	RUN_TEST(test_near_stub_rel32_jump);
 	RUN_TEST(test_far_stub_absolute_jump);
 	RUN_TEST(test_hooks_record_enter_and_exit);
 	RUN_TEST(test_hooks_count_the_call);
+	RUN_TEST(test_hijack_is_the_stub_landing);
 	return unit_summary();
 }

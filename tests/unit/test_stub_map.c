@@ -1,5 +1,8 @@
 // SPDX-License-Identifier: MIT
-/* Unit tests for daemon/sampling/stub_map.c: samples in stubs moved to their function. */
+/*
+ * Unit tests for daemon/sampling/stub_map.c: samples in stubs moved to their
+ * function, and the stubs' exit landings told apart.
+ */
 #include <asm/perf_regs.h>
 #include <errno.h>
 #include <string.h>
@@ -64,7 +67,7 @@ static void test_prologue_maps_at_same_offset(void)
 static void test_thunk_pops_the_stub_return(void)
 {
 	struct stub_map *m = two_stubs();
-	uint64_t regs[24] = { 0 }, stack[2] = { SLOT2 + STUB_RELOCATED_OFFSET, 0x401234 };
+	uint64_t regs[24] = { 0 }, stack[2] = { SLOT2 + STUB_LANDING_OFFSET, 0x401234 };
 
 	regs[PERF_REG_X86_IP] = REGION;
 	regs[PERF_REG_X86_SP] = 0x7ffc0000;
@@ -103,6 +106,7 @@ static void test_agent_code_in_stubs(void)
 	struct stub_map *m = two_stubs();
 
 	CHECK(stub_map_is_agent_code(m, SLOT1)); /* call region_thunk */
+	CHECK(stub_map_is_agent_code(m, SLOT1 + STUB_LANDING_OFFSET)); /* the landing */
 	CHECK(stub_map_is_agent_code(m, SLOT2 + STUB_RELOCATED_OFFSET - 1));
 	CHECK(!stub_map_is_agent_code(m, SLOT1 + STUB_RELOCATED_OFFSET)); /* kept bytes */
 	CHECK(!stub_map_is_agent_code(m, SLOT1 + STUB_RELOCATED_OFFSET + 7));
@@ -117,6 +121,32 @@ static void test_agent_code_in_stubs(void)
 	stub_map_free(m);
 }
 
+/*
+ * On its landing (slot+5) the function has returned into the exit path: no
+ * place in the function (the pipeline takes the real return address), and
+ * the value every hijacked return slot of its calls holds.
+ */
+static void test_landing_is_the_exit_path(void)
+{
+	struct stub_map *m = two_stubs();
+	uint64_t regs[24] = { 0 };
+
+	regs[PERF_REG_X86_IP] = SLOT1 + STUB_LANDING_OFFSET;
+	regs[PERF_REG_X86_SP] = 0x7ffc0000;
+	CHECK(!stub_map_relocate_sample(m, regs, NULL, 0, 0));
+	CHECK_EQ_U64(regs[PERF_REG_X86_IP], SLOT1 + STUB_LANDING_OFFSET);
+	CHECK(stub_map_is_landing(m, SLOT1 + STUB_LANDING_OFFSET));
+	CHECK(stub_map_is_landing(m, SLOT2 + STUB_LANDING_OFFSET));
+	CHECK(!stub_map_is_landing(m, SLOT1));
+	CHECK(!stub_map_is_landing(m, SLOT1 + STUB_RELOCATED_OFFSET));
+	CHECK(!stub_map_is_landing(m, REGION + STUB_LANDING_OFFSET)); /* the thunk's slot */
+	CHECK(!stub_map_is_landing(m, SLOT2 + STUB_SLOT_SIZE + STUB_LANDING_OFFSET));
+	CHECK(!stub_map_is_landing(m, FUNC1 + STUB_LANDING_OFFSET));
+	stub_map_clear(m);
+	CHECK(!stub_map_is_landing(m, SLOT1 + STUB_LANDING_OFFSET));
+	stub_map_free(m);
+}
+
 int main(void)
 {
 	RUN_TEST(test_refuses_unaligned);
@@ -125,5 +155,6 @@ int main(void)
 	RUN_TEST(test_thunk_pops_the_stub_return);
 	RUN_TEST(test_other_code_untouched_and_clear);
 	RUN_TEST(test_agent_code_in_stubs);
+	RUN_TEST(test_landing_is_the_exit_path);
 	return unit_summary();
 }
