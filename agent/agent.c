@@ -11,6 +11,7 @@
 #include <cpuid.h>
 #endif
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -97,11 +98,16 @@ __attribute__((constructor(101))) static void xsave_size_init(void)
 }
 #endif
 
+/* What of /proc/self/cmdline a hello carries (profd's reads are capped the same). */
+#define HELLO_CMDLINE_MAX 4096
+
 /* config_known: we patch without waiting for a reply (profd closes the connection to refuse). */
 static int send_hello(int fd, const char *token, pid_t forked_from, bool config_known)
 {
 	Profd__AgentHello hello = PROFD__AGENT_HELLO__INIT;
-	uint8_t buf[512];
+	uint8_t buf[512 + HELLO_CMDLINE_MAX], cmdline[HELLO_CMDLINE_MAX];
+	int cfd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+	ssize_t n = cfd >= 0 ? read(cfd, cmdline, sizeof(cmdline)) : -1;
 
 	hello.agent_token = (char *)token;
 	hello.pid = getpid();
@@ -109,6 +115,12 @@ static int send_hello(int fd, const char *token, pid_t forked_from, bool config_
 	hello.protocol_version = AGENT_PROTOCOL_VERSION;
 	hello.config_known = config_known;
 	hello.parent = (int32_t)getppid();
+	if (cfd >= 0)
+		close(cfd);
+	if (n > 0) {
+		hello.cmdline.data = cmdline;
+		hello.cmdline.len = (size_t)n;
+	}
 	if (profd__agent_hello__get_packed_size(&hello) > sizeof(buf))
 		return -EMSGSIZE;
 	return frame_send(fd, FRAME_AGENT_HELLO, buf, profd__agent_hello__pack(&hello, buf), -1);

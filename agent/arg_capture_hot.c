@@ -118,6 +118,32 @@ static uint32_t capture_one(const struct arg_cap *c, uint64_t value, struct arg_
 	return 1 + out->str_units;
 }
 
+/*
+ * Where the trampolines saved integer argument N and the integer return
+ * (trampolines/trampoline_layout.h). x86-64 only: on other architectures
+ * the agent refuses every spec (arg_capture.c), so no function gets here.
+ */
+static inline uint64_t int_argument(const uintptr_t *return_slot, unsigned n)
+{
+#if defined(__x86_64__)
+	return return_slot[ENTER_INT_ARG_WORD(n)];
+#else
+	(void)return_slot;
+	(void)n;
+	return 0;
+#endif
+}
+
+static inline uint64_t int_return(const uintptr_t *slot)
+{
+#if defined(__x86_64__)
+	return slot[EXIT_RAX_WORD];
+#else
+	(void)slot;
+	return 0;
+#endif
+}
+
 uint32_t arg_capture_enter(const struct arg_func *f, const uintptr_t *return_slot,
 			   struct arg_unit *out, uint32_t tid)
 {
@@ -126,7 +152,7 @@ uint32_t arg_capture_enter(const struct arg_func *f, const uintptr_t *return_slo
 	for (unsigned i = 0; i < f->n_enter && used < f->enter_units; i++) {
 		const struct arg_cap *c = &f->enter[i];
 		uint64_t v = c->source == ARG_SRC_FP ? fp_register(c->index - 1u) :
-						       return_slot[ENTER_INT_ARG_WORD(c->index)];
+						       int_argument(return_slot, c->index);
 
 		used += capture_one(c, v, out + used, f->enter_units - used, tid);
 	}
@@ -140,7 +166,7 @@ uint32_t arg_capture_exit(const struct arg_func *f, const uintptr_t *slot, struc
 
 	if (!f->n_exit)
 		return 0;
-	return capture_one(c, c->source == ARG_SRC_FPRET ? fp_register(0) : slot[EXIT_RAX_WORD],
+	return capture_one(c, c->source == ARG_SRC_FPRET ? fp_register(0) : int_return(slot),
 			   out, f->exit_units, tid);
 }
 

@@ -1016,7 +1016,8 @@ static void handle_agent_hello(struct server *srv, struct conn *c, const uint8_t
 		p->execs++;
 	/* a forked child's agent sends its parent's table again: its program's, counted once */
 	p->table_inherited = hello->forked_from > 0;
-	session_process_describe_detail(p); /* the program its agent runs in */
+	/* the program its agent runs in, by its agent's word */
+	session_process_describe_with(p, hello->cmdline.data, hello->cmdline.len);
 	if (session_process_agent_hello(p, c)) {
 		agent_refuse(c, hello, "out of memory");
 		goto out;

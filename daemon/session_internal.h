@@ -178,6 +178,8 @@ struct session_process *session_process_find(struct session *s, pid_t pid);
 int session_process_start_symbols(struct session_process *p, bool load_maps, bool sampling);
 /* Its parent and command line, as /proc shows them now, into the trace. */
 void session_process_describe_detail(struct session_process *p);
+/* The same with the command line its agent read (NULL: /proc's). */
+void session_process_describe_with(struct session_process *p, const uint8_t *cmdline, size_t len);
 /* Names its threads as /proc shows them now. */
 void session_process_describe_threads(struct session_process *p);
 /* Sampler records of this process. */

@@ -226,26 +226,38 @@ void session_process_describe_threads(struct session_process *p)
  * Its parent and command line into the trace (the importer's parent link),
  * and its pid in its own PID namespace where that differs: when it is found,
  * and again when it runs another program. Nothing when it is gone already
- * (its name and pid stay).
+ * (its name and pid stay). cmdline: what its agent read of its own (a
+ * hello), else NULL: /proc's, which may be another process's by then if
+ * the pid was reused.
  */
-void session_process_describe_detail(struct session_process *p)
+void session_process_describe_with(struct session_process *p, const uint8_t *cmdline, size_t len)
 {
 	char path[64], buf[4096];
 	ssize_t n = 0;
 	pid_t ns_pid;
 	int fd;
 
-	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)p->pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd >= 0) {
-		n = read(fd, buf, sizeof(buf));
-		close(fd);
+	if (cmdline && len) {
+		n = (ssize_t)(len < sizeof(buf) ? len : sizeof(buf));
+		memcpy(buf, cmdline, (size_t)n);
+	} else {
+		snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)p->pid);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd >= 0) {
+			n = read(fd, buf, sizeof(buf));
+			close(fd);
+		}
 	}
 	if (n > 0 && p->ppid > 0)
 		perfetto_writer_process_detail(p->s->writer, p->trace_proc, p->ppid, buf, (size_t)n);
 	ns_pid = pid_ns_own_pid(p->pid);
 	if (ns_pid) /* 0 also when gone: its label stays */
 		perfetto_writer_process_ns_pid(p->s->writer, p->trace_proc, ns_pid);
+}
+
+void session_process_describe_detail(struct session_process *p)
+{
+	session_process_describe_with(p, NULL, 0);
 }
 
 /*
@@ -274,7 +286,8 @@ int session_process_start_symbols(struct session_process *p, bool load_maps, boo
 	p->samples_out = sample_pipeline_new(&(struct sample_pipeline_config){
 		.target = p->pid, .writer = s->writer, .symbols = p->symbols,
 		.unwinder = p->unwinder, .demangled = s->demangled, .calls = p->calls,
-		.stubs = p->stubs, .kernel = s->kernel });
+		.stubs = p->stubs, .kernel = s->kernel,
+		.agent_expected = !s->attach_mode && s->n_patterns > 0 });
 	return p->samples_out ? 0 : -ENOMEM;
 }
 
@@ -686,7 +699,12 @@ static const struct event_decoder_callbacks decoder_cb = {
  */
 int session_process_agent_hello(struct session_process *p, struct conn *c)
 {
-	if (p->samples_out)
+	/*
+	 * An exec's new agent: what the old program's left held goes out with
+	 * its stubs. The first agent's samples wait for its table (they may be
+	 * in its stubs already: it patches before its hello).
+	 */
+	if (p->samples_out && p->agent_seen)
 		sample_pipeline_flush(p->samples_out);
 	call_stacks_clear(p->calls);
 	stub_map_clear(p->stubs);

@@ -507,7 +507,7 @@ void sample_pipeline_add(struct sample_pipeline *p, const struct sampler_sample 
 
 void sample_pipeline_rings_read(struct sample_pipeline *p, uint64_t started)
 {
-	if (!p->agent_live)
+	if (!p->agent_live && !p->cfg.agent_expected)
 		release_until(p, started);
 }
 

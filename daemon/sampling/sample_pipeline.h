@@ -37,6 +37,13 @@ struct sample_pipeline_config {
 	struct call_stacks *calls;        /* the session's replay of the agent's events */
 	struct stub_map *stubs;           /* the agent's stubs, to unwind samples taken in them */
 	const struct kernel_symbols *kernel; /* NULL: kernel frames are not written */
+	/*
+	 * An agent is on its way (`run` preloads it): it patches before its
+	 * table reaches profd, so samples wait for it even before its hello,
+	 * as they wait for a live agent's events (at most SAMPLE_HOLD_MAX_NS:
+	 * a program that never gets one, static or setuid, is only late).
+	 */
+	bool agent_expected;
 };
 
 /* Returns NULL with errno set (ENOMEM). Everything in cfg must outlive the pipeline. */
