@@ -5,7 +5,11 @@
 # The program must run exactly as it does unprofiled and the trace must hold
 # one slice per call it made. Failures name the pass and the instruction
 # (symbol+offset) in FATAL and FAIL lines; to look closer, run the target
-# under profctl with --verbose, --only WORD or --from PASS:VISIT.
+# under profctl with --verbose, --only WORD or --from PASS:VISIT. Two more
+# runs walk the capture of --args/--retval (issue 29) on a probe of its own,
+# ss_args alone (the target's --capture-probe): its values written with its
+# ENTER, and saved while it waits (--min-duration); the values in the trace
+# are checked too.
 set -u
 . "$(dirname "$0")/common.bash"
 
@@ -15,7 +19,42 @@ GLOBS='ss_*,backtrace'
 # 1772, exit hook 622, trampolines 866, stubs 108): a path that stops being
 # visited, or a function that stops being patched, falls below its floor.
 MIN_TOTAL=1700 MIN_ENTER=800 MIN_EXIT=300 MIN_TRAMP=400 MIN_STUBS=50
+# The capture probe, ss_args with its specs, about half of what it runs in
+# profiler code today (1100: enter hook 599, exit hook 361, trampolines 120,
+# stubs 12).
+CAPTURE_FLOORS=(MIN_TOTAL=550 MIN_ENTER=300 MIN_EXIT=180 MIN_TRAMP=60 MIN_STUBS=6)
+CAPTURE_SPECS=(--args 'ss_args@arg1,arg2/i32,arg3/s,fparg1/f64' --retval 'ss_args@retval/f64')
+CAPTURE_ARGS='arg1=5 arg2=-7 arg3="sigstep" fparg1=2.5'
+CAPTURE_RETVAL='retval=282.5'
 start=$(date +%s.%N)
+
+# The values of each ss_args slice (its args line, without "args TID TS"):
+# its arguments on every one; its return value on every call that returned,
+# and on a call abandoned after its exit hook's publish (pass 4), but for the
+# few whose segment had no room left for it. With --min-duration, the
+# arguments too: a late ENTER's values are written when there is room.
+capture_check() {
+	local slices returned with_retval late=${MODE:+1}
+
+	awk '$1 == "slice" { want = $4 == "ss_args" }
+		$1 == "args" && want { $1 = $2 = $3 = ""; sub(/^ +/, ""); print; want = 0 }' \
+		"$WORK/ss.dump" >"$WORK/values"
+	slices=$(awk '$1 == "slice" && $4 == "ss_args"' "$WORK/ss.dump" | wc -l)
+	returned=$(sed -nE 's/^ss_args calls returned: ([0-9]+)$/\1/p' "$WORK/prof.out")
+	with_retval=$(grep -cxF "$CAPTURE_ARGS $CAPTURE_RETVAL" "$WORK/values")
+	if [ -n "$late" ]; then
+		check "$MODE: ss_args slices with their arguments: $(wc -l <"$WORK/values") of $slices, within 1/100" \
+			test $((100 * ($(wc -l <"$WORK/values") - slices))) -ge "-$slices"
+	else
+		check_eq "capture: every ss_args slice has its arguments" \
+			"$(wc -l <"$WORK/values")" "$slices"
+	fi
+	check "capture: ss_args was called ($slices slices)" test "$slices" -gt 0
+	check_eq "capture: the values are right" \
+		"$(grep -cvxE "$CAPTURE_ARGS( $CAPTURE_RETVAL)?" "$WORK/values")" 0
+	check "capture: a return value on the calls that returned ($with_retval of ${returned:-0}), within 1/100" \
+		test "${returned:-0}" -gt 0 -a $((100 * (with_retval - ${returned:-0}))) -ge "-${returned:-0}"
+}
 
 # The harness alone: unprofiled, only the ss_ entry bytes count as profiler code.
 "$TARGET" >"$WORK/plain.out" 2>&1
@@ -30,19 +69,26 @@ check "unprofiled: every visit right" grep -q '^sigstep: every visit right' "$WO
 check "unprofiled: the ss_ entries were visited in 4 passes" \
 	grep -Eq '^visited [1-9][0-9]* instructions .* x 4 passes$' "$WORK/plain.out"
 
-# Twice: ENTERs written at once, and held in the shadow entry until the call
-# proves long enough (--min-duration 1ns, a few ticks), so that late ENTERs
-# and their parents' are visited too. Under the tracer a few calls measure a
+# The full probe twice, then the capture probe twice: ENTERs written at once,
+# and held in the shadow entry until the call proves long enough
+# (--min-duration 1ns, a few ticks), so that late ENTERs and their parents'
+# are visited too. Under the tracer a few calls measure a
 # single tick and stay off the timeline, counted as filtered: that path
 # depends on a duration, so in that mode the harness may see the probe take
 # another path ("harness:" lines, no signal sent then; on a busy machine on
 # every retry of a visit), and the slices plus the calls off the timeline
 # (filtered or passed through) are checked against the program's counts.
-for MODE in "" "--min-duration 1ns"; do
-	echo "== mode: ${MODE:-ENTERs at once}"
-	# shellcheck disable=SC2086
-	"$PROFCTL" run --freq 0 --funcs "$GLOBS" $MODE -o "$WORK/ss.pftrace" -- "$TARGET" \
-		>"$WORK/prof.out" 2>"$WORK/prof.err"
+for RUN in "" "--min-duration 1ns" capture "capture --min-duration 1ns"; do
+	echo "== run: ${RUN:-ENTERs at once}"
+	MODE=${RUN#capture} MODE=${MODE# }
+	opts=() target_opts=()
+	[ -z "$MODE" ] || read -ra opts <<<"$MODE"
+	if [ "$RUN" != "$MODE" ]; then
+		opts+=("${CAPTURE_SPECS[@]}") target_opts=(--capture-probe)
+		declare "${CAPTURE_FLOORS[@]}"
+	fi
+	"$PROFCTL" run --freq 0 --funcs "$GLOBS" "${opts[@]}" -o "$WORK/ss.pftrace" -- \
+		"$TARGET" "${target_opts[@]}" >"$WORK/prof.out" 2>"$WORK/prof.err"
 	rc=$?
 	grep -E '^profctl: (functions|events|.*killed)' "$WORK/prof.err"
 	grep -E '^(FATAL|FAIL) ' "$WORK/prof.out"
@@ -107,6 +153,7 @@ for MODE in "" "--min-duration 1ns"; do
 				$1 == "unrecorded" && $2 == n {u = $3} END {print c - u}' "$WORK/prof.out")"
 	done
 	grep -E '^handler calls passed through' "$WORK/prof.out"
+	[ ${#target_opts[@]} -eq 0 ] || capture_check
 	[ -z "$MODE" ] || continue
 	check_eq "profctl's dropped = the calls that passed through" \
 		"$(sed -nE 's/^profctl: calls: [0-9]+ made, [0-9]+ recorded, ([0-9]+) dropped.*/\1/p' "$WORK/prof.err")" \
