@@ -281,7 +281,8 @@ static void flusher_put_event_chunk(struct event_cursor *c, uint64_t drops)
 	struct event_encoder enc = { 0 };
 	const struct event_record *seg;
 
-	while (c->pos < c->head && enc.count < EVENTS_PER_CHUNK) {
+	/* encode_span's own bounds: with any weaker one, a full chunk loops here forever */
+	while (c->pos < c->head && enc.count < EVENTS_PER_CHUNK - 1 && p < p_stop) {
 		uint64_t span = c->pos / SEGMENT_SPAN, limit = c->head;
 		/* set before the head that left the span was published (the drain's acquire) */
 		uint64_t end = atomic_load_explicit(&c->t->span_end[span % SEGMENT_SLOTS],
