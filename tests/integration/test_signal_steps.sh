@@ -19,40 +19,44 @@ GLOBS='ss_*,backtrace'
 # 1772, exit hook 622, trampolines 866, stubs 108): a path that stops being
 # visited, or a function that stops being patched, falls below its floor.
 MIN_TOTAL=1700 MIN_ENTER=800 MIN_EXIT=300 MIN_TRAMP=400 MIN_STUBS=50
-# The capture probe, ss_args with its specs, about half of what it runs in
-# profiler code today (1100: enter hook 599, exit hook 361, trampolines 120,
-# stubs 12).
-CAPTURE_FLOORS=(MIN_TOTAL=550 MIN_ENTER=300 MIN_EXIT=180 MIN_TRAMP=60 MIN_STUBS=6)
-CAPTURE_SPECS=(--args 'ss_args@arg1,arg2/i32,arg3/s,fparg1/f64' --retval 'ss_args@retval/f64')
-CAPTURE_ARGS='arg1=5 arg2=-7 arg3="sigstep" fparg1=2.5'
-CAPTURE_RETVAL='retval=282.5'
+# The capture probe, ss_args (ints, a string, a double) and ss_ints (ints
+# only, copied inline) with their specs, about half of what it runs in
+# profiler code today (1622: enter hook 805, exit hook 606, trampolines 180,
+# stubs 18).
+CAPTURE_FLOORS=(MIN_TOTAL=800 MIN_ENTER=400 MIN_EXIT=300 MIN_TRAMP=90 MIN_STUBS=9)
+CAPTURE_SPECS=(--args 'ss_args@arg1,arg2/i32,arg3/s,fparg1/f64' --retval 'ss_args@retval/f64'
+	--args 'ss_ints@arg1,arg2,arg3,arg4' --retval 'ss_ints@retval')
+# Each function's values, then its return value, as --dump shows them.
+CAPTURE_VALUES=(ss_args 'arg1=5 arg2=-7 arg3="sigstep" fparg1=2.5' 'retval=282.5'
+	ss_ints 'arg1=1 arg2=-2 arg3=3 arg4=1048576' 'retval=4194310')
 start=$(date +%s.%N)
 
-# The values of each ss_args slice (its args line, without "args TID TS"):
+# The values of each slice of FUNC (its args line, without "args TID TS"):
 # its arguments on every one; its return value on every call that returned,
 # and on a call abandoned after its exit hook's publish (pass 4), but for the
 # few whose segment had no room left for it. With --min-duration, the
-# arguments too: a late ENTER's values are written when there is room.
-capture_check() {
-	local slices returned with_retval late=${MODE:+1}
+# arguments too: a late ENTER's values are written when there is room (its
+# return value may still be).
+capture_check() { # FUNC ARGS RETVAL
+	local fn=$1 args=$2 ret=$3 slices returned with_args with_retval late=${MODE:+1}
 
-	awk '$1 == "slice" { want = $4 == "ss_args" }
+	awk -v f="$fn" '$1 == "slice" { want = $4 == f }
 		$1 == "args" && want { $1 = $2 = $3 = ""; sub(/^ +/, ""); print; want = 0 }' \
 		"$WORK/ss.dump" >"$WORK/values"
-	slices=$(awk '$1 == "slice" && $4 == "ss_args"' "$WORK/ss.dump" | wc -l)
-	returned=$(sed -nE 's/^ss_args calls returned: ([0-9]+)$/\1/p' "$WORK/prof.out")
-	with_retval=$(grep -cxF "$CAPTURE_ARGS $CAPTURE_RETVAL" "$WORK/values")
+	slices=$(awk -v f="$fn" '$1 == "slice" && $4 == f' "$WORK/ss.dump" | wc -l)
+	returned=$(sed -nE "s/^$fn calls returned: ([0-9]+)\$/\\1/p" "$WORK/prof.out")
+	with_args=$(grep -cxF -e "$args" -e "$args $ret" "$WORK/values")
+	with_retval=$(grep -cxF -e "$args $ret" -e "$ret" "$WORK/values")
 	if [ -n "$late" ]; then
-		check "$MODE: ss_args slices with their arguments: $(wc -l <"$WORK/values") of $slices, within 1/100" \
-			test $((100 * ($(wc -l <"$WORK/values") - slices))) -ge "-$slices"
+		check "$MODE: $fn slices with their arguments: $with_args of $slices, within 1/100" \
+			test $((100 * (with_args - slices))) -ge "-$slices"
 	else
-		check_eq "capture: every ss_args slice has its arguments" \
-			"$(wc -l <"$WORK/values")" "$slices"
+		check_eq "capture: every $fn slice has its arguments" "$with_args" "$slices"
 	fi
-	check "capture: ss_args was called ($slices slices)" test "$slices" -gt 0
-	check_eq "capture: the values are right" \
-		"$(grep -cvxE "$CAPTURE_ARGS( $CAPTURE_RETVAL)?" "$WORK/values")" 0
-	check "capture: a return value on the calls that returned ($with_retval of ${returned:-0}), within 1/100" \
+	check "capture: $fn was called ($slices slices)" test "$slices" -gt 0
+	check_eq "capture: the values of $fn are right" \
+		"$(grep -cvxF -e "$args" -e "$args $ret" ${late:+-e "$ret"} "$WORK/values")" 0
+	check "capture: a return value on the calls of $fn that returned ($with_retval of ${returned:-0}), within 1/100" \
 		test "${returned:-0}" -gt 0 -a $((100 * (with_retval - ${returned:-0}))) -ge "-${returned:-0}"
 }
 
@@ -153,7 +157,9 @@ for RUN in "" "--min-duration 1ns" capture "capture --min-duration 1ns"; do
 				$1 == "unrecorded" && $2 == n {u = $3} END {print c - u}' "$WORK/prof.out")"
 	done
 	grep -E '^handler calls passed through' "$WORK/prof.out"
-	[ ${#target_opts[@]} -eq 0 ] || capture_check
+	for ((i = 0; ${#target_opts[@]} && i < ${#CAPTURE_VALUES[@]}; i += 3)); do
+		capture_check "${CAPTURE_VALUES[@]:i:3}"
+	done
 	[ -z "$MODE" ] || continue
 	check_eq "profctl's dropped = the calls that passed through" \
 		"$(sed -nE 's/^profctl: calls: [0-9]+ made, [0-9]+ recorded, ([0-9]+) dropped.*/\1/p' "$WORK/prof.err")" \

@@ -9,9 +9,9 @@
  * run that breaks the worker retires its thread and main starts another.
  * Passes unprofiled too. Prints a summary and `count ss_NAME N`; options
  * (--verbose, --from, --skip, --only) go to the tracer. With --capture-probe
- * first, the probe is ss_args alone, the function the script gives
- * --args/--retval specs: the walk of the hooks' capture paths, kept apart
- * so that the full probe's walk does not grow.
+ * first, the probe is ss_args and ss_ints alone, the functions the script
+ * gives --args/--retval specs: the walk of the hooks' capture paths, kept
+ * apart so that the full probe's walk does not grow.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -212,12 +212,19 @@ SS_FN long ss_settle(void)
 	return 42;
 }
 
-/* The capture probe's call: integers, a string, a double; returns a double. */
+/* The capture probe's calls: integers, a string, a double; returns a double. */
 #define SS_ARGS_STRING "sigstep"
 SS_FN double ss_args(long a, int b, const char *s, double d)
 {
 	SS_ENTER(SS_ARGS);
 	return (double)(a + b + s[0]) * d;
+}
+
+/* Integers only: the hooks copy them inline (arg_capture_ints). */
+SS_FN long ss_ints(long a, long b, long c, long d)
+{
+	SS_ENTER(SS_INTS);
+	return a + 2 * b + 3 * c + 4 * d;
 }
 
 /*
@@ -323,22 +330,27 @@ __asm__(".text\n"
 struct probe_result {
 	long outer, recurse, jump, after, caught, bt;
 	double args;
+	long ints;
 	int done;
 };
 static struct probe_result res;
 static jmp_buf probe_env;
 static int capture_probe; /* --capture-probe: ss_args alone */
-/* ss_args calls that returned to probe_run: the slices that must have a retval */
-static long args_returned;
+/* ss_args and ss_ints calls that returned to probe_run: the slices that must have a retval */
+static long args_returned, ints_returned;
 
 #define SS_ARGS_CALL() ss_args(5, -7, SS_ARGS_STRING, 2.5)
 #define SS_ARGS_RESULT ((5 - 7 + 's') * 2.5)
+#define SS_INTS_CALL() ss_ints(1, -2, 3, 1l << 20)
+#define SS_INTS_RESULT (1 - 4 + 9 + (4l << 20))
 
 __attribute__((noinline, used)) void probe_run(void)
 {
 	if (capture_probe) {
 		res.args = SS_ARGS_CALL();
 		args_returned++;
+		res.ints = SS_INTS_CALL();
+		ints_returned++;
 		res.done = 1;
 		return;
 	}
@@ -524,6 +536,11 @@ static unsigned probe_check(char *d, size_t len)
 				   SS_ARGS_RESULT);
 			out |= OUT_PROBE;
 		}
+		if (res.ints != SS_INTS_RESULT) {
+			detail_add(d, len, "ss_ints returned %ld, expected %ld", res.ints,
+				   SS_INTS_RESULT);
+			out |= OUT_PROBE;
+		}
 		return out;
 	}
 	for (size_t i = 0; i < sizeof(calls) / sizeof(calls[0]); i++)
@@ -686,7 +703,7 @@ out:
 static void *const ss_functions[SS_COUNT] = {
 	ss_outer, ss_inner,    ss_recurse, ss_jump_outer,        ss_jump_leaf,    ss_after_jump,
 	ss_catch, ss_bt_outer, ss_bt,      (void *)ss_regs_leaf, ss_handler_work, ss_settle,
-	ss_args,
+	ss_args,  ss_ints,
 };
 
 /* ---- main ------------------------------------------------------------------------ */
@@ -729,6 +746,7 @@ static void print_summary(void)
 	}
 	printf("handler calls passed through unrecorded: %ld\n", handler_passed_through);
 	printf("ss_args calls returned: %ld\n", args_returned);
+	printf("ss_ints calls returned: %ld\n", ints_returned);
 	printf("calls recorded on entry, then abandoned before they counted themselves: %ld\n",
 	       uncounted);
 }
