@@ -124,13 +124,15 @@ uint32_t arg_capture_exit(const struct arg_func *f, const uintptr_t *slot, struc
 static inline uint32_t arg_capture_ints(const struct arg_func *f, const uintptr_t *return_slot,
 					struct arg_unit *out)
 {
-	for (unsigned i = 0; i < f->n_enter; i++) {
+	uint32_t n = f->n_enter; /* once: the stores below may alias f, as far as the compiler knows */
+
+	for (uint32_t i = 0; i < n; i++) {
 		uint64_t meta = f->enter[i].desc; /* str_len, str_units, str_flags: 0 */
 
 		out[i].value = return_slot[f->enter[i].word];
 		__builtin_memcpy(&out[i].desc, &meta, sizeof(meta));
 	}
-	return f->n_enter;
+	return n;
 }
 
 /* n units from src to dst, without libc (the hooks call none). */
