@@ -21,7 +21,7 @@ GLOBS='ss_*,backtrace'
 MIN_TOTAL=1700 MIN_ENTER=800 MIN_EXIT=300 MIN_TRAMP=400 MIN_STUBS=50
 # The capture probe, ss_args (ints, a string, a double) and ss_ints (ints
 # only, copied inline) with their specs, about half of what it runs in
-# profiler code today (1622: enter hook 805, exit hook 606, trampolines 180,
+# profiler code today (1588: enter hook 771, exit hook 606, trampolines 180,
 # stubs 18).
 CAPTURE_FLOORS=(MIN_TOTAL=800 MIN_ENTER=400 MIN_EXIT=300 MIN_TRAMP=90 MIN_STUBS=9)
 CAPTURE_SPECS=(--args 'ss_args@arg1,arg2/i32,arg3/s,fparg1/f64' --retval 'ss_args@retval/f64'
