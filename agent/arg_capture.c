@@ -87,6 +87,10 @@ static void cap_set(struct arg_cap *c, const struct arg_item *it)
 {
 	*c = (struct arg_cap){ .desc = (uint32_t)arg_item_desc(it), .source = it->source,
 			       .index = it->index, .cls = it->cls, .size = it->size };
+#if defined(__x86_64__)
+	if (it->source == ARG_SRC_INT)
+		c->word = (int16_t)ENTER_INT_ARG_WORD(it->index);
+#endif
 }
 
 /* Adds s's items to f (an item already there, by where it lives, stays as the first spec said). */
@@ -145,6 +149,9 @@ uint32_t arg_capture_attach(uint32_t func_id, const char *name)
 	for (unsigned i = 0; i < f.n_enter; i++)
 		units += cap_units(&f.enter[i]);
 	f.enter_units = (uint16_t)(units < ARG_UNITS_MAX ? units : ARG_UNITS_MAX);
+	f.ints_only = units == f.n_enter; /* a string takes more than one */
+	for (unsigned i = 0; i < f.n_enter; i++)
+		f.ints_only &= f.enter[i].source == ARG_SRC_INT;
 	f.exit_units = (uint16_t)(f.n_exit ? cap_units(&f.exit[0]) : 0);
 	if (!slot)
 		return 0;

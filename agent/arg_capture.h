@@ -27,12 +27,14 @@ struct arg_cap {
 	uint8_t index;
 	uint8_t cls;      /* enum arg_class */
 	uint8_t size;
+	int16_t word;     /* ARG_SRC_INT: ENTER_INT_ARG_WORD(index), the word by the return slot */
 };
 
 struct arg_func {
 	uint8_t n_enter, n_exit;   /* 0 and 0: no spec */
 	uint16_t enter_units;      /* ring units the ENTER's values may take at most */
 	uint16_t exit_units;
+	uint8_t ints_only;         /* every enter item an integer argument, no string: arg_capture_ints */
 	struct arg_cap enter[ARG_SPEC_ITEMS_MAX];
 	struct arg_cap exit[1];
 };
@@ -50,6 +52,8 @@ struct arg_unit {
 	uint8_t str_flags; /* EVENT_STR_CUT, EVENT_STR_INVALID */
 };
 _Static_assert(sizeof(struct arg_unit) == 16, "one ring unit");
+_Static_assert(offsetof(struct arg_unit, desc) == 8 && offsetof(struct arg_unit, str_flags) == 15,
+	       "arg_capture_ints stores desc and the string fields as one word");
 
 #define ARG_KIND_UNITS_SHIFT 8
 /* Units one call's values take at most (the rest of a long string is cut). */
@@ -128,6 +132,26 @@ uint32_t arg_capture_enter(const struct arg_func *f, const uintptr_t *return_slo
 			   struct arg_unit *out, uint32_t tid);
 uint32_t arg_capture_exit(const struct arg_func *f, const uintptr_t *slot, struct arg_unit *out,
 			  uint32_t tid);
+
+/*
+ * arg_capture_enter for a function whose enter items are all integer
+ * arguments (f->ints_only), inlined in the hooks' path with a spec: one
+ * unit each, two stores. Returns the units written (f->n_enter).
+ */
+static inline uint32_t arg_capture_ints(const struct arg_func *f, const uintptr_t *return_slot,
+					struct arg_unit *out)
+{
+	uint32_t n = f->n_enter; /* once: the stores below may alias f, as far as the compiler knows */
+
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t meta = f->enter[i].desc; /* str_len, str_units, str_flags: 0 */
+
+		out[i].value = return_slot[f->enter[i].word];
+		__builtin_memcpy(&out[i].desc, &meta, sizeof(meta));
+	}
+	return n;
+}
+
 /* n units from src to dst, without libc (the hooks call none). */
 void arg_units_copy(void *dst, const void *src, uint32_t n);
 

@@ -9,6 +9,10 @@
  *    uprobe + uretprobe on them instead (perf_event_open, uprobe PMU);
  *  - a function of 8 mixed integer/float arguments (its results are
  *    checked: the trampolines must hand every argument register through);
+ *  - --args (issue 29): a function of 4 integers instrumented without a
+ *    spec, with arg1 and with arg1-arg4, and one of a string with arg1/s
+ *    (bench/run.sh gives the specs), beside the process_vm_readv the
+ *    string's copy makes, timed alone;
  *  - the empty function in 1, 2, 4 and 8 threads at once;
  *  - two clock reads (rdtsc) back to back, the floor of a timed call: the
  *    hooks' budget is stated against it (bench/README.md);
@@ -32,6 +36,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -112,8 +117,32 @@ PAGE_ALONE_FUNCTION(bench_uprobe_step, "sub $8, %rsp", "add $8, %rsp");
 ARGS_FUNCTION(bench_args_plain)
 ARGS_FUNCTION(bench_instrumented_args)
 
+/* --args: 4 integers (copies without a spec, with arg1, with arg1-arg4), a string. */
+#define INT4_FUNCTION(name)                                                    \
+	__attribute__((noipa)) long name(long a, long b, long c, long d)       \
+	{                                                                      \
+		return a + 3 * b + (c ^ d);                                    \
+	}
+#define STR_FUNCTION(name)                                                     \
+	__attribute__((noipa)) long name(const char *s)                        \
+	{                                                                      \
+		return s[0];                                                   \
+	}
+
+INT4_FUNCTION(bench_int4_plain)
+INT4_FUNCTION(bench_instrumented_int4)
+INT4_FUNCTION(bench_instrumented_int4_arg1)
+INT4_FUNCTION(bench_instrumented_int4_args)
+STR_FUNCTION(bench_str_plain)
+STR_FUNCTION(bench_instrumented_str_args)
+/* The string the string rows pass: 40 bytes, as a path or a key might be. */
+static const char bench_string[] = "/usr/lib/x86_64-linux-gnu/libexample.so";
+#define BENCH_STRING_MAX 64 /* what the agent copies at most (--args-string-max) */
+
 typedef void (*empty_fn)(void);
 typedef long (*args_fn)(long, double, long, double, int, float, long, double);
+typedef long (*int4_fn)(long, long, long, long);
+typedef long (*str_fn)(const char *);
 
 /* Calls made to the instrumented functions, warm-up included: profd records 2 events each. */
 static _Atomic unsigned long instrumented_calls;
@@ -229,6 +258,56 @@ static __attribute__((noinline)) struct sample time_args(args_fn fn, unsigned lo
 	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &end.cpu);
 	clock_gettime(CLOCK_MONOTONIC, &end.wall);
 	*checksum = sum;
+	return sample_between(&start, &end, calls);
+}
+
+static __attribute__((noinline)) struct sample time_int4(int4_fn fn, unsigned long calls,
+							 long *checksum)
+{
+	struct clock_pair start, end;
+	long sum = 0;
+
+	clock_pair_read(&start);
+	for (unsigned long i = 0; i < calls; i++)
+		sum += fn((long)i, (long)i >> 3, 1000 + (long)i, -(long)i);
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &end.cpu);
+	clock_gettime(CLOCK_MONOTONIC, &end.wall);
+	*checksum = sum;
+	return sample_between(&start, &end, calls);
+}
+
+static __attribute__((noinline)) struct sample time_str(str_fn fn, unsigned long calls,
+							long *checksum)
+{
+	struct clock_pair start, end;
+	long sum = 0;
+
+	clock_pair_read(&start);
+	for (unsigned long i = 0; i < calls; i++) {
+		sum += fn(bench_string);
+		__asm__ volatile("" ::: "memory");
+	}
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &end.cpu);
+	clock_gettime(CLOCK_MONOTONIC, &end.wall);
+	*checksum = sum;
+	return sample_between(&start, &end, calls);
+}
+
+/* The copy of a string row's call alone: process_vm_readv of our own memory, as the agent's. */
+static __attribute__((noinline)) struct sample time_vm_readv(unsigned long calls, int *failed)
+{
+	struct clock_pair start, end;
+	char dst[BENCH_STRING_MAX];
+	struct iovec local = { dst, sizeof(dst) };
+	struct iovec remote = { (void *)bench_string, sizeof(dst) };
+	pid_t tid = gettid();
+
+	clock_pair_read(&start);
+	for (unsigned long i = 0; i < calls; i++)
+		if (syscall(SYS_process_vm_readv, tid, &local, 1, &remote, 1, 0) <= 0)
+			*failed = 1;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &end.cpu);
+	clock_gettime(CLOCK_MONOTONIC, &end.wall);
 	return sample_between(&start, &end, calls);
 }
 
@@ -435,16 +514,68 @@ static void uprobe_pair_close(struct uprobe_pair *p)
 struct single_results {
 	struct series plain, instr, uprobe, uprobe_step, args_plain, args_instr, clock_reads;
 	struct series chain_plain, chain_instr;
+	/* --args: 4 ints plain, instrumented with no spec, arg1, arg1-arg4; a string; the copy */
+	struct series int4_plain, int4_instr, int4_arg1, int4_args, str_plain, str_args, vm_readv;
 	struct uprobe_pair up, up_step;
 	int up_ok, up_step_ok;
 	uint64_t up_calls, up_step_calls;
 	int args_mismatch;
+	int vm_readv_failed;
 };
 
 static void single_start(struct single_results *res)
 {
 	res->up_ok = uprobe_pair_attach(&res->up, bench_uprobe) == 0;
 	res->up_step_ok = uprobe_pair_attach(&res->up_step, bench_uprobe_step) == 0;
+}
+
+/*
+ * The --args rows of one round. The instrumented copies run in turn, in
+ * the other order every other round, so that a drift within a round (the
+ * flusher draining, a neighbour's job) does not favour one of them.
+ */
+static void args_round(struct single_results *res, unsigned long calls, int keep)
+{
+	static const int4_fn instr[3] = { bench_instrumented_int4, bench_instrumented_int4_arg1,
+					  bench_instrumented_int4_args };
+	struct sample p, x[3], s, sa, v;
+	long sum_plain, sum[3], str_plain, str_args;
+	int flip = rand() & 1;
+
+	p = time_int4(bench_int4_plain, calls, &sum_plain);
+	for (int k = 0; k < 3; k++) {
+		int j = flip ? 2 - k : k;
+
+		x[j] = time_int4(instr[j], calls, &sum[j]);
+	}
+	instrumented_calls += 3 * calls;
+	for (int k = 0; k < 3; k++)
+		if (sum[k] != sum_plain)
+			res->args_mismatch = 1;
+	if (keep) {
+		series_add(&res->int4_plain, p, NULL);
+		series_add(&res->int4_instr, x[0], &p);
+		series_add(&res->int4_arg1, x[1], &p);
+		series_add(&res->int4_args, x[2], &p);
+	}
+	pause_ms(DRAIN_PAUSE_MS);
+	if (flip) {
+		sa = time_str(bench_instrumented_str_args, calls, &str_args);
+		s = time_str(bench_str_plain, calls, &str_plain);
+	} else {
+		s = time_str(bench_str_plain, calls, &str_plain);
+		sa = time_str(bench_instrumented_str_args, calls, &str_args);
+	}
+	v = time_vm_readv(calls, &res->vm_readv_failed);
+	instrumented_calls += calls;
+	if (str_plain != str_args)
+		res->args_mismatch = 1;
+	if (keep) {
+		series_add(&res->str_plain, s, NULL);
+		series_add(&res->str_args, sa, &s);
+		series_add(&res->vm_readv, v, NULL);
+	}
+	pause_ms(DRAIN_PAUSE_MS);
 }
 
 /* One round in the calling thread; drops the figures of warm-up rounds. */
@@ -494,6 +625,7 @@ static void single_round(struct single_results *res, unsigned long calls, int ke
 		series_add(&res->args_instr, ai, &a);
 	}
 	pause_ms(DRAIN_PAUSE_MS);
+	args_round(res, calls, keep);
 }
 
 /* ---- threads: the empty function in N threads at once -------------------- */
@@ -668,6 +800,32 @@ static void print_clock_budget(struct single_results *res)
 	       median(beyond, res->instr.n), median(res->clock_reads.cpu, res->clock_reads.n));
 }
 
+/*
+ * --args per round, against the same round's rows: what the spec adds to
+ * the function's instrumented call without one, per integer (arg1-arg4 less
+ * arg1, over 3), and the string's beside its copy alone.
+ */
+static void print_args_budget(struct single_results *res)
+{
+	double spec[ROUNDS], per_int[ROUNDS], four[ROUNDS], str[ROUNDS];
+	size_t n = res->int4_instr.n;
+
+	for (size_t r = 0; r < n; r++) {
+		spec[r] = res->int4_arg1.cpu[r] - res->int4_instr.cpu[r];
+		four[r] = res->int4_args.cpu[r] - res->int4_instr.cpu[r];
+		per_int[r] = (res->int4_args.cpu[r] - res->int4_arg1.cpu[r]) / 3;
+		str[r] = res->str_args.over[r] - res->vm_readv.cpu[r];
+	}
+	printf("--args beyond the same call without a spec: arg1 %+.2f ns, arg1-arg4 %+.2f ns, "
+	       "each int after the first %+.2f ns\n",
+	       median(spec, n), median(four, n), median(per_int, n));
+	printf("--args arg1/s: the instrumented string call beyond plain less its "
+	       "process_vm_readv alone (%.2f ns): %+.2f ns\n",
+	       median(res->vm_readv.cpu, res->vm_readv.n), median(str, n));
+	if (res->vm_readv_failed)
+		printf("warning: process_vm_readv failed: the string rows copy nothing\n");
+}
+
 /* ---- --uftrace: the same empty call under `uftrace record` ---------------- */
 
 /* Whether mcount is uftrace's (its libmcount preloaded), not glibc's. */
@@ -788,6 +946,13 @@ int main(int argc, char **argv)
 	print_row("empty  via 3 callers, instrumented (profd)", &single.chain_instr, 1);
 	print_row("8-arg  plain", &single.args_plain, 0);
 	print_row("8-arg  instrumented (profd)", &single.args_instr, 1);
+	print_row("4-int  plain", &single.int4_plain, 0);
+	print_row("4-int  instrumented, no spec", &single.int4_instr, 1);
+	print_row("4-int  instrumented, --args arg1", &single.int4_arg1, 1);
+	print_row("4-int  instrumented, --args arg1-arg4", &single.int4_args, 1);
+	print_row("string plain", &single.str_plain, 0);
+	print_row("string instrumented, --args arg1/s", &single.str_args, 1);
+	print_row("process_vm_readv of 64 bytes alone", &single.vm_readv, 0);
 	for (int k = 0; k < 4; k++) {
 		int n = thread_counts[k];
 
@@ -801,6 +966,7 @@ int main(int argc, char **argv)
 		print_row(label, &tinstr[k], 1);
 	}
 	print_clock_budget(&single);
+	print_args_budget(&single);
 	printf("per-thread medians, instrumented (cpu ns/call):");
 	for (int k = 0; k < 4; k++)
 		if (!thread_err[k])
@@ -816,7 +982,7 @@ int main(int argc, char **argv)
 	uprobe_pair_close(&single.up);
 	uprobe_pair_close(&single.up_step);
 	if (single.args_mismatch) {
-		printf("FAIL: bench_instrumented_args returned other results than bench_args_plain\n");
+		printf("FAIL: an instrumented copy returned other results than its plain one\n");
 		return 1;
 	}
 	return 0;

@@ -14,8 +14,12 @@ trap 'rm -rf "$tmp"' EXIT
 . "$ROOT/bench/bench_common.bash"
 
 # The functions profd patches; everything else in bench/overhead.c stays plain.
-FUNCS='bench_instrumented,bench_instrumented_args'
-NFUNCS=2
+# The --args rows (issue 29): the 4-int copies without a spec, with arg1 and
+# with arg1-arg4, and the string copy with arg1/s.
+FUNCS='bench_instrumented,bench_instrumented_args,bench_instrumented_int4*,bench_instrumented_str_args'
+NFUNCS=6
+SPECS=(--args 'bench_instrumented_int4_arg1@arg1' --args 'bench_instrumented_int4_args@arg1,arg2,arg3,arg4'
+	--args 'bench_instrumented_str_args@arg1/s')
 
 # profd's overhead against uftrace's best mode: ROW_PROFD and ROW_UFTRACE are
 # the starts of row labels; "overhead vs plain" is a row's next-to-last column.
@@ -34,7 +38,7 @@ ratio() { # ROW_PROFD ROW_UFTRACE WHAT
 
 echo "== overhead: per-call cost, plain vs profd vs uprobe+uretprobe, same process =="
 rc=0
-"$ROOT/$BUILD/profctl" run --freq 0 --funcs "$FUNCS" -o "$tmp/overhead.pftrace" -- \
+"$ROOT/$BUILD/profctl" run --freq 0 --funcs "$FUNCS" "${SPECS[@]}" -o "$tmp/overhead.pftrace" -- \
 	"$ROOT/$BUILD/bench/overhead" "$CALLS" >"$tmp/overhead.out" 2>"$tmp/overhead.err" || rc=$?
 grep -v "^instrumented calls:" "$tmp/overhead.out" || true
 grep -E "^profctl: (functions|calls):" "$tmp/overhead.err" || true

@@ -68,6 +68,8 @@ struct pw_thread {
 	uint64_t seq_ts;  /* the sequence's clock: the last timestamp written on it */
 	uint8_t *defined; /* bit per event-name iid defined on its sequence */
 	size_t defined_bytes;
+	uint8_t *arg_names_defined; /* bit per annotation-name iid defined on its sequence */
+	size_t arg_names_defined_bytes;
 	uint32_t *open;   /* ring: the event-name iid of each open slice, outermost first */
 	uint64_t floor;   /* ring: its events go no earlier than its last prologue */
 };
@@ -745,25 +747,36 @@ static size_t pw_thread_packet_begin(struct perfetto_writer *w, struct pw_thread
 	return mark;
 }
 
+/* Bit sets of iids defined on a sequence (event names, annotation names). */
+static inline bool pw_bit_test(const uint8_t *bits, size_t n_bytes, uint64_t iid)
+{
+	return iid / 8 < n_bytes && (bits[iid / 8] >> (iid % 8) & 1);
+}
+
+static int pw_bit_set(uint8_t **bits, size_t *n_bytes, uint64_t iid)
+{
+	if (iid / 8 >= *n_bytes) {
+		size_t n = iid / 8 * 2 + 16;
+		uint8_t *grown = realloc(*bits, n);
+
+		if (!grown)
+			return -ENOMEM;
+		memset(grown + *n_bytes, 0, n - *n_bytes);
+		*bits = grown;
+		*n_bytes = n;
+	}
+	(*bits)[iid / 8] |= (uint8_t)(1u << (iid % 8));
+	return 0;
+}
+
 static bool pw_thread_defined(const struct pw_thread *t, uint64_t iid)
 {
-	return iid / 8 < t->defined_bytes && (t->defined[iid / 8] >> (iid % 8) & 1);
+	return pw_bit_test(t->defined, t->defined_bytes, iid);
 }
 
 static int pw_thread_define(struct pw_thread *t, uint64_t iid)
 {
-	if (iid / 8 >= t->defined_bytes) {
-		size_t n = iid / 8 * 2 + 16;
-		uint8_t *grown = realloc(t->defined, n);
-
-		if (!grown)
-			return -ENOMEM;
-		memset(grown + t->defined_bytes, 0, n - t->defined_bytes);
-		t->defined = grown;
-		t->defined_bytes = n;
-	}
-	t->defined[iid / 8] |= (uint8_t)(1u << (iid % 8));
-	return 0;
+	return pw_bit_set(&t->defined, &t->defined_bytes, iid);
 }
 
 /* The hot path: a BEGIN/END on t's sequence whose name (if any) is defined there. */
@@ -837,14 +850,50 @@ static int pw_thread_push(struct pw_thread *t, uint32_t iid)
 	return 0;
 }
 
-/* DebugAnnotations of a slice event: trace processor adds them to the slice's args. */
-static void pw_put_args(struct pwb *b, const struct perfetto_arg *args, size_t n)
+/*
+ * The annotation-name iid of each of the n args, in w->arg_iids, or NULL
+ * when memory ran out (the names then go inline). Names are interned per
+ * writer and defined on a sequence by the first packet there that uses
+ * them (InternedData.debug_annotation_names), as event names are: "arg1"
+ * is written once per sequence, then 1-2 bytes per value (bench/README.md).
+ * An iid 0: that name goes inline.
+ */
+static const uint32_t *pw_arg_iids(struct perfetto_writer *w, const struct perfetto_arg *args,
+				   size_t n)
+{
+	if (n > w->arg_iids_cap) {
+		uint32_t *grown = realloc(w->arg_iids, 2 * n * sizeof(*grown));
+
+		if (!grown)
+			return NULL;
+		w->arg_iids = grown;
+		w->arg_iids_cap = 2 * n;
+	}
+	for (size_t i = 0; i < n; i++) {
+		bool is_new;
+		int64_t idx = pw_strtab_intern(&w->arg_names, args[i].name, strlen(args[i].name),
+					       &is_new);
+
+		w->arg_iids[i] = idx < 0 || idx >= UINT32_MAX - 1 ? 0 : (uint32_t)idx + 1;
+	}
+	return w->arg_iids;
+}
+
+/*
+ * DebugAnnotations of a slice event: trace processor adds them to the
+ * slice's args, named by iids[i] (pw_arg_iids) or inline when 0 or NULL.
+ */
+static void pw_put_args(struct pwb *b, const struct perfetto_arg *args, size_t n,
+			const uint32_t *iids)
 {
 	for (size_t i = 0; i < n; i++) {
 		const struct perfetto_arg *a = &args[i];
 		size_t da = pwb_open(b, 4); /* debug_annotations */
 
-		pwb_str(b, 10, a->name); /* name */
+		if (iids && iids[i])
+			pwb_uint(b, 1, iids[i]); /* name_iid */
+		else
+			pwb_str(b, 10, a->name); /* name */
 		switch (a->type) {
 		case PERFETTO_ARG_INT: pwb_uint(b, 4, a->value); break;     /* int_value (varint) */
 		case PERFETTO_ARG_DOUBLE:
@@ -860,42 +909,95 @@ static void pw_put_args(struct pwb *b, const struct perfetto_arg *args, size_t n
 	}
 }
 
+/* Whether annotation-name iid is defined on t's sequence, or earlier in this event's iids. */
+static bool pw_arg_name_known(const struct pw_thread *t, const uint32_t *iids, size_t i)
+{
+	if (pw_bit_test(t->arg_names_defined, t->arg_names_defined_bytes, iids[i]))
+		return true;
+	for (size_t k = 0; k < i; k++)
+		if (iids[k] == iids[i])
+			return true;
+	return false;
+}
+
+/*
+ * The packet's InternedData, when it defines anything on t's sequence: the
+ * event's name (event_iid; 0: none) and the annotation names of iids new
+ * there. pw_args_defined marks them once the packet is out.
+ */
+static void pw_put_interned(struct perfetto_writer *w, const struct pw_thread *t,
+			    uint64_t event_iid, const uint32_t *iids, size_t n)
+{
+	size_t in = 0, en;
+
+	if (event_iid) {
+		in = pwb_open(&w->pkt, PW_F_INTERNED_DATA);
+		en = pwb_open(&w->pkt, 2); /* event_names */
+		pwb_uint(&w->pkt, 1, event_iid);
+		pwb_str(&w->pkt, 2,
+			(const char *)pw_strtab_data(&w->event_names, (uint32_t)event_iid - 1));
+		pwb_close(&w->pkt, en);
+	}
+	for (size_t i = 0; iids && i < n; i++) {
+		if (!iids[i] || pw_arg_name_known(t, iids, i))
+			continue;
+		if (!in)
+			in = pwb_open(&w->pkt, PW_F_INTERNED_DATA);
+		en = pwb_open(&w->pkt, 3); /* debug_annotation_names */
+		pwb_uint(&w->pkt, 1, iids[i]);
+		pwb_str(&w->pkt, 2, (const char *)pw_strtab_data(&w->arg_names, iids[i] - 1));
+		pwb_close(&w->pkt, en);
+	}
+	if (in)
+		pwb_close(&w->pkt, in);
+}
+
+/* The annotation names of a packet just written are defined on t's sequence. */
+static int pw_args_defined(struct pw_thread *t, const uint32_t *iids, size_t n)
+{
+	for (size_t i = 0; iids && i < n; i++)
+		if (iids[i] && pw_bit_set(&t->arg_names_defined, &t->arg_names_defined_bytes,
+					  iids[i]) < 0)
+			return -ENOMEM; /* defined again by the next packet that uses it */
+	return 0;
+}
+
 /* An END carrying debug annotations. */
 static int pw_emit_end_with_args(struct perfetto_writer *w, struct pw_thread *t, uint64_t ts,
 				 const struct perfetto_arg *args, size_t n)
 {
+	const uint32_t *iids = pw_arg_iids(w, args, n);
 	size_t mark = pw_thread_packet_begin(w, t, ts), ev;
 
 	ev = pwb_open(&w->pkt, PW_F_TRACK_EVENT);
 	pwb_uint(&w->pkt, 9, PW_TYPE_SLICE_END);
-	pw_put_args(&w->pkt, args, n);
+	pw_put_args(&w->pkt, args, n, iids);
 	pwb_close(&w->pkt, ev);
-	return pw_packet_end(w, mark);
+	pw_put_interned(w, t, 0, iids, n);
+	if (pw_packet_end(w, mark) < 0)
+		return -ENOMEM;
+	return pw_args_defined(t, iids, n);
 }
 
 /* A BEGIN with the call's --args values; its name defined with it when new on t's sequence. */
 static int pw_emit_begin_with_args(struct perfetto_writer *w, struct pw_thread *t, uint64_t ts,
 				   uint64_t iid, const struct perfetto_arg *args, size_t n)
 {
-	size_t mark = pw_thread_packet_begin(w, t, ts), ev, in, en;
+	const uint32_t *iids = pw_arg_iids(w, args, n);
+	size_t mark = pw_thread_packet_begin(w, t, ts), ev;
 	bool defining = !pw_thread_defined(t, iid);
 
 	ev = pwb_open(&w->pkt, PW_F_TRACK_EVENT);
 	pwb_uint(&w->pkt, 9, PW_TYPE_SLICE_BEGIN);
 	pwb_uint(&w->pkt, 10, iid);
-	pw_put_args(&w->pkt, args, n);
+	pw_put_args(&w->pkt, args, n, iids);
 	pwb_close(&w->pkt, ev);
-	if (defining) {
-		in = pwb_open(&w->pkt, PW_F_INTERNED_DATA);
-		en = pwb_open(&w->pkt, 2); /* event_names */
-		pwb_uint(&w->pkt, 1, iid);
-		pwb_str(&w->pkt, 2, (const char *)pw_strtab_data(&w->event_names, (uint32_t)iid - 1));
-		pwb_close(&w->pkt, en);
-		pwb_close(&w->pkt, in);
-	}
+	pw_put_interned(w, t, defining ? iid : 0, iids, n);
 	if (pw_packet_end(w, mark) < 0)
 		return -ENOMEM;
-	return defining ? pw_thread_define(t, iid) : 0;
+	if (defining && pw_thread_define(t, iid) < 0)
+		return -ENOMEM;
+	return pw_args_defined(t, iids, n);
 }
 
 /* A BEGIN on t, described and current (the chunk checked); args: its n --args values. */
@@ -1350,6 +1452,8 @@ void pw_chunk_start(struct perfetto_writer *w)
 		t->seq_started = false;
 		if (t->defined)
 			memset(t->defined, 0, t->defined_bytes);
+		if (t->arg_names_defined)
+			memset(t->arg_names_defined, 0, t->arg_names_defined_bytes);
 	}
 	w->seq_started[PW_SEQ_TRACK] = false;
 	pw_symbols_restart(w);
@@ -1538,6 +1642,7 @@ static void pw_free_threads(struct pw_table *t)
 
 		free(th->name);
 		free(th->defined);
+		free(th->arg_names_defined);
 		free(th->open);
 	}
 	pw_table_free(t);
@@ -1604,6 +1709,8 @@ int perfetto_writer_free(struct perfetto_writer *w)
 	pw_free_names(&w->funcs, offsetof(struct pw_func, name));
 	pw_strtab_free(&w->counters);
 	pw_strtab_free(&w->event_names);
+	pw_strtab_free(&w->arg_names);
+	free(w->arg_iids);
 	free(w->func_iid_cache);
 	pw_symbols_free(&w->sym);
 	pw_sched_free(w);

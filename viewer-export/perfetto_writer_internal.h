@@ -101,6 +101,9 @@ struct perfetto_writer {
 	struct pw_table funcs;     /* struct pw_func */
 	struct pw_strtab counters; /* key: PERFETTO_PROC (8 bytes) + name; aux = uuid */
 	struct pw_strtab event_names;
+	struct pw_strtab arg_names; /* debug-annotation names (slice arguments) */
+	uint32_t *arg_iids;         /* scratch: the annotation-name iids of one event's args */
+	size_t arg_iids_cap;
 	uint32_t last_thread;      /* index + 1 of the last thread used, 0 = none */
 	struct pw_symbols sym;
 	struct pw_sched *sched;    /* NULL until the first scheduler event */

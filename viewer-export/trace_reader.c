@@ -63,6 +63,7 @@ struct trd_seq {
 	uint64_t incr_value;    /* the clock now: deltas accumulate here */
 	uint64_t incr_to_trace; /* trace clock - incremental clock, at the snapshot */
 	struct pw_table names, functions, paths, build_ids, frames, mappings, stacks;
+	struct pw_table arg_names; /* debug-annotation names */
 	uint64_t *pool;
 	size_t pool_n, pool_cap;
 };
@@ -72,6 +73,7 @@ struct trd_seq {
 static void trd_seq_init(struct trd_seq *s)
 {
 	pw_table_init(&s->names, sizeof(struct trd_iid_str), sizeof(uint64_t));
+	pw_table_init(&s->arg_names, sizeof(struct trd_iid_str), sizeof(uint64_t));
 	pw_table_init(&s->functions, sizeof(struct trd_iid_str), sizeof(uint64_t));
 	pw_table_init(&s->paths, sizeof(struct trd_iid_str), sizeof(uint64_t));
 	pw_table_init(&s->build_ids, sizeof(struct trd_iid_str), sizeof(uint64_t));
@@ -84,6 +86,7 @@ static void trd_seq_init(struct trd_seq *s)
 static void trd_seq_clear(struct trd_seq *s)
 {
 	pw_table_clear(&s->names);
+	pw_table_clear(&s->arg_names);
 	pw_table_clear(&s->functions);
 	pw_table_clear(&s->paths);
 	pw_table_clear(&s->build_ids);
@@ -98,6 +101,7 @@ static void trd_seq_clear(struct trd_seq *s)
 static void trd_seq_free(struct trd_seq *s)
 {
 	pw_table_free(&s->names);
+	pw_table_free(&s->arg_names);
 	pw_table_free(&s->functions);
 	pw_table_free(&s->paths);
 	pw_table_free(&s->build_ids);
@@ -211,6 +215,14 @@ static void trd_intern_names(struct trd *r, struct trd_seq *s, Perfetto__Protos_
 
 		if (e)
 			e->s = en->name ? trd_str(r, en->name, strlen(en->name)) : NULL;
+	}
+	for (i = 0; i < d->n_debug_annotation_names; i++) {
+		Perfetto__Protos__DebugAnnotationName *an = d->debug_annotation_names[i];
+		struct trd_iid_str *e;
+
+		e = trd_define(r, &s->arg_names, an->has_iid, an->iid, "debug annotation name");
+		if (e)
+			e->s = an->name ? trd_str(r, an->name, strlen(an->name)) : NULL;
 	}
 }
 
@@ -482,6 +494,25 @@ static const char *trd_event_name(struct trd *r, struct trd_seq *s,
 	return e->s;
 }
 
+/* A debug annotation's name, inline or interned on s; NULL (a problem) when it has none. */
+static const char *trd_annotation_name(struct trd *r, struct trd_seq *s,
+				       const Perfetto__Protos__DebugAnnotation *a)
+{
+	struct trd_iid_str *e;
+
+	if (a->name_field_case == PERFETTO__PROTOS__DEBUG_ANNOTATION__NAME_FIELD_NAME)
+		return a->name;
+	if (a->name_field_case != PERFETTO__PROTOS__DEBUG_ANNOTATION__NAME_FIELD_NAME_IID)
+		return NULL;
+	e = pw_table_find(&s->arg_names, &a->name_iid);
+	if (!e || !e->s) {
+		trd_problem(r, "debug annotation name iid %" PRIu64 " undefined on sequence %" PRIu32
+			    " (the argument is dropped)", a->name_iid, s->id);
+		return NULL;
+	}
+	return e->s;
+}
+
 /*
  * Whether a slice's debug annotation is an --args/--retval value: arg1,
  * fparg1, retval, or (--auto-args) a parameter's own name; profd's other
@@ -499,7 +530,7 @@ static bool trd_is_value_name(const char *name)
 }
 
 /* One value annotation appended to buf as trace_slice_args.values has it; false if unknown. */
-static bool trd_put_value(char *buf, size_t cap, size_t *len,
+static bool trd_put_value(char *buf, size_t cap, size_t *len, const char *name,
 			  const Perfetto__Protos__DebugAnnotation *a)
 {
 	char num[32];
@@ -530,7 +561,7 @@ static bool trd_put_value(char *buf, size_t cap, size_t *len,
 	default:
 		return false;
 	}
-	n = snprintf(buf + start, cap - start, "%s%c%s%c", start ? "\x1e" : "", type, a->name,
+	n = snprintf(buf + start, cap - start, "%s%c%s%c", start ? "\x1e" : "", type, name,
 		     TRACE_VALUE_EQ);
 	if (start + n >= cap)
 		return false;
@@ -541,25 +572,26 @@ static bool trd_put_value(char *buf, size_t cap, size_t *len,
 	return true;
 }
 
-/* The event's --args/--retval values as trace_slice_args.values (interned), NULL if none. */
-static const char *trd_slice_values(struct trd *r, const Perfetto__Protos__TrackEvent *te)
+/*
+ * The event's --args/--retval values as trace_slice_args.values (interned),
+ * NULL if none; names[i]: annotation i's name (NULL: none).
+ */
+static const char *trd_slice_values(struct trd *r, const Perfetto__Protos__TrackEvent *te,
+				    const char *const *names)
 {
 	char buf[8192];
 	size_t len = 0;
 
 	buf[0] = '\0';
-	for (size_t i = 0; i < te->n_debug_annotations; i++) {
-		const Perfetto__Protos__DebugAnnotation *a = te->debug_annotations[i];
-
-		if (a->name_field_case == PERFETTO__PROTOS__DEBUG_ANNOTATION__NAME_FIELD_NAME &&
-		    trd_is_value_name(a->name))
-			trd_put_value(buf, sizeof(buf), &len, a);
-	}
+	for (size_t i = 0; i < te->n_debug_annotations; i++)
+		if (names[i] && trd_is_value_name(names[i]))
+			trd_put_value(buf, sizeof(buf), &len, names[i], te->debug_annotations[i]);
 	return len ? trd_str(r, buf, len) : NULL;
 }
 
 /* profd's per-slice arguments, as trace processor would add them to the slice's args. */
-static struct trace_slice_args trd_slice_args(struct trd *r, const Perfetto__Protos__TrackEvent *te)
+static struct trace_slice_args trd_slice_args(struct trd *r, struct trd_seq *s,
+					      const Perfetto__Protos__TrackEvent *te)
 {
 	struct trace_slice_args args = TRACE_SLICE_ARGS_NONE;
 	static const struct {
@@ -572,21 +604,32 @@ static struct trace_slice_args trd_slice_args(struct trd *r, const Perfetto__Pro
 		{ "runnable_ns", offsetof(struct trace_slice_args, runnable_ns) },
 	};
 
-	for (size_t i = 0; i < te->n_debug_annotations; i++) {
+	const char *names_local[64], **names = names_local;
+	size_t n = te->n_debug_annotations;
+
+	if (!n)
+		return args;
+	if (n > sizeof(names_local) / sizeof(names_local[0]) &&
+	    !(names = malloc(n * sizeof(*names)))) {
+		r->oom = true;
+		return args;
+	}
+	for (size_t i = 0; i < n; i++) {
 		const Perfetto__Protos__DebugAnnotation *a = te->debug_annotations[i];
 		int64_t v;
 
-		if (a->name_field_case != PERFETTO__PROTOS__DEBUG_ANNOTATION__NAME_FIELD_NAME ||
-		    a->value_case != PERFETTO__PROTOS__DEBUG_ANNOTATION__VALUE_UINT_VALUE ||
+		names[i] = trd_annotation_name(r, s, a);
+		if (!names[i] || a->value_case != PERFETTO__PROTOS__DEBUG_ANNOTATION__VALUE_UINT_VALUE ||
 		    a->uint_value > INT64_MAX)
 			continue;
 		v = (int64_t)a->uint_value;
 		for (size_t k = 0; k < sizeof(known) / sizeof(known[0]); k++)
-			if (strcmp(a->name, known[k].name) == 0)
+			if (strcmp(names[i], known[k].name) == 0)
 				memcpy((uint8_t *)&args + known[k].offset, &v, sizeof(v));
 	}
-	if (te->n_debug_annotations)
-		args.values = trd_slice_values(r, te);
+	args.values = trd_slice_values(r, te, names);
+	if (names != names_local)
+		free(names);
 	return args;
 }
 
@@ -686,7 +729,7 @@ static void trd_track_event(struct trd *r, struct trd_seq *s, const trd_packet *
 	ev.uuid = uuid;
 	ev.type = type;
 	ev.name = trd_event_name(r, s, te);
-	ev.args = trd_slice_args(r, te);
+	ev.args = trd_slice_args(r, s, te);
 	trd_slice_event(r, &ev);
 }
 

@@ -577,6 +577,11 @@ static void trace_seed(const char *path)
 		{ .function = NULL, .rel_pc = 0x2a3c0, .mapping_path = "/usr/lib/libc.so.6",
 		  .map_start = 0x7ffff7c00000, .map_end = 0x7ffff7d00000, .map_pgoff = 0x28000 },
 	};
+	const struct perfetto_arg args[3] = {
+		{ "arg1", (uint64_t)-5, PERFETTO_ARG_INT },
+		{ "arg2", 0, PERFETTO_ARG_STRING, 5, "hello" },
+		{ "retval", 0x4004000000000000, PERFETTO_ARG_DOUBLE }, /* 2.5 */
+	};
 	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
 	struct perfetto_writer *w = perfetto_writer_new(fd);
 
@@ -593,6 +598,9 @@ static void trace_seed(const char *path)
 	perfetto_writer_counter(w, 100, "dropped events", 1160, 3);
 	perfetto_writer_samples_lost(w, 1170, 0, 2);
 	perfetto_writer_slice_end(w, 100, 101, 1300);
+	/* --args/--retval values: annotation names interned (name_iid), an END's too */
+	perfetto_writer_slices(w, 100, 101, &(struct perfetto_slice_op){ 1310, 2, 2 }, 1, args);
+	perfetto_writer_slice_end_args(w, 100, 101, 1320, args + 2, 1);
 	perfetto_writer_slice_begin(w, 100, 101, 1400, 1); /* never ended */
 	if (perfetto_writer_free(w) != 0)
 		die(path);

@@ -5,7 +5,11 @@
 # The program must run exactly as it does unprofiled and the trace must hold
 # one slice per call it made. Failures name the pass and the instruction
 # (symbol+offset) in FATAL and FAIL lines; to look closer, run the target
-# under profctl with --verbose, --only WORD or --from PASS:VISIT.
+# under profctl with --verbose, --only WORD or --from PASS:VISIT. Two more
+# runs walk the capture of --args/--retval (issue 29) on a probe of its own,
+# ss_args alone (the target's --capture-probe): its values written with its
+# ENTER, and saved while it waits (--min-duration); the values in the trace
+# are checked too.
 set -u
 . "$(dirname "$0")/common.bash"
 
@@ -15,7 +19,46 @@ GLOBS='ss_*,backtrace'
 # 1772, exit hook 622, trampolines 866, stubs 108): a path that stops being
 # visited, or a function that stops being patched, falls below its floor.
 MIN_TOTAL=1700 MIN_ENTER=800 MIN_EXIT=300 MIN_TRAMP=400 MIN_STUBS=50
+# The capture probe, ss_args (ints, a string, a double) and ss_ints (ints
+# only, copied inline) with their specs, about half of what it runs in
+# profiler code today (1588: enter hook 771, exit hook 606, trampolines 180,
+# stubs 18).
+CAPTURE_FLOORS=(MIN_TOTAL=800 MIN_ENTER=400 MIN_EXIT=300 MIN_TRAMP=90 MIN_STUBS=9)
+CAPTURE_SPECS=(--args 'ss_args@arg1,arg2/i32,arg3/s,fparg1/f64' --retval 'ss_args@retval/f64'
+	--args 'ss_ints@arg1,arg2,arg3,arg4' --retval 'ss_ints@retval')
+# Each function's values, then its return value, as --dump shows them.
+CAPTURE_VALUES=(ss_args 'arg1=5 arg2=-7 arg3="sigstep" fparg1=2.5' 'retval=282.5'
+	ss_ints 'arg1=1 arg2=-2 arg3=3 arg4=1048576' 'retval=4194310')
 start=$(date +%s.%N)
+
+# The values of each slice of FUNC (its args line, without "args TID TS"):
+# its arguments on every one; its return value on every call that returned,
+# and on a call abandoned after its exit hook's publish (pass 4), but for the
+# few whose segment had no room left for it. With --min-duration, the
+# arguments too: a late ENTER's values are written when there is room (its
+# return value may still be).
+capture_check() { # FUNC ARGS RETVAL
+	local fn=$1 args=$2 ret=$3 slices returned with_args with_retval late=${MODE:+1}
+
+	awk -v f="$fn" '$1 == "slice" { want = $4 == f }
+		$1 == "args" && want { $1 = $2 = $3 = ""; sub(/^ +/, ""); print; want = 0 }' \
+		"$WORK/ss.dump" >"$WORK/values"
+	slices=$(awk -v f="$fn" '$1 == "slice" && $4 == f' "$WORK/ss.dump" | wc -l)
+	returned=$(sed -nE "s/^$fn calls returned: ([0-9]+)\$/\\1/p" "$WORK/prof.out")
+	with_args=$(grep -cxF -e "$args" -e "$args $ret" "$WORK/values")
+	with_retval=$(grep -cxF -e "$args $ret" -e "$ret" "$WORK/values")
+	if [ -n "$late" ]; then
+		check "$MODE: $fn slices with their arguments: $with_args of $slices, within 1/100" \
+			test $((100 * (with_args - slices))) -ge "-$slices"
+	else
+		check_eq "capture: every $fn slice has its arguments" "$with_args" "$slices"
+	fi
+	check "capture: $fn was called ($slices slices)" test "$slices" -gt 0
+	check_eq "capture: the values of $fn are right" \
+		"$(grep -cvxF -e "$args" -e "$args $ret" ${late:+-e "$ret"} "$WORK/values")" 0
+	check "capture: a return value on the calls of $fn that returned ($with_retval of ${returned:-0}), within 1/100" \
+		test "${returned:-0}" -gt 0 -a $((100 * (with_retval - ${returned:-0}))) -ge "-${returned:-0}"
+}
 
 # The harness alone: unprofiled, only the ss_ entry bytes count as profiler code.
 "$TARGET" >"$WORK/plain.out" 2>&1
@@ -30,19 +73,26 @@ check "unprofiled: every visit right" grep -q '^sigstep: every visit right' "$WO
 check "unprofiled: the ss_ entries were visited in 4 passes" \
 	grep -Eq '^visited [1-9][0-9]* instructions .* x 4 passes$' "$WORK/plain.out"
 
-# Twice: ENTERs written at once, and held in the shadow entry until the call
-# proves long enough (--min-duration 1ns, a few ticks), so that late ENTERs
-# and their parents' are visited too. Under the tracer a few calls measure a
+# The full probe twice, then the capture probe twice: ENTERs written at once,
+# and held in the shadow entry until the call proves long enough
+# (--min-duration 1ns, a few ticks), so that late ENTERs and their parents'
+# are visited too. Under the tracer a few calls measure a
 # single tick and stay off the timeline, counted as filtered: that path
 # depends on a duration, so in that mode the harness may see the probe take
 # another path ("harness:" lines, no signal sent then; on a busy machine on
 # every retry of a visit), and the slices plus the calls off the timeline
 # (filtered or passed through) are checked against the program's counts.
-for MODE in "" "--min-duration 1ns"; do
-	echo "== mode: ${MODE:-ENTERs at once}"
-	# shellcheck disable=SC2086
-	"$PROFCTL" run --freq 0 --funcs "$GLOBS" $MODE -o "$WORK/ss.pftrace" -- "$TARGET" \
-		>"$WORK/prof.out" 2>"$WORK/prof.err"
+for RUN in "" "--min-duration 1ns" capture "capture --min-duration 1ns"; do
+	echo "== run: ${RUN:-ENTERs at once}"
+	MODE=${RUN#capture} MODE=${MODE# }
+	opts=() target_opts=()
+	[ -z "$MODE" ] || read -ra opts <<<"$MODE"
+	if [ "$RUN" != "$MODE" ]; then
+		opts+=("${CAPTURE_SPECS[@]}") target_opts=(--capture-probe)
+		declare "${CAPTURE_FLOORS[@]}"
+	fi
+	"$PROFCTL" run --freq 0 --funcs "$GLOBS" "${opts[@]}" -o "$WORK/ss.pftrace" -- \
+		"$TARGET" "${target_opts[@]}" >"$WORK/prof.out" 2>"$WORK/prof.err"
 	rc=$?
 	grep -E '^profctl: (functions|events|.*killed)' "$WORK/prof.err"
 	grep -E '^(FATAL|FAIL) ' "$WORK/prof.out"
@@ -107,6 +157,9 @@ for MODE in "" "--min-duration 1ns"; do
 				$1 == "unrecorded" && $2 == n {u = $3} END {print c - u}' "$WORK/prof.out")"
 	done
 	grep -E '^handler calls passed through' "$WORK/prof.out"
+	for ((i = 0; ${#target_opts[@]} && i < ${#CAPTURE_VALUES[@]}; i += 3)); do
+		capture_check "${CAPTURE_VALUES[@]:i:3}"
+	done
 	[ -z "$MODE" ] || continue
 	check_eq "profctl's dropped = the calls that passed through" \
 		"$(sed -nE 's/^profctl: calls: [0-9]+ made, [0-9]+ recorded, ([0-9]+) dropped.*/\1/p' "$WORK/prof.err")" \

@@ -25,11 +25,13 @@ static const char *const pass_names[N_PASSES + 1] SIGSTEP_UNUSED = {
 /* The instrumented functions, in the order of ss_calls[]. */
 enum ss_id {
 	SS_OUTER, SS_INNER, SS_RECURSE, SS_JUMP_OUTER, SS_JUMP_LEAF, SS_AFTER_JUMP, SS_CATCH,
-	SS_BT_OUTER, SS_BT, SS_REGS_LEAF, SS_HANDLER_WORK, SS_SETTLE, SS_COUNT
+	SS_BT_OUTER, SS_BT, SS_REGS_LEAF, SS_HANDLER_WORK, SS_SETTLE, SS_ARGS,
+	SS_INTS, SS_COUNT
 };
 static const char *const ss_names[SS_COUNT] SIGSTEP_UNUSED = {
 	"ss_outer", "ss_inner", "ss_recurse", "ss_jump_outer", "ss_jump_leaf", "ss_after_jump",
 	"ss_catch", "ss_bt_outer", "ss_bt", "ss_regs_leaf", "ss_handler_work", "ss_settle",
+	"ss_args", "ss_ints",
 };
 
 /* What the worker does after its begin marker; the tracer sets it while the worker is stopped. */

@@ -8,7 +8,10 @@
  * behaviour (sigstep.h). After each run the worker checks every result. A
  * run that breaks the worker retires its thread and main starts another.
  * Passes unprofiled too. Prints a summary and `count ss_NAME N`; options
- * (--verbose, --from, --skip, --only) go to the tracer.
+ * (--verbose, --from, --skip, --only) go to the tracer. With --capture-probe
+ * first, the probe is ss_args and ss_ints alone, the functions the script
+ * gives --args/--retval specs: the walk of the hooks' capture paths, kept
+ * apart so that the full probe's walk does not grow.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -212,6 +215,21 @@ SS_FN long ss_settle(void)
 	return 42;
 }
 
+/* The capture probe's calls: integers, a string, a double; returns a double. */
+#define SS_ARGS_STRING "sigstep"
+SS_FN double ss_args(long a, int b, const char *s, double d)
+{
+	SS_ENTER(SS_ARGS);
+	return (double)(a + b + s[0]) * d;
+}
+
+/* Integers only: the hooks copy them inline (arg_capture_ints). */
+SS_FN long ss_ints(long a, long b, long c, long d)
+{
+	SS_ENTER(SS_INTS);
+	return a + 2 * b + 3 * c + 4 * d;
+}
+
 /*
  * probe_regs loads a pattern into every general-purpose register but rsp and
  * rbp, calls ss_regs_leaf (which touches only rax and the flags) and stores
@@ -314,13 +332,31 @@ __asm__(".text\n"
 
 struct probe_result {
 	long outer, recurse, jump, after, caught, bt;
+	double args;
+	long ints;
 	int done;
 };
 static struct probe_result res;
 static jmp_buf probe_env;
+static int capture_probe; /* --capture-probe: ss_args alone */
+/* ss_args and ss_ints calls that returned to probe_run: the slices that must have a retval */
+static long args_returned, ints_returned;
+
+#define SS_ARGS_CALL() ss_args(5, -7, SS_ARGS_STRING, 2.5)
+#define SS_ARGS_RESULT ((5 - 7 + 's') * 2.5)
+#define SS_INTS_CALL() ss_ints(1, -2, 3, 1l << 20)
+#define SS_INTS_RESULT (1 - 4 + 9 + (4l << 20))
 
 __attribute__((noinline, used)) void probe_run(void)
 {
+	if (capture_probe) {
+		res.args = SS_ARGS_CALL();
+		args_returned++;
+		res.ints = SS_INTS_CALL();
+		ints_returned++;
+		res.done = 1;
+		return;
+	}
 	res.outer = ss_outer(7);
 	res.recurse = ss_recurse(3);
 	jump_value = 0;
@@ -497,6 +533,19 @@ static unsigned probe_check(char *d, size_t len)
 		detail_add(d, len, "the probe did not finish");
 		return OUT_FLOW;
 	}
+	if (capture_probe) {
+		if (res.args != SS_ARGS_RESULT) {
+			detail_add(d, len, "ss_args returned %g, expected %g", res.args,
+				   SS_ARGS_RESULT);
+			out |= OUT_PROBE;
+		}
+		if (res.ints != SS_INTS_RESULT) {
+			detail_add(d, len, "ss_ints returned %ld, expected %ld", res.ints,
+				   SS_INTS_RESULT);
+			out |= OUT_PROBE;
+		}
+		return out;
+	}
 	for (size_t i = 0; i < sizeof(calls) / sizeof(calls[0]); i++)
 		if (calls[i].got != calls[i].want) {
 			detail_add(d, len, "%s returned %ld, expected %ld", calls[i].what,
@@ -659,6 +708,7 @@ out:
 static void *const ss_functions[SS_COUNT] = {
 	ss_outer, ss_inner,    ss_recurse, ss_jump_outer,        ss_jump_leaf,    ss_after_jump,
 	ss_catch, ss_bt_outer, ss_bt,      (void *)ss_regs_leaf, ss_handler_work, ss_settle,
+	ss_args,  ss_ints,
 };
 
 /* ---- main ------------------------------------------------------------------------ */
@@ -700,6 +750,8 @@ static void print_summary(void)
 		uncounted += abandoned_entries[i];
 	}
 	printf("handler calls passed through unrecorded: %ld\n", handler_passed_through);
+	printf("ss_args calls returned: %ld\n", args_returned);
+	printf("ss_ints calls returned: %ld\n", ints_returned);
 	printf("calls recorded on entry, then abandoned before they counted themselves: %ld\n",
 	       uncounted);
 }
@@ -761,6 +813,12 @@ int main(int argc, char **argv)
 	int ready[2], go[2], tids[2], status = 0, ctl_fd, ok;
 	pid_t child = 0;
 
+	if (argc > 1 && strcmp(argv[1], "--capture-probe") == 0) {
+		capture_probe = 1;
+		argv[1] = argv[0];
+		argv++;
+		argc--;
+	}
 	agent_top_slot = (void *(*)(void))dlsym(RTLD_DEFAULT, "profagent_debug_top_slot");
 	ctl_fd = ctl_create();
 	if (ctl_fd < 0 || pipe(ready) || pipe(go) || pipe(tids) || crash_handlers_install())

@@ -644,6 +644,111 @@ static void test_end_argument_on_slice(void)
 	close(fd);
 }
 
+/* Debug annotations named inline, by iid, and the names defined per sequence. */
+struct arg_names_seen {
+	unsigned inline_names, by_iid;
+	unsigned defined[8][3]; /* [sequence % 8][arg1, arg2, retval] */
+};
+
+static void arg_names_cb(const packet_t *p, void *ctx)
+{
+	static const char *const names[3] = { "arg1", "arg2", "retval" };
+	struct arg_names_seen *seen = ctx;
+	const Perfetto__Protos__InternedData *d = p->interned_data;
+
+	if (p->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_TRACK_EVENT)
+		for (size_t i = 0; i < p->track_event->n_debug_annotations; i++) {
+			const Perfetto__Protos__DebugAnnotation *a = p->track_event->debug_annotations[i];
+
+			if (a->name_field_case == PERFETTO__PROTOS__DEBUG_ANNOTATION__NAME_FIELD_NAME)
+				seen->inline_names++;
+			else
+				seen->by_iid++;
+		}
+	for (size_t i = 0; d && i < d->n_debug_annotation_names; i++)
+		for (int k = 0; k < 3; k++)
+			if (strcmp(d->debug_annotation_names[i]->name, names[k]) == 0)
+				seen->defined[p->trusted_packet_sequence_id % 8][k]++;
+}
+
+/* Slice arguments are named by iid, each name defined once on each thread's sequence. */
+static void test_argument_names_interned(void)
+{
+	const struct perfetto_arg args[2] = { { "arg1", 5, PERFETTO_ARG_INT },
+					      { "arg2", 0, PERFETTO_ARG_STRING, 2, "hi" } };
+	const struct perfetto_arg retval = { "retval", 9, PERFETTO_ARG_INT };
+	struct perfetto_slice_op ops[2] = { { 0, 1, 2 }, { 0, 0, 0 } };
+	struct arg_names_seen seen = { 0 };
+	int fd = new_fd();
+	struct perfetto_writer *w = perfetto_writer_new(fd);
+	struct trace_model *m;
+	unsigned seqs = 0;
+	uint8_t *buf;
+	size_t len;
+
+	perfetto_writer_function(w, 1, "f");
+	for (int i = 0; i < 4; i++) {
+		pid_t tid = i < 3 ? PID : PID + 1;
+
+		ops[0].ts = T0 + 10 * i;
+		ops[1].ts = T0 + 10 * i + 5;
+		perfetto_writer_slices(w, PID, tid, ops, 1, args);
+		perfetto_writer_slice_end_args(w, PID, tid, ops[1].ts, &retval, 1);
+	}
+	CHECK_EQ_INT(perfetto_writer_free(w), 0);
+	m = load_fd(fd);
+	check_no_problems(m);
+	CHECK_EQ_INT(m->n_slices, 4);
+	trace_model_free(m);
+	buf = read_fd(fd, &len);
+	for_each_record(buf, len, arg_names_cb, &seen);
+	CHECK_EQ_INT(seen.inline_names, 0);
+	CHECK_EQ_INT(seen.by_iid, 4 * 3);
+	for (int q = 0; q < 8; q++) {
+		if (!seen.defined[q][0])
+			continue;
+		seqs++;
+		for (int k = 0; k < 3; k++)
+			CHECK_EQ_INT(seen.defined[q][k], 1);
+	}
+	CHECK_EQ_INT(seqs, 2);
+	free(buf);
+	close(fd);
+}
+
+/*
+ * A flight recorder restarts every sequence in each chunk: the annotation
+ * names are defined again there, so every slice of the window keeps its
+ * argument (an undefined iid is a problem, and the slice loses it).
+ */
+static void test_argument_names_in_ring_chunks(void)
+{
+	struct perfetto_writer_options o = { .ring_bytes = PERFETTO_RING_MIN_BYTES };
+	const struct perfetto_arg arg = { "self_samples", 7 };
+	int fd = new_fd();
+	struct perfetto_writer *w = perfetto_writer_new_opts(fd, &o);
+	struct trace_model *m;
+	size_t ended = 0;
+
+	perfetto_writer_function(w, 1, "f");
+	for (uint64_t i = 0; i < 200000; i++) {
+		perfetto_writer_slice_begin(w, PID, PID, T0 + 10 * i, 1);
+		perfetto_writer_slice_end_args(w, PID, PID, T0 + 10 * i + 5, &arg, 1);
+	}
+	CHECK_EQ_INT(perfetto_writer_free(w), 0);
+	m = load_fd(fd);
+	check_no_problems(m);
+	for (size_t i = 0; m && i < m->n_slices; i++)
+		if (m->slices[i].dur >= 0) {
+			ended++;
+			CHECK_EQ_INT(m->slices[i].self_samples, 7);
+		}
+	/* the window: several chunks (of about 450 slices each), not the whole run */
+	CHECK(ended > 2000 && ended < 20000);
+	trace_model_free(m);
+	close(fd);
+}
+
 static uint64_t rng_next(uint64_t *s)
 {
 	*s ^= *s << 13;
@@ -1238,6 +1343,8 @@ int main(void)
 	RUN_TEST(test_samples_lost_summed);
 	RUN_TEST(test_sample_skipped_counted);
 	RUN_TEST(test_end_argument_on_slice);
+	RUN_TEST(test_argument_names_interned);
+	RUN_TEST(test_argument_names_in_ring_chunks);
 	RUN_TEST(test_random_calls_obey_importer_rules);
 	RUN_TEST(test_write_error_broken_pipe);
 	RUN_TEST(test_write_error_dev_full);
