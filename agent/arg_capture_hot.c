@@ -123,7 +123,7 @@ static uint32_t capture_one(const struct arg_cap *c, uint64_t value, struct arg_
  * (trampolines/trampoline_layout.h). x86-64 only: on other architectures
  * the agent refuses every spec (arg_capture.c), so no function gets here.
  */
-static inline uint64_t int_argument(const uintptr_t *return_slot, unsigned n)
+static inline uint64_t int_argument(const uintptr_t *return_slot, int n)
 {
 #if defined(__x86_64__)
 	return return_slot[ENTER_INT_ARG_WORD(n)];
@@ -152,7 +152,7 @@ uint32_t arg_capture_enter(const struct arg_func *f, const uintptr_t *return_slo
 	for (unsigned i = 0; i < f->n_enter && used < f->enter_units; i++) {
 		const struct arg_cap *c = &f->enter[i];
 		uint64_t v = c->source == ARG_SRC_FP ? fp_register(c->index - 1u) :
-						       int_argument(return_slot, c->index);
+						       int_argument(return_slot, (int)c->index);
 
 		used += capture_one(c, v, out + used, f->enter_units - used, tid);
 	}

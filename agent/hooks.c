@@ -1196,7 +1196,7 @@ static inline __attribute__((always_inline)) int enter_args(struct agent_thread 
 	if (af->n_exit)
 		e->flags |= SHADOW_ARGS; /* its exit takes exit_slow, for the return value */
 	state_publish(t, state_make(head + 2 + n, depth + 1));
-	*return_slot = (uintptr_t)profagent_exit_trampoline;
+	*return_slot = hijack_address(desc);
 	guard_release(AGENT_GUARD_NONE);
 	return 0;
 }
