@@ -182,14 +182,13 @@ static int link_agent(struct inject_target *t, int daemon_fd, const char *opener
 
 /*
  * Every thread stopped, none may be inside bytes about to change: while one
- * is, let them all run a moment (a 1 ms sleep on the calling thread) and try
+ * is, let them all run a moment (inject_run_briefly) and try
  * again; the last try patches around such threads instead.
  */
 static int commit_patches(struct inject_target *t, int *patched, double *pause_ms, char *err,
 			  size_t errlen)
 {
-	uint64_t sleep_args[1] = { 1000 };
-	int r = 0, slept;
+	int r = 0;
 	uint64_t t0;
 
 	for (int try = 0; try < COMMIT_TRIES && !r; try++) {
@@ -208,8 +207,12 @@ static int commit_patches(struct inject_target *t, int *patched, double *pause_m
 			snprintf(err, errlen, "the agent could not patch: %s", strerror(-*patched));
 		if (r || *patched != -EAGAIN)
 			return r ? r : (*patched < 0 ? *patched : 0);
-		r = call_in_target(t, "libc.so*", "usleep", sleep_args, 1, NULL, 0, true, &slept,
-				   err, errlen);
+		/*
+		 * Every thread moves on, the one inside the bytes too: a usleep called
+		 * in the target left that one where it was (in a single-threaded target
+		 * looping on the function, every try found it there again).
+		 */
+		r = inject_run_briefly(t, err, errlen);
 	}
 	return r;
 }

@@ -66,8 +66,9 @@ void attach_children_start(struct attach_children *k, pid_t pid, const char *age
 		}
 		k->pids[k->n++] = k->found[i];
 		if (verbose)
-			fprintf(stderr, "profctl: attached to PID %d (a descendant of %d)\n",
-				(int)k->found[i], (int)pid);
+			fprintf(stderr, "profctl: attached to PID %d (a descendant of %d), %d jumps "
+				"written while stopped for %.1f ms\n",
+				(int)k->found[i], (int)pid, patched, pause_ms);
 	}
 }
 

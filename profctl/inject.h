@@ -96,6 +96,13 @@ int inject_take_fd(struct inject_target *t, int remote_fd, char *err, size_t err
 int inject_thread_ips(struct inject_target *t, uint64_t **ips, size_t *n);
 
 /*
+ * Lets every thread run for a moment (2 ms), then stops them all again: for a
+ * retry that needs them somewhere else. 0, or a negative errno with a reason in
+ * err (-ESRCH: the process exited).
+ */
+int inject_run_briefly(struct inject_target *t, char *err, size_t errlen);
+
+/*
  * Resumes every thread and detaches, delivering the signals held meanwhile
  * (with their siginfo); the target runs on as if nothing happened. Waits
  * for threads that died meanwhile, so that the target's parent can reap

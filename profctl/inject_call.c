@@ -76,7 +76,7 @@ static bool thread_at_safe_point(const struct inject_target *t, const struct use
 }
 
 /* Resumes every thread for a moment (their stops passed through), then stops them all. */
-static int run_all_briefly(struct inject_target *t, char *err, size_t errlen)
+int inject_run_briefly(struct inject_target *t, char *err, size_t errlen)
 {
 	int64_t until = mono_ns() + SAFE_POINT_RUN_MS * 1000000LL;
 	struct pace pace = { 0 };
@@ -139,7 +139,7 @@ static int call_pick_thread(struct inject_target *t, struct call_frame *cf, char
 			return 0;
 		if (attempt == SAFE_POINT_TRIES)
 			break;
-		rc = run_all_briefly(t, err, errlen);
+		rc = inject_run_briefly(t, err, errlen);
 		if (rc)
 			return rc;
 	}
