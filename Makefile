@@ -113,8 +113,9 @@ TARGET_BIN  := $(patsubst %.cpp,$(BUILD)/%,$(patsubst %.c,$(BUILD)/%,$(TARGET_SR
 # Test targets in portable C and C++ (per-architecture cases are #ifdef'd
 # inside), built for every ARCH and compared under qemu-user by tests/aarch64/run.sh.
 PORTABLE_TARGET_BIN := $(BUILD)/tests/targets/abi_torture $(BUILD)/tests/targets/shadow_torture \
-	$(BUILD)/tests/targets/exceptions
-PAC_TARGET_BIN_aarch64 := $(BUILD)/tests/targets/pac/abi_torture $(BUILD)/tests/targets/pac/shadow_torture
+	$(BUILD)/tests/targets/exceptions $(BUILD)/tests/targets/args_target
+PAC_TARGET_BIN_aarch64 := $(BUILD)/tests/targets/pac/abi_torture $(BUILD)/tests/targets/pac/shadow_torture \
+	$(BUILD)/tests/targets/pac/args_target
 BENCH_SRC   := $(wildcard bench/*.c)
 BENCH_BIN   := $(patsubst %.c,$(BUILD)/%,$(BENCH_SRC))
 

@@ -66,8 +66,8 @@ int arg_capture_configure(char **args, size_t n_args, char **retvals, size_t n_r
 		return 0;
 	if (!arg_capture_supported()) {
 		/* the trampolines save what capture needs, the reading is not written yet: no garbage */
-		snprintf(err, errlen, "--args/--retval: not supported on this architecture yet "
-			 "(x86-64 only): no values recorded");
+		snprintf(err, errlen, "--args/--retval: not supported on this architecture "
+			 "(x86-64 and aarch64 only): no values recorded");
 		return -ENOTSUP;
 	}
 	if (add_specs(args, n_args, 0, err, errlen) || add_specs(retvals, n_retvals, 1, err, errlen)) {
@@ -87,10 +87,8 @@ static void cap_set(struct arg_cap *c, const struct arg_item *it)
 {
 	*c = (struct arg_cap){ .desc = (uint32_t)arg_item_desc(it), .source = it->source,
 			       .index = it->index, .cls = it->cls, .size = it->size };
-#if defined(__x86_64__)
 	if (it->source == ARG_SRC_INT)
 		c->word = (int16_t)ENTER_INT_ARG_WORD(it->index);
-#endif
 }
 
 /* Adds s's items to f (an item already there, by where it lives, stays as the first spec said). */
@@ -161,7 +159,7 @@ uint32_t arg_capture_attach(uint32_t func_id, const char *name)
 
 bool arg_capture_supported(void)
 {
-#if defined(__x86_64__)
+#if defined(__x86_64__) || defined(__aarch64__)
 	return true;
 #else
 	return false;

@@ -83,7 +83,7 @@ static inline const struct arg_func *arg_func_get(uint32_t func_id)
 /*
  * The session's specs (AgentConfig), parsed again (profd checked them).
  * Returns 0, or -EINVAL (a spec does not parse) or -ENOTSUP (an
- * architecture without capture yet: aarch64); then no spec applies and
+ * architecture without capture: neither x86-64 nor aarch64); then no spec applies and
  * arg_capture_unmatched() reports the reason.
  */
 int arg_capture_configure(char **args, size_t n_args, char **retvals, size_t n_retvals,
@@ -96,7 +96,7 @@ int arg_capture_configure(char **args, size_t n_args, char **retvals, size_t n_r
  */
 uint32_t arg_capture_attach(uint32_t func_id, const char *name);
 
-/* Whether this architecture captures values (x86-64 today; aarch64 refuses specs). */
+/* Whether this architecture captures values (x86-64 and aarch64). */
 bool arg_capture_supported(void);
 
 /*

@@ -2,9 +2,10 @@
 /*
  * The capture of --args/--retval values, called from the hooks' slow enter
  * and slow exit only (agent/hooks.c) for functions with a spec. Built like
- * the hooks: general registers only (the FP argument registers still hold
- * the call's values here: nothing on the way from the trampoline touched
- * them, and they are read by name), no libc, no lock, no allocation.
+ * the hooks: general registers only (on x86-64 the FP argument registers
+ * still hold the call's values here: nothing on the way from the trampoline
+ * touched them, and they are read by name; on aarch64 they are read where
+ * the trampolines saved them), no libc, no lock, no allocation.
  *
  * A string is read with process_vm_readv on the calling thread's own
  * memory: the kernel copies what it can and fails cleanly on a bad or
@@ -24,7 +25,11 @@
 #define PAGE 4096u
 /* Below: never a string (NULL, small integers passed as pointers); above: not user memory. */
 #define LOWEST_POINTER 4096u
+#if defined(__aarch64__)
+#define HIGHEST_POINTER (1ull << 48) /* 48-bit user addresses; a tagged pointer is refused */
+#else
 #define HIGHEST_POINTER (1ull << 47)
+#endif
 
 static long raw_syscall6(long nr, long a0, long a1, long a2, long a3, long a4, long a5)
 {
@@ -39,32 +44,60 @@ static long raw_syscall6(long nr, long a0, long a1, long a2, long a3, long a4, l
 			 : "0"(nr), "D"(a0), "S"(a1), "d"(a2), "r"(r10), "r"(r8), "r"(r9)
 			 : "rcx", "r11", "memory");
 	return ret;
-#else
-	(void)nr, (void)a0, (void)a1, (void)a2, (void)a3, (void)a4, (void)a5;
-	return -38; /* ENOSYS: capture is x86-64 only (arg_capture_configure refuses) */
+#elif defined(__aarch64__)
+	register long x8 __asm__("x8") = nr;
+	register long x0 __asm__("x0") = a0;
+	register long x1 __asm__("x1") = a1;
+	register long x2 __asm__("x2") = a2;
+	register long x3 __asm__("x3") = a3;
+	register long x4 __asm__("x4") = a4;
+	register long x5 __asm__("x5") = a5;
+
+	__asm__ volatile("svc #0"
+			 : "+r"(x0)
+			 : "r"(x8), "r"(x1), "r"(x2), "r"(x3), "r"(x4), "r"(x5)
+			 : "memory");
+	return x0;
 #endif
 }
 
-/* The Nth (0-based) FP argument register: untouched since the trampoline. */
-static uint64_t fp_register(unsigned n)
+/*
+ * FP argument N (1-based). x86-64: the register itself, untouched since the
+ * trampoline (the hooks use general registers only). aarch64: the low half
+ * of q(N-1) where the entry trampoline saved it.
+ */
+static uint64_t fp_argument(const uintptr_t *return_slot, int n) /* int: the word is negative */
 {
 	uint64_t v = 0;
 
 #if defined(__x86_64__)
+	(void)return_slot;
 	switch (n) {
-	case 0: __asm__ volatile("movq %%xmm0, %0" : "=r"(v)); break;
-	case 1: __asm__ volatile("movq %%xmm1, %0" : "=r"(v)); break;
-	case 2: __asm__ volatile("movq %%xmm2, %0" : "=r"(v)); break;
-	case 3: __asm__ volatile("movq %%xmm3, %0" : "=r"(v)); break;
-	case 4: __asm__ volatile("movq %%xmm4, %0" : "=r"(v)); break;
-	case 5: __asm__ volatile("movq %%xmm5, %0" : "=r"(v)); break;
-	case 6: __asm__ volatile("movq %%xmm6, %0" : "=r"(v)); break;
-	case 7: __asm__ volatile("movq %%xmm7, %0" : "=r"(v)); break;
+	case 1: __asm__ volatile("movq %%xmm0, %0" : "=r"(v)); break;
+	case 2: __asm__ volatile("movq %%xmm1, %0" : "=r"(v)); break;
+	case 3: __asm__ volatile("movq %%xmm2, %0" : "=r"(v)); break;
+	case 4: __asm__ volatile("movq %%xmm3, %0" : "=r"(v)); break;
+	case 5: __asm__ volatile("movq %%xmm4, %0" : "=r"(v)); break;
+	case 6: __asm__ volatile("movq %%xmm5, %0" : "=r"(v)); break;
+	case 7: __asm__ volatile("movq %%xmm6, %0" : "=r"(v)); break;
+	case 8: __asm__ volatile("movq %%xmm7, %0" : "=r"(v)); break;
 	}
 #else
-	(void)n;
+	if (n >= 1 && n <= 8)
+		v = return_slot[ENTER_FP_ARG_WORD(n)];
 #endif
 	return v;
+}
+
+/* The FP return value (xmm0, d0) as the function returned; slot as profagent_exit_hook's. */
+static uint64_t fp_return(const uintptr_t *slot)
+{
+#if defined(__x86_64__)
+	(void)slot;
+	return fp_argument(NULL, 1);
+#else
+	return slot[EXIT_FP_RETURN_WORD];
+#endif
 }
 
 /*
@@ -120,28 +153,16 @@ static uint32_t capture_one(const struct arg_cap *c, uint64_t value, struct arg_
 
 /*
  * Where the trampolines saved integer argument N and the integer return
- * (trampolines/trampoline_layout.h). x86-64 only: on other architectures
- * the agent refuses every spec (arg_capture.c), so no function gets here.
+ * (trampolines/trampoline_layout.h).
  */
 static inline uint64_t int_argument(const uintptr_t *return_slot, int n)
 {
-#if defined(__x86_64__)
 	return return_slot[ENTER_INT_ARG_WORD(n)];
-#else
-	(void)return_slot;
-	(void)n;
-	return 0;
-#endif
 }
 
 static inline uint64_t int_return(const uintptr_t *slot)
 {
-#if defined(__x86_64__)
-	return slot[EXIT_RAX_WORD];
-#else
-	(void)slot;
-	return 0;
-#endif
+	return slot[EXIT_INT_RETURN_WORD];
 }
 
 uint32_t arg_capture_enter(const struct arg_func *f, const uintptr_t *return_slot,
@@ -151,7 +172,7 @@ uint32_t arg_capture_enter(const struct arg_func *f, const uintptr_t *return_slo
 
 	for (unsigned i = 0; i < f->n_enter && used < f->enter_units; i++) {
 		const struct arg_cap *c = &f->enter[i];
-		uint64_t v = c->source == ARG_SRC_FP ? fp_register(c->index - 1u) :
+		uint64_t v = c->source == ARG_SRC_FP ? fp_argument(return_slot, (int)c->index) :
 						       int_argument(return_slot, (int)c->index);
 
 		used += capture_one(c, v, out + used, f->enter_units - used, tid);
@@ -166,7 +187,7 @@ uint32_t arg_capture_exit(const struct arg_func *f, const uintptr_t *slot, struc
 
 	if (!f->n_exit)
 		return 0;
-	return capture_one(c, c->source == ARG_SRC_FPRET ? fp_register(0) : int_return(slot),
+	return capture_one(c, c->source == ARG_SRC_FPRET ? fp_return(slot) : int_return(slot),
 			   out, f->exit_units, tid);
 }
 

@@ -73,6 +73,17 @@
 #define EXIT_Q0 144
 #define SIMD_AREA 528 /* FPCR and FPSR, then q0-q31 */
 
+/*
+ * The words the argument capture reads (trampoline_layout.h), from the return
+ * slot: x0 saved at sp+0, q0 at sp+ENTRY_Q0, the slot at sp+ENTRY_FRAME+8.
+ */
+.if (0 - ENTRY_FRAME - 8) / 8 != ENTER_INT_REG_WORD(1) || (ENTRY_Q0 - ENTRY_FRAME - 8) / 8 != ENTER_FP_ARG_WORD(1)
+.error "entry frame and ENTER_*_ARG_WORD disagree"
+.endif
+.if (0 - EXIT_FRAME - 16 + 8) / 8 != EXIT_INT_RETURN_WORD || (EXIT_Q0 - EXIT_FRAME - 16 + 8) / 8 != EXIT_FP_RETURN_WORD
+.error "exit frame and EXIT_*_RETURN_WORD disagree"
+.endif
+
 /* x0-x15 in pairs at sp+0: `X0_X15 stp` saves them, `X0_X15 ldp` restores them. */
 .macro X0_X15 pair
 	\pair	x0, x1, [sp, #0]

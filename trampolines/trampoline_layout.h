@@ -46,7 +46,7 @@
  */
 #define ENTER_INT_ARG_REGS 6
 #define ENTER_INT_ARG_WORD(n) ((n) <= ENTER_INT_ARG_REGS ? -2 - (n) : (n) - ENTER_INT_ARG_REGS)
-#define EXIT_RAX_WORD (-8)
+#define EXIT_INT_RETURN_WORD (-8)
 #define STUB_THUNK_EXIT_POINTER_OFFSET 16
 #elif defined(__aarch64__)
 /*
@@ -68,6 +68,22 @@
  * calls clobber them whatever IPA-RA knows of the callee.
  */
 #define STUB_SLOT_SIZE 160
+/*
+ * Where the trampolines saved the argument and return registers, in words
+ * from the hooked call's return slot (aarch64.S's frames; the slot is
+ * sp_entry - 8 at the enter, sp - 8 as the function returned at the exit):
+ * argN (N <= 8, x0-x7) at slot[N - 38], argN (N > 8) on the caller's stack
+ * at slot[N - 8] (AAPCS64: 8 bytes each); fpargN (d0-d7, the low half of
+ * q0-q7) at slot[2N - 19]; at the exit x0 at slot[-27] and d0 at slot[-9].
+ * aarch64.S checks its frames against these (.if/.error).
+ */
+#define ENTER_INT_ARG_REGS 8
+#define ENTER_INT_REG_WORD(n) ((n) - 38)
+#define ENTER_INT_ARG_WORD(n) \
+	((n) <= ENTER_INT_ARG_REGS ? ENTER_INT_REG_WORD(n) : (n) - ENTER_INT_ARG_REGS)
+#define ENTER_FP_ARG_WORD(n) (2 * (n) - 19)
+#define EXIT_INT_RETURN_WORD (-27)
+#define EXIT_FP_RETURN_WORD (-9)
 #define STUB_CODE_OFFSET 0
 #define STUB_RELOCATED_OFFSET 12
 #define STUB_DESC_OFFSET 144

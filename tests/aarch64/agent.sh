@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The arm64 agent under qemu-user against this host's profd and profctl
 # (`--freq 0`: perf cannot sample an emulated process): the integration tests
-# that take TARGET_ARCH (tests/integration/test_abi.sh, test_shadow_stack.sh)
+# that take TARGET_ARCH (tests/integration/test_abi.sh, test_shadow_stack.sh,
+# test_args.sh)
 # on the arm64 builds, plain and with pointer authentication and BTI pads
 # (TARGET_VARIANT=pac), and how profctl runs a command of another
 # architecture. Needs `make ARCH=aarch64` done. Ends with "N passed, N failed".
@@ -26,7 +27,7 @@ run_suite() { # label, env..., script
 }
 
 for variant in "" pac; do
-	for t in test_abi test_shadow_stack; do
+	for t in test_abi test_shadow_stack test_args; do
 		run_suite "$t ${variant:-plain}" TARGET_ARCH=aarch64 TARGET_VARIANT="$variant" \
 			bash "$ROOT/tests/integration/$t.sh"
 	done

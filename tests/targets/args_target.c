@@ -4,7 +4,9 @@
  * takes a string, integers of 8 to 64 bits (negative ones too), a double,
  * an enum and a pointer that is no string ((char *)1, then a PROT_NONE
  * page) and returns a value; args_long gets a string longer than
- * the copy limit, then 10 bytes without a NUL before an unreadable page; args_stack has arguments on the stack (arg7, arg8);
+ * the copy limit, then 10 bytes without a NUL before an unreadable page;
+ * args_stack has 10 integer arguments (x86-64: arg7-arg10 on the stack,
+ * aarch64: arg9, arg10);
  * args_float returns a double; and fopen gets a path. Calls are made
  * ARGS_CALLS times each; the target prints "done".
  */
@@ -33,10 +35,10 @@ __attribute__((noinline)) size_t args_long(const char *text)
 }
 
 __attribute__((noinline)) long args_stack(long a1, long a2, long a3, long a4, long a5, long a6,
-					  long a7, long a8)
+					  long a7, long a8, long a9, long a10)
 {
 	__asm__ volatile("" ::: "memory");
-	return a1 + a2 + a3 + a4 + a5 + a6 + a7 + a8;
+	return a1 + a2 + a3 + a4 + a5 + a6 + a7 + a8 + a9 + a10;
 }
 
 __attribute__((noinline)) double args_float(double x, float y)
@@ -68,7 +70,7 @@ int main(void)
 		sum += args_all("second", 7, -2, 3, -4, -0.25, GREEN, gone);
 		sum += (long)args_long(longer);
 		sum += (long)args_long(unended);
-		sum += args_stack(1, 2, 3, 4, 5, 6, 77, 88);
+		sum += args_stack(1, 2, 3, 4, 5, 6, 77, 88, 99, 1010);
 		sum += (long)args_float(1.5, 0.25f);
 	}
 	f = fopen("/proc/self/args_target_path", "r"); /* fails: only its argument matters */
