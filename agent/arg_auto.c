@@ -121,8 +121,8 @@ int arg_auto_query(int sock, struct instrument_plan *plan, size_t first, int tim
 
 	why[0] = '\0';
 	if (!arg_capture_supported()) {
-		snprintf(why, whylen, "--auto-args: not supported on this architecture yet "
-			 "(x86-64 only): no values recorded");
+		snprintf(why, whylen, "--auto-args: not supported on this architecture "
+			 "(x86-64 and aarch64 only): no values recorded");
 		return -ENOTSUP;
 	}
 	if (plan->report.n_functions <= first)

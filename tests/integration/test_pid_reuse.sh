@@ -54,6 +54,25 @@ check_eq "the report's processes: a row each, with its own calls" \
 	"$(awk -v p="$pid" '/^processes \(/ {n = 1; next} /^$/ {n = 0} n && ($1 == p || $1 == p ".1") {
 		print $1, $2}' "$WORK/report" | sort | tr '\n' ' ')" "$pid $n1 $pid.1 $n2 "
 
+# --ring keeps the trace in memory and writes it at the end, when both
+# processes are known: each keeps its own calls and its own flusher thread
+timeout 300 "$PROFCTL" run --ring 64M --funcs fibf -o "$WORK/ring.pftrace" -- "$TREE" reuse 10 12 \
+	>"$WORK/ring.out" 2>"$WORK/ring.err"
+check_eq "--ring: run exits as the program does" "$?" 0
+rpid=$(awk '$1 == "reuse" {print $2}' "$WORK/ring.out")
+if [ -n "$rpid" ]; then
+	"$PROFCTL" report --dump "$WORK/ring.pftrace" >"$WORK/ring.dump"
+	check_eq "--ring: the trace breaks no rule" "$(grep -c '^problem' "$WORK/ring.dump")" 0
+	check_eq "--ring: each process its own calls" \
+		"$(awk -v p="$rpid" '$1 == "slice" && ($2 == p || $2 == p ".1") && $4 == "fibf" {
+			n[$2]++ } END { print n[p] + 0, n[p ".1"] + 0 }' "$WORK/ring.dump")" "$n1 $n2"
+	check_eq "--ring: each process one flusher thread, its own" \
+		"$(awk -v p="$rpid" '$1 == "thread" && $4 == "profd-flusher" && ($2 == p || $2 == p ".1") {
+			print $2, $3 }' "$WORK/ring.dump" | sort -u | awk '{ n[$1]++ } END { print n[p] + 0, n[p ".1"] + 0 }' p="$rpid")" "1 1"
+else
+	skip "--ring: the pid was taken before it could be asked for again"
+fi
+
 # Perfetto's importer, when there: two processes of the pid, each its own life and calls
 if tp=$(command -v trace_processor_shell); then
 	cat >"$WORK/q.sql" <<SQL
