@@ -619,7 +619,7 @@ out:
 
 static void on_sample(void *ctx, const struct sampler_sample *smp)
 {
-	struct session_process *p = session_process_find(ctx, (pid_t)smp->pid);
+	struct session_process *p = session_process_at(ctx, (pid_t)smp->pid, smp->time);
 
 	if (p)
 		session_process_sample(p, smp);
@@ -627,7 +627,7 @@ static void on_sample(void *ctx, const struct sampler_sample *smp)
 
 static void on_mmap(void *ctx, const struct sampler_mmap *m)
 {
-	struct session_process *p = session_process_find(ctx, (pid_t)m->pid);
+	struct session_process *p = session_process_at(ctx, (pid_t)m->pid, m->time);
 
 	if (p)
 		session_process_mmap(p, m);

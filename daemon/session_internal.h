@@ -174,6 +174,12 @@ struct session_process *session_process_new(struct session *s, pid_t pid);
 void session_process_finish(struct session_process *p);
 void session_process_free(struct session_process *p);
 struct session_process *session_process_find(struct session *s, pid_t pid);
+/*
+ * The process pid was at ts (CLOCK_MONOTONIC ns; 0: now): the newest of the
+ * pid, unless the kernel reused it within the session and the newer one
+ * began after ts (perf records read late belong to the older one).
+ */
+struct session_process *session_process_at(struct session *s, pid_t pid, uint64_t ts);
 /* Its symbols and unwinder (and, with sampling, its sample pipeline); loaded from /proc with load_maps. */
 int session_process_start_symbols(struct session_process *p, bool load_maps, bool sampling);
 /* Its parent and command line, as /proc shows them now, into the trace. */

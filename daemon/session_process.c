@@ -144,6 +144,23 @@ struct session_process *session_process_find(struct session *s, pid_t pid)
 	return NULL;
 }
 
+struct session_process *session_process_at(struct session *s, pid_t pid, uint64_t ts)
+{
+	struct session_process *p = session_process_find(s, pid);
+
+	/* the list runs newest first: an older process of the pid comes after */
+	while (p && p->generation && ts && p->start_ts > ts) {
+		struct session_process *older = p->next;
+
+		while (older && older->pid != pid)
+			older = older->next;
+		if (!older)
+			break;
+		p = older;
+	}
+	return p;
+}
+
 static struct thread_slot *slot_find(struct thread_slot *slots, uint32_t n, uint32_t tid)
 {
 	uint32_t i = (tid * 2654435761u) & (n - 1);
