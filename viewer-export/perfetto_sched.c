@@ -31,6 +31,7 @@ struct pw_sched_cpu {
 	struct pwb events;     /* FtraceEvent records, each as field FB_EVENT */
 	bool has_last;         /* last_next names the task running since the last switch */
 	int32_t last_tid, last_prio;
+	uint64_t last_ts;      /* that switch's time */
 	char last_comm[32];
 };
 
@@ -138,11 +139,14 @@ void pw_sched_flush(struct perfetto_writer *w)
 	s->boot_minus_mono = clock_ns(CLOCK_BOOTTIME) - clock_ns(CLOCK_MONOTONIC);
 }
 
-void pw_sched_forget_task(struct perfetto_writer *w, int32_t tid)
+void pw_sched_forget_task(struct perfetto_writer *w, int32_t tid, uint64_t before)
 {
-	for (uint32_t i = 0; w->sched && i < w->sched->n_cpus; i++)
-		if (w->sched->cpus[i].has_last && w->sched->cpus[i].last_tid == tid)
-			w->sched->cpus[i].has_last = false;
+	for (uint32_t i = 0; w->sched && i < w->sched->n_cpus; i++) {
+		struct pw_sched_cpu *c = &w->sched->cpus[i];
+
+		if (c->has_last && c->last_tid == tid && c->last_ts < before)
+			c->has_last = false;
+	}
 }
 
 int64_t pw_sched_boot_offset(struct perfetto_writer *w)
@@ -217,6 +221,7 @@ static int pw_sched_put_switch(struct perfetto_writer *w, uint32_t cpu, struct p
 	pw_int(&c->events, 6, next->tid);
 	pw_int(&c->events, 7, next->prio);
 	c->has_last = true;
+	c->last_ts = ts;
 	c->last_tid = next->tid;
 	c->last_prio = next->prio;
 	snprintf(c->last_comm, sizeof(c->last_comm), "%s", next->comm);

@@ -444,8 +444,13 @@ static int pw_proc_end_previous(struct perfetto_writer *w, uint64_t proc, uint64
 	for (uint32_t i = 0; i < w->threads.n; i++) {
 		const struct pw_thread *t = pw_table_at(&w->threads, i);
 
+		/*
+		 * Not a CPU where the tid runs again since ts: the newer process's
+		 * thread of the same tid (a main thread's tid is the pid), whose
+		 * switches may be written before its process starts here.
+		 */
 		if (t->key.proc == q->proc)
-			pw_sched_forget_task(w, t->key.tid);
+			pw_sched_forget_task(w, t->key.tid, ts);
 	}
 	q->ended = true;
 	q->end_boot = (uint64_t)((int64_t)ts + pw_sched_boot_offset(w));

@@ -146,8 +146,10 @@ int64_t pw_sched_boot_offset(struct perfetto_writer *w);
  * ran last. Its last switch out may never have come (records of a process
  * profd no longer follows are not routed), and a later switch would make it
  * run again after its end (a second thread of its tid in the importer).
+ * Only where it was switched in before `before` (the end): a later switch
+ * in of the tid is another thread's.
  */
-void pw_sched_forget_task(struct perfetto_writer *w, int32_t tid);
+void pw_sched_forget_task(struct perfetto_writer *w, int32_t tid, uint64_t before);
 
 /* perfetto_samples.c */
 void pw_symbols_init(struct pw_symbols *s);

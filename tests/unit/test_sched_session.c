@@ -845,6 +845,44 @@ static void test_dead_thread_freed(void)
 	trace_free(t);
 }
 
+/*
+ * A pid the kernel reused: the newer process's main thread (the same tid)
+ * ran on CPU 1 before profd started that process in the writer (its FORK
+ * record or agent read late), at an earlier time. The older one's end must
+ * not make CPU 1 forget who runs there: the next switch, from a task of no
+ * followed process, still names the main thread as prev (else the importer
+ * counts mismatched_sched_switch_tids). Where it ran before the end, it is
+ * forgotten (test_dead_thread_freed's case).
+ */
+static void test_reused_pid_keeps_the_newer_thread_running(void)
+{
+	uint64_t older = PERFETTO_PROC(TARGET, 0), newer = PERFETTO_PROC(TARGET, 1);
+	struct fixture fx;
+	struct trace *t;
+	const struct ev *e;
+
+	fx_open(&fx, true);
+	CHECK_EQ_INT(perfetto_writer_process(fx.w, older, "target"), 0);
+	CHECK_EQ_INT(perfetto_writer_thread(fx.w, older, TARGET, "target"), 0);
+	sw(&fx, T0 + 100, 0, &idle, 0, &main_thread);      /* the older one, on CPU 0 */
+	sw(&fx, T0 + 300, 1, &idle, 0, &main_thread);      /* the newer one, on CPU 1 */
+	CHECK_EQ_INT(perfetto_writer_process_start(fx.w, newer, T0 + 200), 0);
+	sw(&fx, T0 + 400, 1, &other, 1, &daemon_task);      /* no followed task leaves */
+	sw(&fx, T0 + 500, 0, &other, 1, &daemon_task);
+	t = fx_close(&fx);
+	CHECK((e = nth(t, FE_SWITCH, 2)) != NULL);
+	if (e) {
+		CHECK_EQ_INT(e->cpu, 1);
+		CHECK_EQ_INT(e->f[SW_PREV_PID], TARGET);
+	}
+	CHECK((e = nth(t, FE_SWITCH, 3)) != NULL);
+	if (e) { /* CPU 0's task ended with its process: the record's prev */
+		CHECK_EQ_INT(e->cpu, 0);
+		CHECK_EQ_INT(e->f[SW_PREV_PID], 2000);
+	}
+	trace_free(t);
+}
+
 /* The ring lost records: the next flush's bundles say so, once. */
 static void test_lost_marks_next_bundles(void)
 {
@@ -1057,6 +1095,7 @@ int main(void)
 	RUN_TEST(test_waking_fields);
 	RUN_TEST(test_new_task_is_a_waking);
 	RUN_TEST(test_dead_thread_freed);
+	RUN_TEST(test_reused_pid_keeps_the_newer_thread_running);
 	RUN_TEST(test_lost_marks_next_bundles);
 	RUN_TEST(test_switches_drive_clocks);
 	RUN_TEST(test_dead_switch_stops_clock);
