@@ -744,7 +744,9 @@ static inline uintptr_t pac_sign(uintptr_t v, uintptr_t modifier, int key_b)
  * the unwinder and for the function's own autiasp: the real return address,
  * signed the same way. 0 when w is something else. The function's own key
  * comes first: its signature of the exit trampoline can equal the plain
- * address (a PAC of 0), and the unwinder authenticates what it reads.
+ * address (a PAC of 0), and the unwinder authenticates what it reads. Only
+ * the flags tell that case from a function that does not sign: they must
+ * name every signer (agent/stub_slot_aarch64.c, return_signing_flags).
  */
 static uintptr_t restored_return(const struct shadow_entry *e, uintptr_t w)
 {

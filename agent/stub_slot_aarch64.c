@@ -70,15 +70,21 @@ size_t stub_padding_after(const uint8_t *code, size_t avail, size_t func_size)
 }
 
 /*
- * STUB_FLAG_SIGNS_RA_*: the function signs x30 with its entry SP, first
- * thing or right after a `bti c` pad (the copy in the slot does it then).
+ * STUB_FLAG_SIGNS_RA_*: the function signs x30 with its entry SP, wherever
+ * its prologue does it (relocator_a64_return_signer): as the pad, right
+ * after a `bti c` pad (the copy in the slot does it then) or further on, in
+ * place. An unwinder's restore needs it for every signer (agent/hooks.c,
+ * restored_return): with 1 entry SP in 128 the function's signature of the
+ * exit trampoline's address is that address (a 7-bit PAC of 0), and only
+ * the flag says the unwinder will authenticate it. Looking at the first
+ * two words alone missed `bti c; mov x3, x0; paciasp`, whose restored
+ * return address then went back unsigned: backtrace() crashed in ~1 run of
+ * 128 under qemu-user, which draws new keys each run.
  */
-static uint32_t return_signing_flags(const uint8_t *code, size_t pad, size_t func_size)
+static uint32_t return_signing_flags(const uint8_t *code, size_t func_size)
 {
-	uint32_t signer = pad ? get_word(code) : 0;
+	uint32_t signer = relocator_a64_return_signer(code, func_size);
 
-	if (pad && signer != A64_PACIASP && signer != A64_PACIBSP)
-		signer = func_size >= pad + 4 ? get_word(code + pad) : 0;
 	return signer == A64_PACIASP ? STUB_FLAG_SIGNS_RA_A :
 	       signer == A64_PACIBSP ? STUB_FLAG_SIGNS_RA_B :
 				       0;
@@ -128,7 +134,7 @@ int stub_region_fill(struct stub_region *r, size_t slot, uint64_t func_addr, siz
 		return err;
 	}
 	put_word(s, slot_auth_word(pad ? get_word(code) : 0));
-	desc.flags |= return_signing_flags(code, pad, func_size);
+	desc.flags |= return_signing_flags(code, func_size);
 	put_word(s + 4, relocator_a64_enc_adr(16, sa + 4, sa + STUB_DESC_OFFSET));
 	put_word(s + 8, relocator_a64_enc_b(sa + 8, (uint64_t)(uintptr_t)r->base));
 	memcpy(s + STUB_DESC_OFFSET, &desc, sizeof(desc));

@@ -29,6 +29,9 @@ if [ "$TARGET_ARCH" = aarch64 ]; then
 	# a signed return address that reads as plain (a PAC of 0) must be restored signed
 	check "aarch64: backtrace() over a zero-PAC return sees the callers" \
 		grep -qx "backtrace from a zero-PAC return found 2 of 2" "$WORK/torture.prof"
+	# the same where the function signs later than its first instruction or its pad
+	check "aarch64: backtrace() over a zero-PAC return signed late sees the callers" \
+		grep -qx "backtrace from a zero-PAC return signed late found 2 of 2" "$WORK/torture.prof"
 fi
 check_eq "longjmp'd calls: one slice per call" "$(slices torture sh_jump_leaf)" "$(counted torture sh_jump_leaf)"
 check_eq "longjmp'd calls nest no deeper than the recursion (depth <= 4)" \

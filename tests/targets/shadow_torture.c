@@ -140,12 +140,47 @@ NOINLINE int sh_pac_zero_leaf(void)
 }
 
 /*
- * backtrace() from a function whose signed return address is the plain one:
- * the 7-bit PAC of the exit trampoline's address with the leaf's entry SP
- * is 0 for 1 SP in 128, and the unwinder authenticates what it reads back.
- * Moves SP 16 bytes at a time until that SP comes (1 - 1e-14 within 64 KiB).
+ * int sh_pac_late_signer(int (*leaf)(void)): calls leaf from a frame that
+ * signs its return address after another instruction, as GCC may schedule
+ * it (`bti c; mov x3, x0; paciasp`, once sh_pac_zero_caller's own prologue).
+ * In assembly so that no compiler moves the paciasp back to the front.
  */
-NOINLINE int sh_pac_zero_caller(int *reached)
+int sh_pac_late_signer(int (*leaf)(void));
+__asm__(".text\n"
+	".globl sh_pac_late_signer\n"
+	".type sh_pac_late_signer, %function\n"
+	".p2align 2\n"
+	"sh_pac_late_signer:\n"
+	".cfi_startproc\n"
+	"hint #34\n" /* bti c */
+	"mov x9, x0\n"
+	"hint #25\n" /* paciasp */
+	".cfi_negate_ra_state\n"
+	"stp x29, x30, [sp, #-16]!\n"
+	".cfi_def_cfa_offset 16\n"
+	".cfi_offset x29, -16\n"
+	".cfi_offset x30, -8\n"
+	"mov x29, sp\n"
+	"blr x9\n"
+	"ldp x29, x30, [sp], #16\n"
+	".cfi_restore x29\n"
+	".cfi_restore x30\n"
+	".cfi_def_cfa_offset 0\n"
+	"hint #29\n" /* autiasp */
+	".cfi_negate_ra_state\n"
+	"ret\n"
+	".cfi_endproc\n"
+	".size sh_pac_late_signer, .-sh_pac_late_signer\n");
+
+/*
+ * backtrace() from a function whose signed return address is the plain one:
+ * the 7-bit PAC of the exit trampoline's address with the entry SP of the
+ * function called is 0 for 1 SP in 128, and the unwinder authenticates what
+ * it reads back. Moves SP 16 bytes at a time until that SP comes (1 - 1e-14
+ * within 64 KiB), then calls the leaf there, or with `late` the late signer
+ * (which calls the leaf).
+ */
+NOINLINE int sh_pac_zero_caller(int *reached, int late)
 {
 	uintptr_t exit_address = sh_pac_probe_return(), sp;
 
@@ -156,7 +191,7 @@ NOINLINE int sh_pac_zero_caller(int *reached)
 		if (!*reached)
 			*(volatile char *)alloca(16) = 0;
 	}
-	return sh_pac_zero_leaf();
+	return late ? sh_pac_late_signer(sh_pac_zero_leaf) : sh_pac_zero_leaf();
 }
 #endif
 
@@ -304,9 +339,12 @@ int main(void)
 	printf("longjmp rounds %d\n", sh_jump_outer(1000));
 	printf("backtrace callers found %d of 3\n", sh_backtrace_level1());
 #ifdef __aarch64__
-	int reached, found = sh_pac_zero_caller(&reached);
+	int reached, found = sh_pac_zero_caller(&reached, 0);
 
 	printf("backtrace from a zero-PAC return found %d of 2%s\n", found,
+	       reached ? "" : " (no zero-PAC stack pointer in 64 KiB)");
+	found = sh_pac_zero_caller(&reached, 1);
+	printf("backtrace from a zero-PAC return signed late found %d of 2%s\n", found,
 	       reached ? "" : " (no zero-PAC stack pointer in 64 KiB)");
 #endif
 	printf("thread exit cleanups %d\n", run_thread_exits());

@@ -617,6 +617,45 @@ static void test_landing_pads(void)
 	CHECK_EQ_U64(c.w[0], BTI_C);
 }
 
+/* Prologue shapes from tests/targets' pac builds (GCC 12, -mbranch-protection=standard). */
+static void test_return_signer(void)
+{
+	uint8_t code[4 * (RELOCATOR_A64_SIGNER_SCAN + 1)];
+	uint32_t w[RELOCATOR_A64_SIGNER_SCAN + 1];
+	const uint32_t mov_x3_x0 = 0xaa0003e3u, stp_fp_lr = 0xa9bf7bfdu;
+
+	/* first thing, after `bti c`, after an argument move (sh_pac_zero_caller) */
+	w[0] = PACIASP, w[1] = stp_fp_lr;
+	bytes_of(w, 2, code);
+	CHECK_EQ_U64(relocator_a64_return_signer(code, 8), A64_PACIASP);
+	w[0] = BTI_C, w[1] = A64_PACIBSP, w[2] = stp_fp_lr;
+	bytes_of(w, 3, code);
+	CHECK_EQ_U64(relocator_a64_return_signer(code, 12), A64_PACIBSP);
+	w[0] = BTI_C, w[1] = mov_x3_x0, w[2] = PACIASP, w[3] = stp_fp_lr;
+	bytes_of(w, 4, code);
+	CHECK_EQ_U64(relocator_a64_return_signer(code, 16), A64_PACIASP);
+	/* shrink-wrapped behind an early exit (torture_recurse) */
+	w[0] = BTI_C, w[1] = CBZ(true, 0, 0x40), w[2] = PACIASP, w[3] = stp_fp_lr;
+	bytes_of(w, 4, code);
+	CHECK_EQ_U64(relocator_a64_return_signer(code, 16), A64_PACIASP);
+	/* no signer, or one past the function's end or the scan's */
+	w[0] = BTI_C, w[1] = mov_x3_x0, w[2] = stp_fp_lr, w[3] = RET;
+	bytes_of(w, 4, code);
+	CHECK_EQ_U64(relocator_a64_return_signer(code, 16), 0);
+	w[3] = PACIASP;
+	bytes_of(w, 4, code);
+	CHECK_EQ_U64(relocator_a64_return_signer(code, 12), 0);
+	for (size_t i = 0; i < RELOCATOR_A64_SIGNER_SCAN; i++)
+		w[i] = NOP;
+	w[RELOCATOR_A64_SIGNER_SCAN - 1] = PACIASP;
+	bytes_of(w, RELOCATOR_A64_SIGNER_SCAN + 1, code);
+	CHECK_EQ_U64(relocator_a64_return_signer(code, sizeof(code)), A64_PACIASP);
+	w[RELOCATOR_A64_SIGNER_SCAN - 1] = NOP, w[RELOCATOR_A64_SIGNER_SCAN] = PACIASP;
+	bytes_of(w, RELOCATOR_A64_SIGNER_SCAN + 1, code);
+	CHECK_EQ_U64(relocator_a64_return_signer(code, sizeof(code)), 0);
+	CHECK_EQ_U64(relocator_a64_return_signer(NULL, 16), 0);
+}
+
 static void test_ret_last_needs_no_branch_back(void)
 {
 	uint32_t w[2] = { NOP, RET };
@@ -778,6 +817,7 @@ int main(void)
 	RUN_TEST(test_ldr_literal_to_xzr);
 	RUN_TEST(test_prologue_of_four);
 	RUN_TEST(test_landing_pads);
+	RUN_TEST(test_return_signer);
 	RUN_TEST(test_ret_last_needs_no_branch_back);
 	RUN_TEST(test_skip_reasons);
 	RUN_TEST(test_invalid_arguments_and_space);

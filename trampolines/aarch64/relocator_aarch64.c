@@ -482,6 +482,21 @@ size_t relocator_a64_landing_pad_len(const uint8_t *code, size_t func_size)
 	return (w == A64_BTI_C || w == A64_BTI_JC || w == A64_PACIASP || w == A64_PACIBSP) ? 4 : 0;
 }
 
+uint32_t relocator_a64_return_signer(const uint8_t *code, size_t func_size)
+{
+	size_t n = func_size / 4;
+
+	if (n > RELOCATOR_A64_SIGNER_SCAN)
+		n = RELOCATOR_A64_SIGNER_SCAN;
+	for (size_t i = 0; code && i < n; i++) {
+		uint32_t w = get_le32(code + 4 * i);
+
+		if (w == A64_PACIASP || w == A64_PACIBSP)
+			return w;
+	}
+	return 0;
+}
+
 int relocator_a64_encode_patch(uint64_t func_addr, uint64_t stub_addr, uint8_t *out,
 			       size_t out_cap)
 {

@@ -129,6 +129,21 @@ uint32_t relocator_a64_enc_adr(unsigned rd, uint64_t pc, uint64_t target);
  */
 size_t relocator_a64_landing_pad_len(const uint8_t *code, size_t func_size);
 
+/* Instructions relocator_a64_return_signer() reads at most: 1 KiB. */
+#define RELOCATOR_A64_SIGNER_SCAN 256
+
+/*
+ * How the function signs its return address: A64_PACIASP or A64_PACIBSP,
+ * the first of them among its first RELOCATOR_A64_SIGNER_SCAN instructions
+ * (within func_size), else 0. Compilers sign once, in the prologue, before
+ * x30 is saved and before SP moves (so with the entry SP, the CFA the
+ * unwinder authenticates with), but not always first: GCC schedules
+ * argument moves before it (`bti c; mov x3, x0; paciasp`) and shrink-wraps
+ * it behind an early exit (`cbz x0, 1f; paciasp`), 17 instructions in at
+ * most in tests/targets' pac builds. Thread-safe.
+ */
+uint32_t relocator_a64_return_signer(const uint8_t *code, size_t func_size);
+
 /*
  * Encodes the entry patch at func_addr branching to stub_addr into out
  * (`b`, else adrp/add/br x16). Returns its length (4 or 12), or -ERANGE when
