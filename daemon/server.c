@@ -662,4 +662,5 @@ void server_fini(struct server *srv)
 	close(srv->listen_fd);
 	if (srv->spare_fd >= 0)
 		close(srv->spare_fd);
+	kernel_symbols_cache_fini(&srv->kernel_symbols); /* the sessions dropped theirs */
 }

@@ -16,6 +16,7 @@
 #include <sys/types.h>
 #include <syslog.h>
 
+#include "daemon/symbols/kernel_symbols_cache.h"
 #include "proto/frame.h"
 
 struct session;
@@ -66,6 +67,8 @@ struct server {
 	bool sessions_may_end;    /* an agent left a session whose target exited: see session_end_ready */
 	/* the scheduler probe, loaded while a session uses it (daemon/sched/sched_tracer.h) */
 	struct sched_tracer *sched;
+	/* /proc/kallsyms, read once for the sessions that may see kernel frames */
+	struct kernel_symbols_cache kernel_symbols;
 };
 
 struct server_options {

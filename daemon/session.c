@@ -741,7 +741,9 @@ static void session_load_kernel_symbols(struct session *s)
 
 	if (!access_may_see_kernel(&s->client_cred))
 		return;
-	s->kernel = kernel_symbols_load(NULL, err, sizeof(err));
+	s->kernel = s->client ? kernel_symbols_cache_get(&s->client->srv->kernel_symbols, err,
+							 sizeof(err)) :
+				kernel_symbols_load(NULL, err, sizeof(err));
 	if (!s->kernel)
 		server_log("session %" PRIu64 ": no kernel frames: %s", s->id, err);
 }

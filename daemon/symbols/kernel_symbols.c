@@ -3,11 +3,13 @@
  * /proc/kallsyms table (see kernel_symbols.h): owns the kernel's and the
  * modules' text symbols, sorted and folded to one name per address, and the
  * module names. Lines are validated one by one; a bad line is counted and
- * skipped, never trusted. Built once, then only read: no global state.
+ * skipped, never trusted. Built once, then only read: no global state;
+ * shared by reference (kernel_symbols_ref) between the sessions of a cache.
  */
 #include "daemon/symbols/kernel_symbols.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,13 +41,21 @@ struct kernel_symbols {
 	char *pool;
 	size_t pool_len, pool_cap;
 	uint64_t bad_lines;
+	_Atomic uint32_t refs;   /* holders: 1 at load, kernel_symbols_ref adds one */
 };
+
+struct kernel_symbols *kernel_symbols_ref(struct kernel_symbols *k)
+{
+	if (k)
+		atomic_fetch_add(&k->refs, 1);
+	return k;
+}
 
 void kernel_symbols_free(struct kernel_symbols *k)
 {
 	size_t i;
 
-	if (!k)
+	if (!k || atomic_fetch_sub(&k->refs, 1) > 1)
 		return;
 	for (i = 0; i < k->n_modules; i++)
 		free(k->modules[i].name);
@@ -278,6 +288,7 @@ static struct kernel_symbols *table_new(void)
 
 	if (!k)
 		return NULL;
+	atomic_init(&k->refs, 1);
 	k->modules = calloc(8, sizeof(*k->modules));
 	if (k->modules)
 		k->modules[0].name = strdup(KERNEL_SYMBOLS_MAPPING);
