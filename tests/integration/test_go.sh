@@ -26,12 +26,12 @@ mkdir -p "$GOCACHE" "$GOPATH" "$(dirname "$PROG")"
 check "go_cgo builds ($(go version | cut -d' ' -f3))" test -x "$PROG"
 [ -x "$PROG" ] || { sed 's/^/  /' "$WORK/go-build.log" | head -n 20; finish; exit; }
 
-(cd "$WORK" && timeout 60 "$PROG" >ref.out 2>ref.err; echo $? >ref.rc)
+(cd "$WORK" && timeout 600 "$PROG" >ref.out 2>ref.err; echo $? >ref.rc)
 check_eq "go_cgo unprofiled exits 0" "$(cat "$WORK/ref.rc")" 0
 
 # figure DIR FUNC: the calls of FUNC in a run's exact per-function figures.
 figure() {
-	timeout 60 "$PROFCTL" report --funcs "$2" "$1/trace.pftrace" 2>/dev/null |
+	timeout 600 "$PROFCTL" report --funcs "$2" "$1/trace.pftrace" 2>/dev/null |
 		awk -v f="$2" '$NF == f && $1 ~ /^[0-9]+$/ { print $1; exit }'
 }
 
@@ -41,7 +41,7 @@ runs() {
 	for i in $(seq 1 "$RUNS"); do
 		d="$WORK/run-$i"
 		mkdir -p "$d"
-		(cd "$d" && timeout 60 "$PROFCTL" run --funcs "$glob" -o trace.pftrace -- "$PROG" \
+		(cd "$d" && timeout 600 "$PROFCTL" run --funcs "$glob" -o trace.pftrace -- "$PROG" \
 			>out 2>err; echo $? >rc)
 		grep -vE '^profctl: |^  skipped |^  \.\.\. and [0-9]+ more skipped' "$d/err" >"$d/prog.err"
 		if [ "$(cat "$d/rc")" != 0 ] || grep -q 'fatal error' "$d/err"; then
@@ -71,14 +71,14 @@ runs() {
 }
 
 runs 'main.*,c_*'
-timeout 60 "$PROFCTL" report --dump "$WORK/first.pftrace" >"$WORK/dump" 2>&1
+timeout 600 "$PROFCTL" report --dump "$WORK/first.pftrace" >"$WORK/dump" 2>&1
 check "[main.*,c_*] the trace has c_work slices" grep -qE '^slice .*c_work' "$WORK/dump"
 check_eq "[main.*,c_*] no Go function has a slice" \
 	"$(grep -cE '^slice .*(main\.|runtime\.)' "$WORK/dump")" 0
 runs '*'
 
 # What profctl funcs says: Go's functions skipped with the reason, the C ones instrumented.
-timeout 60 "$PROFCTL" funcs 'main.*,c_*,runtime.mallocgc' -- "$PROG" >"$WORK/funcs" 2>&1
+timeout 600 "$PROFCTL" funcs 'main.*,c_*,runtime.mallocgc' -- "$PROG" >"$WORK/funcs" 2>&1
 check "funcs: main.grow skipped as Go code" \
 	grep -qE "skipped main\.grow \(.*Go code: Go's runtime reads its return addresses" "$WORK/funcs"
 check "funcs: runtime.mallocgc skipped as Go code" \

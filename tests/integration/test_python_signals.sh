@@ -51,7 +51,7 @@ for i in $(seq "$PY_RUNS"); do
 	fi
 	echo "run $i: $(grep -m1 '^profctl: functions:' "$d/err");" \
 		"$(grep -m1 '^profctl: calls:' "$d/err")"
-	timeout 120 "$PROFCTL" report --dump "$d/trace.pftrace" >"$d/dump" 2>"$d/dump.err"
+	timeout 600 "$PROFCTL" report --dump "$d/trace.pftrace" >"$d/dump" 2>"$d/dump.err"
 	check "run $i: report reads the trace" test $? -eq 0
 	check_eq "run $i: trace breaks no importer rule" "$(grep -c '^problem' "$d/dump")" 0
 	check "run $i: the interpreter's calls recorded" \

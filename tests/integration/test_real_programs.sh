@@ -23,7 +23,7 @@ plain() {
 	local dir=$1 in=$2
 	shift 2
 	mkdir -p "$dir"
-	(cd "$dir" && timeout 60 "$@" <"$in" >stdout 2>stderr)
+	(cd "$dir" && timeout 600 "$@" <"$in" >stdout 2>stderr)
 	echo $? >"$dir/rc"
 }
 
@@ -33,7 +33,7 @@ profiled() {
 	local dir=$1 funcs=$2 in=$3
 	shift 3
 	mkdir -p "$dir"
-	(cd "$dir" && timeout 90 "$PROFCTL" run --funcs "$funcs" -o trace.pftrace -- "$@" \
+	(cd "$dir" && timeout 600 "$PROFCTL" run --funcs "$funcs" -o trace.pftrace -- "$@" \
 		<"$in" >stdout 2>profctl.err)
 	echo $? >"$dir/rc"
 	grep -vE '^profctl: |^  skipped |^  \.\.\. and [0-9]+ more skipped' "$dir/profctl.err" \
@@ -57,7 +57,7 @@ compare() {
 		echo "  $what: CMD's stderr under profctl:"
 		head -n 5 "$dir/stderr" | sed 's/^/    /'
 	fi
-	timeout 60 "$PROFCTL" report --dump "$dir/trace.pftrace" >"$dir/dump" 2>"$dir/dump.err"
+	timeout 600 "$PROFCTL" report --dump "$dir/trace.pftrace" >"$dir/dump" 2>"$dir/dump.err"
 	check "$what: report reads the trace" test $? -eq 0
 	check_eq "$what: trace breaks no importer rule" "$(grep -c '^problem' "$dir/dump")" 0
 	counts=$(sed -n 's/^profctl: functions: //p' "$dir/profctl.err")

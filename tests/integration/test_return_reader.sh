@@ -16,9 +16,9 @@ if [ "$(uname -m)" != x86_64 ] || [ -n "$TARGET_ARCH" ]; then
 fi
 (cd "$WORK" && "$PROG" >ref.out)
 check "unprofiled: the caller is the program" grep -qx 'caller module: return_reader' "$WORK/ref.out"
-(cd "$WORK" && timeout 60 "$PROFCTL" run --funcs '*' -o t.pftrace -- "$PROG" >out 2>err)
+(cd "$WORK" && timeout 600 "$PROFCTL" run --funcs '*' -o t.pftrace -- "$PROG" >out 2>err)
 check "under '*': output identical" cmp -s "$WORK/ref.out" "$WORK/out"
-timeout 60 "$PROFCTL" funcs 'caller_module,return_address,main' -- "$PROG" >"$WORK/funcs" 2>&1
+timeout 600 "$PROFCTL" funcs 'caller_module,return_address,main' -- "$PROG" >"$WORK/funcs" 2>&1
 for f in caller_module return_address; do
 	check "funcs: $f skipped as a reader of its return address" \
 		grep -q "skipped $f (return_reader): reads its own return address" "$WORK/funcs"

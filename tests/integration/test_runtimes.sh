@@ -15,7 +15,7 @@ set -u
 run() {
 	local name=$1 glob=$2
 	shift 2
-	(cd "$WORK" && timeout 120 "$PROFCTL" run --freq 0 --funcs "$glob" -o "$name.pftrace" -- \
+	(cd "$WORK" && timeout 600 "$PROFCTL" run --freq 0 --funcs "$glob" -o "$name.pftrace" -- \
 		"$@" >"$name.out" 2>"$name.err")
 	check_eq "[$glob] exit status" "$?" 0
 	check "[$glob] output identical" cmp -s "$WORK/ref.out" "$WORK/$name.out"

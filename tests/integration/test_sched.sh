@@ -43,7 +43,7 @@ spinner=$(role spinner tid)
 # a thread's time in one state, inside [from, to) (ns; whole trace without bounds)
 state_ns() { awk -v t="$1" -v s="$2" -v a="${3:-0}" -v b="${4:-0}" '$1 == "state" && $2 == t &&
 	$3 == s { lo = $4; hi = $4 + $5; if (b > 0) { if (lo < a) lo = a; if (hi > b) hi = b }
-	if (hi > lo) n += hi - lo } END { print n + 0 }' "$WORK/dump.txt"; }
+	if (hi > lo) n += hi - lo } END { printf "%.0f\n", n }' "$WORK/dump.txt"; }
 within() { awk -v a="$1" -v b="$2" -v p="$3" 'BEGIN { d = a - b; if (d < 0) d = -d;
 	exit !(b > 0 && d <= b * p / 100) }'; }
 
