@@ -35,6 +35,7 @@ struct event_decoder {
 	uint64_t ns_per_tick_q32[CLOCK_PAIRS_KEPT];
 	size_t n_pairs;
 	struct event_clock_pair first_pair; /* the stream's first: the rate of durations */
+	struct event_frames frames; /* the EVENTS chunk being decoded's */
 };
 
 struct event_decoder *event_decoder_new(void)
@@ -159,18 +160,6 @@ uint64_t event_decoder_ticks_to_ns(const struct event_decoder *d, uint64_t ticks
 	return q > UINT64_MAX ? UINT64_MAX : (uint64_t)q;
 }
 
-/*
- * floor(x * dm / dt) for x, dm < 2^32, without a division: the Q32 estimate
- * is the exact quotient or one below it, and the remainder says which.
- */
-static uint64_t scale_exact(uint64_t x, uint64_t dm, uint64_t dt, uint64_t q32)
-{
-	uint64_t q = (x * q32) >> 32;
-
-	/* no branch: which way it goes is a coin toss per event (profd's hot path) */
-	return q + (uint64_t)(x * dm - q * dt >= dt);
-}
-
 uint64_t event_decoder_convert(const struct event_decoder *d, uint64_t tsc)
 {
 	const struct event_clock_pair *a, *b;
@@ -199,7 +188,7 @@ uint64_t event_decoder_convert(const struct event_decoder *d, uint64_t tsc)
 	/* the common case, a few ms into the segment: the product fits, no 128-bit division */
 	if (tsc >= a->tsc && tsc - a->tsc < (1ull << 32) && dm < (1ull << 32)) {
 		uint64_t q64 = d->ns_per_tick_q32[i] ?
-				       scale_exact(tsc - a->tsc, dm, b->tsc - a->tsc,
+				       event_scale_exact(tsc - a->tsc, dm, b->tsc - a->tsc,
 						   d->ns_per_tick_q32[i]) :
 				       (tsc - a->tsc) * dm / (b->tsc - a->tsc);
 
@@ -214,17 +203,12 @@ uint64_t event_decoder_convert(const struct event_decoder *d, uint64_t tsc)
 }
 
 /*
- * The clock segment of the last converted TSC, for the events after it
- * (nearly all in the same segment): event_decoder_convert's common case,
- * without its search. Same results: the unit tests compare every event.
+ * The clock segment of tsc, for the events after it (nearly all in the
+ * same segment): event_decoder_convert's common case, without its search.
+ * Same results: the unit tests compare every event.
  */
-struct convert_cache {
-	uint64_t lo, hi;          /* segment covers lo <= tsc < hi */
-	uint64_t a_mono, dt, dm, q32;
-};
-
 static void convert_cache_set(const struct event_decoder *d, uint64_t tsc,
-			      struct convert_cache *c)
+			      struct event_convert *c)
 {
 	size_t i = d->n_pairs - 1;
 
@@ -240,17 +224,15 @@ static void convert_cache_set(const struct event_decoder *d, uint64_t tsc,
 		c->hi = c->lo; /* no fast path in this segment */
 }
 
-static inline uint64_t convert_cached(const struct event_decoder *d, uint64_t tsc,
-				      struct convert_cache *c)
+uint64_t event_reader_convert_slow(struct event_reader *r, uint64_t tsc)
 {
+	struct event_convert *c = &r->cc;
 	uint64_t q;
 
-	if (tsc < c->lo || tsc >= c->hi || tsc - c->lo >= (1ull << 32)) {
-		convert_cache_set(d, tsc, c);
-		if (tsc < c->lo || tsc >= c->hi || tsc - c->lo >= (1ull << 32))
-			return event_decoder_convert(d, tsc);
-	}
-	q = scale_exact(tsc - c->lo, c->dm, c->dt, c->q32);
+	convert_cache_set(r->d, tsc, c);
+	if (tsc < c->lo || tsc >= c->hi || tsc - c->lo >= (1ull << 32))
+		return event_decoder_convert(r->d, tsc);
+	q = event_scale_exact(tsc - c->lo, c->dm, c->dt, c->q32);
 	return q > UINT64_MAX - c->a_mono ? UINT64_MAX : c->a_mono + q;
 }
 
@@ -402,68 +384,99 @@ static const uint8_t *get_values(const uint8_t *p, const uint8_t *end, uint64_t 
 	return p;
 }
 
+int event_reader_next(struct event_reader *r, struct decoded_event *ev,
+		      struct decoded_value *values)
+{
+	const uint8_t *p = r->p, *end = r->end;
+	uint64_t tag, func_id, v, tsc;
+
+	if (!r->left)
+		return 0;
+	if (!(p = get_varint_fast(p, end, &tag)) || (tag & 3) == EVENT_VALUES ||
+	    !(p = get_varint_fast(p, end, &func_id)))
+		return -EBADMSG; /* VALUES here follow no event */
+	tsc = r->tsc + (tag >> EVENT_TAG_KIND_BITS);
+	ev->kind = (uint32_t)(tag & ((1u << EVENT_TAG_KIND_BITS) - 1));
+	if (ev->kind == EVENT_ENTER_SEEN) { /* func_id << 2 | way: a frame the chunk had */
+		uint32_t i = (uint32_t)((func_id >> 2) % EVENT_FRAME_SETS * EVENT_FRAME_WAYS +
+					(func_id & 3));
+
+		func_id >>= 2;
+		if (func_id > UINT32_MAX || r->frames->func[i] != func_id + 1)
+			return -EBADMSG;
+		r->ret = r->frames->ret[i];
+		r->slot = r->frames->slot[i];
+		ev->kind = EVENT_ENTER;
+	}
+	if (func_id > UINT32_MAX || tsc < r->tsc)
+		return -EBADMSG;
+	ev->func_id = (uint32_t)func_id;
+	ev->n_values = 0;
+	ev->values = NULL;
+	ev->return_address = ev->return_slot = 0;
+	if ((tag & 3) == EVENT_ENTER) {
+		if (!(p = get_varint_fast(p, end, &v)))
+			return -EBADMSG;
+		r->ret += (uint64_t)event_unzigzag(v);
+		if (!(p = get_varint_fast(p, end, &v)))
+			return -EBADMSG;
+		r->slot += (uint64_t)event_unzigzag(v);
+		event_frames_put(r->frames, ev->func_id, r->ret, r->slot);
+	} else if (ev->kind != EVENT_ENTER && ev->kind != EVENT_EXIT) {
+		return -EBADMSG;
+	}
+	if (ev->kind == EVENT_ENTER) {
+		ev->return_address = r->ret;
+		ev->return_slot = r->slot;
+	}
+	r->tsc = tsc;
+	r->left--;
+	/* its values, when the next item is a VALUES one */
+	if (r->left && p < end && (p[0] & 3) == EVENT_VALUES) {
+		if (!(p = get_varint_fast(p, end, &tag)) || !(p = get_values(p, end, tag, ev, values)))
+			return -EBADMSG;
+		r->left--;
+	}
+	r->p = p;
+	ev->mono_ns = r->last_ts = event_reader_convert(r, tsc);
+	return 1;
+}
+
 /* An EVENTS chunk (proto/event_wire.h), decoded and delivered; -EBADMSG if it does not decode. */
 static int deliver_events(struct event_decoder *d, const struct event_chunk_header *h,
 			  const uint8_t *body, const struct event_decoder_callbacks *cb, void *ctx)
 {
-	const uint8_t *p = body, *end = body + h->len;
 	/* a drops-only chunk (count 0) is dated by the latest pair, taken after the drain */
-	uint64_t tsc = 0, ret = 0, slot = 0, last_ts = d->pairs[d->n_pairs - 1].mono_ns;
-	struct convert_cache cc = { 0 };
+	struct event_reader r = { .p = body, .end = body + h->len, .left = h->count,
+				  .last_ts = d->pairs[d->n_pairs - 1].mono_ns, .frames = &d->frames,
+				  .d = d };
 	size_t n = 0;
+	int got;
+
+	/* a chunk's frames start empty (what a SEEN names must be set in its chunk) */
+	event_frames_reset(&d->frames);
 
 	assert(d->n_pairs >= 2); /* event_decoder_feed() refuses chunks before two pairs */
-	if (h->count && !(p = event_get_varint(p, end, &tsc)))
+	if (h->count && !(r.p = event_get_varint(r.p, r.end, &r.tsc)))
 		return -EBADMSG;
-	for (uint32_t i = 0; i < h->count; i++) {
-		struct decoded_event *ev;
-		uint64_t tag, func_id, v;
-
-		if (!(p = get_varint_fast(p, end, &tag)))
+	if (cb->chunk) {
+		if (cb->chunk(ctx, h->tid, &r) || r.left)
 			return -EBADMSG;
-		if (unlikely((tag & 3) == EVENT_VALUES)) { /* the values of the event before */
-			if (!n || !(p = get_values(p, end, tag, &d->batch[n - 1],
-						   &d->values[(n - 1) * EVENT_VALUES_MAX])))
-				return -EBADMSG;
-			continue;
-		}
-		if (n == EVENTS_PER_BATCH) { /* delivered once its values are read too */
+	} else {
+		while ((got = event_reader_next(&r, &d->batch[n], &d->values[n * EVENT_VALUES_MAX])) > 0)
+			if (++n == EVENTS_PER_BATCH) {
+				deliver_batch(d, h->tid, n, cb, ctx);
+				n = 0;
+			}
+		if (n)
 			deliver_batch(d, h->tid, n, cb, ctx);
-			n = 0;
-		}
-		ev = &d->batch[n];
-		ev->n_values = 0;
-		ev->values = NULL;
-		if (!(p = get_varint_fast(p, end, &func_id)))
+		if (got < 0)
 			return -EBADMSG;
-		if (func_id > UINT32_MAX || tsc + (tag >> EVENT_TAG_KIND_BITS) < tsc)
-			return -EBADMSG;
-		tsc += tag >> EVENT_TAG_KIND_BITS;
-		ev->kind = (uint32_t)(tag & ((1u << EVENT_TAG_KIND_BITS) - 1));
-		ev->func_id = (uint32_t)func_id;
-		if (ev->kind == EVENT_ENTER) {
-			if (!(p = get_varint_fast(p, end, &v)))
-				return -EBADMSG;
-			ret += (uint64_t)event_unzigzag(v);
-			if (!(p = get_varint_fast(p, end, &v)))
-				return -EBADMSG;
-			slot += (uint64_t)event_unzigzag(v);
-			ev->return_address = ret;
-			ev->return_slot = slot;
-		} else if (ev->kind == EVENT_EXIT) {
-			ev->return_address = ev->return_slot = 0;
-		} else {
-			return -EBADMSG;
-		}
-		ev->mono_ns = last_ts = convert_cached(d, tsc, &cc);
-		n++;
 	}
-	if (n)
-		deliver_batch(d, h->tid, n, cb, ctx);
-	if (p != end)
+	if (r.p != r.end)
 		return -EBADMSG;
 	if (cb->drops && h->drops)
-		cb->drops(ctx, h->tid, h->drops, last_ts);
+		cb->drops(ctx, h->tid, h->drops, r.last_ts);
 	return 0;
 }
 

@@ -102,9 +102,11 @@ static uint64_t test_return_slot(uint32_t func)
 /* recs as one EVENTS body, through the agent's encoder; out has n * EVENT_WORST. */
 static size_t encode_events(const struct event_record *recs, uint32_t n, uint8_t *out)
 {
-	struct event_encoder enc = { 0 };
+	static struct event_frames frames;
+	struct event_encoder enc = { .frames = &frames };
 	uint8_t *p = out;
 
+	event_frames_reset(&frames);
 	for (uint32_t i = 0; i < n; i++)
 		p = event_encode(&enc, p, recs[i].tsc, recs[i].func_id, recs[i].kind,
 				 test_return_address(recs[i].func_id),
