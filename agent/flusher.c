@@ -244,8 +244,8 @@ static inline uint8_t *put_varint_short(uint8_t *p, uint64_t v)
 
 /*
  * The events of one segment from *pos_io up to limit, while the chunk has
- * room, into p: event_encode's bytes (the unit tests' encoder), written
- * here with its state in locals: a byte store may alias the cursor and the
+ * room, into p: event_encode's bytes for an EVENT_CHUNK_EVENTS32 (the unit
+ * tests' encoder), written here with its state in locals: a byte store may alias the cursor and the
  * encoder, and GCC reloaded and stored them around every byte (and did not
  * inline event_encode once it looked frames up).
  */
@@ -267,7 +267,7 @@ static uint8_t *encode_span(const struct event_record *seg, uint64_t *pos_io, ui
 		int way;
 
 		if (unlikely(kind >> ARG_KIND_UNITS_SHIFT)) {
-			struct event_encoder enc = { prev_tsc, prev_ret, prev_slot, count, frames };
+			struct event_encoder enc = { prev_tsc, prev_ret, prev_slot, count, frames, true };
 
 			p = encode_with_values(&enc, p, seg, &pos, r);
 			prev_tsc = enc.prev_tsc;
@@ -282,12 +282,11 @@ static uint8_t *encode_span(const struct event_record *seg, uint64_t *pos_io, ui
 		}
 		/* a TSC a few ticks behind after a migration: the thread's order holds */
 		tsc = tsc < prev_tsc ? prev_tsc : tsc;
-		delta = (tsc - prev_tsc) << EVENT_TAG_KIND_BITS;
+		delta = tsc - prev_tsc;
 		prev_tsc = tsc;
 		count++;
 		if (kind != EVENT_ENTER) {
-			p = put_varint_short(p, delta | kind);
-			p = put_varint_short(p, func_id);
+			p = event_put_word(p, kind, delta, func_id);
 			pos++;
 			continue;
 		}
@@ -297,11 +296,9 @@ static uint8_t *encode_span(const struct event_record *seg, uint64_t *pos_io, ui
 		pos += 2;
 		way = event_frames_find(frames, func_id, ret, slot);
 		if (way >= 0) {
-			p = put_varint_short(p, delta | EVENT_ENTER_SEEN);
-			p = put_varint_short(p, (uint64_t)func_id << 2 | (uint64_t)way);
+			p = event_put_word(p, EVENT_ENTER_SEEN, delta, (uint64_t)func_id << 2 | (uint64_t)way);
 		} else {
-			p = put_varint_short(p, delta | EVENT_ENTER);
-			p = put_varint_short(p, func_id);
+			p = event_put_word(p, EVENT_ENTER, delta, func_id);
 			p = put_varint_short(p, event_zigzag((int64_t)(ret - prev_ret)));
 			p = put_varint_short(p, event_zigzag((int64_t)(slot - prev_slot)));
 			event_frames_put(frames, func_id, ret, slot);
@@ -310,7 +307,7 @@ static uint8_t *encode_span(const struct event_record *seg, uint64_t *pos_io, ui
 		prev_slot = slot;
 	}
 	*pos_io = pos;
-	*enc_io = (struct event_encoder){ prev_tsc, prev_ret, prev_slot, count, frames };
+	*enc_io = (struct event_encoder){ prev_tsc, prev_ret, prev_slot, count, frames, true };
 	return p;
 }
 
@@ -326,10 +323,10 @@ static void flusher_put_event_chunk(struct event_cursor *c, uint64_t drops)
 	/* past it, one more event and its values might not fit what was staged */
 	const uint8_t *p_stop = p + (size_t)EVENTS_PER_CHUNK * EVENT_WORST - EVENT_WORST -
 				EVENT_VALUES_WORST;
-	struct event_chunk_header h = { .kind = EVENT_CHUNK_EVENTS, .tid = c->t->tid,
+	struct event_chunk_header h = { .kind = EVENT_CHUNK_EVENTS32, .tid = c->t->tid,
 					.drops = drops };
 	static struct event_frames frames; /* the flusher thread's */
-	struct event_encoder enc = { .frames = &frames };
+	struct event_encoder enc = { .frames = &frames, .words = true };
 	const struct event_record *seg;
 
 	event_frames_reset(&frames);

@@ -466,13 +466,14 @@ static void values_to_args(struct op_args *r, uint32_t func_id, const struct dec
 /*
  * A call returned (done: its frame, NULL when none was open): the figures
  * its END carries, after its values at r->arg: the samples it took as the
- * innermost call and, when the thread was switched out during it, its
- * on-CPU and off-CPU time (a slice without them ran throughout, if the
- * trace has scheduler states).
+ * innermost call (sampled: the process is) and, when the thread was
+ * switched out during it, its on-CPU and off-CPU time (a slice without them
+ * ran throughout, if the trace has scheduler states).
  */
-static inline void end_figures(struct sched_session *sched, struct op_args *r, uint64_t ts,
-			       uint32_t func_id, const struct call_frame *done,
-			       struct offcpu_thread *clock)
+static inline __attribute__((always_inline)) void
+end_figures(struct sched_session *sched, const struct sched_func_sums *sums, struct op_args *r,
+	    uint64_t ts, uint32_t func_id, const struct call_frame *done,
+	    struct offcpu_thread *clock, bool sampled)
 {
 	if (done && sched) {
 		struct offcpu_time now = offcpu_thread_before(clock, ts);
@@ -484,8 +485,11 @@ static inline void end_figures(struct sched_session *sched, struct op_args *r, u
 		if (now.off_ns < done->off_at_enter.off_ns ||
 		    now.runnable_ns < done->off_at_enter.runnable_ns)
 			goto end;
-		sched_session_call(sched, func_id, dur, &in);
-		if (in.off_ns) {
+		if (func_id < sums->n_funcs)
+			sched_func_add(&sums->funcs[func_id], dur, &in);
+		else
+			sched_session_call(sched, func_id, dur, &in);
+		if (__builtin_expect(in.off_ns != 0, 0)) {
 			if (in.off_ns > dur) /* its enter and the switches: two clocks, one order */
 				in.off_ns = dur;
 			*r->arg++ = (struct perfetto_arg){ "on_cpu_ns", dur - in.off_ns };
@@ -494,45 +498,72 @@ static inline void end_figures(struct sched_session *sched, struct op_args *r, u
 		}
 	}
 end:
-	if (done && done->self_samples)
+	if (sampled && done && done->self_samples)
 		*r->arg++ = (struct perfetto_arg){ "self_samples", done->self_samples };
 }
 
-/* A call entered: its frame, filled in place (NULL calls, or refused: not replayed). */
+/*
+ * A call entered: its frame, filled in place (NULL calls, or refused: not
+ * replayed); without samples only what its end reads.
+ */
 static inline void push_frame(struct call_thread *calls, uint32_t func_id, uint64_t ret,
-			      uint64_t slot, uint64_t ts, struct offcpu_thread *clock)
+			      uint64_t slot, uint64_t ts, struct offcpu_thread *clock, bool sampled)
 {
 	/* NULL: out of memory or too deep, the call is not replayed (as call_stacks_enter) */
-	struct call_frame *f = calls ? call_thread_push(calls) : NULL;
+	struct call_frame *f = !calls ? NULL : sampled ? call_thread_push(calls) :
+							call_thread_push_unsampled(calls);
 
 	if (f) {
 		f->func_id = func_id;
-		f->self_samples = 0;
-		f->return_address = ret;
-		f->return_slot = slot;
 		f->enter_ts = ts;
 		f->off_at_enter = offcpu_thread_before(clock, ts);
-		call_thread_pushed(calls, f);
+		if (sampled) {
+			f->self_samples = 0;
+			f->return_address = ret;
+			f->return_slot = slot;
+			call_thread_pushed(calls, f);
+		}
 	}
 }
 
+static inline const struct call_frame *pop_frame(struct call_thread *calls, uint32_t func_id,
+						 bool sampled)
+{
+	if (!calls)
+		return NULL;
+	return sampled ? call_thread_exit(calls, func_id) : call_thread_exit_unsampled(calls, func_id);
+}
+
+/*
+ * The writer's cursor as on_chunk holds it: in memory for the out-of-line
+ * calls (cur, out), and copied to locals that never escape for the inline
+ * ones (the buffer's stores would have anything in memory reloaded after
+ * each): the position they change in registers.
+ */
+struct replay_writer {
+	struct perfetto_slice_cursor cur;
+	struct perfetto_slice_pos out;
+	bool ok;
+};
+
 /*
  * A slice op the cursor did not write inline, with the arguments built at
- * op_arg, through cur_out (cur: on_chunk's copy, in registers).
+ * op_arg; at: on_chunk's position, in and out.
  */
-static inline __attribute__((always_inline)) void
-slow_op(struct perfetto_slice_cursor *cur, struct perfetto_slice_cursor *cur_out,
-		    bool cur_ok, uint64_t ts, uint32_t func_id, const struct op_args *r)
+static void slow_op(struct replay_writer *rw, struct perfetto_slice_pos *at, uint64_t ts,
+		    uint32_t func_id, const struct op_args *r)
 {
 	struct perfetto_slice_op op = { .ts = ts, .func_id = func_id,
 					.n_args = (uint32_t)(r->arg - op_arg) };
 
-	if (!cur_ok)
+	if (!rw->ok)
 		return;
-	*cur_out = *cur;
-	perfetto_slice_cursor_op(cur_out, &op, op_arg);
-	*cur = *cur_out;
+	rw->out = *at;
+	perfetto_slice_cursor_op(&rw->cur, &rw->out, &op, op_arg);
+	*at = rw->out;
 }
+
+#define REPLAY_AHEAD 32
 
 /*
  * One EVENTS chunk of a thread, read event by event and replayed at once:
@@ -541,9 +572,9 @@ slow_op(struct perfetto_slice_cursor *cur, struct perfetto_slice_cursor *cur_out
  * The thread's slot, clock, stack and track are looked up once per chunk:
  * no switch is drained and no sample added while a frame is decoded.
  */
-static int on_chunk(void *ctx, uint32_t tid, struct event_reader *rd_out)
+static inline __attribute__((always_inline)) int
+replay_chunk(struct session_process *p, uint32_t tid, struct event_reader *rd, const bool sampled)
 {
-	struct session_process *p = ctx;
 	struct session *s = p->s;
 	struct thread_slot *t = process_thread(p, tid);
 	uint64_t last_ts = t ? t->last_ts : 0;
@@ -552,32 +583,42 @@ static int on_chunk(void *ctx, uint32_t tid, struct event_reader *rd_out)
 	/* in locals: the stores below through pointers would make them reloaded per event */
 	struct sample_pipeline *samples = p->samples_out;
 	struct sched_session *sched = s->sched;
-	uint64_t sample_due = samples ? sample_pipeline_thread_due(samples, tid) : UINT64_MAX;
+	const struct sched_func_sums *sums = sched ? sched_session_sums(sched) : NULL;
+	uint64_t sample_due = sampled ? sample_pipeline_thread_due(samples, tid) : UINT64_MAX;
 	uint32_t last_agent_id = 0, last_func_id = 0;
 	uint64_t events = 0, invalid = 0, with_values = 0, values = 0;
 	struct decoded_value vals[EVENT_VALUES_MAX];
-	/*
-	 * The reader and the cursor in locals that never escape (copied to and
-	 * from the ones that do around the out-of-line calls): in registers,
-	 * where the buffer's stores would have them reloaded from memory.
-	 */
-	struct event_reader rd = *rd_out;
-	struct perfetto_slice_cursor cur_out, cur;
-	bool cur_ok = perfetto_slice_cursor_open(s->writer, p->trace_proc, (pid_t)tid, &cur_out) == 0;
+	struct replay_writer rw;
+	struct perfetto_slice_cursor cur;
+	struct perfetto_slice_pos at;
 	struct op_args r = { op_arg, op_text, p->auto_names };
+	/*
+	 * Events decoded a few ahead: a slice's packet length hangs on its
+	 * timestamp (a delta of one or two bytes), and the buffer's next one on
+	 * that length; converted there, each TSC's two dependent multiplies are
+	 * off that chain (an L1-sized batch, not the 8 KiB ones of old).
+	 */
+	struct event_plain ahead[REPLAY_AHEAD];
+	size_t n_ahead = 0, next = 0;
 	int err = 0;
 
-	cur = cur_out;
+	rw.ok = perfetto_slice_cursor_open(s->writer, p->trace_proc, (pid_t)tid, &rw.cur,
+					   &rw.out) == 0;
+	cur = rw.cur;
+	at = rw.out;
 	for (;;) {
 		struct event_plain e;
 		struct decoded_event ev;
 		uint32_t func_id, n_values = 0;
 
-		if (!event_reader_plain(&rd, &e)) { /* values, long varints, the end */
-			*rd_out = rd;
-			err = event_reader_next(rd_out, &ev, vals);
-			rd = *rd_out;
-			if (err <= 0)
+		if (next == n_ahead) {
+			n_ahead = event_reader_plain(rd, ahead, REPLAY_AHEAD);
+			next = 0;
+		}
+		if (next < n_ahead) {
+			e = ahead[next++];
+		} else { /* values, long varints, a new clock segment, the end */
+			if ((err = event_reader_next(rd, &ev, vals)) <= 0)
 				break;
 			e = (struct event_plain){ ev.mono_ns, ev.return_address, ev.return_slot,
 						  ev.func_id, ev.kind };
@@ -597,38 +638,44 @@ static int on_chunk(void *ctx, uint32_t tid, struct event_reader *rd_out)
 		last_ts = e.mono_ns;
 		events++;
 		/* samples taken before this event see the calls open before it */
-		if (e.mono_ns > sample_due) {
-			cur_out = cur;
-			if (cur_ok)
-				perfetto_slice_cursor_close(&cur_out); /* they are written too */
+		if (sampled && e.mono_ns > sample_due) {
+			rw.out = at;
+			if (rw.ok)
+				perfetto_slice_cursor_close(&rw.cur, &rw.out); /* they are written too */
 			sample_pipeline_thread_reached(samples, tid, e.mono_ns);
 			sample_due = sample_pipeline_thread_due(samples, tid);
-			cur_ok = perfetto_slice_cursor_open(s->writer, p->trace_proc, (pid_t)tid,
-							   &cur_out) == 0;
-			cur = cur_out;
+			rw.ok = perfetto_slice_cursor_open(s->writer, p->trace_proc, (pid_t)tid,
+							   &rw.cur, &rw.out) == 0;
+			cur = rw.cur;
+			at = rw.out;
 		}
 		r.arg = op_arg;
-		r.text = op_text;
-		if (n_values) {
+		if (__builtin_expect(n_values != 0, 0)) {
+			r.text = op_text;
 			with_values += e.kind == EVENT_ENTER;
 			values += n_values;
 			values_to_args(&r, func_id, vals, n_values);
 		}
 		if (e.kind == EVENT_EXIT) {
-			end_figures(sched, &r, e.mono_ns, func_id,
-				    calls ? call_thread_exit(calls, func_id) : NULL, clock);
-			if (r.arg != op_arg || !perfetto_slice_end(&cur, e.mono_ns))
-				slow_op(&cur, &cur_out, cur_ok, e.mono_ns, 0, &r);
+			const struct call_frame *done = pop_frame(calls, func_id, sampled);
+
+			if (sched || sampled)
+				end_figures(sched, sums, &r, e.mono_ns, func_id, done, clock, sampled);
+			if (r.arg == op_arg && perfetto_slice_end(&cur, &at, e.mono_ns))
+				continue;
+			slow_op(&rw, &at, e.mono_ns, 0, &r);
 		} else {
-			push_frame(calls, func_id, e.return_address, e.return_slot, e.mono_ns, clock);
-			if (r.arg != op_arg || !perfetto_slice_begin(&cur, e.mono_ns, func_id))
-				slow_op(&cur, &cur_out, cur_ok, e.mono_ns, func_id, &r);
+			push_frame(calls, func_id, e.return_address, e.return_slot, e.mono_ns, clock,
+				   sampled);
+			if (r.arg == op_arg && perfetto_slice_begin(&cur, &at, e.mono_ns, func_id))
+				continue;
+			slow_op(&rw, &at, e.mono_ns, func_id, &r);
 		}
+		cur = rw.cur; /* reloaded by the op */
 	}
-	cur_out = cur;
-	if (cur_ok)
-		perfetto_slice_cursor_close(&cur_out);
-	*rd_out = rd;
+	rw.out = at;
+	if (rw.ok)
+		perfetto_slice_cursor_close(&rw.cur, &rw.out);
 	p->calls_with_args += with_values;
 	p->args_recorded += values;
 	p->events += events;
@@ -636,6 +683,14 @@ static int on_chunk(void *ctx, uint32_t tid, struct event_reader *rd_out)
 	if (t)
 		t->last_ts = last_ts;
 	return err;
+}
+
+/* replay_chunk made twice: for a process sampled or not (most of a frame's work is for samples). */
+static int on_chunk(void *ctx, uint32_t tid, struct event_reader *rd)
+{
+	struct session_process *p = ctx;
+
+	return p->samples_out ? replay_chunk(p, tid, rd, true) : replay_chunk(p, tid, rd, false);
 }
 
 static void on_watermark(void *ctx, uint64_t ts)

@@ -9,6 +9,7 @@
 #ifndef PROFD_EVENT_WIRE_H
 #define PROFD_EVENT_WIRE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -20,6 +21,7 @@ enum event_chunk_kind {
 	EVENT_CHUNK_THREAD_EXIT = 4, /* no body: tid will send no more records */
 	EVENT_CHUNK_EVENTS = 5,      /* body: `count` events of tid, compact (below), `len` bytes */
 	EVENT_CHUNK_AGGREGATES = 6,  /* body: tid's per-function aggregates (proto/func_aggregates.h) */
+	EVENT_CHUNK_EVENTS32 = 7,    /* body: `count` events of tid in words (below), `len` bytes */
 };
 
 enum event_kind {
@@ -157,14 +159,53 @@ static inline int64_t event_unzigzag(uint64_t v)
 }
 
 /*
+ * EVENT_CHUNK_EVENTS32: the same items, but each event's tag and function
+ * id in one little-endian 32-bit word instead of two varints (a decoder
+ * takes it at once, where each varint's place waited on the length of the
+ * one before): kind | delta << 3 | id << 18, with delta (tsc - previous
+ * tsc) under 2^15 and id (the function id, a SEEN's func_id << 2 | way)
+ * under 2^14. A wider one is the word kind | EVENT_WORD_WIDE, then delta
+ * and id as varints. An ENTER's frame and a VALUES item (its varint tag's
+ * low bits are its kind, as a word's) follow as in EVENT_CHUNK_EVENTS.
+ */
+#define EVENT_WORD_WIDE 4u
+#define EVENT_WORD_DELTA_MAX (1u << 15)
+#define EVENT_WORD_ID_MAX (1u << 14)
+
+static inline uint8_t *event_put_word(uint8_t *p, uint32_t kind, uint64_t delta, uint64_t id)
+{
+	uint32_t w;
+
+	if (delta < EVENT_WORD_DELTA_MAX && id < EVENT_WORD_ID_MAX) {
+		w = kind | (uint32_t)delta << 3 | (uint32_t)id << 18;
+		__builtin_memcpy(p, &w, sizeof(w));
+		return p + sizeof(w);
+	}
+	w = kind | EVENT_WORD_WIDE;
+	__builtin_memcpy(p, &w, sizeof(w));
+	return event_put_varint(event_put_varint(p + sizeof(w), delta), id);
+}
+
+/*
  * The deltas' bases of one EVENTS chunk being written: zero it for each
- * chunk, and its frames (NULL: every ENTER goes whole).
+ * chunk, and its frames (NULL: every ENTER goes whole). words: the chunk
+ * is an EVENT_CHUNK_EVENTS32.
  */
 struct event_encoder {
 	uint64_t prev_tsc, prev_ret, prev_slot;
 	uint32_t count;
 	struct event_frames *frames;
+	bool words;
 };
+
+/* An event's tag and id, as the chunk's kind has them. */
+static inline uint8_t *event_put_tag(const struct event_encoder *e, uint8_t *p, uint32_t kind,
+				     uint64_t delta, uint64_t id)
+{
+	if (e->words)
+		return event_put_word(p, kind, delta, id);
+	return event_put_varint(event_put_varint(p, delta << EVENT_TAG_KIND_BITS | kind), id);
+}
 
 /* The way of func_id's set that holds this frame, or -1. */
 static inline int event_frames_find(const struct event_frames *f, uint32_t func_id, uint64_t ret,
@@ -195,15 +236,14 @@ static inline uint8_t *event_encode(struct event_encoder *e, uint8_t *p, uint64_
 		tsc = e->prev_tsc;
 	if (kind == EVENT_ENTER && e->frames &&
 	    (way = event_frames_find(e->frames, func_id, ret, slot)) >= 0) {
-		p = event_put_varint(p, (tsc - e->prev_tsc) << EVENT_TAG_KIND_BITS | EVENT_ENTER_SEEN);
-		p = event_put_varint(p, (uint64_t)func_id << 2 | (uint64_t)way);
+		p = event_put_tag(e, p, EVENT_ENTER_SEEN, tsc - e->prev_tsc,
+				  (uint64_t)func_id << 2 | (uint64_t)way);
 		e->prev_tsc = tsc;
 		e->prev_ret = ret;
 		e->prev_slot = slot;
 		return p;
 	}
-	p = event_put_varint(p, (tsc - e->prev_tsc) << EVENT_TAG_KIND_BITS | kind);
-	p = event_put_varint(p, func_id);
+	p = event_put_tag(e, p, kind, tsc - e->prev_tsc, func_id);
 	e->prev_tsc = tsc;
 	if (kind == EVENT_ENTER) {
 		p = event_put_varint(p, event_zigzag((int64_t)(ret - e->prev_ret)));
@@ -216,8 +256,8 @@ static inline uint8_t *event_encode(struct event_encoder *e, uint8_t *p, uint64_
 	return p;
 }
 
-/* Worst case of one encoded event (its first: the base too). */
-#define EVENT_WORST (5 * EVENT_VARINT_MAX)
+/* Worst case of one encoded event (its first: the base too), in either kind of chunk. */
+#define EVENT_WORST (4 + 5 * EVENT_VARINT_MAX)
 
 /*
  * EVENT_VALUES (--args/--retval, issue 29): the arguments of the ENTER, or

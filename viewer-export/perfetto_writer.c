@@ -1103,61 +1103,64 @@ int perfetto_writer_slice_end_args(struct perfetto_writer *w, uint64_t proc, pid
  * chunk (pw_chunk_check) restarts sequences in place: with a ring every op
  * goes through perfetto_slice_cursor_op.
  */
-static void pw_cursor_load(struct perfetto_slice_cursor *c)
+static void pw_cursor_load(struct perfetto_slice_cursor *c, struct perfetto_slice_pos *at)
 {
 	struct perfetto_writer *w = c->w;
 	struct pw_thread *t = c->thread;
 	bool inline_ok = pw_keeps(w) && !w->ring && t->seq_started && t->seq < 128;
 
 	c->out = w->buf;
-	c->len = w->buf_len;
 	c->lim = inline_ok ? PW_BUF_SIZE - PW_SLICE_MAX + 1 : 0;
-	c->seq_ts = t->seq_ts;
-	c->tail = 0x50 | (uint64_t)t->seq << 8 | 0x5aull << 16;
-	c->depth = t->depth;
+	c->tail_end = 0x50 | (uint64_t)t->seq << 8 | 0x5aull << 16 | 2ull << 24 | 0x48ull << 32 |
+		      (uint64_t)PW_TYPE_SLICE_END << 40;
+	c->tail_begin = 0x50 | (uint64_t)t->seq << 8 | 0x5aull << 16 | 4ull << 24 | 0x48ull << 32 |
+			(uint64_t)PW_TYPE_SLICE_BEGIN << 40 | 0x50ull << 48;
 	c->clamped = t->clamped;
 	c->defined = t->defined;
 	c->defined_bytes = t->defined_bytes;
 	c->func_iid = w->func_iid_cache;
 	c->n_func_iid = w->n_func_iid_cache;
+	*at = (struct perfetto_slice_pos){ w->buf_len, t->seq_ts, t->depth, 0 };
 }
 
-void perfetto_slice_cursor_close(struct perfetto_slice_cursor *c)
+void perfetto_slice_cursor_close(struct perfetto_slice_cursor *c, struct perfetto_slice_pos *at)
 {
 	struct perfetto_writer *w = c->w;
 	struct pw_thread *t = c->thread;
 
-	w->buf_len = c->len;
-	w->st.packets += c->packets;
-	c->packets = 0;
-	t->seq_ts = c->seq_ts;
-	t->depth = c->depth;
+	w->buf_len = at->len;
+	w->st.packets += at->packets;
+	at->packets = 0;
+	t->seq_ts = at->seq_ts;
+	t->depth = at->depth;
 }
 
 int perfetto_slice_cursor_open(struct perfetto_writer *w, uint64_t proc, pid_t tid,
-			       struct perfetto_slice_cursor *c)
+			       struct perfetto_slice_cursor *c, struct perfetto_slice_pos *at)
 {
 	pw_chunk_check(w);
-	*c = (struct perfetto_slice_cursor){ .w = w }; /* nothing inline until loaded */
+	/* nothing inline until loaded */
+	*c = (struct perfetto_slice_cursor){ .w = w };
+	*at = (struct perfetto_slice_pos){ 0 };
 	c->thread = pw_thread_use(w, proc, tid);
 	if (!c->thread)
 		return -ENOMEM;
-	pw_cursor_load(c);
+	pw_cursor_load(c, at);
 	return 0;
 }
 
-int perfetto_slice_cursor_op(struct perfetto_slice_cursor *c, const struct perfetto_slice_op *op,
-			     const struct perfetto_arg *args)
+int perfetto_slice_cursor_op(struct perfetto_slice_cursor *c, struct perfetto_slice_pos *at,
+			     const struct perfetto_slice_op *op, const struct perfetto_arg *args)
 {
 	struct perfetto_writer *w = c->w;
 	struct pw_thread *t = c->thread;
 	int r;
 
-	perfetto_slice_cursor_close(c);
+	perfetto_slice_cursor_close(c, at);
 	pw_chunk_check(w);
 	r = op->func_id ? pw_begin_on(w, t, op->ts, op->func_id, args, op->n_args) :
 			  pw_end_on(w, t, op->ts, args, op->n_args);
-	pw_cursor_load(c);
+	pw_cursor_load(c, at);
 	return r;
 }
 
@@ -1166,23 +1169,24 @@ int perfetto_writer_slices(struct perfetto_writer *w, uint64_t proc, pid_t tid,
 			   const struct perfetto_arg *args)
 {
 	struct perfetto_slice_cursor c;
+	struct perfetto_slice_pos at;
 	int ret, r;
 
-	ret = perfetto_slice_cursor_open(w, proc, tid, &c);
+	ret = perfetto_slice_cursor_open(w, proc, tid, &c, &at);
 	if (ret)
 		return ret;
 	for (size_t i = 0; i < n; i++) {
 		const struct perfetto_slice_op *op = &ops[i];
 
-		if (!op->n_args && (op->func_id ? perfetto_slice_begin(&c, op->ts, op->func_id) :
-						  perfetto_slice_end(&c, op->ts)))
+		if (!op->n_args && (op->func_id ? perfetto_slice_begin(&c, &at, op->ts, op->func_id) :
+						  perfetto_slice_end(&c, &at, op->ts)))
 			continue;
-		r = perfetto_slice_cursor_op(&c, op, args);
+		r = perfetto_slice_cursor_op(&c, &at, op, args);
 		args += op->n_args;
 		if (r && !ret)
 			ret = r; /* as the calls one by one: the others still go */
 	}
-	perfetto_slice_cursor_close(&c);
+	perfetto_slice_cursor_close(&c, &at);
 	return ret;
 }
 

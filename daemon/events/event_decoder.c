@@ -160,6 +160,17 @@ uint64_t event_decoder_ticks_to_ns(const struct event_decoder *d, uint64_t ticks
 	return q > UINT64_MAX ? UINT64_MAX : (uint64_t)q;
 }
 
+/*
+ * floor(x * dm / dt) for x, dm < 2^32, without a division: the Q32 estimate
+ * is the exact quotient or one below it, and the remainder says which.
+ */
+static uint64_t scale_exact(uint64_t x, uint64_t dm, uint64_t dt, uint64_t q32)
+{
+	uint64_t q = (x * q32) >> 32;
+
+	return q + (uint64_t)(x * dm - q * dt >= dt);
+}
+
 uint64_t event_decoder_convert(const struct event_decoder *d, uint64_t tsc)
 {
 	const struct event_clock_pair *a, *b;
@@ -188,7 +199,7 @@ uint64_t event_decoder_convert(const struct event_decoder *d, uint64_t tsc)
 	/* the common case, a few ms into the segment: the product fits, no 128-bit division */
 	if (tsc >= a->tsc && tsc - a->tsc < (1ull << 32) && dm < (1ull << 32)) {
 		uint64_t q64 = d->ns_per_tick_q32[i] ?
-				       event_scale_exact(tsc - a->tsc, dm, b->tsc - a->tsc,
+				       scale_exact(tsc - a->tsc, dm, b->tsc - a->tsc,
 						   d->ns_per_tick_q32[i]) :
 				       (tsc - a->tsc) * dm / (b->tsc - a->tsc);
 
@@ -204,36 +215,55 @@ uint64_t event_decoder_convert(const struct event_decoder *d, uint64_t tsc)
 
 /*
  * The clock segment of tsc, for the events after it (nearly all in the
- * same segment): event_decoder_convert's common case, without its search.
- * Same results: the unit tests compare every event.
+ * same segment): event_decoder_convert's common case, without its search,
+ * in one multiply. With q64 = ceil(2^64 dm / dt), x q64 / 2^64 exceeds
+ * x dm / dt by less than x / 2^64 < 2^-32 for x < 2^32, and x dm / dt is at
+ * least 1/dt > 2^-32 below the next integer when dt < 2^32: the floors are
+ * equal. Same results: the unit tests compare every event.
  */
 static void convert_cache_set(const struct event_decoder *d, uint64_t tsc,
 			      struct event_convert *c)
 {
 	size_t i = d->n_pairs - 1;
+	uint64_t hi, dt, dm;
 
 	while (i > 1 && tsc < d->pairs[i - 1].tsc)
 		i--;
 	c->lo = d->pairs[i - 1].tsc;
-	c->hi = i == d->n_pairs - 1 ? UINT64_MAX : d->pairs[i].tsc;
+	hi = i == d->n_pairs - 1 ? UINT64_MAX : d->pairs[i].tsc;
 	c->a_mono = d->pairs[i - 1].mono_ns;
-	c->dt = d->pairs[i].tsc - d->pairs[i - 1].tsc;
-	c->dm = d->pairs[i].mono_ns - d->pairs[i - 1].mono_ns;
-	c->q32 = d->ns_per_tick_q32[i];
-	if (c->dm >= (1ull << 32) || !c->q32)
-		c->hi = c->lo; /* no fast path in this segment */
+	dt = d->pairs[i].tsc - d->pairs[i - 1].tsc;
+	dm = d->pairs[i].mono_ns - d->pairs[i - 1].mono_ns;
+	c->span = hi - c->lo < (1ull << 32) ? hi - c->lo : 1ull << 32;
+	/* a slower clock than the mono one, long segments, the end of time: no fast path */
+	if (dm >= dt || dt >= (1ull << 32) || c->a_mono >= UINT64_MAX - (1ull << 32)) {
+		c->span = 0;
+		return;
+	}
+	c->q64 = (uint64_t)((((unsigned __int128)dm << 64) + dt - 1) / dt);
 }
 
-uint64_t event_reader_convert_slow(struct event_reader *r, uint64_t tsc)
+/* Whether c, the cached segment, converts tsc. */
+static inline bool convert_has(const struct event_convert *c, uint64_t tsc)
 {
-	struct event_convert *c = &r->cc;
-	uint64_t q;
+	return tsc - c->lo < c->span; /* below lo: wraps, never under span */
+}
 
-	convert_cache_set(r->d, tsc, c);
-	if (tsc < c->lo || tsc >= c->hi || tsc - c->lo >= (1ull << 32))
+/* event_decoder_convert's result for a tsc in c (convert_has). */
+static inline uint64_t convert_in(const struct event_convert *c, uint64_t tsc)
+{
+	return c->a_mono + (uint64_t)((unsigned __int128)(tsc - c->lo) * c->q64 >> 64);
+}
+
+/* tsc in CLOCK_MONOTONIC, from r's cached segment, which moves to tsc's when tsc is out of it. */
+static uint64_t reader_convert(struct event_reader *r, uint64_t tsc)
+{
+	if (convert_has(&r->cc, tsc))
+		return convert_in(&r->cc, tsc);
+	convert_cache_set(r->d, tsc, &r->cc);
+	if (!convert_has(&r->cc, tsc))
 		return event_decoder_convert(r->d, tsc);
-	q = event_scale_exact(tsc - c->lo, c->dm, c->dt, c->q32);
-	return q > UINT64_MAX - c->a_mono ? UINT64_MAX : c->a_mono + q;
+	return convert_in(&r->cc, tsc);
 }
 
 struct chunk_cursor {
@@ -253,6 +283,7 @@ static int next_chunk(struct chunk_cursor *c, struct event_chunk_header *h, cons
 	memcpy(h, c->p, sizeof(*h));
 	switch (h->kind) {
 	case EVENT_CHUNK_EVENTS:
+	case EVENT_CHUNK_EVENTS32:
 	case EVENT_CHUNK_AGGREGATES:
 		need = h->len;
 		break;
@@ -392,9 +423,29 @@ int event_reader_next(struct event_reader *r, struct decoded_event *ev,
 
 	if (!r->left)
 		return 0;
-	if (!(p = get_varint_fast(p, end, &tag)) || (tag & 3) == EVENT_VALUES ||
-	    !(p = get_varint_fast(p, end, &func_id)))
+	if (r->words) { /* proto/event_wire.h EVENT_CHUNK_EVENTS32 */
+		uint32_t w;
+
+		if (end - p < (ptrdiff_t)sizeof(w))
+			return -EBADMSG;
+		memcpy(&w, p, sizeof(w));
+		p += sizeof(w);
+		if (!(w & EVENT_WORD_WIDE)) {
+			tag = (uint64_t)(w >> 3 & (EVENT_WORD_DELTA_MAX - 1)) << 2 | (w & 3);
+			func_id = w >> 18;
+		} else if (!(p = get_varint_fast(p, end, &tag)) ||
+			   tag > UINT64_MAX >> EVENT_TAG_KIND_BITS ||
+			   !(p = get_varint_fast(p, end, &func_id))) {
+			return -EBADMSG;
+		} else {
+			tag = tag << EVENT_TAG_KIND_BITS | (w & 3);
+		}
+		if ((tag & 3) == EVENT_VALUES)
+			return -EBADMSG; /* VALUES here follow no event */
+	} else if (!(p = get_varint_fast(p, end, &tag)) || (tag & 3) == EVENT_VALUES ||
+		   !(p = get_varint_fast(p, end, &func_id))) {
 		return -EBADMSG; /* VALUES here follow no event */
+	}
 	tsc = r->tsc + (tag >> EVENT_TAG_KIND_BITS);
 	ev->kind = (uint32_t)(tag & ((1u << EVENT_TAG_KIND_BITS) - 1));
 	if (ev->kind == EVENT_ENTER_SEEN) { /* func_id << 2 | way: a frame the chunk had */
@@ -438,8 +489,114 @@ int event_reader_next(struct event_reader *r, struct decoded_event *ev,
 		r->left--;
 	}
 	r->p = p;
-	ev->mono_ns = r->last_ts = event_reader_convert(r, tsc);
+	ev->mono_ns = r->last_ts = reader_convert(r, tsc);
 	return 1;
+}
+
+/* A varint of one or two bytes (two readable at p), without a branch on which; false when longer. */
+static inline bool varint2(const uint8_t **pp, uint64_t *v)
+{
+	const uint8_t *p = *pp;
+	uint64_t two = p[0] >> 7; /* 1: a second byte follows */
+
+	if (two & (p[1] >> 7))
+		return false;
+	*v = (uint64_t)(p[0] & 0x7f) | ((uint64_t)p[1] << 7 & -two);
+	*pp = p + 1 + two;
+	return true;
+}
+
+/*
+ * event_reader_plain for one kind of chunk (words: a constant): the
+ * reader's state in locals, only what the loop needs live (profd's hot
+ * path: the decoder's state did not fit the registers, and the spills and
+ * reloads were half of its instructions).
+ */
+static inline __attribute__((always_inline)) size_t
+plain_events(struct event_reader *r, struct event_plain *out, size_t max, const bool words)
+{
+	const uint8_t *p = r->p;
+	/* the longest event read here and the next item's first byte: 9 bytes */
+	const uint8_t *stop = r->end - p >= 9 ? r->end - 9 : p - 1;
+	uint64_t tsc = r->tsc, ret = r->ret, slot = r->slot;
+	const uint64_t lo = r->cc.lo, span = r->cc.span, a_mono = r->cc.a_mono, q64 = r->cc.q64;
+	struct event_frames *frames = r->frames;
+	uint32_t left = r->left;
+	size_t n = 0, count = left < max ? left : max;
+
+	while (n < count && p <= stop) {
+		const uint8_t *q = p;
+		uint64_t delta, id, v, t, x, ev_ret = ret, ev_slot = slot;
+		uint32_t wire, kind, w;
+
+		if (words) {
+			__builtin_memcpy(&w, q, sizeof(w));
+			if (w & EVENT_WORD_WIDE)
+				break;
+			q += sizeof(w);
+			wire = w & 3;
+			delta = w >> 3 & (EVENT_WORD_DELTA_MAX - 1);
+			id = w >> 18;
+		} else {
+			if (!varint2(&q, &delta) || !varint2(&q, &id))
+				break;
+			wire = (uint32_t)(delta & 3);
+			delta >>= 2;
+		}
+		t = tsc + delta;
+		x = t - lo;
+		if (t < delta || x >= span) /* past 2^64 (malformed); a new clock segment */
+			break;
+		kind = wire;
+		if (wire == EVENT_ENTER_SEEN) {
+			uint32_t i = (uint32_t)(id >> 2) % EVENT_FRAME_SETS * EVENT_FRAME_WAYS +
+				     (uint32_t)(id & 3);
+
+			id >>= 2;
+			if (frames->func[i] != id + 1)
+				break;
+			ev_ret = frames->ret[i];
+			ev_slot = frames->slot[i];
+			kind = EVENT_ENTER;
+		} else if (wire == EVENT_ENTER) {
+			if (!varint2(&q, &v))
+				break;
+			ev_ret += (uint64_t)event_unzigzag(v);
+			if (!varint2(&q, &v))
+				break;
+			ev_slot += (uint64_t)event_unzigzag(v);
+		} else if (wire != EVENT_EXIT) {
+			break;
+		}
+		if (n + 1 < left && (q[0] & 3) == EVENT_VALUES)
+			break; /* its values come with it (event_reader_next) */
+		if (wire == EVENT_ENTER)
+			event_frames_put(frames, (uint32_t)id, ev_ret, ev_slot);
+		out[n].mono_ns = a_mono + (uint64_t)((unsigned __int128)x * q64 >> 64);
+		out[n].return_address = ev_ret;
+		out[n].return_slot = ev_slot;
+		out[n].func_id = (uint32_t)id;
+		out[n].kind = kind;
+		n++;
+		p = q;
+		tsc = t;
+		ret = ev_ret;
+		slot = ev_slot;
+	}
+	if (n) {
+		r->p = p;
+		r->tsc = tsc;
+		r->ret = ret;
+		r->slot = slot;
+		r->left = left - (uint32_t)n;
+		r->last_ts = out[n - 1].mono_ns;
+	}
+	return n;
+}
+
+size_t event_reader_plain(struct event_reader *r, struct event_plain *out, size_t max)
+{
+	return r->words ? plain_events(r, out, max, true) : plain_events(r, out, max, false);
 }
 
 /* An EVENTS chunk (proto/event_wire.h), decoded and delivered; -EBADMSG if it does not decode. */
@@ -448,6 +605,7 @@ static int deliver_events(struct event_decoder *d, const struct event_chunk_head
 {
 	/* a drops-only chunk (count 0) is dated by the latest pair, taken after the drain */
 	struct event_reader r = { .p = body, .end = body + h->len, .left = h->count,
+				  .words = h->kind == EVENT_CHUNK_EVENTS32,
 				  .last_ts = d->pairs[d->n_pairs - 1].mono_ns, .frames = &d->frames,
 				  .d = d };
 	size_t n = 0;
@@ -572,6 +730,7 @@ static int deliver_chunks(struct event_decoder *d, const uint8_t *buf, size_t le
 
 		switch (h.kind) {
 		case EVENT_CHUNK_EVENTS:
+		case EVENT_CHUNK_EVENTS32:
 			if (deliver_events(d, &h, body, cb, ctx))
 				return -EILSEQ;
 			break;

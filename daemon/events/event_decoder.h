@@ -68,17 +68,23 @@ struct decoded_thread_drops {
  * profd's per-event path: one EVENTS chunk read in the caller's own loop,
  * an event at a time, with no array of decoded events in between (the
  * batch callback's records were written, then read again: a third of the
- * decoder's time). event_reader_plain decodes the usual event inline,
- * event_reader_next any item. The fields are event_decoder.c's.
+ * decoder's time). event_reader_plain decodes the usual events a few at a
+ * time, event_reader_next any item. The fields are event_decoder.c's.
  */
-struct event_convert { /* the clock segment of the last TSC converted: lo <= tsc < hi */
-	uint64_t lo, hi, a_mono, dt, dm, q32;
+/*
+ * The clock segment of the last TSC converted, where one multiply converts
+ * exactly: tsc - lo < span (0: nowhere), mono = a_mono + (x * q64) >> 64
+ * with x = tsc - lo and q64 = ceil(2^64 * dm / dt) (event_decoder.c).
+ */
+struct event_convert {
+	uint64_t lo, span, a_mono, q64;
 };
 struct event_reader {
 	const uint8_t *p, *end;
 	uint64_t tsc, ret, slot;  /* the deltas' bases */
 	uint64_t last_ts;         /* the last event's mono_ns: the chunk's drops are dated by it */
 	uint32_t left;            /* items (events and their VALUES) not read yet */
+	bool words;               /* an EVENT_CHUNK_EVENTS32 (proto/event_wire.h) */
 	struct event_convert cc;
 	struct event_frames *frames; /* the chunk's (proto/event_wire.h) */
 	struct event_decoder *d;
@@ -146,113 +152,15 @@ int event_decoder_feed_raw(struct event_decoder *d, const uint8_t *payload, size
 int event_reader_next(struct event_reader *r, struct decoded_event *ev,
 		      struct decoded_value *values);
 
-/* tsc in CLOCK_MONOTONIC, out of r's cached segment (which moves to tsc's). */
-uint64_t event_reader_convert_slow(struct event_reader *r, uint64_t tsc);
-
 /*
- * floor(x * dm / dt) for x, dm < 2^32, without a division: the Q32 estimate
- * is the exact quotient or one below it, and the remainder says which.
+ * Up to max of r's next items, as long as each is a plain event whose
+ * varints are one or two bytes each (a word without a wide tail in an
+ * EVENT_CHUNK_EVENTS32), no VALUES follow it and its time is in the cached
+ * clock segment (nearly all), decoded into out; r moves past them. Returns
+ * how many: fewer than max (0 too) when the next item is not one of those:
+ * ask event_reader_next for it.
  */
-static inline uint64_t event_scale_exact(uint64_t x, uint64_t dm, uint64_t dt, uint64_t q32)
-{
-	uint64_t q = (x * q32) >> 32;
-
-	/* no branch: which way it goes is a coin toss per event (profd's hot path) */
-	return q + (uint64_t)(x * dm - q * dt >= dt);
-}
-
-/* Whether c, the cached segment, converts tsc. */
-static inline bool event_convert_has(const struct event_convert *c, uint64_t tsc)
-{
-	return tsc >= c->lo && tsc < c->hi && tsc - c->lo < (1ull << 32);
-}
-
-/* event_decoder_convert's result for a tsc in c (event_convert_has). */
-static inline uint64_t event_convert_in(const struct event_convert *c, uint64_t tsc)
-{
-	uint64_t q = event_scale_exact(tsc - c->lo, c->dm, c->dt, c->q32);
-
-	return q > UINT64_MAX - c->a_mono ? UINT64_MAX : c->a_mono + q;
-}
-
-/* event_decoder_convert's result for tsc, from r's cached segment when tsc is in it. */
-static inline uint64_t event_reader_convert(struct event_reader *r, uint64_t tsc)
-{
-	if (__builtin_expect(!event_convert_has(&r->cc, tsc), 0))
-		return event_reader_convert_slow(r, tsc);
-	return event_convert_in(&r->cc, tsc);
-}
-
-/* A varint of one or two bytes, without a branch on which; false when longer. */
-static inline bool event_varint2(const uint8_t **pp, uint64_t *v)
-{
-	const uint8_t *p = *pp;
-	uint64_t two = p[0] >> 7; /* 1: a second byte follows */
-
-	if (two & (p[1] >> 7))
-		return false;
-	*v = (uint64_t)(p[0] & 0x7f) | ((uint64_t)p[1] << 7 & -two);
-	*pp = p + 1 + two;
-	return true;
-}
-
-/*
- * The next item of r when it is a plain event whose varints are one or two
- * bytes each, no VALUES follow it and its time is in the cached clock
- * segment (nearly all): decoded into *ev, r moves past it. False: nothing
- * read, ask event_reader_next. Calls nothing out of line: a reader copied
- * into the caller's locals stays in registers.
- */
-static inline bool event_reader_plain(struct event_reader *r, struct event_plain *ev)
-{
-	const uint8_t *p = r->p;
-	uint64_t tag, func_id, v, tsc, ret = r->ret, slot = r->slot;
-	uint32_t kind;
-
-	/* four varints of two bytes and the next item's first byte, without a bound check each */
-	if (r->left == 0 || r->end - p < 9 || !event_varint2(&p, &tag) ||
-	    !event_varint2(&p, &func_id))
-		return false;
-	kind = (uint32_t)(tag & 3);
-	tsc = r->tsc + (tag >> 2);
-	if (tsc < r->tsc)
-		return false;
-	if (kind == EVENT_ENTER_SEEN) {
-		uint32_t i = (uint32_t)(func_id >> 2) % EVENT_FRAME_SETS * EVENT_FRAME_WAYS +
-			     (uint32_t)(func_id & 3);
-
-		func_id >>= 2;
-		if (r->frames->func[i] != func_id + 1)
-			return false;
-		ret = r->frames->ret[i];
-		slot = r->frames->slot[i];
-		kind = EVENT_ENTER;
-	} else if (kind == EVENT_ENTER) {
-		if (!event_varint2(&p, &v))
-			return false;
-		ret += (uint64_t)event_unzigzag(v);
-		if (!event_varint2(&p, &v))
-			return false;
-		slot += (uint64_t)event_unzigzag(v);
-	} else if (kind != EVENT_EXIT) {
-		return false;
-	}
-	if ((r->left > 1 && (p[0] & 3) == EVENT_VALUES) || !event_convert_has(&r->cc, tsc))
-		return false; /* its values come with it; a new clock segment */
-	if ((tag & 3) == EVENT_ENTER)
-		event_frames_put(r->frames, (uint32_t)func_id, ret, slot);
-	r->p = p;
-	r->tsc = tsc;
-	r->ret = ret;
-	r->slot = slot;
-	r->left--;
-	ev->kind = kind;
-	ev->func_id = (uint32_t)func_id;
-	ev->return_address = ret;
-	ev->return_slot = slot;
-	ev->mono_ns = r->last_ts = event_convert_in(&r->cc, tsc);
-	return true;
-}
+size_t event_reader_plain(struct event_reader *r, struct event_plain *out, size_t max);
 
 /* TSC -> CLOCK_MONOTONIC with the pairs seen so far; 0 if fewer than two. */
 uint64_t event_decoder_convert(const struct event_decoder *d, uint64_t tsc);

@@ -72,19 +72,21 @@ static void on_func_agg(void *ctx, uint32_t tid, const struct decoded_func_agg *
 	++*(size_t *)ctx;
 }
 
-/* profd's path: each event through event_reader_plain when it takes it, else event_reader_next. */
+/* profd's path: events through event_reader_plain a few at a time while it takes them, else _next. */
 static int on_chunk(void *ctx, uint32_t tid, struct event_reader *r)
 {
 	struct decoded_value values[EVENT_VALUES_MAX];
+	struct event_plain some[4];
 	struct decoded_event ev;
-	struct event_plain e;
+	size_t n;
 	int got;
 
 	(void)tid;
 	for (;;) {
-		if (event_reader_plain(r, &e)) {
-			CHECK(e.kind == EVENT_ENTER || e.kind == EVENT_EXIT);
-			++*(size_t *)ctx;
+		if ((n = event_reader_plain(r, some, 4)) > 0) {
+			for (size_t i = 0; i < n; i++)
+				CHECK(some[i].kind == EVENT_ENTER || some[i].kind == EVENT_EXIT);
+			*(size_t *)ctx += n;
 			continue;
 		}
 		if ((got = event_reader_next(r, &ev, values)) <= 0)

@@ -72,7 +72,8 @@ static void put_chunk_len(struct builder *b, uint32_t kind, uint32_t tid, uint32
 static void put_chunk(struct builder *b, uint32_t kind, uint32_t tid, uint32_t count,
 		      uint64_t drops, const void *body, size_t body_len)
 {
-	int sized = kind == EVENT_CHUNK_EVENTS || kind == EVENT_CHUNK_AGGREGATES;
+	int sized = kind == EVENT_CHUNK_EVENTS || kind == EVENT_CHUNK_EVENTS32 ||
+		    kind == EVENT_CHUNK_AGGREGATES;
 
 	put_chunk_len(b, kind, tid, count, sized ? (uint32_t)body_len : 0, drops, body, body_len);
 }

@@ -2,8 +2,8 @@
 /*
  * Unit tests for daemon/events/event_decoder.h's reader, profd's per-event
  * path: event_reader_plain gives what event_reader_next gives, event for
- * event, on streams of every kind of item; an ENTER_SEEN names only a frame
- * its own chunk gave (proto/event_wire.h).
+ * event, on streams of every kind of item, in both kinds of EVENTS chunk;
+ * an ENTER_SEEN names only a frame its own chunk gave (proto/event_wire.h).
  */
 #include "tests/unit/event_stream_fixture.h"
 
@@ -31,16 +31,18 @@ static int read_chunk(void *ctx, uint32_t tid, struct event_reader *r)
 	struct read_log *l = ctx;
 	struct decoded_value values[EVENT_VALUES_MAX];
 	struct decoded_event ev;
-	struct event_plain e;
 	int got;
 
-	for (;;) {
-		if (l->plain_first && event_reader_plain(r, &e)) {
-			l->plain++;
-			log_event(l, tid, e.mono_ns, e.func_id, e.kind, e.return_address,
-				  e.return_slot, 0);
+	for (size_t k = 0;; k++) {
+		struct event_plain some[7];
+		size_t n = l->plain_first ? event_reader_plain(r, some, 1 + k % 7) : 0;
+
+		for (size_t i = 0; i < n; i++)
+			log_event(l, tid, some[i].mono_ns, some[i].func_id, some[i].kind,
+				  some[i].return_address, some[i].return_slot, 0);
+		l->plain += n;
+		if (n)
 			continue;
-		}
 		got = event_reader_next(r, &ev, values);
 		if (got <= 0)
 			return got;
@@ -65,7 +67,7 @@ static void build_random_stream(struct builder *b, uint64_t *seed)
 
 	put_pair(b, BASE_TSC, BASE_MONO);
 	for (int chunk = 0; chunk < 40; chunk++) {
-		struct event_encoder enc = { .frames = chunk % 5 ? &frames : NULL };
+		struct event_encoder enc = { .frames = chunk % 5 ? &frames : NULL, .words = chunk % 3 != 1 };
 		uint8_t *p = body;
 		uint32_t n = 1 + (uint32_t)(test_rand(seed) % 700);
 
@@ -96,8 +98,8 @@ static void build_random_stream(struct builder *b, uint64_t *seed)
 				p = event_put_varint(p, event_zigzag((int64_t)(r >> 3)));
 			}
 		}
-		put_chunk(b, EVENT_CHUNK_EVENTS, 9 + chunk % 3, enc.count, 0, body,
-			  (size_t)(p - body));
+		put_chunk(b, enc.words ? EVENT_CHUNK_EVENTS32 : EVENT_CHUNK_EVENTS, 9 + chunk % 3,
+			  enc.count, 0, body, (size_t)(p - body));
 		mono += 1 + (tsc - BASE_TSC) % 1000;
 		if (chunk % 4 == 3) /* a new clock segment now and then, inside a frame too */
 			put_pair(b, tsc + 1, BASE_MONO + (tsc + 1 - BASE_TSC) / 3 + chunk);
@@ -157,11 +159,14 @@ static void test_plain_reads_as_next(void)
 	recorder_free(&rec);
 }
 
-/* A loop's enters go out as ENTER_SEEN: 2-3 bytes an event, and decode to the frames given. */
-static void test_seen_frames_round_trip(void)
+/*
+ * A loop's enters go out as ENTER_SEEN: 2-3 bytes an event (4 in words),
+ * and decode to the frames given.
+ */
+static void check_seen_frames_round_trip(bool words)
 {
 	static struct event_frames frames;
-	struct event_encoder enc = { .frames = &frames };
+	struct event_encoder enc = { .frames = &frames, .words = words };
 	struct event_decoder *d = event_decoder_new();
 	struct read_log l = { .plain_first = true };
 	static uint8_t body[6000 * EVENT_WORST];
@@ -178,11 +183,12 @@ static void test_seen_frames_round_trip(void)
 		p = event_encode(&enc, p, tsc += 40, 2, EVENT_EXIT, 0, 0);
 		p = event_encode(&enc, p, tsc += 40, 1, EVENT_EXIT, 0, 0);
 	}
-	CHECK((size_t)(p - body) <= 6000 * 3 + 20);
+	CHECK((size_t)(p - body) <= 6000 * (words ? 4 : 3) + 20);
 	builder_init(&b, 0);
 	put_pair(&b, BASE_TSC, BASE_MONO);
 	put_pair(&b, tsc + 1, BASE_MONO + (tsc + 1 - BASE_TSC) / 2);
-	put_chunk(&b, EVENT_CHUNK_EVENTS, 4, enc.count, 0, body, (size_t)(p - body));
+	put_chunk(&b, words ? EVENT_CHUNK_EVENTS32 : EVENT_CHUNK_EVENTS, 4, enc.count, 0, body,
+		  (size_t)(p - body));
 	builder_flush(&b);
 	CHECK_EQ_INT(event_decoder_feed(d, b.out, b.out_len, &chunk_cb, &l, last_err,
 					sizeof(last_err)), 0);
@@ -196,6 +202,52 @@ static void test_seen_frames_round_trip(void)
 			unit_check_failures++;
 			break;
 		}
+	}
+	builder_fini(&b);
+	event_decoder_free(d);
+	free(l.recs);
+}
+
+static void test_seen_frames_round_trip(void)
+{
+	check_seen_frames_round_trip(false);
+	check_seen_frames_round_trip(true);
+}
+
+/* An EVENTS32 word with a wide tail decodes; cut short, or a VALUES word first, it does not. */
+static void test_words_wide_and_hostile(void)
+{
+	struct event_decoder *d = event_decoder_new();
+	struct read_log l = { .plain_first = true };
+	uint8_t body[64], *p = body;
+	struct event_encoder enc = { .words = true };
+	struct builder b;
+
+	p = event_encode(&enc, p, BASE_TSC + 10, 3, EVENT_ENTER, 0x401000, 0x7ffc1000);
+	p = event_encode(&enc, p, BASE_TSC + 10 + 40000, 3, EVENT_EXIT, 0, 0); /* delta past 2^15 */
+	p = event_encode(&enc, p, BASE_TSC + 10 + 40001, 20000, EVENT_ENTER, 1, 2); /* id past 2^14 */
+	/* base 6; ENTER: word, frame 4 + 5; wide EXIT: word, 3 + 1; wide ENTER: word, 1 + 3, 4 + 5 */
+	CHECK_EQ_INT(p - body, 6 + (4 + 4 + 5) + (4 + 3 + 1) + (4 + 1 + 3 + 4 + 5));
+	builder_init(&b, 0);
+	put_pair(&b, BASE_TSC, BASE_MONO);
+	put_pair(&b, BASE_TSC + 50000, BASE_MONO + 25000);
+	put_chunk(&b, EVENT_CHUNK_EVENTS32, 4, 3, 0, body, (size_t)(p - body));
+	builder_flush(&b);
+	CHECK_EQ_INT(event_decoder_feed(d, b.out, b.out_len, &chunk_cb, &l, last_err,
+					sizeof(last_err)), 0);
+	CHECK_EQ_INT(l.n, 3);
+	if (l.n == 3) {
+		CHECK_EQ_INT(l.recs[1].kind, EVENT_EXIT);
+		CHECK_EQ_U64(l.recs[1].mono, BASE_MONO + 20005);
+		CHECK_EQ_INT(l.recs[2].func, 20000);
+		CHECK_EQ_U64(l.recs[2].return_slot, 2);
+	}
+	for (size_t cut = 1; cut < (size_t)(p - body); cut++)
+		check_bad_body(EVENT_CHUNK_EVENTS32, 3, body, cut, "EVENTS32 body cut short");
+	{
+		const uint8_t values_first[4] = { 1 << 2 | EVENT_VALUES };
+
+		check_bad_body(EVENT_CHUNK_EVENTS32, 1, values_first, 4, "a VALUES word first");
 	}
 	builder_fini(&b);
 	event_decoder_free(d);
@@ -248,6 +300,7 @@ int main(void)
 {
 	RUN_TEST(test_plain_reads_as_next);
 	RUN_TEST(test_seen_frames_round_trip);
+	RUN_TEST(test_words_wide_and_hostile);
 	RUN_TEST(test_hostile_seen);
 	RUN_TEST(test_hostile_seen_across_chunks);
 	return unit_summary();
