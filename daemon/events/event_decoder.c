@@ -518,15 +518,21 @@ plain_events(struct event_reader *r, struct event_plain *out, size_t max, const 
 	const uint8_t *p = r->p;
 	/* the longest event read here and the next item's first byte: 9 bytes */
 	const uint8_t *stop = r->end - p >= 9 ? r->end - 9 : p - 1;
-	uint64_t tsc = r->tsc, ret = r->ret, slot = r->slot;
-	const uint64_t lo = r->cc.lo, span = r->cc.span, a_mono = r->cc.a_mono, q64 = r->cc.q64;
+	/*
+	 * The time as x = tsc - lo, the offset into the clock segment: under
+	 * span, tsc = lo + x is below the segment's end, so no delta took it
+	 * past 2^64 either (one that did comes out at or above span).
+	 */
+	uint64_t x = r->tsc - r->cc.lo, ret = r->ret, slot = r->slot;
+	const uint64_t span = r->cc.span, a_mono = r->cc.a_mono, q64 = r->cc.q64;
 	struct event_frames *frames = r->frames;
-	uint32_t left = r->left;
-	size_t n = 0, count = left < max ? left : max;
+	struct event_plain *o = out, *o_end = out + (r->left < max ? r->left : max);
+	/* an item follows o's event in the chunk when o + 1 < o_last */
+	const struct event_plain *o_last = out + r->left;
 
-	while (n < count && p <= stop) {
+	while (o < o_end && p <= stop) {
 		const uint8_t *q = p;
-		uint64_t delta, id, v, t, x, ev_ret = ret, ev_slot = slot;
+		uint64_t delta, id, v, ev_ret = ret, ev_slot = slot;
 		uint32_t wire, kind, w;
 
 		if (words) {
@@ -543,9 +549,7 @@ plain_events(struct event_reader *r, struct event_plain *out, size_t max, const 
 			wire = (uint32_t)(delta & 3);
 			delta >>= 2;
 		}
-		t = tsc + delta;
-		x = t - lo;
-		if (t < delta || x >= span) /* past 2^64 (malformed); a new clock segment */
+		if (x + delta >= span) /* a new clock segment (or past 2^64: malformed) */
 			break;
 		kind = wire;
 		if (wire == EVENT_ENTER_SEEN) {
@@ -568,30 +572,30 @@ plain_events(struct event_reader *r, struct event_plain *out, size_t max, const 
 		} else if (wire != EVENT_EXIT) {
 			break;
 		}
-		if (n + 1 < left && (q[0] & 3) == EVENT_VALUES)
+		if (o + 1 < o_last && (q[0] & 3) == EVENT_VALUES)
 			break; /* its values come with it (event_reader_next) */
 		if (wire == EVENT_ENTER)
 			event_frames_put(frames, (uint32_t)id, ev_ret, ev_slot);
-		out[n].mono_ns = a_mono + (uint64_t)((unsigned __int128)x * q64 >> 64);
-		out[n].return_address = ev_ret;
-		out[n].return_slot = ev_slot;
-		out[n].func_id = (uint32_t)id;
-		out[n].kind = kind;
-		n++;
+		x += delta;
+		o->mono_ns = a_mono + (uint64_t)((unsigned __int128)x * q64 >> 64);
+		o->return_address = ev_ret;
+		o->return_slot = ev_slot;
+		o->func_id = (uint32_t)id;
+		o->kind = kind;
+		o++;
 		p = q;
-		tsc = t;
 		ret = ev_ret;
 		slot = ev_slot;
 	}
-	if (n) {
+	if (o > out) {
 		r->p = p;
-		r->tsc = tsc;
+		r->tsc = r->cc.lo + x;
 		r->ret = ret;
 		r->slot = slot;
-		r->left = left - (uint32_t)n;
-		r->last_ts = out[n - 1].mono_ns;
+		r->left -= (uint32_t)(o - out);
+		r->last_ts = o[-1].mono_ns;
 	}
-	return n;
+	return (size_t)(o - out);
 }
 
 size_t event_reader_plain(struct event_reader *r, struct event_plain *out, size_t max)
