@@ -517,8 +517,10 @@ static inline void push_frame(struct call_thread *calls, uint32_t func_id, uint6
 		f->func_id = func_id;
 		f->enter_ts = ts;
 		f->off_at_enter = offcpu_thread_before(clock, ts);
+		/* should sampling start while it is open: no samples yet, a slot none has */
+		f->self_samples = 0;
+		f->return_slot = 0;
 		if (sampled) {
-			f->self_samples = 0;
 			f->return_address = ret;
 			f->return_slot = slot;
 			call_thread_pushed(calls, f);

@@ -142,8 +142,9 @@ static inline const struct call_frame *call_thread_exit(struct call_thread *t, u
  * function, time and off-CPU clock at enter), and the return addresses and
  * slots, the recent slots and the last exited frame, which only samples
  * read (call_stacks_return_at), are left as they are: the push fills in
- * what it likes, the exit returns the frame in place (valid until the next
- * enter). A thread's stack is used one way or the other, not both.
+ * what it likes (a slot of 0, which no sample's stack has, if sampling may
+ * start meanwhile), the exit returns the frame in place (valid until the
+ * next enter).
  */
 static inline struct call_frame *call_thread_push_unsampled(struct call_thread *t)
 {
