@@ -116,8 +116,8 @@ PORTABLE_TARGET_BIN := $(BUILD)/tests/targets/abi_torture $(BUILD)/tests/targets
 	$(BUILD)/tests/targets/exceptions $(BUILD)/tests/targets/args_target
 PAC_TARGET_BIN_aarch64 := $(BUILD)/tests/targets/pac/abi_torture $(BUILD)/tests/targets/pac/shadow_torture \
 	$(BUILD)/tests/targets/pac/args_target
-BENCH_SRC   := $(wildcard bench/*.c)
-BENCH_BIN   := $(patsubst %.c,$(BUILD)/%,$(BENCH_SRC))
+BENCH_SRC   := $(filter-out bench/stream_tee.c,$(wildcard bench/*.c))
+BENCH_BIN   := $(patsubst %.c,$(BUILD)/%,$(BENCH_SRC)) $(BUILD)/bench/stream_tee.so
 
 ifeq ($(ARCH),$(HOST_ARCH))
 all: $(BUILD)/profd $(BUILD)/profctl $(BUILD)/libprofagent.so $(BUILD)/libprofagent.so-gdb.py \
@@ -277,6 +277,15 @@ $(BUILD)/bench/compress_cost: bench/compress_cost.c
 	@mkdir -p $(@D)
 	@echo "  CC      $<"
 	$(Q)$(CC) $(TARGET_CFLAGS) -I. -o $@ $< -lz -lzstd -lisal
+# bench/replay.sh: the agent stream's tee (a preloaded shim) and its replay.
+$(BUILD)/bench/stream_tee.so: bench/stream_tee.c proto/frame.h
+	@mkdir -p $(@D)
+	@echo "  CC      $<"
+	$(Q)$(CC) $(TARGET_CFLAGS) -I. -fPIC -shared -o $@ $< -ldl
+$(BUILD)/bench/stream_replay: bench/stream_replay.c proto/frame.c proto/frame.h
+	@mkdir -p $(@D)
+	@echo "  CC      $<"
+	$(Q)$(CC) $(TARGET_CFLAGS) -I. -o $@ $< proto/frame.c
 # This one measures the daemon's own unwinder: built like the daemon and
 # linked with its objects (profd's, less its main).
 $(BUILD)/bench/unwind_cost: bench/unwind_cost.c $(DAEMON_OBJ) $(EXPORT_OBJ) $(COMMON_OBJ)

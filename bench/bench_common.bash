@@ -19,6 +19,15 @@ profd_start() { # DIR
 	export PROFD_SOCKET="$1/profd.sock"
 }
 
+# A temporary directory in tmp, removed at exit, after the bench's profd
+# (profd_pid, when profd_start started one) is stopped.
+bench_tmp() {
+	tmp=$(mktemp -d)
+	profd_pid=
+	trap 'if [ -n "$profd_pid" ]; then kill -TERM "$profd_pid" 2>/dev/null || true; fi
+		wait 2>/dev/null || true; rm -rf "$tmp"' EXIT
+}
+
 # The counts of profctl's summary line
 #   profctl: calls: M made, R recorded, D dropped (...)
 # as "RECORDED_EVENTS DROPPED_CALLS" (2 events per recorded call), nothing if absent.

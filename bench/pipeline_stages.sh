@@ -78,6 +78,7 @@ HZ = 4999.0
 PROFD = [  # first match from the leaf up names the stage
     ('write (kernel)', r'(__GI___libc_write|__libc_write|write|sink_write)$'),
     ('receive (socket)', r'(__libc_recvmsg|recvmsg|conn_read|conn_readable)$'),
+    ('one pass (decode, call stacks, encoding)', r'(on_chunk|event_reader_)'),
     ('compression', r'(isal_|igzip|encode_deflate|adler32|create_hufftables|job_compress|'
                     r'job_run|job_fill|codec_|ZSTD_|sink_worker)'),
     ('decode', r'(decode_chunks|deliver_events|deliver_chunks|next_chunk|collect_pairs|'
@@ -86,7 +87,7 @@ PROFD = [  # first match from the leaf up names the stage
                       r'deliver_aggregates|get_func_agg)'),
     ('call stacks (replay)', r'(call_stacks_|call_thread_|on_events|begin_call|end_call|'
                              r'slice_run)'),
-    ('Perfetto encoding', r'(pw_|perfetto_writer_|pwb_|trace_sink_put)'),
+    ('Perfetto encoding', r'(pw_|perfetto_writer_|perfetto_slice_|pwb_|trace_sink_put)'),
 ]
 FLUSHER = [
     ('send (socket)', r'(__libc_sendmsg|sendmsg|frame_send)'),

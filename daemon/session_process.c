@@ -368,36 +368,20 @@ void session_process_tick(struct session_process *p, uint64_t now)
 /* ---- its agent's events ------------------------------------------------------------ */
 
 /*
- * A run of one thread's slice ops on their way to the writer (one call per
- * run), and where the next op and argument go: pointers, in on_events'
- * locals (a count would be a 64-bit word that every 64-bit store into a
- * frame may alias: reloaded after each).
+ * One slice op's arguments as they are built (an event's --args values,
+ * then a call's figures): profd's one thread replays, so off the stack.
+ * Per op at most 4 figures and EVENT_VALUES_MAX values, a value's text at
+ * most VALUE_TEXT_MAX.
  */
-struct slice_run {
-	struct perfetto_slice_op *ops, *op;
-	struct perfetto_arg *args, *arg;
-	char *text; /* values shown as text (a cut or invalid string), in run_text */
+#define OP_ARGS_MAX (4 + EVENT_VALUES_MAX)
+#define VALUE_TEXT_MAX (EVENT_STR_BYTES_MAX + 32)
+struct op_args {
+	struct perfetto_arg *arg;  /* where the next one goes */
+	char *text; /* values shown as text (a cut or invalid string, an enum), in op_text */
 	const struct auto_args_names *names; /* --auto-args: the process's DWARF descriptions */
 };
-/*
- * profd's one thread replays; off the stack. Per op at most 4 figures and
- * EVENT_VALUES_MAX values, and a value's text at most VALUE_TEXT_MAX.
- */
-#define RUN_ARGS_PER_OP (4 + EVENT_VALUES_MAX)
-#define VALUE_TEXT_MAX (EVENT_STR_BYTES_MAX + 32)
-static struct perfetto_slice_op run_ops[EVENT_DECODER_BATCH_MAX];
-static struct perfetto_arg run_args[EVENT_DECODER_BATCH_MAX * RUN_ARGS_PER_OP];
-static char run_text[EVENT_DECODER_BATCH_MAX * 2 * VALUE_TEXT_MAX];
-
-static void slice_run_flush(struct session_process *p, uint32_t tid, struct slice_run *r)
-{
-	if (r->op != r->ops)
-		perfetto_writer_slices(p->s->writer, p->trace_proc, (pid_t)tid, r->ops,
-				       (size_t)(r->op - r->ops), r->args);
-	r->op = r->ops;
-	r->arg = r->args;
-	r->text = run_text;
-}
+static struct perfetto_arg op_arg[OP_ARGS_MAX];
+static char op_text[EVENT_VALUES_MAX * VALUE_TEXT_MAX];
 
 /* "arg1".."arg16", "fparg1".."fparg8", "retval": the perfetto_arg names are literals. */
 static const char *value_name(const struct arg_item *it)
@@ -416,7 +400,7 @@ static const char *value_name(const struct arg_item *it)
 }
 
 /* A string value as the slice shows it: cut ones end in "...", unreadable ones say so. */
-static void string_arg(struct slice_run *r, struct perfetto_arg *a, const struct decoded_value *v)
+static void string_arg(struct op_args *r, struct perfetto_arg *a, const struct decoded_value *v)
 {
 	int n;
 
@@ -438,7 +422,7 @@ static void string_arg(struct slice_run *r, struct perfetto_arg *a, const struct
  * --auto-args: the parameter's own name, an enum by its enumerators (as
  * text); false when DWARF did not describe the value (the item names it).
  */
-static bool described_arg(struct slice_run *r, struct perfetto_arg *a, uint32_t func_id,
+static bool described_arg(struct op_args *r, struct perfetto_arg *a, uint32_t func_id,
 			  const struct decoded_value *v)
 {
 	const struct dwarf_value *dv = auto_args_value(r->names, func_id, &v->item);
@@ -457,16 +441,17 @@ static bool described_arg(struct slice_run *r, struct perfetto_arg *a, uint32_t 
 	return false;
 }
 
-/* ev's --args/--retval values as slice arguments at r->arg; returns how many. */
-static uint32_t values_to_args(struct slice_run *r, const struct decoded_event *ev)
+/* An event's --args/--retval values as slice arguments at r->arg (which moves past them). */
+static void values_to_args(struct op_args *r, uint32_t func_id, const struct decoded_value *vals,
+			   uint32_t n_values)
 {
-	for (uint32_t i = 0; i < ev->n_values; i++) {
-		const struct decoded_value *v = &ev->values[i];
-		struct perfetto_arg *a = &r->arg[i];
+	for (uint32_t i = 0; i < n_values; i++) {
+		const struct decoded_value *v = &vals[i];
+		struct perfetto_arg *a = r->arg++;
 		float f;
 
 		*a = (struct perfetto_arg){ .name = value_name(&v->item), .value = v->value };
-		if (r->names && described_arg(r, a, ev->func_id, v))
+		if (r->names && described_arg(r, a, func_id, v))
 			continue;
 		switch (v->item.cls) {
 		case ARG_CLASS_INT: a->type = PERFETTO_ARG_INT; break;
@@ -493,22 +478,20 @@ static uint32_t values_to_args(struct slice_run *r, const struct decoded_event *
 		default: break; /* UINT, ENUM (by number until --auto-args names it) */
 		}
 	}
-	return ev->n_values;
 }
 
 /*
- * A call returned (done: its frame, NULL when none was open): its slice
- * ends, with the samples it took as the innermost call and, when the thread
- * was switched out during it, its on-CPU and off-CPU time (a slice without
- * them ran throughout, if the trace has scheduler states).
+ * A call returned (done: its frame, NULL when none was open): the figures
+ * its END carries, after its values at r->arg: the samples it took as the
+ * innermost call (sampled: the process is) and, when the thread was
+ * switched out during it, its on-CPU and off-CPU time (a slice without them
+ * ran throughout, if the trace has scheduler states).
  */
-static void end_call(struct sched_session *sched, struct slice_run *r, uint64_t ts,
-		     uint32_t func_id, const struct call_frame *done, struct offcpu_thread *clock,
-		     const struct decoded_event *ev)
+static inline __attribute__((always_inline)) void
+end_figures(struct sched_session *sched, const struct sched_func_sums *sums, struct op_args *r,
+	    uint64_t ts, uint32_t func_id, const struct call_frame *done,
+	    struct offcpu_thread *clock, bool sampled)
 {
-	struct perfetto_arg *args = r->arg;
-	uint32_t n = ev->n_values ? values_to_args(r, ev) : 0;
-
 	if (done && sched) {
 		struct offcpu_time now = offcpu_thread_before(clock, ts);
 		struct offcpu_time in = { now.off_ns - done->off_at_enter.off_ns,
@@ -519,107 +502,214 @@ static void end_call(struct sched_session *sched, struct slice_run *r, uint64_t 
 		if (now.off_ns < done->off_at_enter.off_ns ||
 		    now.runnable_ns < done->off_at_enter.runnable_ns)
 			goto end;
-		sched_session_call(sched, func_id, dur, &in);
-		if (in.off_ns) {
+		if (func_id < sums->n_funcs)
+			sched_func_add(&sums->funcs[func_id], dur, &in);
+		else
+			sched_session_call(sched, func_id, dur, &in);
+		if (__builtin_expect(in.off_ns != 0, 0)) {
 			if (in.off_ns > dur) /* its enter and the switches: two clocks, one order */
 				in.off_ns = dur;
-			args[n++] = (struct perfetto_arg){ "on_cpu_ns", dur - in.off_ns };
-			args[n++] = (struct perfetto_arg){ "off_cpu_ns", in.off_ns };
-			args[n++] = (struct perfetto_arg){ "runnable_ns", in.runnable_ns };
+			*r->arg++ = (struct perfetto_arg){ "on_cpu_ns", dur - in.off_ns };
+			*r->arg++ = (struct perfetto_arg){ "off_cpu_ns", in.off_ns };
+			*r->arg++ = (struct perfetto_arg){ "runnable_ns", in.runnable_ns };
 		}
 	}
 end:
-	if (done && done->self_samples)
-		args[n++] = (struct perfetto_arg){ "self_samples", done->self_samples };
-	*r->op++ = (struct perfetto_slice_op){ .ts = ts, .n_args = n };
-	r->arg += n;
-}
-
-static void begin_call(struct call_thread *calls, struct slice_run *r,
-		       const struct decoded_event *ev, uint64_t ts, uint32_t func_id,
-		       struct offcpu_thread *clock)
-{
-	/* NULL: out of memory or too deep, the call is not replayed (as call_stacks_enter) */
-	struct call_frame *f = calls ? call_thread_push(calls) : NULL;
-
-	if (f) {
-		f->func_id = func_id;
-		f->self_samples = 0;
-		f->return_address = ev->return_address;
-		f->return_slot = ev->return_slot;
-		f->enter_ts = ts;
-		f->off_at_enter = offcpu_thread_before(clock, ts);
-		call_thread_pushed(calls, f);
-	}
-	*r->op = (struct perfetto_slice_op){ .ts = ts, .func_id = func_id };
-	if (ev->n_values) {
-		r->op->n_args = values_to_args(r, ev);
-		r->arg += r->op->n_args;
-	}
-	r->op++;
+	if (sampled && done && done->self_samples)
+		*r->arg++ = (struct perfetto_arg){ "self_samples", done->self_samples };
 }
 
 /*
- * One thread's events in stream order: its slot, clock, stack and track
- * resolved once per batch, then per event only what the event needs (profd's
- * hot path: tens of M events/s), the slices handed to the writer in one run.
+ * A call entered: its frame, filled in place (NULL calls, or refused: not
+ * replayed); without samples only what its end reads.
  */
-static void on_events(void *ctx, uint32_t tid, const struct decoded_event *evs, size_t n)
+static inline void push_frame(struct call_thread *calls, uint32_t func_id, uint64_t ret,
+			      uint64_t slot, uint64_t ts, struct offcpu_thread *clock, bool sampled)
 {
-	struct session_process *p = ctx;
+	/* NULL: out of memory or too deep, the call is not replayed (as call_stacks_enter) */
+	struct call_frame *f = !calls ? NULL : sampled ? call_thread_push(calls) :
+							call_thread_push_unsampled(calls);
+
+	if (f) {
+		f->func_id = func_id;
+		f->enter_ts = ts;
+		f->off_at_enter = offcpu_thread_before(clock, ts);
+		/* should sampling start while it is open: no samples yet, a slot none has */
+		f->self_samples = 0;
+		f->return_slot = 0;
+		if (sampled) {
+			f->return_address = ret;
+			f->return_slot = slot;
+			call_thread_pushed(calls, f);
+		}
+	}
+}
+
+static inline const struct call_frame *pop_frame(struct call_thread *calls, uint32_t func_id,
+						 bool sampled)
+{
+	if (!calls)
+		return NULL;
+	return sampled ? call_thread_exit(calls, func_id) : call_thread_exit_unsampled(calls, func_id);
+}
+
+/*
+ * The writer's cursor as on_chunk holds it: in memory for the out-of-line
+ * calls (cur, out), and copied to locals that never escape for the inline
+ * ones (the buffer's stores would have anything in memory reloaded after
+ * each): the position they change in registers.
+ */
+struct replay_writer {
+	struct perfetto_slice_cursor cur;
+	struct perfetto_slice_pos out;
+	bool ok;
+};
+
+/*
+ * A slice op the cursor did not write inline, with the arguments built at
+ * op_arg; at: on_chunk's position, in and out.
+ */
+static void slow_op(struct replay_writer *rw, struct perfetto_slice_pos *at, uint64_t ts,
+		    uint32_t func_id, const struct op_args *r)
+{
+	struct perfetto_slice_op op = { .ts = ts, .func_id = func_id,
+					.n_args = (uint32_t)(r->arg - op_arg) };
+
+	if (!rw->ok)
+		return;
+	rw->out = *at;
+	perfetto_slice_cursor_op(&rw->cur, &rw->out, &op, op_arg);
+	*at = rw->out;
+}
+
+#define REPLAY_AHEAD 32
+
+/*
+ * One EVENTS chunk of a thread, read event by event and replayed at once:
+ * decoded, its call stack entered or left, its slice written, without an
+ * array of events or ops in between (profd's hot path: tens of M events/s).
+ * The thread's slot, clock, stack and track are looked up once per chunk:
+ * no switch is drained and no sample added while a frame is decoded.
+ */
+static inline __attribute__((always_inline)) int
+replay_chunk(struct session_process *p, uint32_t tid, struct event_reader *rd, const bool sampled)
+{
 	struct session *s = p->s;
 	struct thread_slot *t = process_thread(p, tid);
 	uint64_t last_ts = t ? t->last_ts : 0;
-	/* no switch is drained while a batch is decoded: one lookup serves it */
 	struct offcpu_thread *clock = s->sched ? sched_session_clock(s->sched, tid) : NULL;
 	struct call_thread *calls = call_stacks_thread(p->calls, tid);
 	/* in locals: the stores below through pointers would make them reloaded per event */
 	struct sample_pipeline *samples = p->samples_out;
 	struct sched_session *sched = s->sched;
+	const struct sched_func_sums *sums = sched ? sched_session_sums(sched) : NULL;
+	uint64_t sample_due = sampled ? sample_pipeline_thread_due(samples, tid) : UINT64_MAX;
 	uint32_t last_agent_id = 0, last_func_id = 0;
-	uint64_t events = 0, invalid = 0;
-	struct slice_run run = { run_ops, run_ops, run_args, run_args, run_text, p->auto_names };
-	uint64_t with_values = 0, values = 0;
+	uint64_t events = 0, invalid = 0, with_values = 0, values = 0;
+	struct decoded_value vals[EVENT_VALUES_MAX];
+	struct replay_writer rw;
+	struct perfetto_slice_cursor cur;
+	struct perfetto_slice_pos at;
+	struct op_args r = { op_arg, op_text, p->auto_names };
+	/*
+	 * Events decoded a few ahead: a slice's packet length hangs on its
+	 * timestamp (a delta of one or two bytes), and the buffer's next one on
+	 * that length; converted there, each TSC's two dependent multiplies are
+	 * off that chain (an L1-sized batch, not the 8 KiB ones of old).
+	 */
+	struct event_plain ahead[REPLAY_AHEAD];
+	size_t n_ahead = 0, next = 0;
+	int err = 0;
 
-	for (size_t i = 0; i < n; i++) {
-		const struct decoded_event *ev = &evs[i];
-		uint64_t ts = ev->mono_ns;
-		uint32_t func_id;
+	rw.ok = perfetto_slice_cursor_open(s->writer, p->trace_proc, (pid_t)tid, &rw.cur,
+					   &rw.out) == 0;
+	cur = rw.cur;
+	at = rw.out;
+	for (;;) {
+		struct event_plain e;
+		struct decoded_event ev;
+		uint32_t func_id, n_values = 0;
 
-		if (ev->func_id != last_agent_id) { /* runs of one function: loops, recursion */
-			last_agent_id = ev->func_id;
-			last_func_id = trace_id(p, ev->func_id);
+		if (next == n_ahead) {
+			n_ahead = event_reader_plain(rd, ahead, REPLAY_AHEAD);
+			next = 0;
+		}
+		if (next < n_ahead) {
+			e = ahead[next++];
+		} else { /* values, long varints, a new clock segment, the end */
+			if ((err = event_reader_next(rd, &ev, vals)) <= 0)
+				break;
+			e = (struct event_plain){ ev.mono_ns, ev.return_address, ev.return_slot,
+						  ev.func_id, ev.kind };
+			n_values = ev.n_values;
+		}
+		if (e.func_id != last_agent_id) { /* runs of one function: loops, recursion */
+			last_agent_id = e.func_id;
+			last_func_id = trace_id(p, e.func_id);
 		}
 		func_id = last_func_id;
-		if (!func_id || (ev->kind != EVENT_ENTER && ev->kind != EVENT_EXIT)) {
+		if (!func_id) {
 			invalid++;
 			continue;
 		}
-		if (ts < last_ts) /* slices on one thread never go back in time */
-			ts = last_ts;
-		last_ts = ts;
+		if (e.mono_ns < last_ts) /* slices on one thread never go back in time */
+			e.mono_ns = last_ts;
+		last_ts = e.mono_ns;
 		events++;
 		/* samples taken before this event see the calls open before it */
-		if (samples)
-			sample_pipeline_thread_reached(samples, tid, ts);
-		if (run.op == run.ops + EVENT_DECODER_BATCH_MAX ||
-		    run.text + EVENT_VALUES_MAX * VALUE_TEXT_MAX > run_text + sizeof(run_text))
-			slice_run_flush(p, tid, &run);
-		with_values += ev->kind == EVENT_ENTER && ev->n_values;
-		values += ev->n_values;
-		if (ev->kind == EVENT_EXIT)
-			end_call(sched, &run, ts, func_id,
-				 calls ? call_thread_exit(calls, func_id) : NULL, clock, ev);
-		else
-			begin_call(calls, &run, ev, ts, func_id, clock);
+		if (sampled && e.mono_ns > sample_due) {
+			rw.out = at;
+			if (rw.ok)
+				perfetto_slice_cursor_close(&rw.cur, &rw.out); /* they are written too */
+			sample_pipeline_thread_reached(samples, tid, e.mono_ns);
+			sample_due = sample_pipeline_thread_due(samples, tid);
+			rw.ok = perfetto_slice_cursor_open(s->writer, p->trace_proc, (pid_t)tid,
+							   &rw.cur, &rw.out) == 0;
+			cur = rw.cur;
+			at = rw.out;
+		}
+		r.arg = op_arg;
+		if (__builtin_expect(n_values != 0, 0)) {
+			r.text = op_text;
+			with_values += e.kind == EVENT_ENTER;
+			values += n_values;
+			values_to_args(&r, func_id, vals, n_values);
+		}
+		if (e.kind == EVENT_EXIT) {
+			const struct call_frame *done = pop_frame(calls, func_id, sampled);
+
+			if (sched || sampled)
+				end_figures(sched, sums, &r, e.mono_ns, func_id, done, clock, sampled);
+			if (r.arg == op_arg && perfetto_slice_end(&cur, &at, e.mono_ns))
+				continue;
+			slow_op(&rw, &at, e.mono_ns, 0, &r);
+		} else {
+			push_frame(calls, func_id, e.return_address, e.return_slot, e.mono_ns, clock,
+				   sampled);
+			if (r.arg == op_arg && perfetto_slice_begin(&cur, &at, e.mono_ns, func_id))
+				continue;
+			slow_op(&rw, &at, e.mono_ns, func_id, &r);
+		}
+		cur = rw.cur; /* reloaded by the op */
 	}
-	slice_run_flush(p, tid, &run);
+	rw.out = at;
+	if (rw.ok)
+		perfetto_slice_cursor_close(&rw.cur, &rw.out);
 	p->calls_with_args += with_values;
 	p->args_recorded += values;
 	p->events += events;
 	p->events_invalid += invalid;
 	if (t)
 		t->last_ts = last_ts;
+	return err;
+}
+
+/* replay_chunk made twice: for a process sampled or not (most of a frame's work is for samples). */
+static int on_chunk(void *ctx, uint32_t tid, struct event_reader *rd)
+{
+	struct session_process *p = ctx;
+
+	return p->samples_out ? replay_chunk(p, tid, rd, true) : replay_chunk(p, tid, rd, false);
 }
 
 static void on_watermark(void *ctx, uint64_t ts)
@@ -701,7 +791,7 @@ static uint32_t on_map_tid(void *ctx, uint32_t agent_tid)
 
 static const struct event_decoder_callbacks decoder_cb = {
 	.map_tid = on_map_tid,
-	.events = on_events,
+	.chunk = on_chunk,
 	.func_agg = on_func_agg,
 	.thread_drops = on_thread_drops,
 	.watermark = on_watermark,

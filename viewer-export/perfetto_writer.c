@@ -83,8 +83,8 @@ struct pw_func {
 /* A slice packet: 0A len 40 delta 50 seq 5A len {48 type [50 iid]}. */
 #define PW_SLICE_MAX (2 + 1 + 10 + 1 + 5 + 2 + 2 + 11)
 _Static_assert(PW_SLICE_MAX - 2 < 128, "slice packets use a one-byte length");
-_Static_assert(PW_SLICE_MAX >= 16, "pw_emit_slice_fast stores 16 bytes");
-_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "pw_emit_slice_fast builds LE words");
+_Static_assert(PW_SLICE_MAX >= 16, "perfetto_slice_emit stores 16 bytes");
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "perfetto_slice_emit builds LE words");
 
 /* ---- output ------------------------------------------------------------- */
 
@@ -1102,101 +1102,96 @@ int perfetto_writer_slice_end_args(struct perfetto_writer *w, uint64_t proc, pid
 }
 
 /*
- * profd's hot path: the thread looked up once for a run of its events. Its
- * entry cannot move meanwhile: only a new thread's insertion moves entries,
- * and the ops are all on this one. A ring's new chunk (pw_chunk_check)
- * restarts sequences in place.
+ * A cursor's copy of the writer's state (perfetto_writer.h). The thread's
+ * entry cannot move while the cursor is open: only a new thread's insertion
+ * moves entries, and a cursor's ops are all on its own thread. A ring's new
+ * chunk (pw_chunk_check) restarts sequences in place: with a ring every op
+ * goes through perfetto_slice_cursor_op.
  */
-/*
- * The common BEGIN or END (a delta under 2^14 ns, a sequence and an iid
- * under 128): pw_emit_slice's bytes, built in two words from fields read
- * once and stored with two 8-byte stores (byte stores may alias anything:
- * the compiler reloaded every field after each). False when it does not
- * apply: nothing done.
- */
-static inline bool pw_emit_slice_fast(struct perfetto_writer *w, struct pw_thread *t, uint64_t ts,
-				      uint32_t iid)
+static void pw_cursor_load(struct perfetto_slice_cursor *c, struct perfetto_slice_pos *at)
 {
-	uint64_t seq_ts = t->seq_ts, delta = ts > seq_ts ? ts - seq_ts : 0;
-	uint64_t seq = t->seq, tail, delta_bytes, lo, hi;
-	size_t len = w->buf_len;
-	unsigned delta_len, tail_len, off;
+	struct perfetto_writer *w = c->w;
+	struct pw_thread *t = c->thread;
+	bool inline_ok = pw_keeps(w) && !w->ring && t->seq_started && t->seq < 128;
 
-	if (delta >= 1u << 14 || seq >= 128 || iid >= 128 || !pw_keeps(w) ||
-	    PW_BUF_SIZE - len < PW_SLICE_MAX)
-		return false;
-	/* after the timestamp: 50 seq 5A len {48 type [50 iid]} */
-	tail = 0x50 | seq << 8 | 0x5aull << 16 | (iid ? 4ull : 2ull) << 24 | 0x48ull << 32 |
-	       (uint64_t)(iid ? PW_TYPE_SLICE_BEGIN : PW_TYPE_SLICE_END) << 40 | 0x50ull << 48 |
-	       (uint64_t)iid << 56;
-	tail_len = iid ? 8 : 6;
-	delta_len = delta < 128 ? 1 : 2;
-	delta_bytes = delta < 128 ? delta : (delta & 0x7f) | 0x80 | (delta >> 7) << 8;
-	/* 0A len 40 delta, then the tail at off (4 or 5): at most 13 bytes, two words */
-	off = 3 + delta_len;
-	lo = 0x0a | (uint64_t)(1 + delta_len + tail_len) << 8 | 0x40ull << 16 | delta_bytes << 24 |
-	     tail << (8 * off);
-	hi = tail >> (64 - 8 * off);
-	memcpy(w->buf + len, &lo, 8);
-	memcpy(w->buf + len + 8, &hi, 8);
-	t->seq_ts = seq_ts + delta;
-	w->buf_len = len + 3 + delta_len + tail_len;
-	w->st.packets++;
-	return true;
+	c->out = w->buf;
+	c->lim = inline_ok ? PW_BUF_SIZE - PW_SLICE_MAX + 1 : 0;
+	c->tail_end = 0x50 | (uint64_t)t->seq << 8 | 0x5aull << 16 | 2ull << 24 | 0x48ull << 32 |
+		      (uint64_t)PW_TYPE_SLICE_END << 40;
+	c->tail_begin = 0x50 | (uint64_t)t->seq << 8 | 0x5aull << 16 | 4ull << 24 | 0x48ull << 32 |
+			(uint64_t)PW_TYPE_SLICE_BEGIN << 40 | 0x50ull << 48;
+	c->clamped = t->clamped;
+	c->defined = t->defined;
+	c->defined_bytes = t->defined_bytes;
+	c->func_iid = w->func_iid_cache;
+	c->n_func_iid = w->n_func_iid_cache;
+	*at = (struct perfetto_slice_pos){ w->buf_len, t->seq_ts, t->depth, 0 };
 }
 
-/* pw_begin_on's usual case: no clamp, the name known on t's started sequence, no ring. */
-static inline bool pw_begin_fast(struct perfetto_writer *w, struct pw_thread *t, uint64_t ts,
-				 uint32_t func_id)
+void perfetto_slice_cursor_close(struct perfetto_slice_cursor *c, struct perfetto_slice_pos *at)
 {
-	uint32_t iid;
+	struct perfetto_writer *w = c->w;
+	struct pw_thread *t = c->thread;
 
-	if (t->depth >= PERFETTO_MAX_SLICE_DEPTH || !t->seq_started || w->ring ||
-	    func_id >= w->n_func_iid_cache || !(iid = w->func_iid_cache[func_id]) ||
-	    !pw_thread_defined(t, iid) || !pw_emit_slice_fast(w, t, ts, iid))
-		return false;
-	t->depth++;
-	return true;
+	w->buf_len = at->len;
+	w->st.packets += at->packets;
+	at->packets = 0;
+	t->seq_ts = at->seq_ts;
+	t->depth = at->depth;
 }
 
-/* pw_end_on's usual case: no argument, no clamp, a slice open on t's started sequence. */
-static inline bool pw_end_fast(struct perfetto_writer *w, struct pw_thread *t, uint64_t ts,
-			       uint32_t n_args)
+int perfetto_slice_cursor_open(struct perfetto_writer *w, uint64_t proc, pid_t tid,
+			       struct perfetto_slice_cursor *c, struct perfetto_slice_pos *at)
 {
-	if (n_args || t->clamped || !t->depth || !t->seq_started || !pw_emit_slice_fast(w, t, ts, 0))
-		return false;
-	t->depth--;
-	return true;
+	pw_chunk_check(w);
+	/* nothing inline until loaded */
+	*c = (struct perfetto_slice_cursor){ .w = w };
+	*at = (struct perfetto_slice_pos){ 0 };
+	c->thread = pw_thread_use(w, proc, tid);
+	if (!c->thread)
+		return -ENOMEM;
+	pw_cursor_load(c, at);
+	return 0;
+}
+
+int perfetto_slice_cursor_op(struct perfetto_slice_cursor *c, struct perfetto_slice_pos *at,
+			     const struct perfetto_slice_op *op, const struct perfetto_arg *args)
+{
+	struct perfetto_writer *w = c->w;
+	struct pw_thread *t = c->thread;
+	int r;
+
+	perfetto_slice_cursor_close(c, at);
+	pw_chunk_check(w);
+	r = op->func_id ? pw_begin_on(w, t, op->ts, op->func_id, args, op->n_args) :
+			  pw_end_on(w, t, op->ts, args, op->n_args);
+	pw_cursor_load(c, at);
+	return r;
 }
 
 int perfetto_writer_slices(struct perfetto_writer *w, uint64_t proc, pid_t tid,
 			   const struct perfetto_slice_op *ops, size_t n,
 			   const struct perfetto_arg *args)
 {
-	struct pw_thread *t;
-	int ret = 0, r;
+	struct perfetto_slice_cursor c;
+	struct perfetto_slice_pos at;
+	int ret, r;
 
-	pw_chunk_check(w);
-	t = pw_thread_use(w, proc, tid);
-	if (!t)
-		return -ENOMEM;
+	ret = perfetto_slice_cursor_open(w, proc, tid, &c, &at);
+	if (ret)
+		return ret;
 	for (size_t i = 0; i < n; i++) {
 		const struct perfetto_slice_op *op = &ops[i];
 
-		pw_chunk_check(w);
-		if (op->func_id ? !op->n_args && pw_begin_fast(w, t, op->ts, op->func_id) :
-				  pw_end_fast(w, t, op->ts, op->n_args))
+		if (!op->n_args && (op->func_id ? perfetto_slice_begin(&c, &at, op->ts, op->func_id) :
+						  perfetto_slice_end(&c, &at, op->ts)))
 			continue;
-		if (op->func_id) {
-			r = pw_begin_on(w, t, op->ts, op->func_id, args, op->n_args);
-			args += op->n_args;
-		} else {
-			r = pw_end_on(w, t, op->ts, args, op->n_args);
-			args += op->n_args;
-		}
+		r = perfetto_slice_cursor_op(&c, &at, op, args);
+		args += op->n_args;
 		if (r && !ret)
 			ret = r; /* as the calls one by one: the others still go */
 	}
+	perfetto_slice_cursor_close(&c, &at);
 	return ret;
 }
 

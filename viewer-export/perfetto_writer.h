@@ -208,6 +208,99 @@ int perfetto_writer_slices(struct perfetto_writer *w, uint64_t proc, pid_t tid,
 			   const struct perfetto_arg *args);
 
 /*
+ * profd's per-event path: one thread's slices written from the caller's
+ * loop, event by event. perfetto_slice_begin and perfetto_slice_end write
+ * the usual packet (a delta under 2^14 ns; the sequence and the name's iid
+ * under 128, the name defined on the thread's sequence; no arguments; no
+ * flight-recorder ring) from the cursor (the writer's state as the cursor
+ * was loaded) and the position (what they change: the caller keeps it in
+ * locals, in registers), and return false, having done nothing, otherwise:
+ * then perfetto_slice_cursor_op writes the op as perfetto_writer_slices
+ * would. Between open and close nothing else may write to the writer
+ * (close, write, open again). The fields are perfetto_writer.c's.
+ */
+struct perfetto_slice_cursor {
+	uint8_t *out;            /* the writer's buffer */
+	size_t lim;              /* inline while the position's len < lim (0: never) */
+	/* the packets' bytes after their timestamp: 50 seq 5A 04 48 01 50 (iid), 50 seq 5A 02 48 02 */
+	uint64_t tail_begin, tail_end;
+	uint32_t clamped;        /* BEGINs left out past the depth limit, not yet ended */
+	const uint8_t *defined;  /* bit per event-name iid defined on the thread's sequence */
+	size_t defined_bytes;
+	const uint32_t *func_iid; /* func_id -> its event-name iid, 0: not known yet */
+	size_t n_func_iid;
+	struct perfetto_writer *w;
+	void *thread;
+};
+struct perfetto_slice_pos {
+	size_t len;              /* the next packet goes at out + len */
+	uint64_t seq_ts;         /* the thread sequence's clock: its last timestamp */
+	uint32_t depth;          /* slices open on the track */
+	uint32_t packets;        /* written inline since the cursor was loaded */
+};
+
+/* Opens a cursor on tid's slices (the thread described if new). 0, or -ENOMEM. */
+int perfetto_slice_cursor_open(struct perfetto_writer *w, uint64_t proc, pid_t tid,
+			       struct perfetto_slice_cursor *c, struct perfetto_slice_pos *at);
+/* One op the inline calls did not write (args: its n_args arguments); as perfetto_writer_slices. */
+int perfetto_slice_cursor_op(struct perfetto_slice_cursor *c, struct perfetto_slice_pos *at,
+			     const struct perfetto_slice_op *op, const struct perfetto_arg *args);
+/* The writer's state back from the cursor: the writer may be used again. */
+void perfetto_slice_cursor_close(struct perfetto_slice_cursor *c, struct perfetto_slice_pos *at);
+
+/*
+ * A BEGIN or END packet (0A len 40 delta 50 seq 5A len {48 type [50 iid]}):
+ * its head and its tail (tail_len bytes of tail, the cursor's template) in
+ * two 8-byte stores, the second where the delta ends. Byte stores may alias
+ * anything: the compiler reloaded every field after each. The buffer has
+ * room for 16 bytes past len whenever len < lim.
+ */
+static inline bool perfetto_slice_emit(const struct perfetto_slice_cursor *c,
+				       struct perfetto_slice_pos *at, uint64_t ts, uint64_t tail,
+				       unsigned tail_len)
+{
+	uint64_t seq_ts = at->seq_ts, delta = ts > seq_ts ? ts - seq_ts : 0, head;
+	size_t len = at->len;
+	unsigned two = delta >= 128; /* a delta of two bytes */
+
+	if (delta >= 1u << 14 || len >= c->lim)
+		return false;
+	head = 0x0a | (uint64_t)(2 + two + tail_len) << 8 | 0x40ull << 16 |
+	       (two ? (delta & 0x7f) | 0x80 | (delta >> 7) << 8 : delta) << 24;
+	__builtin_memcpy(c->out + len, &head, 8);
+	__builtin_memcpy(c->out + len + 4 + two, &tail, 8);
+	at->seq_ts = seq_ts + delta;
+	at->len = len + 4 + two + tail_len;
+	at->packets++;
+	return true;
+}
+
+/* The usual BEGIN of func_id at ts; false: nothing written (perfetto_slice_cursor_op). */
+static inline bool perfetto_slice_begin(const struct perfetto_slice_cursor *c,
+					struct perfetto_slice_pos *at, uint64_t ts, uint32_t func_id)
+{
+	uint32_t iid;
+
+	if (at->depth >= PERFETTO_MAX_SLICE_DEPTH || func_id >= c->n_func_iid ||
+	    !(iid = c->func_iid[func_id]) || iid >= 128 || iid / 8 >= c->defined_bytes ||
+	    !(c->defined[iid / 8] >> (iid % 8) & 1) ||
+	    !perfetto_slice_emit(c, at, ts, c->tail_begin | (uint64_t)iid << 56, 8))
+		return false;
+	at->depth++;
+	return true;
+}
+
+/* The usual END at ts (no argument); false: nothing written (perfetto_slice_cursor_op). */
+static inline bool perfetto_slice_end(const struct perfetto_slice_cursor *c,
+				      struct perfetto_slice_pos *at, uint64_t ts)
+{
+	if (c->clamped || !at->depth || !perfetto_slice_emit(c, at, ts, c->tail_end, 6))
+		return false;
+	at->depth--;
+	return true;
+}
+
+/*
  * Process-scoped counter track named `name` (e.g. "dropped events"), created
  * on first use under the process's track; value is absolute (cumulative).
  */

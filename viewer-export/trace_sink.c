@@ -6,9 +6,11 @@
  * in the order they came, whoever compressed them. Never logs, never exits.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -33,6 +35,14 @@
 #define SINK_QUEUE 16  /* blocks in flight: 4 MiB raw, ~20 ms of work at 200 MB/s */
 #define SINK_HDR 16    /* room for the wrapper's header in front of the compressed bytes */
 #define SINK_CHUNKS_PER_RING 16
+/*
+ * A trace file gets its blocks ahead of its writes, this many bytes at a
+ * time (past its end: its size stays that of what was written): ext4's
+ * per-page block reservation on each write was a third of the cost of
+ * writing the trace (0.38 -> 0.27 ns/byte, bench/README.md). What the file
+ * did not use is given back when the sink is freed.
+ */
+#define SINK_PREALLOC_STEP (32u << 20)
 
 enum { JOB_FREE, JOB_PENDING, JOB_BUSY, JOB_DONE };
 
@@ -87,6 +97,8 @@ struct trace_sink {
 	uint8_t *next_prologue;    /* for the next block put */
 	size_t next_prologue_len;
 	bool next_starts_chunk;
+	/* plain file output: blocks allocated up to prealloc_end (0: not a file, or no fallocate) */
+	off_t prealloc_end;
 };
 
 /* ---- compression -------------------------------------------------------------- */
@@ -292,6 +304,36 @@ static void note_cut(struct trace_sink *s)
 	s->st.cut_ns = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
 }
 
+/*
+ * Blocks for the next n bytes, allocated ahead when the file has none yet
+ * (FALLOC_FL_KEEP_SIZE: readers see only what was written). Where fallocate
+ * does not work (another filesystem, a pipe), writes go as they did.
+ */
+static void sink_prealloc(struct trace_sink *s, size_t n)
+{
+	off_t at;
+
+	if (!s->prealloc_end)
+		return;
+	at = lseek(s->fd, 0, SEEK_CUR);
+	if (at < 0 || at + (off_t)n <= s->prealloc_end)
+		return;
+	if (fallocate(s->fd, FALLOC_FL_KEEP_SIZE, at, (off_t)n + SINK_PREALLOC_STEP) == 0)
+		s->prealloc_end = at + (off_t)n + SINK_PREALLOC_STEP;
+	else
+		s->prealloc_end = 0; /* tried once */
+}
+
+/* The blocks allocated past the file's end go back (an ftruncate to its own size). */
+static void sink_prealloc_release(struct trace_sink *s)
+{
+	struct stat st;
+
+	if (s->prealloc_end && !fstat(s->fd, &st) && st.st_size < s->prealloc_end &&
+	    ftruncate(s->fd, st.st_size))
+		s->prealloc_end = 0; /* nothing to do about it: the file is whole */
+}
+
 static void sink_write(struct trace_sink *s, const uint8_t *p, size_t n)
 {
 	size_t kept;
@@ -299,6 +341,7 @@ static void sink_write(struct trace_sink *s, const uint8_t *p, size_t n)
 
 	if (s->write_error)
 		return;
+	sink_prealloc(s, n);
 	err = write_records(s->fd, p, n, &kept);
 	s->st.bytes_written += kept;
 	if (err) {
@@ -602,6 +645,7 @@ int64_t trace_sink_write_ring(struct trace_sink *s, int fd, const uint8_t *heade
 struct trace_sink *trace_sink_new(int fd, enum perfetto_compression comp, uint64_t ring_bytes)
 {
 	struct trace_sink *s;
+	struct stat st;
 
 	if (fd < 0 || comp > PERFETTO_COMPRESSION_ZSTD ||
 	    (ring_bytes && ring_bytes < PERFETTO_RING_MIN_BYTES)) {
@@ -614,6 +658,8 @@ struct trace_sink *trace_sink_new(int fd, enum perfetto_compression comp, uint64
 	s->fd = fd;
 	s->comp = comp;
 	s->ring_bytes = ring_bytes;
+	if (!ring_bytes && !fstat(fd, &st) && S_ISREG(st.st_mode))
+		s->prealloc_end = 1; /* allocated from the first write on */
 	if (ring_bytes && !(s->oldest = s->newest = chunk_new(NULL, 0)))
 		goto err_free;
 	pthread_mutex_init(&s->mu, NULL);
@@ -661,6 +707,7 @@ int trace_sink_free(struct trace_sink *s)
 	if (!s)
 		return 0;
 	ret = trace_sink_drain(s);
+	sink_prealloc_release(s);
 	if (s->has_worker) {
 		pthread_mutex_lock(&s->mu);
 		s->stop = true;

@@ -35,6 +35,7 @@ struct event_decoder {
 	uint64_t ns_per_tick_q32[CLOCK_PAIRS_KEPT];
 	size_t n_pairs;
 	struct event_clock_pair first_pair; /* the stream's first: the rate of durations */
+	struct event_frames frames; /* the EVENTS chunk being decoded's */
 };
 
 struct event_decoder *event_decoder_new(void)
@@ -167,7 +168,6 @@ static uint64_t scale_exact(uint64_t x, uint64_t dm, uint64_t dt, uint64_t q32)
 {
 	uint64_t q = (x * q32) >> 32;
 
-	/* no branch: which way it goes is a coin toss per event (profd's hot path) */
 	return q + (uint64_t)(x * dm - q * dt >= dt);
 }
 
@@ -214,44 +214,56 @@ uint64_t event_decoder_convert(const struct event_decoder *d, uint64_t tsc)
 }
 
 /*
- * The clock segment of the last converted TSC, for the events after it
- * (nearly all in the same segment): event_decoder_convert's common case,
- * without its search. Same results: the unit tests compare every event.
+ * The clock segment of tsc, for the events after it (nearly all in the
+ * same segment): event_decoder_convert's common case, without its search,
+ * in one multiply. With q64 = ceil(2^64 dm / dt), x q64 / 2^64 exceeds
+ * x dm / dt by less than x / 2^64 < 2^-32 for x < 2^32, and x dm / dt is at
+ * least 1/dt > 2^-32 below the next integer when dt < 2^32: the floors are
+ * equal. Same results: the unit tests compare every event.
  */
-struct convert_cache {
-	uint64_t lo, hi;          /* segment covers lo <= tsc < hi */
-	uint64_t a_mono, dt, dm, q32;
-};
-
 static void convert_cache_set(const struct event_decoder *d, uint64_t tsc,
-			      struct convert_cache *c)
+			      struct event_convert *c)
 {
 	size_t i = d->n_pairs - 1;
+	uint64_t hi, dt, dm;
 
 	while (i > 1 && tsc < d->pairs[i - 1].tsc)
 		i--;
 	c->lo = d->pairs[i - 1].tsc;
-	c->hi = i == d->n_pairs - 1 ? UINT64_MAX : d->pairs[i].tsc;
+	hi = i == d->n_pairs - 1 ? UINT64_MAX : d->pairs[i].tsc;
 	c->a_mono = d->pairs[i - 1].mono_ns;
-	c->dt = d->pairs[i].tsc - d->pairs[i - 1].tsc;
-	c->dm = d->pairs[i].mono_ns - d->pairs[i - 1].mono_ns;
-	c->q32 = d->ns_per_tick_q32[i];
-	if (c->dm >= (1ull << 32) || !c->q32)
-		c->hi = c->lo; /* no fast path in this segment */
+	dt = d->pairs[i].tsc - d->pairs[i - 1].tsc;
+	dm = d->pairs[i].mono_ns - d->pairs[i - 1].mono_ns;
+	c->span = hi - c->lo < (1ull << 32) ? hi - c->lo : 1ull << 32;
+	/* a slower clock than the mono one, long segments, the end of time: no fast path */
+	if (dm >= dt || dt >= (1ull << 32) || c->a_mono >= UINT64_MAX - (1ull << 32)) {
+		c->span = 0;
+		return;
+	}
+	c->q64 = (uint64_t)((((unsigned __int128)dm << 64) + dt - 1) / dt);
 }
 
-static inline uint64_t convert_cached(const struct event_decoder *d, uint64_t tsc,
-				      struct convert_cache *c)
+/* Whether c, the cached segment, converts tsc. */
+static inline bool convert_has(const struct event_convert *c, uint64_t tsc)
 {
-	uint64_t q;
+	return tsc - c->lo < c->span; /* below lo: wraps, never under span */
+}
 
-	if (tsc < c->lo || tsc >= c->hi || tsc - c->lo >= (1ull << 32)) {
-		convert_cache_set(d, tsc, c);
-		if (tsc < c->lo || tsc >= c->hi || tsc - c->lo >= (1ull << 32))
-			return event_decoder_convert(d, tsc);
-	}
-	q = scale_exact(tsc - c->lo, c->dm, c->dt, c->q32);
-	return q > UINT64_MAX - c->a_mono ? UINT64_MAX : c->a_mono + q;
+/* event_decoder_convert's result for a tsc in c (convert_has). */
+static inline uint64_t convert_in(const struct event_convert *c, uint64_t tsc)
+{
+	return c->a_mono + (uint64_t)((unsigned __int128)(tsc - c->lo) * c->q64 >> 64);
+}
+
+/* tsc in CLOCK_MONOTONIC, from r's cached segment, which moves to tsc's when tsc is out of it. */
+static uint64_t reader_convert(struct event_reader *r, uint64_t tsc)
+{
+	if (convert_has(&r->cc, tsc))
+		return convert_in(&r->cc, tsc);
+	convert_cache_set(r->d, tsc, &r->cc);
+	if (!convert_has(&r->cc, tsc))
+		return event_decoder_convert(r->d, tsc);
+	return convert_in(&r->cc, tsc);
 }
 
 struct chunk_cursor {
@@ -271,6 +283,7 @@ static int next_chunk(struct chunk_cursor *c, struct event_chunk_header *h, cons
 	memcpy(h, c->p, sizeof(*h));
 	switch (h->kind) {
 	case EVENT_CHUNK_EVENTS:
+	case EVENT_CHUNK_EVENTS32:
 	case EVENT_CHUNK_AGGREGATES:
 		need = h->len;
 		break;
@@ -402,68 +415,230 @@ static const uint8_t *get_values(const uint8_t *p, const uint8_t *end, uint64_t 
 	return p;
 }
 
+int event_reader_next(struct event_reader *r, struct decoded_event *ev,
+		      struct decoded_value *values)
+{
+	const uint8_t *p = r->p, *end = r->end;
+	uint64_t tag, func_id, v, tsc;
+
+	if (!r->left)
+		return 0;
+	if (r->words) { /* proto/event_wire.h EVENT_CHUNK_EVENTS32 */
+		uint32_t w;
+
+		if (end - p < (ptrdiff_t)sizeof(w))
+			return -EBADMSG;
+		memcpy(&w, p, sizeof(w));
+		p += sizeof(w);
+		if (!(w & EVENT_WORD_WIDE)) {
+			tag = (uint64_t)(w >> 3 & (EVENT_WORD_DELTA_MAX - 1)) << 2 | (w & 3);
+			func_id = w >> 18;
+		} else if (!(p = get_varint_fast(p, end, &tag)) ||
+			   tag > UINT64_MAX >> EVENT_TAG_KIND_BITS ||
+			   !(p = get_varint_fast(p, end, &func_id))) {
+			return -EBADMSG;
+		} else {
+			tag = tag << EVENT_TAG_KIND_BITS | (w & 3);
+		}
+		if ((tag & 3) == EVENT_VALUES)
+			return -EBADMSG; /* VALUES here follow no event */
+	} else if (!(p = get_varint_fast(p, end, &tag)) || (tag & 3) == EVENT_VALUES ||
+		   !(p = get_varint_fast(p, end, &func_id))) {
+		return -EBADMSG; /* VALUES here follow no event */
+	}
+	tsc = r->tsc + (tag >> EVENT_TAG_KIND_BITS);
+	ev->kind = (uint32_t)(tag & ((1u << EVENT_TAG_KIND_BITS) - 1));
+	if (ev->kind == EVENT_ENTER_SEEN) { /* func_id << 2 | way: a frame the chunk had */
+		uint32_t i = (uint32_t)((func_id >> 2) % EVENT_FRAME_SETS * EVENT_FRAME_WAYS +
+					(func_id & 3));
+
+		func_id >>= 2;
+		if (func_id > UINT32_MAX || r->frames->func[i] != func_id + 1)
+			return -EBADMSG;
+		r->ret = r->frames->ret[i];
+		r->slot = r->frames->slot[i];
+		ev->kind = EVENT_ENTER;
+	}
+	if (func_id > UINT32_MAX || tsc < r->tsc)
+		return -EBADMSG;
+	ev->func_id = (uint32_t)func_id;
+	ev->n_values = 0;
+	ev->values = NULL;
+	ev->return_address = ev->return_slot = 0;
+	if ((tag & 3) == EVENT_ENTER) {
+		if (!(p = get_varint_fast(p, end, &v)))
+			return -EBADMSG;
+		r->ret += (uint64_t)event_unzigzag(v);
+		if (!(p = get_varint_fast(p, end, &v)))
+			return -EBADMSG;
+		r->slot += (uint64_t)event_unzigzag(v);
+		event_frames_put(r->frames, ev->func_id, r->ret, r->slot);
+	} else if (ev->kind != EVENT_ENTER && ev->kind != EVENT_EXIT) {
+		return -EBADMSG;
+	}
+	if (ev->kind == EVENT_ENTER) {
+		ev->return_address = r->ret;
+		ev->return_slot = r->slot;
+	}
+	r->tsc = tsc;
+	r->left--;
+	/* its values, when the next item is a VALUES one */
+	if (r->left && p < end && (p[0] & 3) == EVENT_VALUES) {
+		if (!(p = get_varint_fast(p, end, &tag)) || !(p = get_values(p, end, tag, ev, values)))
+			return -EBADMSG;
+		r->left--;
+	}
+	r->p = p;
+	ev->mono_ns = r->last_ts = reader_convert(r, tsc);
+	return 1;
+}
+
+/* A varint of one or two bytes (two readable at p), without a branch on which; false when longer. */
+static inline bool varint2(const uint8_t **pp, uint64_t *v)
+{
+	const uint8_t *p = *pp;
+	uint64_t two = p[0] >> 7; /* 1: a second byte follows */
+
+	if (two & (p[1] >> 7))
+		return false;
+	*v = (uint64_t)(p[0] & 0x7f) | ((uint64_t)p[1] << 7 & -two);
+	*pp = p + 1 + two;
+	return true;
+}
+
+/*
+ * event_reader_plain for one kind of chunk (words: a constant): the
+ * reader's state in locals, only what the loop needs live (profd's hot
+ * path: the decoder's state did not fit the registers, and the spills and
+ * reloads were half of its instructions).
+ */
+static inline __attribute__((always_inline)) size_t
+plain_events(struct event_reader *r, struct event_plain *out, size_t max, const bool words)
+{
+	const uint8_t *p = r->p;
+	/* the longest event read here and the next item's first byte: 9 bytes */
+	const uint8_t *stop = r->end - p >= 9 ? r->end - 9 : p - 1;
+	/*
+	 * The time as x = tsc - lo, the offset into the clock segment: under
+	 * span, tsc = lo + x is below the segment's end, so no delta took it
+	 * past 2^64 either (one that did comes out at or above span).
+	 */
+	uint64_t x = r->tsc - r->cc.lo, ret = r->ret, slot = r->slot;
+	const uint64_t span = r->cc.span, a_mono = r->cc.a_mono, q64 = r->cc.q64;
+	struct event_frames *frames = r->frames;
+	struct event_plain *o = out, *o_end = out + (r->left < max ? r->left : max);
+	/* an item follows o's event in the chunk when o + 1 < o_last */
+	const struct event_plain *o_last = out + r->left;
+
+	while (o < o_end && p <= stop) {
+		const uint8_t *q = p;
+		uint64_t delta, id, v, ev_ret = ret, ev_slot = slot;
+		uint32_t wire, kind, w;
+
+		if (words) {
+			__builtin_memcpy(&w, q, sizeof(w));
+			if (w & EVENT_WORD_WIDE)
+				break;
+			q += sizeof(w);
+			wire = w & 3;
+			delta = w >> 3 & (EVENT_WORD_DELTA_MAX - 1);
+			id = w >> 18;
+		} else {
+			if (!varint2(&q, &delta) || !varint2(&q, &id))
+				break;
+			wire = (uint32_t)(delta & 3);
+			delta >>= 2;
+		}
+		if (x + delta >= span) /* a new clock segment (or past 2^64: malformed) */
+			break;
+		kind = wire;
+		if (wire == EVENT_ENTER_SEEN) {
+			uint32_t i = (uint32_t)(id >> 2) % EVENT_FRAME_SETS * EVENT_FRAME_WAYS +
+				     (uint32_t)(id & 3);
+
+			id >>= 2;
+			if (frames->func[i] != id + 1)
+				break;
+			ev_ret = frames->ret[i];
+			ev_slot = frames->slot[i];
+			kind = EVENT_ENTER;
+		} else if (wire == EVENT_ENTER) {
+			if (!varint2(&q, &v))
+				break;
+			ev_ret += (uint64_t)event_unzigzag(v);
+			if (!varint2(&q, &v))
+				break;
+			ev_slot += (uint64_t)event_unzigzag(v);
+		} else if (wire != EVENT_EXIT) {
+			break;
+		}
+		if (o + 1 < o_last && (q[0] & 3) == EVENT_VALUES)
+			break; /* its values come with it (event_reader_next) */
+		if (wire == EVENT_ENTER)
+			event_frames_put(frames, (uint32_t)id, ev_ret, ev_slot);
+		x += delta;
+		o->mono_ns = a_mono + (uint64_t)((unsigned __int128)x * q64 >> 64);
+		o->return_address = ev_ret;
+		o->return_slot = ev_slot;
+		o->func_id = (uint32_t)id;
+		o->kind = kind;
+		o++;
+		p = q;
+		ret = ev_ret;
+		slot = ev_slot;
+	}
+	if (o > out) {
+		r->p = p;
+		r->tsc = r->cc.lo + x;
+		r->ret = ret;
+		r->slot = slot;
+		r->left -= (uint32_t)(o - out);
+		r->last_ts = o[-1].mono_ns;
+	}
+	return (size_t)(o - out);
+}
+
+size_t event_reader_plain(struct event_reader *r, struct event_plain *out, size_t max)
+{
+	return r->words ? plain_events(r, out, max, true) : plain_events(r, out, max, false);
+}
+
 /* An EVENTS chunk (proto/event_wire.h), decoded and delivered; -EBADMSG if it does not decode. */
 static int deliver_events(struct event_decoder *d, const struct event_chunk_header *h,
 			  const uint8_t *body, const struct event_decoder_callbacks *cb, void *ctx)
 {
-	const uint8_t *p = body, *end = body + h->len;
 	/* a drops-only chunk (count 0) is dated by the latest pair, taken after the drain */
-	uint64_t tsc = 0, ret = 0, slot = 0, last_ts = d->pairs[d->n_pairs - 1].mono_ns;
-	struct convert_cache cc = { 0 };
+	struct event_reader r = { .p = body, .end = body + h->len, .left = h->count,
+				  .words = h->kind == EVENT_CHUNK_EVENTS32,
+				  .last_ts = d->pairs[d->n_pairs - 1].mono_ns, .frames = &d->frames,
+				  .d = d };
 	size_t n = 0;
+	int got;
+
+	/* a chunk's frames start empty (what a SEEN names must be set in its chunk) */
+	event_frames_reset(&d->frames);
 
 	assert(d->n_pairs >= 2); /* event_decoder_feed() refuses chunks before two pairs */
-	if (h->count && !(p = event_get_varint(p, end, &tsc)))
+	if (h->count && !(r.p = event_get_varint(r.p, r.end, &r.tsc)))
 		return -EBADMSG;
-	for (uint32_t i = 0; i < h->count; i++) {
-		struct decoded_event *ev;
-		uint64_t tag, func_id, v;
-
-		if (!(p = get_varint_fast(p, end, &tag)))
+	if (cb->chunk) {
+		if (cb->chunk(ctx, h->tid, &r) || r.left)
 			return -EBADMSG;
-		if (unlikely((tag & 3) == EVENT_VALUES)) { /* the values of the event before */
-			if (!n || !(p = get_values(p, end, tag, &d->batch[n - 1],
-						   &d->values[(n - 1) * EVENT_VALUES_MAX])))
-				return -EBADMSG;
-			continue;
-		}
-		if (n == EVENTS_PER_BATCH) { /* delivered once its values are read too */
+	} else {
+		while ((got = event_reader_next(&r, &d->batch[n], &d->values[n * EVENT_VALUES_MAX])) > 0)
+			if (++n == EVENTS_PER_BATCH) {
+				deliver_batch(d, h->tid, n, cb, ctx);
+				n = 0;
+			}
+		if (n)
 			deliver_batch(d, h->tid, n, cb, ctx);
-			n = 0;
-		}
-		ev = &d->batch[n];
-		ev->n_values = 0;
-		ev->values = NULL;
-		if (!(p = get_varint_fast(p, end, &func_id)))
+		if (got < 0)
 			return -EBADMSG;
-		if (func_id > UINT32_MAX || tsc + (tag >> EVENT_TAG_KIND_BITS) < tsc)
-			return -EBADMSG;
-		tsc += tag >> EVENT_TAG_KIND_BITS;
-		ev->kind = (uint32_t)(tag & ((1u << EVENT_TAG_KIND_BITS) - 1));
-		ev->func_id = (uint32_t)func_id;
-		if (ev->kind == EVENT_ENTER) {
-			if (!(p = get_varint_fast(p, end, &v)))
-				return -EBADMSG;
-			ret += (uint64_t)event_unzigzag(v);
-			if (!(p = get_varint_fast(p, end, &v)))
-				return -EBADMSG;
-			slot += (uint64_t)event_unzigzag(v);
-			ev->return_address = ret;
-			ev->return_slot = slot;
-		} else if (ev->kind == EVENT_EXIT) {
-			ev->return_address = ev->return_slot = 0;
-		} else {
-			return -EBADMSG;
-		}
-		ev->mono_ns = last_ts = convert_cached(d, tsc, &cc);
-		n++;
 	}
-	if (n)
-		deliver_batch(d, h->tid, n, cb, ctx);
-	if (p != end)
+	if (r.p != r.end)
 		return -EBADMSG;
 	if (cb->drops && h->drops)
-		cb->drops(ctx, h->tid, h->drops, last_ts);
+		cb->drops(ctx, h->tid, h->drops, r.last_ts);
 	return 0;
 }
 
@@ -559,6 +734,7 @@ static int deliver_chunks(struct event_decoder *d, const uint8_t *buf, size_t le
 
 		switch (h.kind) {
 		case EVENT_CHUNK_EVENTS:
+		case EVENT_CHUNK_EVENTS32:
 			if (deliver_events(d, &h, body, cb, ctx))
 				return -EILSEQ;
 			break;

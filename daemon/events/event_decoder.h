@@ -9,10 +9,12 @@
 #ifndef PROFD_EVENT_DECODER_H
 #define PROFD_EVENT_DECODER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "common/arg_spec.h"
+#include "proto/event_wire.h"
 #include "proto/func_aggregates.h"
 
 struct event_decoder;
@@ -62,7 +64,46 @@ struct decoded_thread_drops {
 /* The most events the events callback gets at once. */
 #define EVENT_DECODER_BATCH_MAX 256
 
+/*
+ * profd's per-event path: one EVENTS chunk read in the caller's own loop,
+ * an event at a time, with no array of decoded events in between (the
+ * batch callback's records were written, then read again: a third of the
+ * decoder's time). event_reader_plain decodes the usual events a few at a
+ * time, event_reader_next any item. The fields are event_decoder.c's.
+ */
+/*
+ * The clock segment of the last TSC converted, where one multiply converts
+ * exactly: tsc - lo < span (0: nowhere), mono = a_mono + (x * q64) >> 64
+ * with x = tsc - lo and q64 = ceil(2^64 * dm / dt) (event_decoder.c).
+ */
+struct event_convert {
+	uint64_t lo, span, a_mono, q64;
+};
+struct event_reader {
+	const uint8_t *p, *end;
+	uint64_t tsc, ret, slot;  /* the deltas' bases */
+	uint64_t last_ts;         /* the last event's mono_ns: the chunk's drops are dated by it */
+	uint32_t left;            /* items (events and their VALUES) not read yet */
+	bool words;               /* an EVENT_CHUNK_EVENTS32 (proto/event_wire.h) */
+	struct event_convert cc;
+	struct event_frames *frames; /* the chunk's (proto/event_wire.h) */
+	struct event_decoder *d;
+};
+
+/* An ENTER (with the frame it hijacked) or an EXIT, without values. */
+struct event_plain {
+	uint64_t mono_ns;
+	uint64_t return_address, return_slot; /* EVENT_ENTER only */
+	uint32_t func_id, kind;
+};
+
 struct event_decoder_callbacks {
+	/*
+	 * One EVENTS chunk of a thread (set this, events or record): the
+	 * callback reads every item of r, in order; 0, or a negative errno
+	 * (what event_reader_next returned).
+	 */
+	int (*chunk)(void *ctx, uint32_t tid, struct event_reader *r);
 	/* one thread's events in stream order, n at a time (set this or record) */
 	void (*events)(void *ctx, uint32_t tid, const struct decoded_event *ev, size_t n);
 	void (*record)(void *ctx, uint32_t tid, const struct decoded_event *ev);
@@ -101,6 +142,25 @@ int event_decoder_feed(struct event_decoder *d, const uint8_t *payload, size_t l
 int event_decoder_feed_raw(struct event_decoder *d, const uint8_t *payload, size_t len,
 			   const struct event_decoder_callbacks *cb, void *ctx, char *err,
 			   size_t errlen);
+
+/*
+ * The next item of r, whatever it is: an event and the values after it (in
+ * values: room for EVENT_VALUES_MAX, valid until the next frame is fed).
+ * Returns 1, 0 when the chunk has no item left, or -EBADMSG (malformed:
+ * the stream cannot go on).
+ */
+int event_reader_next(struct event_reader *r, struct decoded_event *ev,
+		      struct decoded_value *values);
+
+/*
+ * Up to max of r's next items, as long as each is a plain event whose
+ * varints are one or two bytes each (a word without a wide tail in an
+ * EVENT_CHUNK_EVENTS32), no VALUES follow it and its time is in the cached
+ * clock segment (nearly all), decoded into out; r moves past them. Returns
+ * how many: fewer than max (0 too) when the next item is not one of those:
+ * ask event_reader_next for it.
+ */
+size_t event_reader_plain(struct event_reader *r, struct event_plain *out, size_t max);
 
 /* TSC -> CLOCK_MONOTONIC with the pairs seen so far; 0 if fewer than two. */
 uint64_t event_decoder_convert(const struct event_decoder *d, uint64_t tsc);

@@ -137,6 +137,30 @@ static inline const struct call_frame *call_thread_exit(struct call_thread *t, u
 	return f;
 }
 
+/*
+ * A process nobody samples: its frames serve only its calls' ends (their
+ * function, time and off-CPU clock at enter), and the return addresses and
+ * slots, the recent slots and the last exited frame, which only samples
+ * read (call_stacks_return_at), are left as they are: the push fills in
+ * what it likes (a slot of 0, which no sample's stack has, if sampling may
+ * start meanwhile), the exit returns the frame in place (valid until the
+ * next enter).
+ */
+static inline struct call_frame *call_thread_push_unsampled(struct call_thread *t)
+{
+	if (__builtin_expect(t->depth >= t->capacity, 0))
+		return call_thread_push_slow(t);
+	return &t->frames[t->depth++];
+}
+
+static inline const struct call_frame *call_thread_exit_unsampled(struct call_thread *t,
+								  uint32_t func_id)
+{
+	if (__builtin_expect(!t->depth || t->frames[t->depth - 1].func_id != func_id, 0))
+		return call_thread_exit_slow(t, func_id);
+	return &t->frames[--t->depth];
+}
+
 /* Every thread forgotten (a new agent after exec starts from nothing). */
 void call_stacks_clear(struct call_stacks *cs);
 

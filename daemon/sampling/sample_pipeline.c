@@ -522,6 +522,13 @@ void sample_pipeline_thread_reached(struct sample_pipeline *p, uint32_t tid, uin
 		release_bucket(p, bucket, tid, false, ts - 1);
 }
 
+uint64_t sample_pipeline_thread_due(struct sample_pipeline *p, uint32_t tid)
+{
+	const struct held_sample *h = p->n_held ? *bucket_of(p, tid) : NULL;
+
+	return h ? h->smp.time : UINT64_MAX;
+}
+
 void sample_pipeline_watermark(struct sample_pipeline *p, uint64_t ts)
 {
 	release_until(p, ts);

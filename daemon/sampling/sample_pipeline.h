@@ -74,6 +74,12 @@ void sample_pipeline_rings_read(struct sample_pipeline *p, uint64_t started);
  */
 void sample_pipeline_thread_reached(struct sample_pipeline *p, uint32_t tid, uint64_t ts);
 
+/*
+ * While no sample is added or released: sample_pipeline_thread_reached(p,
+ * tid, ts) does nothing for every ts <= this (UINT64_MAX: for every ts).
+ */
+uint64_t sample_pipeline_thread_due(struct sample_pipeline *p, uint32_t tid);
+
 /* Every event up to ts was applied: held samples up to ts are written. */
 void sample_pipeline_watermark(struct sample_pipeline *p, uint64_t ts);
 

@@ -26,8 +26,7 @@ struct dead_tids {
 struct sched_session {
 	struct sched_session_config cfg;
 	struct offcpu_clocks *clocks;
-	struct sched_func_time *funcs; /* by session function id */
-	uint32_t n_funcs;
+	struct sched_func_sums sums;
 	struct dead_tids dead;
 	struct sched_session_stats st;
 };
@@ -52,7 +51,7 @@ void sched_session_free(struct sched_session *ss)
 	if (!ss)
 		return;
 	offcpu_clocks_free(ss->clocks);
-	free(ss->funcs);
+	free(ss->sums.funcs);
 	free(ss->dead.slots);
 	free(ss);
 }
@@ -235,33 +234,32 @@ void sched_session_thread_gone(struct sched_session *ss, uint32_t tid)
 void sched_session_call(struct sched_session *ss, uint32_t func_id, uint64_t dur_ns,
 			const struct offcpu_time *in_call)
 {
-	uint64_t off_ns = in_call->off_ns, runnable_ns = in_call->runnable_ns;
+	struct sched_func_sums *s = &ss->sums;
 
-	if (func_id >= ss->n_funcs) {
-		uint32_t n = func_id + 1 > 2 * ss->n_funcs ? func_id + 1 : 2 * ss->n_funcs;
-		struct sched_func_time *f = realloc(ss->funcs, n * sizeof(*f));
+	if (func_id >= s->n_funcs) {
+		uint32_t n = func_id + 1 > 2 * s->n_funcs ? func_id + 1 : 2 * s->n_funcs;
+		struct sched_func_time *f = realloc(s->funcs, n * sizeof(*f));
 
 		if (!f)
 			return; /* its sums are missing, and read as such */
-		memset(f + ss->n_funcs, 0, (n - ss->n_funcs) * sizeof(*f));
-		ss->funcs = f;
-		ss->n_funcs = n;
+		memset(f + s->n_funcs, 0, (n - s->n_funcs) * sizeof(*f));
+		s->funcs = f;
+		s->n_funcs = n;
 	}
-	if (off_ns > dur_ns)
-		off_ns = dur_ns;
-	if (runnable_ns > off_ns)
-		runnable_ns = off_ns;
-	ss->funcs[func_id].calls++;
-	ss->funcs[func_id].off_ns += off_ns;
-	ss->funcs[func_id].runnable_ns += runnable_ns;
+	sched_func_add(&s->funcs[func_id], dur_ns, in_call);
+}
+
+const struct sched_func_sums *sched_session_sums(struct sched_session *ss)
+{
+	return &ss->sums;
 }
 
 bool sched_session_func_time(const struct sched_session *ss, uint32_t func_id,
 			     struct sched_func_time *out)
 {
-	if (func_id >= ss->n_funcs || !ss->funcs[func_id].calls)
+	if (func_id >= ss->sums.n_funcs || !ss->sums.funcs[func_id].calls)
 		return false;
-	*out = ss->funcs[func_id];
+	*out = ss->sums.funcs[func_id];
 	return true;
 }
 

@@ -60,6 +60,33 @@ void sched_session_thread_gone(struct sched_session *ss, uint32_t tid);
 /* A recorded call of func_id returned after dur_ns, in_call of it switched out. */
 void sched_session_call(struct sched_session *ss, uint32_t func_id, uint64_t dur_ns,
 			const struct offcpu_time *in_call);
+
+/*
+ * The same inline, for profd's per-event path: the sums by function id,
+ * looked up once per batch of events (sched_session_sums), and added to in
+ * place; a function past them goes through sched_session_call, which grows
+ * them (look them up again after it). The fields are sched_session.c's.
+ */
+struct sched_func_sums {
+	struct sched_func_time *funcs; /* by session function id */
+	uint32_t n_funcs;
+};
+const struct sched_func_sums *sched_session_sums(struct sched_session *ss);
+
+/* Adds a call to funcs[func_id] (func_id < n_funcs), its times as sched_session_call clamps them. */
+static inline void sched_func_add(struct sched_func_time *f, uint64_t dur_ns,
+				  const struct offcpu_time *in_call)
+{
+	uint64_t off_ns = in_call->off_ns, runnable_ns = in_call->runnable_ns;
+
+	if (off_ns > dur_ns)
+		off_ns = dur_ns;
+	if (runnable_ns > off_ns)
+		runnable_ns = off_ns;
+	f->calls++;
+	f->off_ns += off_ns;
+	f->runnable_ns += runnable_ns;
+}
 /* func_id's sums; false when none of its calls was recorded returning. */
 bool sched_session_func_time(const struct sched_session *ss, uint32_t func_id,
 			     struct sched_func_time *out);

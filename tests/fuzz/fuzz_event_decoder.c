@@ -4,10 +4,12 @@
  * frames, each a 2-byte little-endian length and that many bytes. Mode bit 0
  * clear: the frames are fed as they are (compressed bytes). Set: they are the
  * decompressed chunks, compressed here like agent/flusher.c does, so that the
- * chunk parser sees well-formed zstd. Mode bit 1: events come in batches (the
- * `events` callback) rather than one by one. Checks the decoder's promises (events of
- * a known kind, aggregates that add up, nothing delivered by a frame refused
- * before its bodies are decoded), never exits.
+ * chunk parser sees well-formed zstd. Mode bits 1-2: events come one by one
+ * (0), in batches (1, the `events` callback) or read by the callback (2 and
+ * 3, the `chunk` callback: profd's event_reader_plain, else _next). Checks
+ * the decoder's promises (events of a known kind, aggregates that add up,
+ * nothing delivered by a frame refused before its bodies are decoded), never
+ * exits.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -70,7 +72,31 @@ static void on_func_agg(void *ctx, uint32_t tid, const struct decoded_func_agg *
 	++*(size_t *)ctx;
 }
 
-static const struct event_decoder_callbacks callbacks[2] = {
+/* profd's path: events through event_reader_plain a few at a time while it takes them, else _next. */
+static int on_chunk(void *ctx, uint32_t tid, struct event_reader *r)
+{
+	struct decoded_value values[EVENT_VALUES_MAX];
+	struct event_plain some[4];
+	struct decoded_event ev;
+	size_t n;
+	int got;
+
+	(void)tid;
+	for (;;) {
+		if ((n = event_reader_plain(r, some, 4)) > 0) {
+			for (size_t i = 0; i < n; i++)
+				CHECK(some[i].kind == EVENT_ENTER || some[i].kind == EVENT_EXIT);
+			*(size_t *)ctx += n;
+			continue;
+		}
+		if ((got = event_reader_next(r, &ev, values)) <= 0)
+			return got;
+		CHECK(ev.n_values <= EVENT_VALUES_MAX);
+		on_record(ctx, tid, &ev);
+	}
+}
+
+static const struct event_decoder_callbacks callbacks[3] = {
 	{
 		.record = on_record,
 		.thread_name = on_thread_name,
@@ -81,6 +107,14 @@ static const struct event_decoder_callbacks callbacks[2] = {
 	},
 	{
 		.events = on_events,
+		.thread_name = on_thread_name,
+		.thread_exit = on_thread_exit,
+		.drops = on_drops,
+		.thread_drops = on_thread_drops,
+		.func_agg = on_func_agg,
+	},
+	{
+		.chunk = on_chunk,
 		.thread_name = on_thread_name,
 		.thread_exit = on_thread_exit,
 		.drops = on_drops,
@@ -186,7 +220,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		off += 2;
 		if (len > size - off)
 			len = size - off;
-		if (feed_one(d, cctx, data + off, len, &callbacks[data[0] >> 1 & 1]) < 0)
+		if (feed_one(d, cctx, data + off, len, &callbacks[(data[0] >> 1 & 3) % 3]) < 0)
 			break;
 		off += len;
 	}

@@ -72,7 +72,8 @@ static void put_chunk_len(struct builder *b, uint32_t kind, uint32_t tid, uint32
 static void put_chunk(struct builder *b, uint32_t kind, uint32_t tid, uint32_t count,
 		      uint64_t drops, const void *body, size_t body_len)
 {
-	int sized = kind == EVENT_CHUNK_EVENTS || kind == EVENT_CHUNK_AGGREGATES;
+	int sized = kind == EVENT_CHUNK_EVENTS || kind == EVENT_CHUNK_EVENTS32 ||
+		    kind == EVENT_CHUNK_AGGREGATES;
 
 	put_chunk_len(b, kind, tid, count, sized ? (uint32_t)body_len : 0, drops, body, body_len);
 }
@@ -102,9 +103,11 @@ static uint64_t test_return_slot(uint32_t func)
 /* recs as one EVENTS body, through the agent's encoder; out has n * EVENT_WORST. */
 static size_t encode_events(const struct event_record *recs, uint32_t n, uint8_t *out)
 {
-	struct event_encoder enc = { 0 };
+	static struct event_frames frames;
+	struct event_encoder enc = { .frames = &frames };
 	uint8_t *p = out;
 
+	event_frames_reset(&frames);
 	for (uint32_t i = 0; i < n; i++)
 		p = event_encode(&enc, p, recs[i].tsc, recs[i].func_id, recs[i].kind,
 				 test_return_address(recs[i].func_id),

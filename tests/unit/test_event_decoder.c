@@ -667,7 +667,7 @@ static void test_hostile_clock_pair_backwards(void)
 
 static void test_hostile_unknown_chunk_kind(void)
 {
-	static const uint32_t kinds[] = { 0, 7, 0x80000001u, UINT32_MAX };
+	static const uint32_t kinds[] = { 0, 8, 0x80000001u, UINT32_MAX };
 
 	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
 		struct event_decoder *d = event_decoder_new();
