@@ -426,7 +426,7 @@ int profagent_enter_slow(int reason)
 	} else if (reason == HOOK_SLOW_EXIT && agent.state == AGENT_ACTIVE) {
 		/* the destructor's work: _exit runs none (a vfork child's flusher is its parent's) */
 		agent_thread_guard = AGENT_GUARD_AGENT;
-		flusher_stop_if_own("process exit (_exit)");
+		flusher_exit_drain("process exit (_exit)");
 		agent_thread_guard = saved_guard;
 	}
 	signals_mask(SIG_SETMASK, &saved_mask, NULL);
@@ -839,5 +839,5 @@ __attribute__((destructor)) static void agent_stop(void)
 	if (agent.state != AGENT_ACTIVE)
 		return;
 	agent_thread_guard = 1;
-	flusher_stop("process exit", false);
+	flusher_exit_drain("process exit");
 }
