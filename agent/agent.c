@@ -30,6 +30,7 @@
 #include "agent/arg_capture.h"
 #include "agent/flusher.h"
 #include "agent/instrument.h"
+#include "agent/module_preset.h"
 #include "agent/world_stop.h"
 #include "trampolines/trampoline_layout.h"
 #include "common/func_filter.h"
@@ -568,6 +569,7 @@ static int agent_prepare(const char *path, const char *token, Profd__AgentConfig
 {
 	Profd__AgentConfig *cfg;
 	struct func_filter *filter = NULL;
+	struct module_presets presets = { 0 };
 	char err_text[256];
 	bool auto_args;
 	int err;
@@ -596,10 +598,15 @@ static int agent_prepare(const char *path, const char *token, Profd__AgentConfig
 	err = func_filter_parse((const char *const *)cfg->func_patterns, cfg->n_func_patterns,
 				&filter, err_text, sizeof(err_text));
 	auto_args = cfg->auto_args;
-	if (cfg != preset)
+	if (cfg == preset) /* profctl's (the caller's until we return): profd sends none */
+		presets = (struct module_presets){ cfg->preset_modules, cfg->n_preset_modules };
+	else
 		profd__agent_config__free_unpacked(cfg, NULL);
-	if (!err)
+	if (!err) {
+		instrument_set_presets(module_presets_lookup, &presets);
 		err = instrument_prepare(filter, &agent.plan);
+		instrument_set_presets(NULL, NULL);
+	}
 	agent.filter = filter;
 	/* before the flusher takes the socket and before anything is patched: every call has values */
 	if (!err && auto_args &&

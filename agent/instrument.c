@@ -392,6 +392,7 @@ struct picked_function {
 struct module_job {
 	const struct func_filter *filter;
 	int module_selected; /* some include of the filter applies to its file */
+	int saw_mangled;     /* a C++ name was matched (demangled if the process can) */
 	const struct loaded_module *module;
 	const char *module_name;
 	struct elf_symbols syms;
@@ -439,8 +440,9 @@ static int selected_by_filter(const struct func_filter *filter, const char *modu
  */
 static bool module_may_pick(void *ctx, const char *name)
 {
-	const struct module_job *job = ctx;
+	struct module_job *job = ctx;
 
+	job->saw_mangled |= job->module_selected && name[0] == '_' && name[1] == 'Z';
 	return stack_walk_name_flags(name) || is_go_exit(name) ||
 	       (job->module_selected && selected_by_filter(job->filter, job->module->path, name));
 }
@@ -602,6 +604,28 @@ static int plan_add_module(struct instrument_plan *plan, const struct loaded_mod
 	return 0;
 }
 
+/* The selected loads made already (instrument_set_presets), and what they are asked with. */
+static instrument_preset_fn preset_fn;
+static void *preset_ctx;
+
+void instrument_set_presets(instrument_preset_fn fn, void *ctx)
+{
+	preset_fn = fn;
+	preset_ctx = ctx;
+}
+
+int instrument_selected_load(const struct func_filter *filter, const char *path,
+			     struct elf_symbols *out, int *mangled, char *err, size_t errlen)
+{
+	struct loaded_module m = { .path = (char *)path };
+	struct module_job job = { .filter = filter, .module = &m,
+				  .module_selected = func_filter_module_may_match(filter, path) };
+	int ret = elf_symbols_load_selected(path, module_may_pick, &job, out, err, errlen);
+
+	*mangled = job.saw_mangled;
+	return ret;
+}
+
 /* Its stub region, if it mapped one, is added to maps: the next module plans with it. */
 static void module_instrument(const struct loaded_module *m, const struct func_filter *filter,
 			      struct proc_maps *maps, struct instrument_plan *plan)
@@ -619,7 +643,8 @@ static void module_instrument(const struct loaded_module *m, const struct func_f
 	job.module_name = report_keep_string(r, m->path);
 	if (!job.module_name)
 		return;
-	if (elf_symbols_load_selected(m->path, module_may_pick, &job, &job.syms, err, sizeof(err))) {
+	if ((!preset_fn || preset_fn(preset_ctx, m->path, &job.syms)) &&
+	    elf_symbols_load_selected(m->path, module_may_pick, &job, &job.syms, err, sizeof(err))) {
 		report_warn(r, "%s: cannot read symbols: %s", m->path, err);
 		return;
 	}

@@ -124,6 +124,27 @@ int instrument_commit(struct instrument_plan *plan, const uint64_t *ips, size_t 
  */
 int instrument_update_modules(const struct func_filter *filter, struct instrument_plan *plan);
 
+struct elf_symbols;
+
+/*
+ * The selected load of the module at path that instrumenting it reads
+ * (elf_symbols_load_selected with the filter's choice and the stack
+ * walkers), made elsewhere (agent/module_preset.h). *mangled: C++ names
+ * were matched, whose choice depends on the process (its demangler).
+ * Returns as elf_symbols_load_selected.
+ */
+int instrument_selected_load(const struct func_filter *filter, const char *path,
+			     struct elf_symbols *out, int *mangled, char *err, size_t errlen);
+
+/*
+ * Where instrumenting takes a module's selected load from before reading
+ * its file: fn(ctx, path, out) returns 0 with *out filled as the load would
+ * have, else nonzero (the file is read). NULL: always read. Setup-time,
+ * single-threaded; fn and ctx must live while modules are instrumented.
+ */
+typedef int (*instrument_preset_fn)(void *ctx, const char *path, struct elf_symbols *out);
+void instrument_set_presets(instrument_preset_fn fn, void *ctx);
+
 /* Puts every original byte back (all threads stopped). Allocates nothing. */
 int instrument_unpatch(struct instrument_plan *plan);
 
