@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
@@ -552,6 +553,21 @@ static void agent_close(void)
 	agent.state = AGENT_IDLE;
 }
 
+/* The loader's: where the main thread's stack ends (glibc's pthread_getattr_np starts there). */
+extern void *__libc_stack_end;
+
+/* The main thread's stack from the maps the plan read, for its first call (threads.c). */
+static void main_stack_from_maps(const struct proc_maps *maps)
+{
+	struct rlimit rl;
+	uint64_t lo, hi;
+
+	if (!getrlimit(RLIMIT_STACK, &rl) &&
+	    !proc_maps_main_stack(maps, (uint64_t)(uintptr_t)__libc_stack_end, rl.rlim_cur,
+				  (uint64_t)sysconf(_SC_PAGESIZE), &lo, &hi))
+		threads_set_main_stack((uintptr_t)lo, (uintptr_t)hi);
+}
+
 /* Says hello; the config is preset (then nothing is awaited) or profd's reply; NULL on failure. */
 static Profd__AgentConfig *agent_handshake(const char *token, Profd__AgentConfig *preset)
 {
@@ -607,6 +623,8 @@ static int agent_prepare(const char *path, const char *token, Profd__AgentConfig
 		err = instrument_prepare(filter, &agent.plan);
 		instrument_set_presets(NULL, NULL);
 	}
+	if (!err)
+		main_stack_from_maps(&agent.plan.maps);
 	agent.filter = filter;
 	/* before the flusher takes the socket and before anything is patched: every call has values */
 	if (!err && auto_args &&

@@ -436,11 +436,13 @@ static void uncount_open_calls(void)
 
 static void flusher_put_aggregates(struct agent_thread *t, uint64_t drops)
 {
+	/* pairs with the release in threads_map_agg_page(): pages below it are published */
+	uint32_t end = atomic_load_explicit(&t->agg_pages_end, memory_order_acquire);
 	uint32_t page = 0, slot = 0;
 	int first = 1;
 
 	count_open_calls(t);
-	while (first || page < AGG_PAGES) {
+	while (first || page < end) {
 		uint8_t *start = stage_open(sizeof(struct event_chunk_header) +
 					    (AGG_DROP_REASONS + 1 + AGG_FILTER_REASONS) *
 						    EVENT_VARINT_MAX +
@@ -456,7 +458,7 @@ static void flusher_put_aggregates(struct agent_thread *t, uint64_t drops)
 		for (int i = 0; i < AGG_FILTER_REASONS; i++)
 			p = event_put_varint(p, atomic_load_explicit(&t->filtered_by[i],
 								     memory_order_relaxed));
-		for (; page < AGG_PAGES && h.count < AGG_PER_CHUNK; page++, slot = 0) {
+		for (; page < end && h.count < AGG_PER_CHUNK; page++, slot = 0) {
 			/* pairs with the release in threads_map_agg_page() */
 			struct func_agg *funcs =
 				atomic_load_explicit(&t->agg_pages[page], memory_order_acquire);

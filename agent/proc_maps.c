@@ -73,6 +73,26 @@ int proc_maps_insert(struct proc_maps *m, uint64_t start, uint64_t end, int prot
 	return 0;
 }
 
+int proc_maps_main_stack(const struct proc_maps *m, uint64_t libc_stack_end, uint64_t rlimit,
+			 uint64_t page, uint64_t *lo, uint64_t *hi)
+{
+	/* glibc 2.36 nptl/pthread_getattr_np.c, the initial thread, line for line */
+	uint64_t top = (libc_stack_end & -page) + page, size, last_to = 0;
+
+	for (size_t i = 0; i < m->n; i++) {
+		if (m->maps[i].start <= libc_stack_end && libc_stack_end < m->maps[i].end) {
+			size = (rlimit - (m->maps[i].end - top)) & -page;
+			if (size > top - last_to)
+				size = top - last_to;
+			*lo = top - size;
+			*hi = top;
+			return 0;
+		}
+		last_to = m->maps[i].end;
+	}
+	return -ENOENT;
+}
+
 const struct proc_map *proc_maps_find(const struct proc_maps *m, uint64_t addr)
 {
 	size_t lo = 0, hi = m->n;
