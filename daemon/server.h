@@ -66,6 +66,9 @@ struct server {
 	bool sessions_may_end;    /* an agent left a session whose target exited: see session_end_ready */
 	/* the scheduler probe, loaded while a session uses it (daemon/sched/sched_tracer.h) */
 	struct sched_tracer *sched;
+	/* /proc/kallsyms read by a session, for the next ones (server_kernel_symbols) */
+	struct kernel_symbols *kernel;
+	uint64_t kernel_sig, kernel_used_ns;
 };
 
 struct server_options {
@@ -87,6 +90,16 @@ void server_fini(struct server *srv);
  */
 int server_sched_get(struct server *srv, char *why, size_t len);
 void server_sched_put(struct server *srv);
+
+/*
+ * The kernel's symbols (daemon/symbols/kernel_symbols.h), a reference for
+ * the caller to free: read from /proc/kallsyms, or the table read for an
+ * earlier session while /proc/modules stays the same (a module loaded,
+ * unloaded or moved reads it again). NULL with a one-line reason in err.
+ * server_kernel_symbols_expire drops the server's table unused for a minute.
+ */
+struct kernel_symbols *server_kernel_symbols(struct server *srv, char *err, size_t len);
+void server_kernel_symbols_expire(struct server *srv, uint64_t now_ns);
 
 /*
  * Queues one frame for the peer and sends what the socket takes now; the

@@ -733,17 +733,23 @@ void session_read_samples(struct session *s)
 /*
  * Kernel frames only for a client that could read them itself (perf's rule:
  * CAP_PERFMON, or paranoid <= 1 with kallsyms readable); others get user
- * frames without a word, as perf gives them.
+ * frames without a word, as perf gives them. The table is read at the first
+ * kernel frame, not before the target starts (60-130 ms of /proc/kallsyms),
+ * and the server keeps it for the sessions after (server_kernel_symbols).
  */
-static void session_load_kernel_symbols(struct session *s)
+const struct kernel_symbols *session_kernel_symbols(void *session)
 {
+	struct session *s = session;
 	char err[160];
 
-	if (!access_may_see_kernel(&s->client_cred))
-		return;
-	s->kernel = kernel_symbols_load(NULL, err, sizeof(err));
+	if (s->kernel || !s->kernel_wanted || s->kernel_tried)
+		return s->kernel;
+	s->kernel_tried = true;
+	s->kernel = s->client ? server_kernel_symbols(s->client->srv, err, sizeof(err)) :
+				kernel_symbols_load(NULL, err, sizeof(err));
 	if (!s->kernel)
 		server_log("session %" PRIu64 ": no kernel frames: %s", s->id, err);
+	return s->kernel;
 }
 
 /* Run: armed to start at exec. Attach: the process runs already: maps from /proc, enabled now. */
@@ -756,8 +762,7 @@ static void session_start_sampling(struct session *s, Profd__SamplingReady *read
 	char err[256] = "";
 	int r;
 
-	if (s->freq)
-		session_load_kernel_symbols(s);
+	s->kernel_wanted = s->freq && access_may_see_kernel(&s->client_cred);
 	r = session_process_start_symbols(root, s->attach_mode, s->freq != 0);
 	if (s->freq == 0 || !root->symbols)
 		return;
@@ -769,7 +774,7 @@ static void session_start_sampling(struct session *s, Profd__SamplingReady *read
 		cfg.copy_stack = root->unwinder != NULL;
 		cfg.stack_bytes = s->stack_bytes ? s->stack_bytes : SAMPLER_DEFAULT_STACK_BYTES;
 	}
-	cfg.kernel_callchain = s->kernel != NULL;
+	cfg.kernel_callchain = s->kernel_wanted;
 	s->sampler = sampler_open(&cfg, err, sizeof(err));
 	if (s->sampler && s->attach_mode && sampler_enable(s->sampler) < 0) {
 		sampler_close(s->sampler);
@@ -1656,6 +1661,7 @@ void session_tick_all(struct server *srv)
 	uint64_t now = mono_clock_ns();
 
 	session_sched_drain(srv);
+	server_kernel_symbols_expire(srv, now);
 	for (s = srv->sessions; s; s = next) {
 		next = s->next;
 		if (s->sampler)

@@ -98,7 +98,9 @@ struct session {
 	struct sched_session *sched;     /* NULL: no scheduler states (sched_why says why) */
 	bool sched_off;                  /* --sched off */
 	char sched_why[192];
-	struct kernel_symbols *kernel;   /* NULL: the client may not see kernel frames */
+	bool kernel_wanted;              /* the client may see kernel frames */
+	bool kernel_tried;               /* they were asked for (session_kernel_symbols) */
+	struct kernel_symbols *kernel;   /* NULL: none (not wanted, or not readable) */
 	uint32_t call_graph;             /* CALL_GRAPH_* */
 	uint32_t ring_pages, stack_bytes; /* 0: the sampler's defaults */
 	uint64_t buffer_size;            /* the agent's event buffer budget; 0: its default */
@@ -161,6 +163,8 @@ struct session *session_by_id(struct server *srv, uint64_t id);
 bool session_may_see(const struct session *s, const struct conn *c);
 /* Drains the perf rings (every process's samples and side records). */
 void session_read_samples(struct session *s);
+/* The kernel's symbols for the session's samples (a sample_pipeline_config kernel callback). */
+const struct kernel_symbols *session_kernel_symbols(void *session);
 
 /* daemon/session_summary.c: the summary to the client (st: the trace's; samples: summed). */
 struct perfetto_writer_stats;

@@ -286,7 +286,7 @@ int session_process_start_symbols(struct session_process *p, bool load_maps, boo
 	p->samples_out = sample_pipeline_new(&(struct sample_pipeline_config){
 		.target = p->pid, .writer = s->writer, .symbols = p->symbols,
 		.unwinder = p->unwinder, .demangled = s->demangled, .calls = p->calls,
-		.stubs = p->stubs, .kernel = s->kernel,
+		.stubs = p->stubs, .kernel = session_kernel_symbols, .kernel_ctx = s,
 		.agent_expected = !s->attach_mode && s->n_patterns > 0 });
 	return p->samples_out ? 0 : -ENOMEM;
 }

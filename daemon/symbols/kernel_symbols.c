@@ -8,6 +8,7 @@
 #include "daemon/symbols/kernel_symbols.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,13 +40,20 @@ struct kernel_symbols {
 	char *pool;
 	size_t pool_len, pool_cap;
 	uint64_t bad_lines;
+	_Atomic unsigned refs;   /* its holders, 1 when built */
 };
+
+struct kernel_symbols *kernel_symbols_ref(struct kernel_symbols *k)
+{
+	atomic_fetch_add(&k->refs, 1);
+	return k;
+}
 
 void kernel_symbols_free(struct kernel_symbols *k)
 {
 	size_t i;
 
-	if (!k)
+	if (!k || atomic_fetch_sub(&k->refs, 1) > 1)
 		return;
 	for (i = 0; i < k->n_modules; i++)
 		free(k->modules[i].name);
@@ -288,6 +296,7 @@ static struct kernel_symbols *table_new(void)
 	}
 	k->n_modules = 1;
 	k->cap_modules = 8;
+	atomic_init(&k->refs, 1);
 	return k;
 }
 
