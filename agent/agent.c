@@ -103,13 +103,46 @@ __attribute__((constructor(101))) static void xsave_size_init(void)
 /* What of /proc/self/cmdline a hello carries (profd's reads are capped the same). */
 #define HELLO_CMDLINE_MAX 4096
 
+/*
+ * The command line as exec gave it, for the process start's hello: what
+ * /proc/self/cmdline holds until the program changes it, from the argv
+ * glibc hands ELF constructors. A process's /proc files read while it runs
+ * cost its parent's reap (release_task's dcache walk). Used once; an
+ * attach or a forked child reads /proc (the program may have set its title).
+ */
+static struct {
+	uint8_t bytes[HELLO_CMDLINE_MAX];
+	size_t len;
+} start_cmdline;
+
+static void start_cmdline_set(int argc, char **argv)
+{
+	size_t len = 0;
+
+	for (int i = 0; argv && i < argc && argv[i] && len < sizeof(start_cmdline.bytes); i++) {
+		size_t n = strlen(argv[i]) + 1;
+
+		if (n > sizeof(start_cmdline.bytes) - len)
+			n = sizeof(start_cmdline.bytes) - len; /* cut as a capped read would */
+		memcpy(start_cmdline.bytes + len, argv[i], n);
+		len += n;
+	}
+	start_cmdline.len = len;
+}
+
 /* config_known: we patch without waiting for a reply (profd closes the connection to refuse). */
 static int send_hello(int fd, const char *token, pid_t forked_from, bool config_known)
 {
 	Profd__AgentHello hello = PROFD__AGENT_HELLO__INIT;
 	uint8_t buf[512 + HELLO_CMDLINE_MAX], cmdline[HELLO_CMDLINE_MAX];
-	int cfd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
-	ssize_t n = cfd >= 0 ? read(cfd, cmdline, sizeof(cmdline)) : -1;
+	int cfd = -1;
+	ssize_t n = (ssize_t)start_cmdline.len;
+
+	if (n > 0)
+		memcpy(cmdline, start_cmdline.bytes, (size_t)n);
+	else if ((cfd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC)) >= 0)
+		n = read(cfd, cmdline, sizeof(cmdline));
+	start_cmdline.len = 0;
 
 	hello.agent_token = (char *)token;
 	hello.pid = getpid();
@@ -837,16 +870,19 @@ static void guest_forget_preload(void)
 		unsetenv("LD_PRELOAD");
 }
 
-__attribute__((constructor)) static void agent_start(void)
+/* glibc calls ELF constructors with the program's argc, argv and environment */
+__attribute__((constructor)) static void agent_start(int argc, char **argv, char **envp)
 {
 	const char *path = getenv("PROFD_AGENT_SOCKET");
 	const char *token = getenv("PROFD_AGENT_TOKEN");
 	Profd__AgentConfig *preset;
 
+	(void)envp;
 	guest_forget_preload();
 	if (!path || !token)
 		return; /* dlopen'ed by profctl attach: it calls profagent_attach */
 	agent_thread_guard = 1; /* agent code runs: instrumented calls pass through */
+	start_cmdline_set(argc, argv);
 	preset = config_from_env();
 	if (agent_prepare(path, token, preset) == 0)
 		agent_commit(NULL, 0, 0); /* process start: no other thread runs our code yet */
