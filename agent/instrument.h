@@ -75,6 +75,15 @@ struct instrument_plan {
 	struct proc_maps maps;           /* protections to restore after writing */
 	struct known_module *modules;
 	size_t n_modules, cap_modules;
+	/*
+	 * While the modules loaded at once are planned: the last stub region
+	 * mapped, still writable, and the slots taken in it. The next module
+	 * whose code it reaches puts its stubs there too (the loader, libc and
+	 * the other libraries lie close together): one region, one mmap and
+	 * one seal, rather than one each. Sealed when the walk ends.
+	 */
+	struct stub_region open_region;
+	size_t open_used;
 };
 
 /*

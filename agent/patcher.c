@@ -101,6 +101,18 @@ int stub_region_map(const struct proc_maps *maps, uint64_t code_lo, uint64_t cod
 	return 0;
 }
 
+size_t stub_region_capacity(const struct stub_region *r)
+{
+	return r->size / STUB_SLOT_SIZE - 1;
+}
+
+int stub_region_reaches(const struct stub_region *r, uint64_t code_lo, uint64_t code_hi)
+{
+	return r->base && !r->far &&
+	       region_reaches((uint64_t)(uintptr_t)r->base, r->size, code_lo, code_hi,
+			      STUB_NEAR_REACH);
+}
+
 uint64_t stub_region_slot_entry(const struct stub_region *r, size_t slot)
 {
 	return (uint64_t)(uintptr_t)(r->base + (slot + 1) * STUB_SLOT_SIZE);

@@ -83,6 +83,12 @@ size_t stub_padding_after(const uint8_t *code, size_t avail, size_t func_size);
 /* Slot 0: the jump to the generic entry trampoline. (agent/stub_slot_$(ARCH).c) */
 void stub_region_write_thunk(uint8_t *thunk);
 
+/* Slots the region has, its thunk's left out. */
+size_t stub_region_capacity(const struct stub_region *r);
+
+/* Whether every address of [code_lo, code_hi) reaches r with the short jump. */
+int stub_region_reaches(const struct stub_region *r, uint64_t code_lo, uint64_t code_hi);
+
 /* Address a function's jmp must target for slot `slot`. */
 uint64_t stub_region_slot_entry(const struct stub_region *r, size_t slot);
 
