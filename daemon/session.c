@@ -38,6 +38,7 @@
 #include "daemon/session_internal.h"
 #include "daemon/session_live.h"
 #include "daemon/sampling/stub_map.h"
+#include "daemon/sampling/unwind_files.h"
 #include "daemon/symbols/symbols.h"
 #include "daemon/events/tsc_rate.h"
 #include "daemon/sched/sched_session.h"
@@ -283,7 +284,9 @@ static struct session_process *session_add_process(struct server *srv, struct se
 	p->ppid = ppid;
 	p->start_time = access_start_time(pid);
 	proc_comm(pid, p->comm, sizeof(p->comm));
-	if (s->sampler && session_process_start_symbols(p, true, true))
+	/* a fork's parent, known: its mappings are the child's */
+	if (s->sampler && session_process_start_symbols(p, fork_ns ? session_process_find(s, ppid) :
+								     NULL, true, true))
 		snprintf(p->why_not, sizeof(p->why_not), "out of memory for its samples");
 	perfetto_writer_process(s->writer, p->trace_proc, p->comm[0] ? p->comm : NULL);
 	session_process_describe_detail(p);
@@ -342,6 +345,7 @@ static void session_free(struct session *s)
 	free(s->pid_index);
 	kernel_symbols_free(s->kernel); /* after the writer: names are keyed by address */
 	module_cache_free(s->modules);
+	unwind_files_free(s->unwind_files); /* after the processes: their unwinders hold its files */
 	auto_args_free(s->auto_args);
 	for (uint32_t i = 0; i <= s->n_func_names && s->func_names; i++)
 		free(s->func_names[i]);
@@ -412,6 +416,7 @@ static struct session *session_new(struct server *srv, struct conn *c, const Pro
 		return NULL;
 	s->demangled = demangle_cache_new();
 	s->modules = module_cache_new();
+	s->unwind_files = unwind_files_new();
 	s->comm = strdup(req->target_comm && req->target_comm[0] ? req->target_comm : "target");
 	s->output_name = strdup(req->output_name ? req->output_name : "");
 	s->started_ns = s->rate_at_ns = mono_clock_ns();
@@ -430,7 +435,7 @@ static struct session *session_new(struct server *srv, struct conn *c, const Pro
 		session_free(s);
 		return NULL;
 	}
-	if (!s->demangled || !s->modules || !s->comm || !s->arg_specs || !s->retval_specs ||
+	if (!s->demangled || !s->modules || !s->unwind_files || !s->comm || !s->arg_specs || !s->retval_specs ||
 	    !s->output_name || !s->patterns ||
 	    s->n_patterns != req->n_func_patterns ||
 	    getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd)) {
@@ -763,7 +768,7 @@ static void session_start_sampling(struct session *s, Profd__SamplingReady *read
 	int r;
 
 	s->kernel_wanted = s->freq && access_may_see_kernel(&s->client_cred);
-	r = session_process_start_symbols(root, s->attach_mode, s->freq != 0);
+	r = session_process_start_symbols(root, NULL, s->attach_mode, s->freq != 0);
 	if (s->freq == 0 || !root->symbols)
 		return;
 	if (r) {

@@ -109,6 +109,7 @@ struct session {
 	uint32_t max_depth;              /* --max-depth (0: none) */
 	struct demangle_cache *demangled;
 	struct module_cache *modules;    /* ELF files' symbols, read once for all processes */
+	struct unwind_files *unwind_files; /* and their unwind tables */
 	char *comm;
 	char *output_name;     /* as the client named it, for status only */
 	uint64_t started_ns;
@@ -178,8 +179,13 @@ struct session_process *session_process_new(struct session *s, pid_t pid);
 void session_process_finish(struct session_process *p);
 void session_process_free(struct session_process *p);
 struct session_process *session_process_find(struct session *s, pid_t pid);
-/* Its symbols and unwinder (and, with sampling, its sample pipeline); loaded from /proc with load_maps. */
-int session_process_start_symbols(struct session_process *p, bool load_maps, bool sampling);
+/*
+ * Its symbols and unwinder (and, with sampling, its sample pipeline); its
+ * mappings those of parent (a forked child's: perf reports none of them),
+ * else, with load_maps, read from /proc.
+ */
+int session_process_start_symbols(struct session_process *p, const struct session_process *parent,
+				  bool load_maps, bool sampling);
 /* Its parent and command line, as /proc shows them now, into the trace. */
 void session_process_describe_detail(struct session_process *p);
 /* The same with the command line its agent read (NULL: /proc's). */

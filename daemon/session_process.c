@@ -29,6 +29,7 @@
 #include "daemon/sampling/dwarf_unwind.h"
 #include "daemon/sampling/sample_pipeline.h"
 #include "daemon/sampling/stub_map.h"
+#include "daemon/sampling/unwind_files.h"
 #include "daemon/sched/sched_session.h"
 #include "daemon/session.h"
 #include "daemon/session_internal.h"
@@ -266,7 +267,8 @@ void session_process_describe_detail(struct session_process *p)
  * process runs already, its mappings come from /proc (else from MMAP2
  * records). 0, or -ENOMEM (sampling then stays off for it).
  */
-int session_process_start_symbols(struct session_process *p, bool load_maps, bool sampling)
+int session_process_start_symbols(struct session_process *p, const struct session_process *parent,
+				  bool load_maps, bool sampling)
 {
 	struct session *s = p->s;
 
@@ -274,13 +276,19 @@ int session_process_start_symbols(struct session_process *p, bool load_maps, boo
 	if (!p->symbols)
 		return -ENOMEM;
 	symbolizer_share_modules(p->symbols, s->modules);
-	if (load_maps)
+	if (parent && parent->symbols)
+		symbolizer_copy_mappings(p->symbols, parent->symbols);
+	else if (load_maps)
 		symbolizer_load_proc_maps(p->symbols);
 	if (!sampling)
 		return 0;
 	if (s->call_graph != CALL_GRAPH_FP) { /* most of Debian has no frame pointers */
 		p->unwinder = dwarf_unwinder_new(p->pid);
-		if (p->unwinder && load_maps)
+		if (p->unwinder)
+			dwarf_unwinder_share_files(p->unwinder, s->unwind_files);
+		if (p->unwinder && parent && parent->unwinder)
+			dwarf_unwinder_copy_modules(p->unwinder, parent->unwinder);
+		else if (p->unwinder && load_maps)
 			dwarf_unwinder_load_proc_maps(p->unwinder);
 	}
 	p->samples_out = sample_pipeline_new(&(struct sample_pipeline_config){
@@ -314,8 +322,10 @@ void session_process_mmap(struct session_process *p, const struct sampler_mmap *
 		return;
 	symbolizer_add_mapping(p->symbols, m->start, m->start + m->len, m->pgoff, m->filename);
 	if (p->unwinder)
-		dwarf_unwinder_add_mapping(p->unwinder, m->start, m->start + m->len, m->pgoff,
-					   m->filename);
+		dwarf_unwinder_add_mapping_id(p->unwinder, m->start, m->start + m->len, m->pgoff,
+					      m->filename,
+					      &(struct unwind_file_id){
+						      (uint64_t)m->maj << 32 | m->min, m->ino });
 }
 
 void session_process_comm(struct session_process *p, uint32_t tid, const char *comm)
