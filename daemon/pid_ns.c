@@ -36,7 +36,14 @@ static int read_nspid(pid_t pid, pid_t tid, uint32_t *host, uint32_t *ns)
 	int nested = -ENOENT;
 	FILE *f;
 
-	snprintf(path, sizeof(path), "/proc/%d/task/%d/status", (int)pid, (int)tid);
+	/*
+	 * The leader's own status, not its task/ entry: every dentry under
+	 * /proc/PID/task costs the process's parent in its reap (d_walk).
+	 */
+	if (tid == pid)
+		snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	else
+		snprintf(path, sizeof(path), "/proc/%d/task/%d/status", (int)pid, (int)tid);
 	f = fopen(path, "re");
 	if (!f)
 		return -errno;

@@ -64,6 +64,8 @@ struct session_process {
 	struct call_stacks *calls;       /* the agent's shadow stacks, replayed */
 	struct stub_map *stubs;          /* where the agent's stubs are */
 	struct pid_ns_map *pid_ns;       /* NULL: it numbers its threads as we do */
+	pid_t ns_pid;                    /* its pid in its own namespace (0: ours), once read */
+	bool ns_pid_read;
 	struct symbolizer *symbols;
 	struct dwarf_unwinder *unwinder; /* NULL: frame-pointer callchains only */
 	struct sample_pipeline *samples_out; /* NULL: no sampling */

@@ -251,7 +251,12 @@ void session_process_describe_with(struct session_process *p, const uint8_t *cmd
 	}
 	if (n > 0 && p->ppid > 0)
 		perfetto_writer_process_detail(p->s->writer, p->trace_proc, p->ppid, buf, (size_t)n);
-	ns_pid = pid_ns_own_pid(p->pid);
+	/* a process's pid namespace is for life: read once (exec and hello describe it again) */
+	if (!p->ns_pid_read) {
+		p->ns_pid = pid_ns_own_pid(p->pid);
+		p->ns_pid_read = true;
+	}
+	ns_pid = p->ns_pid;
 	if (ns_pid) /* 0 also when gone: its label stays */
 		perfetto_writer_process_ns_pid(p->s->writer, p->trace_proc, ns_pid);
 }
