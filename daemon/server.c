@@ -293,8 +293,11 @@ int server_init(struct server *srv, const struct server_options *opt)
 	return 0;
 }
 
+#define SCHED_KEEP_NS (10ull * 1000000000ull)
+
 int server_sched_get(struct server *srv, char *why, size_t len)
 {
+	srv->sched_idle_ns = 0;
 	if (srv->sched)
 		return 0;
 	srv->sched = sched_tracer_open(why, len);
@@ -313,8 +316,16 @@ int server_sched_get(struct server *srv, char *why, size_t len)
 
 void server_sched_put(struct server *srv)
 {
-	if (!srv->sched || sched_tracer_targets(srv->sched))
+	if (srv->sched && !sched_tracer_targets(srv->sched))
+		srv->sched_idle_ns = mono_clock_ns();
+}
+
+void server_sched_expire(struct server *srv, uint64_t now_ns)
+{
+	if (!srv->sched || !srv->sched_idle_ns || now_ns - srv->sched_idle_ns < SCHED_KEEP_NS ||
+	    sched_tracer_targets(srv->sched))
 		return;
+	srv->sched_idle_ns = 0;
 	epoll_ctl(srv->epoll_fd, EPOLL_CTL_DEL, sched_tracer_fd(srv->sched), NULL);
 	sched_tracer_close(srv->sched);
 	srv->sched = NULL;

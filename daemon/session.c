@@ -1667,6 +1667,7 @@ void session_tick_all(struct server *srv)
 
 	session_sched_drain(srv);
 	server_kernel_symbols_expire(srv, now);
+	server_sched_expire(srv, now);
 	for (s = srv->sessions; s; s = next) {
 		next = s->next;
 		if (s->sampler)
