@@ -844,17 +844,18 @@ int flusher_exit_drain(const char *reason)
 {
 	struct timeval send_timeout = { .tv_sec = STOP_IDLE_S };
 	sigset_t all, old;
-	int err = 0;
 
 	if (!flusher.running || flusher.owner != (pid_t)syscall(SYS_getpid))
 		return 0;
+	/*
+	 * Signals as they are while waiting: a flusher thread that lost its
+	 * daemon stops the other threads (world_stop) before it lets go.
+	 */
+	if (cycle_lock_while_progress())
+		return -ETIMEDOUT; /* its thread keeps the socket: the process ends without its goodbye */
 	/* a handler must not leave the drain (siglongjmp) holding its lock */
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	if (cycle_lock_while_progress()) {
-		err = -ETIMEDOUT; /* its thread keeps the socket: the process ends without its goodbye */
-		goto out;
-	}
 	if (atomic_load(&flusher.exited)) /* its thread ended it (daemon gone, Go's exit) */
 		goto out_unlock;
 	flusher.exit_drained = 1;
@@ -876,9 +877,8 @@ int flusher_exit_drain(const char *reason)
 out_unlock:
 	pthread_mutex_unlock(&flusher.cycle_lock);
 	flusher.running = 0; /* its thread dies with the process, never joined */
-out:
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	return err;
+	return 0;
 }
 
 void flusher_table_lock(void)

@@ -52,7 +52,7 @@ int flusher_stop(const char *reason, bool let_calls_return);
  * flusher thread is in (as flusher_stop waits for its join); that thread is
  * then left to end with the process. Nothing when another process started
  * the flusher (a vfork or CLONE_VM child shares its parent's memory, flusher
- * state included, but not its thread). Signals are blocked meanwhile.
+ * state included, but not its thread). Signals are blocked while it drains.
  * Returns 0, or -ETIMEDOUT when the flusher thread held the drain too long.
  */
 int flusher_exit_drain(const char *reason);
