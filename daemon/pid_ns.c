@@ -110,8 +110,9 @@ static void rescan(struct pid_ns_map *m)
 pid_t pid_ns_own_pid(pid_t host_pid)
 {
 	uint32_t host, ns;
+	int nested = read_nspid(host_pid, host_pid, &host, &ns);
 
-	return read_nspid(host_pid, host_pid, &host, &ns) > 0 ? (pid_t)ns : 0;
+	return nested < 0 ? -1 : nested ? (pid_t)ns : 0;
 }
 
 struct pid_ns_map *pid_ns_map_new(pid_t host_pid)

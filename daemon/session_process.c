@@ -253,8 +253,9 @@ void session_process_describe_with(struct session_process *p, const uint8_t *cmd
 		perfetto_writer_process_detail(p->s->writer, p->trace_proc, p->ppid, buf, (size_t)n);
 	/* a process's pid namespace is for life: read once (exec and hello describe it again) */
 	if (!p->ns_pid_read) {
-		p->ns_pid = pid_ns_own_pid(p->pid);
-		p->ns_pid_read = true;
+		ns_pid = pid_ns_own_pid(p->pid);
+		p->ns_pid = ns_pid > 0 ? ns_pid : 0;
+		p->ns_pid_read = ns_pid >= 0; /* else gone, or not readable now */
 	}
 	ns_pid = p->ns_pid;
 	if (ns_pid) /* 0 also when gone: its label stays */
@@ -727,7 +728,8 @@ int session_process_agent_hello(struct session_process *p, struct conn *c)
 	p->decoder = event_decoder_new();
 	if (!p->decoder)
 		return -ENOMEM;
-	if (!p->pid_ns && (p->pid_ns = pid_ns_map_new(p->pid)))
+	/* in ours (its description read it already): its thread ids are ours */
+	if (!p->pid_ns && !(p->ns_pid_read && !p->ns_pid) && (p->pid_ns = pid_ns_map_new(p->pid)))
 		server_log("session %" PRIu64 ": PID %d is %d in its own PID namespace: thread ids "
 			   "translated", p->s->id, (int)p->pid, (int)pid_ns_map_ns_pid(p->pid_ns));
 	p->agent = c;
