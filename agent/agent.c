@@ -35,6 +35,7 @@
 #include "agent/world_stop.h"
 #include "trampolines/trampoline_layout.h"
 #include "common/func_filter.h"
+#include "common/hex.h"
 #include "proto/frame.h"
 #include "proto/frame_io.h"
 #include "profd.pb-c.h"
@@ -161,39 +162,23 @@ static int send_hello(int fd, const char *token, pid_t forked_from, bool config_
 	return frame_send(fd, FRAME_AGENT_HELLO, buf, profd__agent_hello__pack(&hello, buf), -1);
 }
 
-static int hex_digit(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	return -1;
-}
-
 /*
  * The config `profctl run` handed down (PROFD_AGENT_CONFIG: a packed
- * AgentConfig in hex, the same profd would send), or NULL: then we ask profd
- * and wait. With it, a new process of the tree patches at once, and its
- * start costs no round trip to a daemon that may be busy or descheduled.
+ * AgentConfig in hex, the same profd would send, with the module presets
+ * profctl read), or NULL: then we ask profd and wait. With it, a new
+ * process of the tree patches at once, and its start costs no round trip
+ * to a daemon that may be busy or descheduled.
  */
 static Profd__AgentConfig *config_from_env(void)
 {
 	const char *hex = getenv("PROFD_AGENT_CONFIG");
-	size_t len = hex ? strlen(hex) / 2 : 0;
 	Profd__AgentConfig *cfg = NULL;
 	uint8_t *buf;
+	size_t len;
 
-	if (!len || hex[2 * len] || !(buf = malloc(len)))
+	if (!hex || !(buf = hex_decode(hex, &len)))
 		return NULL;
-	for (size_t i = 0; i < len; i++) {
-		int hi = hex_digit(hex[2 * i]), lo = hex_digit(hex[2 * i + 1]);
-
-		if (hi < 0 || lo < 0)
-			goto out;
-		buf[i] = (uint8_t)(hi << 4 | lo);
-	}
 	cfg = profd__agent_config__unpack(NULL, len, buf);
-out:
 	free(buf);
 	return cfg;
 }

@@ -780,11 +780,13 @@ void flusher_release(const struct event_clock_pair *initial)
 }
 
 /*
- * Joins the flusher while it makes progress (see STOP_IDLE_S). The join's
- * own deadline is absolute and it waits on through signals, so each round
- * lasts its full second unless the flusher returns.
+ * Waits for until(deadline) to succeed while the flusher makes progress (a
+ * frame at least every STOP_IDLE_S, STOP_MAX_S in all): a flusher stuck in
+ * a send to a daemon that stopped reading must not hold the process for
+ * long. until's deadline is absolute and it waits on through signals, so
+ * each round lasts its full second unless until succeeds.
  */
-static int flusher_join(void)
+static int wait_while_progress(int (*until)(const struct timespec *deadline))
 {
 	uint32_t seen = atomic_load(&agent_flush_progress), now;
 	struct timespec deadline;
@@ -792,13 +794,24 @@ static int flusher_join(void)
 	for (int waited = 0, idle = 0; waited < STOP_MAX_S && idle < STOP_IDLE_S; waited++) {
 		clock_gettime(CLOCK_REALTIME, &deadline);
 		deadline.tv_sec += 1;
-		if (pthread_timedjoin_np(flusher.thread, NULL, &deadline) == 0)
+		if (until(&deadline) == 0)
 			return 0;
 		now = atomic_load(&agent_flush_progress);
 		idle = now == seen ? idle + 1 : 0;
 		seen = now;
 	}
 	return -ETIMEDOUT;
+}
+
+static int joined(const struct timespec *deadline)
+{
+	return pthread_timedjoin_np(flusher.thread, NULL, deadline);
+}
+
+/* The flusher thread's return, while it makes progress. */
+static int flusher_join(void)
+{
+	return wait_while_progress(joined);
 }
 
 int flusher_stop(const char *reason, bool let_calls_return)
@@ -817,27 +830,9 @@ int flusher_stop(const char *reason, bool let_calls_return)
 	return 0;
 }
 
-/*
- * The drain's lock, while the flusher thread holding it makes progress (a
- * frame at least every STOP_IDLE_S, STOP_MAX_S in all), as flusher_join
- * waits: a thread stuck in a send to a daemon that stopped reading must not
- * hold the process's exit for long.
- */
-static int cycle_lock_while_progress(void)
+static int cycle_locked(const struct timespec *deadline)
 {
-	uint32_t seen = atomic_load(&agent_flush_progress), now;
-	struct timespec deadline;
-
-	for (int waited = 0, idle = 0; waited < STOP_MAX_S && idle < STOP_IDLE_S; waited++) {
-		clock_gettime(CLOCK_REALTIME, &deadline);
-		deadline.tv_sec += 1;
-		if (pthread_mutex_timedlock(&flusher.cycle_lock, &deadline) == 0)
-			return 0;
-		now = atomic_load(&agent_flush_progress);
-		idle = now == seen ? idle + 1 : 0;
-		seen = now;
-	}
-	return -ETIMEDOUT;
+	return pthread_mutex_timedlock(&flusher.cycle_lock, deadline);
 }
 
 int flusher_exit_drain(const char *reason)
@@ -851,7 +846,7 @@ int flusher_exit_drain(const char *reason)
 	 * Signals as they are while waiting: a flusher thread that lost its
 	 * daemon stops the other threads (world_stop) before it lets go.
 	 */
-	if (cycle_lock_while_progress())
+	if (wait_while_progress(cycle_locked))
 		return -ETIMEDOUT; /* its thread keeps the socket: the process ends without its goodbye */
 	/* a handler must not leave the drain (siglongjmp) holding its lock */
 	sigfillset(&all);

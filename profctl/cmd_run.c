@@ -20,6 +20,7 @@
 
 #include "agent/module_preset.h"
 #include "common/func_filter.h"
+#include "common/hex.h"
 #include "profctl/profctl.h"
 #include "profctl/session_client.h"
 #include "proto/frame.h"
@@ -141,32 +142,13 @@ static char *read_rest(int fd)
 	return buf;
 }
 
-static int hex_value(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	return -1;
-}
-
 /* The config in hex unpacked, NULL when it is not one. */
 static Profd__AgentConfig *config_unhex(const char *hex)
 {
-	size_t len = strlen(hex) / 2;
-	Profd__AgentConfig *cfg = NULL;
-	uint8_t *buf = malloc(len + 1);
+	size_t len;
+	uint8_t *buf = hex_decode(hex, &len);
+	Profd__AgentConfig *cfg = buf ? profd__agent_config__unpack(NULL, len, buf) : NULL;
 
-	for (size_t i = 0; buf && i < len; i++) {
-		int hi = hex_value(hex[2 * i]), lo = hex_value(hex[2 * i + 1]);
-
-		if (hi < 0 || lo < 0)
-			goto out;
-		buf[i] = (uint8_t)(hi << 4 | lo);
-	}
-	if (buf && !hex[2 * len])
-		cfg = profd__agent_config__unpack(NULL, len, buf);
-out:
 	free(buf);
 	return cfg;
 }
@@ -214,28 +196,19 @@ static int add_module_preset(struct dl_phdr_info *info, size_t size, void *ctx)
  */
 static char *config_with_presets(const char *hex)
 {
-	static const char digits[] = "0123456789abcdef";
 	Profd__AgentConfig *cfg = config_unhex(hex);
 	struct func_filter *filter = NULL;
 	struct preset_walk w;
 	char err[256], *out = NULL;
 	uint8_t *buf = NULL;
-	size_t len;
 
 	if (!cfg || func_filter_parse((const char *const *)cfg->func_patterns,
 				      cfg->n_func_patterns, &filter, err, sizeof(err)))
 		goto out;
 	w = (struct preset_walk){ filter, cfg, profd__agent_config__get_packed_size(cfg) };
 	dl_iterate_phdr(add_module_preset, &w);
-	len = profd__agent_config__get_packed_size(cfg);
-	if (!cfg->n_preset_modules || !(buf = malloc(len + 1)) || !(out = malloc(2 * len + 1)))
-		goto out;
-	profd__agent_config__pack(cfg, buf);
-	for (size_t i = 0; i < len; i++) {
-		out[2 * i] = digits[buf[i] >> 4];
-		out[2 * i + 1] = digits[buf[i] & 15];
-	}
-	out[2 * len] = '\0';
+	if (cfg->n_preset_modules && (buf = malloc(profd__agent_config__get_packed_size(cfg))))
+		out = hex_encode(buf, profd__agent_config__pack(cfg, buf));
 out:
 	free(buf);
 	func_filter_free(filter);
