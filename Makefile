@@ -98,8 +98,10 @@ AGENT_OBJ   := $(call obj,$(AGENT_SRC))
 DAEMON_OBJ  := $(call obj,$(DAEMON_SRC))
 EXPORT_OBJ  := $(call obj,$(EXPORT_SRC))
 PROFCTL_OBJ := $(call obj,$(PROFCTL_SRC))
-# `profctl funcs` decides with the agent's own code (agent/instrument.c), run on mapped files
+# `profctl funcs` decides with the agent's own code (agent/instrument.c), run on mapped files,
+# and `profctl run` reads the module presets its agents take (agent/module_preset.c) with it
 PROFCTL_AGENT_OBJ := $(call obj,agent/instrument.c agent/elf_symbols.c agent/patcher.c agent/arg_capture.c \
+	agent/module_preset.c \
 	agent/stub_slot_$(ARCH).c agent/proc_maps.c agent/jit_callers.c $(TRAMP_SRC) profctl/agent_link.c)
 
 UNIT_SRC    := $(wildcard tests/unit/test_*.c)

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
@@ -30,9 +31,11 @@
 #include "agent/arg_capture.h"
 #include "agent/flusher.h"
 #include "agent/instrument.h"
+#include "agent/module_preset.h"
 #include "agent/world_stop.h"
 #include "trampolines/trampoline_layout.h"
 #include "common/func_filter.h"
+#include "common/hex.h"
 #include "proto/frame.h"
 #include "proto/frame_io.h"
 #include "profd.pb-c.h"
@@ -101,13 +104,46 @@ __attribute__((constructor(101))) static void xsave_size_init(void)
 /* What of /proc/self/cmdline a hello carries (profd's reads are capped the same). */
 #define HELLO_CMDLINE_MAX 4096
 
+/*
+ * The command line as exec gave it, for the process start's hello: what
+ * /proc/self/cmdline holds until the program changes it, from the argv
+ * glibc hands ELF constructors. A process's /proc files read while it runs
+ * cost its parent's reap (release_task's dcache walk). Used once; an
+ * attach or a forked child reads /proc (the program may have set its title).
+ */
+static struct {
+	uint8_t bytes[HELLO_CMDLINE_MAX];
+	size_t len;
+} start_cmdline;
+
+static void start_cmdline_set(int argc, char **argv)
+{
+	size_t len = 0;
+
+	for (int i = 0; argv && i < argc && argv[i] && len < sizeof(start_cmdline.bytes); i++) {
+		size_t n = strlen(argv[i]) + 1;
+
+		if (n > sizeof(start_cmdline.bytes) - len)
+			n = sizeof(start_cmdline.bytes) - len; /* cut as a capped read would */
+		memcpy(start_cmdline.bytes + len, argv[i], n);
+		len += n;
+	}
+	start_cmdline.len = len;
+}
+
 /* config_known: we patch without waiting for a reply (profd closes the connection to refuse). */
 static int send_hello(int fd, const char *token, pid_t forked_from, bool config_known)
 {
 	Profd__AgentHello hello = PROFD__AGENT_HELLO__INIT;
 	uint8_t buf[512 + HELLO_CMDLINE_MAX], cmdline[HELLO_CMDLINE_MAX];
-	int cfd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
-	ssize_t n = cfd >= 0 ? read(cfd, cmdline, sizeof(cmdline)) : -1;
+	int cfd = -1;
+	ssize_t n = (ssize_t)start_cmdline.len;
+
+	if (n > 0)
+		memcpy(cmdline, start_cmdline.bytes, (size_t)n);
+	else if ((cfd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC)) >= 0)
+		n = read(cfd, cmdline, sizeof(cmdline));
+	start_cmdline.len = 0;
 
 	hello.agent_token = (char *)token;
 	hello.pid = getpid();
@@ -126,39 +162,23 @@ static int send_hello(int fd, const char *token, pid_t forked_from, bool config_
 	return frame_send(fd, FRAME_AGENT_HELLO, buf, profd__agent_hello__pack(&hello, buf), -1);
 }
 
-static int hex_digit(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	return -1;
-}
-
 /*
  * The config `profctl run` handed down (PROFD_AGENT_CONFIG: a packed
- * AgentConfig in hex, the same profd would send), or NULL: then we ask profd
- * and wait. With it, a new process of the tree patches at once, and its
- * start costs no round trip to a daemon that may be busy or descheduled.
+ * AgentConfig in hex, the same profd would send, with the module presets
+ * profctl read), or NULL: then we ask profd and wait. With it, a new
+ * process of the tree patches at once, and its start costs no round trip
+ * to a daemon that may be busy or descheduled.
  */
 static Profd__AgentConfig *config_from_env(void)
 {
 	const char *hex = getenv("PROFD_AGENT_CONFIG");
-	size_t len = hex ? strlen(hex) / 2 : 0;
 	Profd__AgentConfig *cfg = NULL;
 	uint8_t *buf;
+	size_t len;
 
-	if (!len || hex[2 * len] || !(buf = malloc(len)))
+	if (!hex || !(buf = hex_decode(hex, &len)))
 		return NULL;
-	for (size_t i = 0; i < len; i++) {
-		int hi = hex_digit(hex[2 * i]), lo = hex_digit(hex[2 * i + 1]);
-
-		if (hi < 0 || lo < 0)
-			goto out;
-		buf[i] = (uint8_t)(hi << 4 | lo);
-	}
 	cfg = profd__agent_config__unpack(NULL, len, buf);
-out:
 	free(buf);
 	return cfg;
 }
@@ -426,7 +446,7 @@ int profagent_enter_slow(int reason)
 	} else if (reason == HOOK_SLOW_EXIT && agent.state == AGENT_ACTIVE) {
 		/* the destructor's work: _exit runs none (a vfork child's flusher is its parent's) */
 		agent_thread_guard = AGENT_GUARD_AGENT;
-		flusher_stop_if_own("process exit (_exit)");
+		flusher_exit_drain("process exit (_exit)");
 		agent_thread_guard = saved_guard;
 	}
 	signals_mask(SIG_SETMASK, &saved_mask, NULL);
@@ -551,6 +571,21 @@ static void agent_close(void)
 	agent.state = AGENT_IDLE;
 }
 
+/* The loader's: where the main thread's stack ends (glibc's pthread_getattr_np starts there). */
+extern void *__libc_stack_end;
+
+/* The main thread's stack from the maps the plan read, for its first call (threads.c). */
+static void main_stack_from_maps(const struct proc_maps *maps)
+{
+	struct rlimit rl;
+	uint64_t lo, hi;
+
+	if (!getrlimit(RLIMIT_STACK, &rl) &&
+	    !proc_maps_main_stack(maps, (uint64_t)(uintptr_t)__libc_stack_end, rl.rlim_cur,
+				  (uint64_t)sysconf(_SC_PAGESIZE), &lo, &hi))
+		threads_set_main_stack((uintptr_t)lo, (uintptr_t)hi);
+}
+
 /* Says hello; the config is preset (then nothing is awaited) or profd's reply; NULL on failure. */
 static Profd__AgentConfig *agent_handshake(const char *token, Profd__AgentConfig *preset)
 {
@@ -568,6 +603,7 @@ static int agent_prepare(const char *path, const char *token, Profd__AgentConfig
 {
 	Profd__AgentConfig *cfg;
 	struct func_filter *filter = NULL;
+	struct module_presets presets = { 0 };
 	char err_text[256];
 	bool auto_args;
 	int err;
@@ -596,10 +632,17 @@ static int agent_prepare(const char *path, const char *token, Profd__AgentConfig
 	err = func_filter_parse((const char *const *)cfg->func_patterns, cfg->n_func_patterns,
 				&filter, err_text, sizeof(err_text));
 	auto_args = cfg->auto_args;
-	if (cfg != preset)
+	if (cfg == preset) /* profctl's (the caller's until we return): profd sends none */
+		presets = (struct module_presets){ cfg->preset_modules, cfg->n_preset_modules };
+	else
 		profd__agent_config__free_unpacked(cfg, NULL);
-	if (!err)
+	if (!err) {
+		instrument_set_presets(module_presets_lookup, &presets);
 		err = instrument_prepare(filter, &agent.plan);
+		instrument_set_presets(NULL, NULL);
+	}
+	if (!err)
+		main_stack_from_maps(&agent.plan.maps);
 	agent.filter = filter;
 	/* before the flusher takes the socket and before anything is patched: every call has values */
 	if (!err && auto_args &&
@@ -812,16 +855,19 @@ static void guest_forget_preload(void)
 		unsetenv("LD_PRELOAD");
 }
 
-__attribute__((constructor)) static void agent_start(void)
+/* glibc calls ELF constructors with the program's argc, argv and environment */
+__attribute__((constructor)) static void agent_start(int argc, char **argv, char **envp)
 {
 	const char *path = getenv("PROFD_AGENT_SOCKET");
 	const char *token = getenv("PROFD_AGENT_TOKEN");
 	Profd__AgentConfig *preset;
 
+	(void)envp;
 	guest_forget_preload();
 	if (!path || !token)
 		return; /* dlopen'ed by profctl attach: it calls profagent_attach */
 	agent_thread_guard = 1; /* agent code runs: instrumented calls pass through */
+	start_cmdline_set(argc, argv);
 	preset = config_from_env();
 	if (agent_prepare(path, token, preset) == 0)
 		agent_commit(NULL, 0, 0); /* process start: no other thread runs our code yet */
@@ -839,5 +885,5 @@ __attribute__((destructor)) static void agent_stop(void)
 	if (agent.state != AGENT_ACTIVE)
 		return;
 	agent_thread_guard = 1;
-	flusher_stop("process exit", false);
+	flusher_exit_drain("process exit");
 }

@@ -211,6 +211,12 @@ struct agent_thread {
 	 * take the same segment again for the next span once it is read.
 	 */
 	_Atomic uint64_t span_end[SEGMENT_SLOTS];
+	/*
+	 * agg_pages[agg_pages_end..] are all NULL: what walks them stops there
+	 * (16,384 of them, 128 KiB that a new thread's state would fault in
+	 * to find empty). Raised by the owner after it publishes a page.
+	 */
+	_Atomic uint32_t agg_pages_end;
 	struct func_agg *_Atomic agg_pages[AGG_PAGES];
 	struct shadow_entry shadow[AGENT_SHADOW_CAPACITY];
 	/*
@@ -280,6 +286,12 @@ extern _Atomic uint32_t agent_flush_progress;
 
 /* agent/threads.c */
 int threads_init(void);
+/*
+ * The main thread's stack, found by the caller (agent/proc_maps.h
+ * proc_maps_main_stack): its first call takes it instead of asking
+ * pthread_getattr_np, which reads /proc/self/maps for that thread alone.
+ */
+void threads_set_main_stack(uintptr_t lo, uintptr_t hi);
 /* Calls fn for every registered thread (flusher only); recycles drained exited ones. */
 void threads_for_each(void (*fn)(struct agent_thread *t, void *ctx), void *ctx);
 void threads_recycle_drained(void);

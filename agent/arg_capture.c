@@ -30,6 +30,8 @@ static struct {
 } cap;
 
 struct arg_func *_Atomic arg_pages[ARG_PAGES];
+/* arg_pages[arg_pages_end..] are NULL: a reset does not fault in 128 KiB to find them so */
+static uint32_t arg_pages_end;
 uint32_t arg_string_max = ARG_STRING_MAX_DEFAULT;
 
 static int add_specs(char **texts, size_t n, int retval, char *err, size_t errlen)
@@ -123,6 +125,8 @@ static struct arg_func *table_slot(uint32_t func_id)
 		/* release: the entries' zeros before the page (pairs with arg_func_get's acquire) */
 		atomic_store_explicit(&arg_pages[func_id / ARG_PAGE_FUNCS], page,
 				      memory_order_release);
+		if (func_id / ARG_PAGE_FUNCS >= arg_pages_end)
+			arg_pages_end = func_id / ARG_PAGE_FUNCS + 1;
 	}
 	return &page[func_id % ARG_PAGE_FUNCS];
 }
@@ -227,7 +231,7 @@ void arg_capture_unmatched(void (*fn)(void *ctx, const char *text, int retval), 
 void arg_capture_reset(void)
 {
 	/* pages stay: a thread may still return through a stub of the last session */
-	for (uint32_t p = 0; p < ARG_PAGES; p++) {
+	for (uint32_t p = 0; p < arg_pages_end; p++) {
 		struct arg_func *page = atomic_load_explicit(&arg_pages[p], memory_order_relaxed);
 
 		if (page)

@@ -82,6 +82,15 @@ static struct flusher {
 	_Atomic uint64_t events;
 	_Atomic uint64_t dropped;
 	int final_cycle;         /* the last drain: every thread's aggregates go out */
+	/*
+	 * Held by whoever drains: the flusher thread for each cycle and its
+	 * last one, the exiting thread for the process's final drain
+	 * (flusher_exit_drain). exit_drained: that drain is done, the flusher
+	 * thread has nothing more to do.
+	 */
+	pthread_mutex_t cycle_lock;
+	int exit_drained;
+	uint64_t exit_deadline_ns; /* the exit drain's: past it, its sends give up */
 	uint64_t trimmed_ns;     /* when unused ring segments were last handed back */
 	struct event_clock_pair initial_pair;
 	int initial_pair_pending;
@@ -100,7 +109,7 @@ static struct flusher {
 	void (*lost)(void *ctx);
 	void *table_ctx;
 } flusher = { .sock = -1, .lock = PTHREAD_MUTEX_INITIALIZER,
-	       .table_lock = PTHREAD_MUTEX_INITIALIZER };
+	       .table_lock = PTHREAD_MUTEX_INITIALIZER, .cycle_lock = PTHREAD_MUTEX_INITIALIZER };
 
 void flusher_read_clock_pair(struct event_clock_pair *pair)
 {
@@ -123,6 +132,9 @@ void flusher_read_clock_pair(struct event_clock_pair *pair)
 
 static int flusher_send_stage(void)
 {
+	/* the exit drain's sends are bounded (SO_SNDTIMEO each) and so is their sum */
+	if (flusher.exit_deadline_ns && !flusher.failed && mono_clock_ns() > flusher.exit_deadline_ns)
+		flusher.failed = -ETIMEDOUT;
 	if (flusher.stage_len && !flusher.failed &&
 	    frame_send(flusher.sock, FRAME_EVENTS_RAW, flusher.stage, flusher.stage_len, -1) < 0)
 		flusher.failed = -EPIPE;
@@ -474,11 +486,13 @@ static void uncount_open_calls(void)
 
 static void flusher_put_aggregates(struct agent_thread *t, uint64_t drops)
 {
+	/* pairs with the release in threads_map_agg_page(): pages below it are published */
+	uint32_t end = atomic_load_explicit(&t->agg_pages_end, memory_order_acquire);
 	uint32_t page = 0, slot = 0;
 	int first = 1;
 
 	count_open_calls(t);
-	while (first || page < AGG_PAGES) {
+	while (first || page < end) {
 		uint8_t *start = stage_open(sizeof(struct event_chunk_header) +
 					    (AGG_DROP_REASONS + 1 + AGG_FILTER_REASONS) *
 						    EVENT_VARINT_MAX +
@@ -494,7 +508,7 @@ static void flusher_put_aggregates(struct agent_thread *t, uint64_t drops)
 		for (int i = 0; i < AGG_FILTER_REASONS; i++)
 			p = event_put_varint(p, atomic_load_explicit(&t->filtered_by[i],
 								     memory_order_relaxed));
-		for (; page < AGG_PAGES && h.count < AGG_PER_CHUNK; page++, slot = 0) {
+		for (; page < end && h.count < AGG_PER_CHUNK; page++, slot = 0) {
 			/* pairs with the release in threads_map_agg_page() */
 			struct func_agg *funcs =
 				atomic_load_explicit(&t->agg_pages[page], memory_order_acquire);
@@ -726,8 +740,15 @@ static void *flusher_main(void *arg)
 	prctl(PR_SET_NAME, "profd-flusher", 0, 0, 0);
 	while (!flusher_stopping() && !flusher.failed && !go_exit_requested()) {
 		flusher_sleep_until(mono_clock_ns() + FLUSH_INTERVAL_NS);
+		pthread_mutex_lock(&flusher.cycle_lock);
+		if (flusher.exit_drained)
+			goto out_unlock; /* the exiting thread drained: the process is going */
 		flusher_cycle();
+		pthread_mutex_unlock(&flusher.cycle_lock);
 	}
+	pthread_mutex_lock(&flusher.cycle_lock);
+	if (flusher.exit_drained)
+		goto out_unlock;
 	if (flusher.failed)
 		atomic_store(&agent_recording, 0); /* nobody listens: stop paying for events */
 	else if (flusher.let_calls_return)
@@ -740,6 +761,8 @@ static void *flusher_main(void *arg)
 		flusher_give_up();
 	atomic_store(&flusher.exited, 1);
 	go_exit_release();
+out_unlock:
+	pthread_mutex_unlock(&flusher.cycle_lock);
 	return NULL;
 }
 
@@ -780,6 +803,8 @@ int flusher_start(int sock, int (*send_table)(void *ctx, int sock), void (*lost)
 	flusher.failed = 0;
 	flusher.stop_reason = NULL;
 	flusher.let_calls_return = false;
+	flusher.exit_drained = 0;
+	flusher.exit_deadline_ns = 0;
 	atomic_store(&flusher.released, 0);
 	atomic_store(&flusher.exited, 0);
 	atomic_store(&agent_exit_request, AGENT_EXIT_NONE);
@@ -805,11 +830,13 @@ void flusher_release(const struct event_clock_pair *initial)
 }
 
 /*
- * Joins the flusher while it makes progress (see STOP_IDLE_S). The join's
- * own deadline is absolute and it waits on through signals, so each round
- * lasts its full second unless the flusher returns.
+ * Waits for until(deadline) to succeed while the flusher makes progress (a
+ * frame at least every STOP_IDLE_S, STOP_MAX_S in all): a flusher stuck in
+ * a send to a daemon that stopped reading must not hold the process for
+ * long. until's deadline is absolute and it waits on through signals, so
+ * each round lasts its full second unless until succeeds.
  */
-static int flusher_join(void)
+static int wait_while_progress(int (*until)(const struct timespec *deadline))
 {
 	uint32_t seen = atomic_load(&agent_flush_progress), now;
 	struct timespec deadline;
@@ -817,13 +844,24 @@ static int flusher_join(void)
 	for (int waited = 0, idle = 0; waited < STOP_MAX_S && idle < STOP_IDLE_S; waited++) {
 		clock_gettime(CLOCK_REALTIME, &deadline);
 		deadline.tv_sec += 1;
-		if (pthread_timedjoin_np(flusher.thread, NULL, &deadline) == 0)
+		if (until(&deadline) == 0)
 			return 0;
 		now = atomic_load(&agent_flush_progress);
 		idle = now == seen ? idle + 1 : 0;
 		seen = now;
 	}
 	return -ETIMEDOUT;
+}
+
+static int joined(const struct timespec *deadline)
+{
+	return pthread_timedjoin_np(flusher.thread, NULL, deadline);
+}
+
+/* The flusher thread's return, while it makes progress. */
+static int flusher_join(void)
+{
+	return wait_while_progress(joined);
 }
 
 int flusher_stop(const char *reason, bool let_calls_return)
@@ -842,11 +880,50 @@ int flusher_stop(const char *reason, bool let_calls_return)
 	return 0;
 }
 
-int flusher_stop_if_own(const char *reason)
+static int cycle_locked(const struct timespec *deadline)
 {
+	return pthread_mutex_timedlock(&flusher.cycle_lock, deadline);
+}
+
+int flusher_exit_drain(const char *reason)
+{
+	struct timeval send_timeout = { .tv_sec = STOP_IDLE_S };
+	sigset_t all, old;
+
 	if (!flusher.running || flusher.owner != (pid_t)syscall(SYS_getpid))
 		return 0;
-	return flusher_stop(reason, false);
+	/*
+	 * Signals as they are while waiting: a flusher thread that lost its
+	 * daemon stops the other threads (world_stop) before it lets go.
+	 */
+	if (wait_while_progress(cycle_locked))
+		return -ETIMEDOUT; /* its thread keeps the socket: the process ends without its goodbye */
+	/* a handler must not leave the drain (siglongjmp) holding its lock */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	if (atomic_load(&flusher.exited)) /* its thread ended it (daemon gone, Go's exit) */
+		goto out_unlock;
+	flusher.exit_drained = 1;
+	pthread_mutex_lock(&flusher.lock);
+	flusher.stop_requested = 1;
+	flusher.stop_reason = reason;
+	pthread_mutex_unlock(&flusher.lock);
+	/* each send as long as a stop waits for a silent flusher, all of them STOP_MAX_S */
+	setsockopt(flusher.sock, SOL_SOCKET, SO_SNDTIMEO, &send_timeout, sizeof(send_timeout));
+	flusher.exit_deadline_ns = mono_clock_ns() + STOP_MAX_S * 1000000000ull;
+	if (!flusher.failed && atomic_load_explicit(&flusher.released, memory_order_acquire)) {
+		flusher.final_cycle = 1;
+		flusher_cycle();
+		if (!flusher.failed)
+			flusher_send_goodbye();
+	}
+	atomic_store(&flusher.exited, 1);
+	go_exit_release();
+out_unlock:
+	pthread_mutex_unlock(&flusher.cycle_lock);
+	flusher.running = 0; /* its thread dies with the process, never joined */
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return 0;
 }
 
 void flusher_table_lock(void)
@@ -875,6 +952,7 @@ void flusher_forget_after_fork(void)
 	/* the parent's flusher may have held them: it does not exist here */
 	flusher.lock = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
 	flusher.table_lock = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
+	flusher.cycle_lock = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
 	flusher.stage_len = 0;
 	atomic_store(&flusher.pokes, 0);
 	atomic_store(&flusher.table_pending, 0);

@@ -46,11 +46,16 @@ void flusher_release(const struct event_clock_pair *initial);
 int flusher_stop(const char *reason, bool let_calls_return);
 
 /*
- * flusher_stop(reason, false) when this process started the flusher, else
- * nothing (a vfork or CLONE_VM child shares its parent's memory, flusher
- * state included, but not its thread). Returns as flusher_stop.
+ * Process exit: the final drain and AgentGoodbye with reason on the calling
+ * thread, not handed to the flusher thread (a wake-up and a join, the largest
+ * wait of a short process on a loaded machine). Waits for a cycle the
+ * flusher thread is in (as flusher_stop waits for its join); that thread is
+ * then left to end with the process. Nothing when another process started
+ * the flusher (a vfork or CLONE_VM child shares its parent's memory, flusher
+ * state included, but not its thread). Signals are blocked while it drains.
+ * Returns 0, or -ETIMEDOUT when the flusher thread held the drain too long.
  */
-int flusher_stop_if_own(const char *reason);
+int flusher_exit_drain(const char *reason);
 
 /*
  * In a forked child: the flusher thread does not exist there and the socket

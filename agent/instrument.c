@@ -392,12 +392,14 @@ struct picked_function {
 struct module_job {
 	const struct func_filter *filter;
 	int module_selected; /* some include of the filter applies to its file */
+	int saw_mangled;     /* a C++ name was matched (demangled if the process can) */
 	const struct loaded_module *module;
 	const char *module_name;
 	struct elf_symbols syms;
 	struct picked_function *picked;
 	size_t n_picked;
 	struct stub_region region;
+	int new_region; /* it mapped it (else it shares the walk's open one) */
 	size_t slots_used;
 	uint32_t module_index;
 	struct instrument_plan *plan;
@@ -439,8 +441,9 @@ static int selected_by_filter(const struct func_filter *filter, const char *modu
  */
 static bool module_may_pick(void *ctx, const char *name)
 {
-	const struct module_job *job = ctx;
+	struct module_job *job = ctx;
 
+	job->saw_mangled |= job->module_selected && name[0] == '_' && name[1] == 'Z';
 	return stack_walk_name_flags(name) || is_go_exit(name) ||
 	       (job->module_selected && selected_by_filter(job->filter, job->module->path, name));
 }
@@ -569,13 +572,42 @@ static int module_prepare_one(struct module_job *job, const struct picked_functi
 	return 0;
 }
 
+/* Seals the region the walk kept open (instrument_plan.open_region), if any. */
+static int plan_seal_open_region(struct instrument_plan *plan)
+{
+	int err = plan->open_region.base ? stub_region_seal(&plan->open_region) : 0;
+
+	plan->open_region = (struct stub_region){ 0 };
+	plan->open_used = 0;
+	return err;
+}
+
+/* The open region, when it reaches m and has room for n stubs; 0 then, else -1. */
+static int plan_take_open_region(struct instrument_plan *plan, const struct loaded_module *m,
+				 size_t n, struct module_job *job)
+{
+	if (!stub_region_reaches(&plan->open_region, m->seg_lo[0], m->seg_hi[m->n_segs - 1]) ||
+	    stub_region_capacity(&plan->open_region) - plan->open_used < n)
+		return -1;
+	job->region = plan->open_region;
+	job->slots_used = plan->open_used;
+	return 0;
+}
+
 static int module_plan(struct module_job *job, const struct proc_maps *maps,
 		       struct instrument_report *r)
 {
 	const struct loaded_module *m = job->module;
+	struct instrument_plan *plan = job->plan;
+	int err;
 
 	if (job->n_picked == 0)
 		return 0;
+	if (!plan_take_open_region(plan, m, job->n_picked, job))
+		goto fill;
+	err = plan_seal_open_region(plan);
+	if (err)
+		return err;
 	if (stub_region_map(maps, m->seg_lo[0], m->seg_hi[m->n_segs - 1], job->n_picked,
 			    &job->region)) {
 		for (size_t k = 0; k < job->n_picked; k++)
@@ -587,10 +619,15 @@ static int module_plan(struct module_job *job, const struct proc_maps *maps,
 	if (job->region.far)
 		report_warn(r, "%s: no free memory within 2 GiB: %s", job->module_name,
 			    "14-byte absolute jumps, longer prologues only");
+	job->new_region = 1;
+	plan->open_region = job->region;
+	plan->open_used = 0;
+fill:
 	for (size_t k = 0; k < job->n_picked; k++)
 		if (module_prepare_one(job, &job->picked[k], r))
 			return -ENOMEM;
-	return stub_region_seal(&job->region);
+	plan->open_used = job->slots_used;
+	return 0;
 }
 
 static int plan_add_module(struct instrument_plan *plan, const struct loaded_module *m)
@@ -600,6 +637,28 @@ static int plan_add_module(struct instrument_plan *plan, const struct loaded_mod
 		return -ENOMEM;
 	plan->modules[plan->n_modules++] = (struct known_module){ m->base, m->seg_lo[0], 0 };
 	return 0;
+}
+
+/* The selected loads made already (instrument_set_presets), and what they are asked with. */
+static instrument_preset_fn preset_fn;
+static void *preset_ctx;
+
+void instrument_set_presets(instrument_preset_fn fn, void *ctx)
+{
+	preset_fn = fn;
+	preset_ctx = ctx;
+}
+
+int instrument_selected_load(const struct func_filter *filter, const char *path,
+			     struct elf_symbols *out, int *mangled, char *err, size_t errlen)
+{
+	struct loaded_module m = { .path = (char *)path };
+	struct module_job job = { .filter = filter, .module = &m,
+				  .module_selected = func_filter_module_may_match(filter, path) };
+	int ret = elf_symbols_load_selected(path, module_may_pick, &job, out, err, errlen);
+
+	*mangled = job.saw_mangled;
+	return ret;
 }
 
 /* Its stub region, if it mapped one, is added to maps: the next module plans with it. */
@@ -619,7 +678,8 @@ static void module_instrument(const struct loaded_module *m, const struct func_f
 	job.module_name = report_keep_string(r, m->path);
 	if (!job.module_name)
 		return;
-	if (elf_symbols_load_selected(m->path, module_may_pick, &job, &job.syms, err, sizeof(err))) {
+	if ((!preset_fn || preset_fn(preset_ctx, m->path, &job.syms)) &&
+	    elf_symbols_load_selected(m->path, module_may_pick, &job, &job.syms, err, sizeof(err))) {
 		report_warn(r, "%s: cannot read symbols: %s", m->path, err);
 		return;
 	}
@@ -630,7 +690,7 @@ static void module_instrument(const struct loaded_module *m, const struct func_f
 		report_warn(r, "%s: %s", m->path, "out of memory while preparing stubs");
 	free(job.picked);
 	elf_symbols_free(&job.syms);
-	if (job.region.base && proc_maps_insert(maps, (uint64_t)(uintptr_t)job.region.base,
+	if (job.new_region && proc_maps_insert(maps, (uint64_t)(uintptr_t)job.region.base,
 						(uint64_t)(uintptr_t)job.region.base + job.region.size,
 						PROT_READ | PROT_EXEC))
 		proc_maps_free(maps); /* no memory: the next module reads them again */
@@ -649,7 +709,7 @@ static int plan_knows(const struct instrument_plan *plan, const struct loaded_mo
 static int plan_modules(const struct func_filter *filter, const struct loaded_module *list,
 			size_t n, struct instrument_plan *plan)
 {
-	int err;
+	int err, seal_err;
 
 	proc_maps_free(&plan->maps);
 	err = proc_maps_load(&plan->maps);
@@ -661,7 +721,9 @@ static int plan_modules(const struct func_filter *filter, const struct loaded_mo
 		if (!plan->maps.maps)
 			err = proc_maps_load(&plan->maps);
 	}
-	return err;
+	/* nothing runs the stubs before the commit: one seal for the walk's last region */
+	seal_err = plan_seal_open_region(plan);
+	return err ? err : seal_err;
 }
 
 /* Instruments the modules loaded now that the plan has not seen yet. */

@@ -75,6 +75,15 @@ struct instrument_plan {
 	struct proc_maps maps;           /* protections to restore after writing */
 	struct known_module *modules;
 	size_t n_modules, cap_modules;
+	/*
+	 * While the modules loaded at once are planned: the last stub region
+	 * mapped, still writable, and the slots taken in it. The next module
+	 * whose code it reaches puts its stubs there too (the loader, libc and
+	 * the other libraries lie close together): one region, one mmap and
+	 * one seal, rather than one each. Sealed when the walk ends.
+	 */
+	struct stub_region open_region;
+	size_t open_used;
 };
 
 /*
@@ -123,6 +132,27 @@ int instrument_commit(struct instrument_plan *plan, const uint64_t *ips, size_t 
  * negative errno.
  */
 int instrument_update_modules(const struct func_filter *filter, struct instrument_plan *plan);
+
+struct elf_symbols;
+
+/*
+ * The selected load of the module at path that instrumenting it reads
+ * (elf_symbols_load_selected with the filter's choice and the stack
+ * walkers), made elsewhere (agent/module_preset.h). *mangled: C++ names
+ * were matched, whose choice depends on the process (its demangler).
+ * Returns as elf_symbols_load_selected.
+ */
+int instrument_selected_load(const struct func_filter *filter, const char *path,
+			     struct elf_symbols *out, int *mangled, char *err, size_t errlen);
+
+/*
+ * Where instrumenting takes a module's selected load from before reading
+ * its file: fn(ctx, path, out) returns 0 with *out filled as the load would
+ * have, else nonzero (the file is read). NULL: always read. Setup-time,
+ * single-threaded; fn and ctx must live while modules are instrumented.
+ */
+typedef int (*instrument_preset_fn)(void *ctx, const char *path, struct elf_symbols *out);
+void instrument_set_presets(instrument_preset_fn fn, void *ctx);
 
 /* Puts every original byte back (all threads stopped). Allocates nothing. */
 int instrument_unpatch(struct instrument_plan *plan);

@@ -83,6 +83,12 @@ size_t stub_padding_after(const uint8_t *code, size_t avail, size_t func_size);
 /* Slot 0: the jump to the generic entry trampoline. (agent/stub_slot_$(ARCH).c) */
 void stub_region_write_thunk(uint8_t *thunk);
 
+/* Slots the region has, its thunk's left out. */
+size_t stub_region_capacity(const struct stub_region *r);
+
+/* Whether every address of [code_lo, code_hi) reaches r with the short jump. */
+int stub_region_reaches(const struct stub_region *r, uint64_t code_lo, uint64_t code_hi);
+
 /* Address a function's jmp must target for slot `slot`. */
 uint64_t stub_region_slot_entry(const struct stub_region *r, size_t slot);
 
@@ -99,18 +105,22 @@ struct code_patch {
 void patcher_encode_jump(uint8_t *out, const struct code_patch *p);
 
 /*
- * Writes code bytes over read-only text (a 4-byte aligned write is one
- * store, which instruction fetch on another CPU sees whole; the caches are
- * made coherent after each write): unlocks the pages a write touches
- * (and some ahead: writes come in address order), restores each range's
- * protection from maps when moving on and at finish. Allocates nothing, so
- * it can run while every other thread of the process is stopped.
+ * Writes code bytes over read-only text: on x86-64 through /proc/self/mem
+ * (the mapping untouched), else, or where that is refused, it unlocks the
+ * pages a write touches (and some ahead: writes come in address order) and
+ * restores each range's protection from maps when moving on and at finish
+ * (a 4-byte aligned write is one store, which instruction fetch on another
+ * CPU sees whole; the caches are made coherent after each write).
+ * Allocates nothing, so it can run while every other thread of the process
+ * is stopped. finish closes what the writer opened.
  */
 struct patch_writer {
 	const struct proc_maps *maps;
 	uint64_t lo, hi;   /* pages currently writable */
 	int prot;          /* their protection to restore */
+	int mem_fd;        /* /proc/self/mem, PATCH_MEM_UNTRIED, or -1: refused */
 };
+#define PATCH_MEM_UNTRIED (-2)
 
 void patch_writer_init(struct patch_writer *w, const struct proc_maps *maps);
 int patch_writer_write(struct patch_writer *w, uint64_t addr, const void *bytes, size_t len);

@@ -29,5 +29,13 @@ void proc_maps_free(struct proc_maps *m);
 int proc_maps_insert(struct proc_maps *m, uint64_t start, uint64_t end, int prot);
 /* The mapping containing addr, or NULL. */
 const struct proc_map *proc_maps_find(const struct proc_maps *m, uint64_t addr);
+/*
+ * The main thread's stack [*lo, *hi) as glibc's pthread_getattr_np finds
+ * it (from its stack end, __libc_stack_end, the stack's rlimit and the
+ * mapping below the stack's) in the snapshot rather than in a fresh read of
+ * /proc/self/maps. 0, or -ENOENT when no mapping holds stack_end.
+ */
+int proc_maps_main_stack(const struct proc_maps *m, uint64_t libc_stack_end, uint64_t rlimit,
+			 uint64_t page, uint64_t *lo, uint64_t *hi);
 
 #endif

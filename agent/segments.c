@@ -31,6 +31,13 @@
 #define N_CLASSES 6 /* SEGMENT_FIRST << 5 == SEGMENT_SPAN */
 /* Free segments unused this long go back to the kernel (segments_trim). */
 #define TRIM_AFTER_NS (1000ull * 1000 * 1000)
+/*
+ * Segments held by the process past which a thread taking one wakes the
+ * flusher for a drain now (else its next tick): a process of a tree that
+ * lives a few milliseconds fills its first segments before that tick, and
+ * its exit drains them, without a cycle (and profd's) on the way.
+ */
+#define POKE_ABOVE_UNITS ((1ull << 20) / UNIT_BYTES)
 
 _Static_assert(SEGMENT_FIRST << (N_CLASSES - 1) == SEGMENT_SPAN, "size classes");
 
@@ -136,6 +143,7 @@ void segments_refill_spare(struct agent_thread *t)
 {
 	/* before taking: a release after it moves the generation, so the thread retries */
 	uint32_t gen = atomic_load(&agent_segments_generation);
+	int poke;
 
 	/* a spare a cut-short switch left is cleared by ring_switch(), which asked for this */
 	t->want_spare = 0;
@@ -144,10 +152,12 @@ void segments_refill_spare(struct agent_thread *t)
 	pthread_mutex_lock(&pool.lock);
 	t->spare_units = next_size(t);
 	t->spare = pool_take_locked(t->spare_units);
+	poke = !t->spare || pool.in_use >= POKE_ABOVE_UNITS;
 	pthread_mutex_unlock(&pool.lock);
 	if (!t->spare)
 		t->denied_gen = gen;
-	flusher_poke(); /* a segment filled: drain it now rather than at the next tick */
+	if (poke) /* segments fill: drain them now rather than at the next tick */
+		flusher_poke();
 }
 
 void segments_release(struct agent_thread *t, uint64_t k)

@@ -44,13 +44,29 @@ static struct agent_thread *thread_state_alloc(void)
 	return t == MAP_FAILED ? NULL : t;
 }
 
+/* The main thread's stack, when the agent found it already (threads_set_main_stack). */
+static uintptr_t main_stack_lo, main_stack_hi;
+
+void threads_set_main_stack(uintptr_t lo, uintptr_t hi)
+{
+	main_stack_lo = lo;
+	main_stack_hi = hi;
+}
+
 /* Where this thread's own stack lies: stale shadow entries are only judged there. */
 static void thread_stack_bounds(struct agent_thread *t)
 {
+	uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
 	pthread_attr_t attr;
 	void *addr;
 	size_t size;
 
+	/* the process's first thread, running on its own stack (not a sigaltstack) */
+	if (sp >= main_stack_lo && sp < main_stack_hi && t->tid == (uint32_t)getpid()) {
+		t->stack_lo = main_stack_lo;
+		t->stack_hi = main_stack_hi;
+		return;
+	}
 	t->stack_lo = t->stack_hi = 0;
 	if (pthread_getattr_np(pthread_self(), &attr))
 		return;
@@ -76,12 +92,17 @@ void threads_map_agg_page(struct agent_thread *t, uint32_t index)
 	}
 	/* pairs with the acquire in flusher_put_aggregates() */
 	atomic_store_explicit(&t->agg_pages[index], page, memory_order_release);
+	if (index >= atomic_load_explicit(&t->agg_pages_end, memory_order_relaxed))
+		/* after the page: pairs with the acquire in flusher_put_aggregates() */
+		atomic_store_explicit(&t->agg_pages_end, index + 1, memory_order_release);
 }
 
 /* A new owner (or a new session) starts from zero; the pages stay mapped. */
 void threads_clear_aggregates(struct agent_thread *t)
 {
-	for (uint32_t i = 0; i < AGG_PAGES; i++) {
+	uint32_t end = atomic_load_explicit(&t->agg_pages_end, memory_order_relaxed);
+
+	for (uint32_t i = 0; i < end; i++) {
 		struct func_agg *page = atomic_load_explicit(&t->agg_pages[i], memory_order_relaxed);
 
 		if (page)

@@ -36,7 +36,14 @@ static int read_nspid(pid_t pid, pid_t tid, uint32_t *host, uint32_t *ns)
 	int nested = -ENOENT;
 	FILE *f;
 
-	snprintf(path, sizeof(path), "/proc/%d/task/%d/status", (int)pid, (int)tid);
+	/*
+	 * The leader's own status, not its task/ entry: every dentry under
+	 * /proc/PID/task costs the process's parent in its reap (d_walk).
+	 */
+	if (tid == pid)
+		snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	else
+		snprintf(path, sizeof(path), "/proc/%d/task/%d/status", (int)pid, (int)tid);
 	f = fopen(path, "re");
 	if (!f)
 		return -errno;
@@ -103,8 +110,9 @@ static void rescan(struct pid_ns_map *m)
 pid_t pid_ns_own_pid(pid_t host_pid)
 {
 	uint32_t host, ns;
+	int nested = read_nspid(host_pid, host_pid, &host, &ns);
 
-	return read_nspid(host_pid, host_pid, &host, &ns) > 0 ? (pid_t)ns : 0;
+	return nested < 0 ? -1 : nested ? (pid_t)ns : 0;
 }
 
 struct pid_ns_map *pid_ns_map_new(pid_t host_pid)

@@ -24,7 +24,8 @@ void pid_ns_map_free(struct pid_ns_map *m);
 
 /*
  * host_pid's own pid in its innermost PID namespace when that is not ours
- * (what its getpid() returns there), else 0 (ours, or it cannot be read).
+ * (what its getpid() returns there), 0 when it is ours, -1 when it cannot
+ * be read (gone).
  */
 pid_t pid_ns_own_pid(pid_t host_pid);
 

@@ -29,6 +29,7 @@
 #include "common/mono_clock.h"
 #include "daemon/sched/sched_tracer.h"
 #include "daemon/server.h"
+#include "daemon/symbols/kernel_symbols.h"
 #include "daemon/session.h"
 #include "proto/frame_io.h"
 
@@ -292,8 +293,11 @@ int server_init(struct server *srv, const struct server_options *opt)
 	return 0;
 }
 
+#define SCHED_KEEP_NS (10ull * 1000000000ull)
+
 int server_sched_get(struct server *srv, char *why, size_t len)
 {
+	srv->sched_idle_ns = 0;
 	if (srv->sched)
 		return 0;
 	srv->sched = sched_tracer_open(why, len);
@@ -312,8 +316,16 @@ int server_sched_get(struct server *srv, char *why, size_t len)
 
 void server_sched_put(struct server *srv)
 {
-	if (!srv->sched || sched_tracer_targets(srv->sched))
+	if (srv->sched && !sched_tracer_targets(srv->sched))
+		srv->sched_idle_ns = mono_clock_ns();
+}
+
+void server_sched_expire(struct server *srv, uint64_t now_ns)
+{
+	if (!srv->sched || !srv->sched_idle_ns || now_ns - srv->sched_idle_ns < SCHED_KEEP_NS ||
+	    sched_tracer_targets(srv->sched))
 		return;
+	srv->sched_idle_ns = 0;
 	epoll_ctl(srv->epoll_fd, EPOLL_CTL_DEL, sched_tracer_fd(srv->sched), NULL);
 	sched_tracer_close(srv->sched);
 	srv->sched = NULL;
@@ -647,9 +659,54 @@ static void drain_output(struct server *srv)
 	}
 }
 
+#define KERNEL_SYMBOLS_KEEP_NS (60ull * 1000000000ull)
+
+/* FNV-1a of /proc/modules (0 when unreadable): what moves the kernel's symbols but BPF programs. */
+static uint64_t modules_signature(void)
+{
+	uint64_t h = 14695981039346656037ull;
+	int fd = open("/proc/modules", O_RDONLY | O_CLOEXEC);
+	uint8_t buf[4096];
+	ssize_t n;
+
+	if (fd < 0)
+		return 0;
+	while ((n = read(fd, buf, sizeof(buf))) > 0)
+		for (ssize_t i = 0; i < n; i++)
+			h = (h ^ buf[i]) * 1099511628211ull;
+	close(fd);
+	return h;
+}
+
+struct kernel_symbols *server_kernel_symbols(struct server *srv, char *err, size_t len)
+{
+	uint64_t sig = modules_signature();
+
+	if (srv->kernel && sig != srv->kernel_sig) {
+		kernel_symbols_free(srv->kernel);
+		srv->kernel = NULL;
+	}
+	if (!srv->kernel) {
+		srv->kernel = kernel_symbols_load(NULL, err, len);
+		srv->kernel_sig = sig;
+	}
+	srv->kernel_used_ns = mono_clock_ns();
+	return srv->kernel ? kernel_symbols_ref(srv->kernel) : NULL;
+}
+
+void server_kernel_symbols_expire(struct server *srv, uint64_t now_ns)
+{
+	if (srv->kernel && now_ns - srv->kernel_used_ns > KERNEL_SYMBOLS_KEEP_NS) {
+		kernel_symbols_free(srv->kernel); /* sessions keep their references */
+		srv->kernel = NULL;
+	}
+}
+
 void server_fini(struct server *srv)
 {
 	session_finish_all(srv);
+	kernel_symbols_free(srv->kernel);
+	srv->kernel = NULL;
 	sched_tracer_close(srv->sched); /* every session gave its target back */
 	srv->sched = NULL;
 	drain_output(srv);
@@ -662,5 +719,4 @@ void server_fini(struct server *srv)
 	close(srv->listen_fd);
 	if (srv->spare_fd >= 0)
 		close(srv->spare_fd);
-	kernel_symbols_cache_fini(&srv->kernel_symbols); /* the sessions dropped theirs */
 }

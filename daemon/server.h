@@ -16,7 +16,6 @@
 #include <sys/types.h>
 #include <syslog.h>
 
-#include "daemon/symbols/kernel_symbols_cache.h"
 #include "proto/frame.h"
 
 struct session;
@@ -65,10 +64,15 @@ struct server {
 	int spare_fd;             /* kept free for accept-and-close when descriptors run out */
 	bool told_full;           /* "too many connections" logged once per episode */
 	bool sessions_may_end;    /* an agent left a session whose target exited: see session_end_ready */
-	/* the scheduler probe, loaded while a session uses it (daemon/sched/sched_tracer.h) */
+	/*
+	 * The scheduler probe, loaded while a session uses it (daemon/sched/sched_tracer.h)
+	 * and SCHED_KEEP_NS after: sched_idle_ns, when the last one let it go (0: in use).
+	 */
 	struct sched_tracer *sched;
-	/* /proc/kallsyms, read once for the sessions that may see kernel frames */
-	struct kernel_symbols_cache kernel_symbols;
+	uint64_t sched_idle_ns;
+	/* /proc/kallsyms read by a session, for the next ones (server_kernel_symbols) */
+	struct kernel_symbols *kernel;
+	uint64_t kernel_sig, kernel_used_ns;
 };
 
 struct server_options {
@@ -86,10 +90,24 @@ void server_fini(struct server *srv);
 /*
  * The scheduler probe for one more session: loaded (and its ring watched)
  * by the first. 0, or -1 with a one-line reason in why.
- * server_sched_put: unloads it once no session follows a target with it.
+ * server_sched_put: once no session follows a target with it, it is
+ * unloaded a few seconds later (server_sched_expire), unless a session
+ * takes it again: sessions in a row (a bench's rounds, a test suite) load
+ * and verify it once (~35 ms each, before their target may start).
  */
 int server_sched_get(struct server *srv, char *why, size_t len);
 void server_sched_put(struct server *srv);
+void server_sched_expire(struct server *srv, uint64_t now_ns);
+
+/*
+ * The kernel's symbols (daemon/symbols/kernel_symbols.h), a reference for
+ * the caller to free: read from /proc/kallsyms, or the table read for an
+ * earlier session while /proc/modules stays the same (a module loaded,
+ * unloaded or moved reads it again). NULL with a one-line reason in err.
+ * server_kernel_symbols_expire drops the server's table unused for a minute.
+ */
+struct kernel_symbols *server_kernel_symbols(struct server *srv, char *err, size_t len);
+void server_kernel_symbols_expire(struct server *srv, uint64_t now_ns);
 
 /*
  * Queues one frame for the peer and sends what the socket takes now; the

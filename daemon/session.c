@@ -38,6 +38,7 @@
 #include "daemon/session_internal.h"
 #include "daemon/session_live.h"
 #include "daemon/sampling/stub_map.h"
+#include "daemon/sampling/unwind_files.h"
 #include "daemon/symbols/symbols.h"
 #include "daemon/events/tsc_rate.h"
 #include "daemon/sched/sched_session.h"
@@ -283,7 +284,9 @@ static struct session_process *session_add_process(struct server *srv, struct se
 	p->ppid = ppid;
 	p->start_time = access_start_time(pid);
 	proc_comm(pid, p->comm, sizeof(p->comm));
-	if (s->sampler && session_process_start_symbols(p, true, true))
+	/* a fork's parent, known: its mappings are the child's */
+	if (s->sampler && session_process_start_symbols(p, fork_ns ? session_process_find(s, ppid) :
+								     NULL, true, true))
 		snprintf(p->why_not, sizeof(p->why_not), "out of memory for its samples");
 	perfetto_writer_process(s->writer, p->trace_proc, p->comm[0] ? p->comm : NULL);
 	session_process_describe_detail(p);
@@ -342,6 +345,7 @@ static void session_free(struct session *s)
 	free(s->pid_index);
 	kernel_symbols_free(s->kernel); /* after the writer: names are keyed by address */
 	module_cache_free(s->modules);
+	unwind_files_free(s->unwind_files); /* after the processes: their unwinders hold its files */
 	auto_args_free(s->auto_args);
 	for (uint32_t i = 0; i <= s->n_func_names && s->func_names; i++)
 		free(s->func_names[i]);
@@ -412,6 +416,7 @@ static struct session *session_new(struct server *srv, struct conn *c, const Pro
 		return NULL;
 	s->demangled = demangle_cache_new();
 	s->modules = module_cache_new();
+	s->unwind_files = unwind_files_new();
 	s->comm = strdup(req->target_comm && req->target_comm[0] ? req->target_comm : "target");
 	s->output_name = strdup(req->output_name ? req->output_name : "");
 	s->started_ns = s->rate_at_ns = mono_clock_ns();
@@ -430,7 +435,7 @@ static struct session *session_new(struct server *srv, struct conn *c, const Pro
 		session_free(s);
 		return NULL;
 	}
-	if (!s->demangled || !s->modules || !s->comm || !s->arg_specs || !s->retval_specs ||
+	if (!s->demangled || !s->modules || !s->unwind_files || !s->comm || !s->arg_specs || !s->retval_specs ||
 	    !s->output_name || !s->patterns ||
 	    s->n_patterns != req->n_func_patterns ||
 	    getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd)) {
@@ -733,19 +738,23 @@ void session_read_samples(struct session *s)
 /*
  * Kernel frames only for a client that could read them itself (perf's rule:
  * CAP_PERFMON, or paranoid <= 1 with kallsyms readable); others get user
- * frames without a word, as perf gives them.
+ * frames without a word, as perf gives them. The table is read at the first
+ * kernel frame, not before the target starts (60-130 ms of /proc/kallsyms),
+ * and the server keeps it for the sessions after (server_kernel_symbols).
  */
-static void session_load_kernel_symbols(struct session *s)
+const struct kernel_symbols *session_kernel_symbols(void *session)
 {
+	struct session *s = session;
 	char err[160];
 
-	if (!access_may_see_kernel(&s->client_cred))
-		return;
-	s->kernel = s->client ? kernel_symbols_cache_get(&s->client->srv->kernel_symbols, err,
-							 sizeof(err)) :
+	if (s->kernel || !s->kernel_wanted || s->kernel_tried)
+		return s->kernel;
+	s->kernel_tried = true;
+	s->kernel = s->client ? server_kernel_symbols(s->client->srv, err, sizeof(err)) :
 				kernel_symbols_load(NULL, err, sizeof(err));
 	if (!s->kernel)
 		server_log("session %" PRIu64 ": no kernel frames: %s", s->id, err);
+	return s->kernel;
 }
 
 /* Run: armed to start at exec. Attach: the process runs already: maps from /proc, enabled now. */
@@ -758,9 +767,8 @@ static void session_start_sampling(struct session *s, Profd__SamplingReady *read
 	char err[256] = "";
 	int r;
 
-	if (s->freq)
-		session_load_kernel_symbols(s);
-	r = session_process_start_symbols(root, s->attach_mode, s->freq != 0);
+	s->kernel_wanted = s->freq && access_may_see_kernel(&s->client_cred);
+	r = session_process_start_symbols(root, NULL, s->attach_mode, s->freq != 0);
 	if (s->freq == 0 || !root->symbols)
 		return;
 	if (r) {
@@ -771,7 +779,7 @@ static void session_start_sampling(struct session *s, Profd__SamplingReady *read
 		cfg.copy_stack = root->unwinder != NULL;
 		cfg.stack_bytes = s->stack_bytes ? s->stack_bytes : SAMPLER_DEFAULT_STACK_BYTES;
 	}
-	cfg.kernel_callchain = s->kernel != NULL;
+	cfg.kernel_callchain = s->kernel_wanted;
 	s->sampler = sampler_open(&cfg, err, sizeof(err));
 	if (s->sampler && s->attach_mode && sampler_enable(s->sampler) < 0) {
 		sampler_close(s->sampler);
@@ -1658,6 +1666,8 @@ void session_tick_all(struct server *srv)
 	uint64_t now = mono_clock_ns();
 
 	session_sched_drain(srv);
+	server_kernel_symbols_expire(srv, now);
+	server_sched_expire(srv, now);
 	for (s = srv->sessions; s; s = next) {
 		next = s->next;
 		if (s->sampler)

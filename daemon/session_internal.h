@@ -64,6 +64,8 @@ struct session_process {
 	struct call_stacks *calls;       /* the agent's shadow stacks, replayed */
 	struct stub_map *stubs;          /* where the agent's stubs are */
 	struct pid_ns_map *pid_ns;       /* NULL: it numbers its threads as we do */
+	pid_t ns_pid;                    /* its pid in its own namespace (0: ours), once read */
+	bool ns_pid_read;
 	struct symbolizer *symbols;
 	struct dwarf_unwinder *unwinder; /* NULL: frame-pointer callchains only */
 	struct sample_pipeline *samples_out; /* NULL: no sampling */
@@ -98,7 +100,9 @@ struct session {
 	struct sched_session *sched;     /* NULL: no scheduler states (sched_why says why) */
 	bool sched_off;                  /* --sched off */
 	char sched_why[192];
-	struct kernel_symbols *kernel;   /* NULL: the client may not see kernel frames */
+	bool kernel_wanted;              /* the client may see kernel frames */
+	bool kernel_tried;               /* they were asked for (session_kernel_symbols) */
+	struct kernel_symbols *kernel;   /* NULL: none (not wanted, or not readable) */
 	uint32_t call_graph;             /* CALL_GRAPH_* */
 	uint32_t ring_pages, stack_bytes; /* 0: the sampler's defaults */
 	uint64_t buffer_size;            /* the agent's event buffer budget; 0: its default */
@@ -107,6 +111,7 @@ struct session {
 	uint32_t max_depth;              /* --max-depth (0: none) */
 	struct demangle_cache *demangled;
 	struct module_cache *modules;    /* ELF files' symbols, read once for all processes */
+	struct unwind_files *unwind_files; /* and their unwind tables */
 	char *comm;
 	char *output_name;     /* as the client named it, for status only */
 	uint64_t started_ns;
@@ -161,6 +166,8 @@ struct session *session_by_id(struct server *srv, uint64_t id);
 bool session_may_see(const struct session *s, const struct conn *c);
 /* Drains the perf rings (every process's samples and side records). */
 void session_read_samples(struct session *s);
+/* The kernel's symbols for the session's samples (a sample_pipeline_config kernel callback). */
+const struct kernel_symbols *session_kernel_symbols(void *session);
 
 /* daemon/session_summary.c: the summary to the client (st: the trace's; samples: summed). */
 struct perfetto_writer_stats;
@@ -180,8 +187,13 @@ struct session_process *session_process_find(struct session *s, pid_t pid);
  * began after ts (perf records read late belong to the older one).
  */
 struct session_process *session_process_at(struct session *s, pid_t pid, uint64_t ts);
-/* Its symbols and unwinder (and, with sampling, its sample pipeline); loaded from /proc with load_maps. */
-int session_process_start_symbols(struct session_process *p, bool load_maps, bool sampling);
+/*
+ * Its symbols and unwinder (and, with sampling, its sample pipeline); its
+ * mappings those of parent (a forked child's: perf reports none of them),
+ * else, with load_maps, read from /proc.
+ */
+int session_process_start_symbols(struct session_process *p, const struct session_process *parent,
+				  bool load_maps, bool sampling);
 /* Its parent and command line, as /proc shows them now, into the trace. */
 void session_process_describe_detail(struct session_process *p);
 /* The same with the command line its agent read (NULL: /proc's). */

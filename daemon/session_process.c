@@ -29,6 +29,7 @@
 #include "daemon/sampling/dwarf_unwind.h"
 #include "daemon/sampling/sample_pipeline.h"
 #include "daemon/sampling/stub_map.h"
+#include "daemon/sampling/unwind_files.h"
 #include "daemon/sched/sched_session.h"
 #include "daemon/session.h"
 #include "daemon/session_internal.h"
@@ -267,7 +268,13 @@ void session_process_describe_with(struct session_process *p, const uint8_t *cmd
 	}
 	if (n > 0 && p->ppid > 0)
 		perfetto_writer_process_detail(p->s->writer, p->trace_proc, p->ppid, buf, (size_t)n);
-	ns_pid = pid_ns_own_pid(p->pid);
+	/* a process's pid namespace is for life: read once (exec and hello describe it again) */
+	if (!p->ns_pid_read) {
+		ns_pid = pid_ns_own_pid(p->pid);
+		p->ns_pid = ns_pid > 0 ? ns_pid : 0;
+		p->ns_pid_read = ns_pid >= 0; /* else gone, or not readable now */
+	}
+	ns_pid = p->ns_pid;
 	if (ns_pid) /* 0 also when gone: its label stays */
 		perfetto_writer_process_ns_pid(p->s->writer, p->trace_proc, ns_pid);
 }
@@ -283,7 +290,8 @@ void session_process_describe_detail(struct session_process *p)
  * process runs already, its mappings come from /proc (else from MMAP2
  * records). 0, or -ENOMEM (sampling then stays off for it).
  */
-int session_process_start_symbols(struct session_process *p, bool load_maps, bool sampling)
+int session_process_start_symbols(struct session_process *p, const struct session_process *parent,
+				  bool load_maps, bool sampling)
 {
 	struct session *s = p->s;
 
@@ -291,19 +299,25 @@ int session_process_start_symbols(struct session_process *p, bool load_maps, boo
 	if (!p->symbols)
 		return -ENOMEM;
 	symbolizer_share_modules(p->symbols, s->modules);
-	if (load_maps)
+	if (parent && parent->symbols)
+		symbolizer_copy_mappings(p->symbols, parent->symbols);
+	else if (load_maps)
 		symbolizer_load_proc_maps(p->symbols);
 	if (!sampling)
 		return 0;
 	if (s->call_graph != CALL_GRAPH_FP) { /* most of Debian has no frame pointers */
 		p->unwinder = dwarf_unwinder_new(p->pid);
-		if (p->unwinder && load_maps)
+		if (p->unwinder)
+			dwarf_unwinder_share_files(p->unwinder, s->unwind_files);
+		if (p->unwinder && parent && parent->unwinder)
+			dwarf_unwinder_copy_modules(p->unwinder, parent->unwinder);
+		else if (p->unwinder && load_maps)
 			dwarf_unwinder_load_proc_maps(p->unwinder);
 	}
 	p->samples_out = sample_pipeline_new(&(struct sample_pipeline_config){
 		.target = p->pid, .writer = s->writer, .symbols = p->symbols,
 		.unwinder = p->unwinder, .demangled = s->demangled, .calls = p->calls,
-		.stubs = p->stubs, .kernel = s->kernel,
+		.stubs = p->stubs, .kernel = session_kernel_symbols, .kernel_ctx = s,
 		.agent_expected = !s->attach_mode && s->n_patterns > 0 });
 	return p->samples_out ? 0 : -ENOMEM;
 }
@@ -331,8 +345,10 @@ void session_process_mmap(struct session_process *p, const struct sampler_mmap *
 		return;
 	symbolizer_add_mapping(p->symbols, m->start, m->start + m->len, m->pgoff, m->filename);
 	if (p->unwinder)
-		dwarf_unwinder_add_mapping(p->unwinder, m->start, m->start + m->len, m->pgoff,
-					   m->filename);
+		dwarf_unwinder_add_mapping_id(p->unwinder, m->start, m->start + m->len, m->pgoff,
+					      m->filename,
+					      &(struct unwind_file_id){
+						      (uint64_t)m->maj << 32 | m->min, m->ino });
 }
 
 void session_process_comm(struct session_process *p, uint32_t tid, const char *comm)
@@ -819,7 +835,8 @@ int session_process_agent_hello(struct session_process *p, struct conn *c)
 	p->decoder = event_decoder_new();
 	if (!p->decoder)
 		return -ENOMEM;
-	if (!p->pid_ns && (p->pid_ns = pid_ns_map_new(p->pid)))
+	/* in ours (its description read it already): its thread ids are ours */
+	if (!p->pid_ns && !(p->ns_pid_read && !p->ns_pid) && (p->pid_ns = pid_ns_map_new(p->pid)))
 		server_log("session %" PRIu64 ": PID %d is %d in its own PID namespace: thread ids "
 			   "translated", p->s->id, (int)p->pid, (int)pid_ns_map_ns_pid(p->pid_ns));
 	p->agent = c;

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <link.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +18,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "agent/module_preset.h"
+#include "common/func_filter.h"
+#include "common/hex.h"
 #include "profctl/profctl.h"
 #include "profctl/session_client.h"
 #include "proto/frame.h"
@@ -26,6 +30,8 @@
 #define REPLY_TIMEOUT_MS 10000
 /* PROFD_AGENT_CONFIG's value at most (an environment string may hold 128 KiB) */
 #define AGENT_CONFIG_HEX_MAX (64 * 1024)
+/* The config with its module presets, packed: within AGENT_CONFIG_HEX_MAX once in hex */
+#define AGENT_CONFIG_PRESETS_MAX (AGENT_CONFIG_HEX_MAX / 2 - 1)
 
 struct run_state {
 	struct profile_options opt;
@@ -136,6 +142,81 @@ static char *read_rest(int fd)
 	return buf;
 }
 
+/* The config in hex unpacked, NULL when it is not one. */
+static Profd__AgentConfig *config_unhex(const char *hex)
+{
+	size_t len;
+	uint8_t *buf = hex_decode(hex, &len);
+	Profd__AgentConfig *cfg = buf ? profd__agent_config__unpack(NULL, len, buf) : NULL;
+
+	free(buf);
+	return cfg;
+}
+
+struct preset_walk {
+	const struct func_filter *filter;
+	Profd__AgentConfig *cfg;
+	size_t packed; /* the config's packed size so far */
+};
+
+/* Adds the preset of one of our modules (named by path: not our program, not the vdso). */
+static int add_module_preset(struct dl_phdr_info *info, size_t size, void *ctx)
+{
+	struct preset_walk *w = ctx;
+	Profd__PresetModule *pm, **grown;
+	char err[256];
+	size_t len;
+
+	(void)size;
+	if (info->dlpi_name[0] != '/' ||
+	    !(pm = module_preset_new(w->filter, info->dlpi_name, err, sizeof(err))))
+		return 0;
+	len = profd__preset_module__get_packed_size(pm) + 8; /* its tag and length */
+	grown = realloc(w->cfg->preset_modules,
+			(w->cfg->n_preset_modules + 1) * sizeof(*w->cfg->preset_modules));
+	if (w->packed + len > AGENT_CONFIG_PRESETS_MAX || !grown) { /* a glob matching most of it */
+		if (grown)
+			w->cfg->preset_modules = grown;
+		module_preset_free(pm);
+		return 0;
+	}
+	w->cfg->preset_modules = grown;
+	w->cfg->preset_modules[w->cfg->n_preset_modules++] = pm;
+	w->packed += len;
+	return 0;
+}
+
+/*
+ * The agents' config with the presets of the modules this process has
+ * loaded (the loader, libc, the agent's own libraries among them, as the
+ * target's processes will load them: the same files, as its environment
+ * finds them), in hex; NULL when there is none to add (the config then goes
+ * as it is). Every process of the tree takes them instead of reading those
+ * files at its start (agent/module_preset.h).
+ */
+static char *config_with_presets(const char *hex)
+{
+	Profd__AgentConfig *cfg = config_unhex(hex);
+	struct func_filter *filter = NULL;
+	struct preset_walk w;
+	char err[256], *out = NULL;
+	uint8_t *buf = NULL;
+
+	if (!cfg || func_filter_parse((const char *const *)cfg->func_patterns,
+				      cfg->n_func_patterns, &filter, err, sizeof(err)))
+		goto out;
+	w = (struct preset_walk){ filter, cfg, profd__agent_config__get_packed_size(cfg) };
+	dl_iterate_phdr(add_module_preset, &w);
+	if (cfg->n_preset_modules && (buf = malloc(profd__agent_config__get_packed_size(cfg))))
+		out = hex_encode(buf, profd__agent_config__pack(cfg, buf));
+out:
+	free(buf);
+	func_filter_free(filter);
+	if (cfg)
+		profd__agent_config__free_unpacked(cfg, NULL);
+	return out;
+}
+
 /*
  * In the child: wait for the go (three lines: the session token, or "-" for
  * no agent, the daemon's socket path and the agents' config in hex, possibly
@@ -145,7 +226,7 @@ static char *read_rest(int fd)
  */
 static void child_main(struct run_state *rs, int go_read, int err_write)
 {
-	char token[128], socket_path[sizeof(rs->client.link.socket_path)], *config;
+	char token[128], socket_path[sizeof(rs->client.link.socket_path)], *config, *with_presets;
 	int err;
 
 	if (read_token(go_read, token, sizeof(token)) ||
@@ -160,8 +241,10 @@ static void child_main(struct run_state *rs, int go_read, int err_write)
 			set_preload(rs->agent_path);
 		setenv("PROFD_AGENT_SOCKET", socket_path, 1);
 		setenv("PROFD_AGENT_TOKEN", token, 1);
-		if (config && config[0])
-			setenv("PROFD_AGENT_CONFIG", config, 1);
+		with_presets = config && config[0] && !rs->foreign ? config_with_presets(config) : NULL;
+		if (with_presets || (config && config[0]))
+			setenv("PROFD_AGENT_CONFIG", with_presets ? with_presets : config, 1);
+		free(with_presets);
 	}
 	free(config);
 	execvp(rs->argv[0], rs->argv);

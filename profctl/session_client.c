@@ -13,6 +13,7 @@
 
 #include "common/arg_spec.h"
 #include "common/func_filter.h"
+#include "common/hex.h"
 #include "profctl/session_client.h"
 #include "proto/frame.h"
 #include "proto/frame_io.h"
@@ -372,21 +373,6 @@ int session_client_expect(struct session_client *c, uint32_t want, uint8_t **pay
 	return -EPROTO;
 }
 
-/* NULL for nothing (or no memory): the agents then ask profd for their config. */
-static char *hex_encode(const uint8_t *data, size_t len)
-{
-	static const char digits[] = "0123456789abcdef";
-	char *hex = len ? malloc(2 * len + 1) : NULL;
-
-	for (size_t i = 0; hex && i < len; i++) {
-		hex[2 * i] = digits[data[i] >> 4];
-		hex[2 * i + 1] = digits[data[i] & 15];
-	}
-	if (hex)
-		hex[2 * len] = '\0';
-	return hex;
-}
-
 int session_client_start(struct session_client *c, const char *comm, pid_t attach_pid,
 			 char *token, size_t token_len)
 {
@@ -442,6 +428,7 @@ int session_client_start(struct session_client *c, const char *comm, pid_t attac
 		return -EPROTO;
 	}
 	snprintf(token, token_len, "%s", started->agent_token);
+	/* NULL for nothing (or no memory): the agents then ask profd for their config */
 	c->agent_config_hex = hex_encode(started->agent_config.data, started->agent_config.len);
 	profd__session_started__free_unpacked(started, NULL);
 	close(c->out_fd); /* profd holds its own copy */

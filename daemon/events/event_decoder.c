@@ -24,10 +24,15 @@
 /* 8 KiB of decoded events: still in L1 when the callback reads them */
 #define EVENTS_PER_BATCH EVENT_DECODER_BATCH_MAX
 
+/*
+ * One per agent of a process of a tree: what only some streams use (the
+ * zstd context of compressed frames, the values of --args, ~200 KiB
+ * together) is allocated at its first use, not for every process.
+ */
 struct event_decoder {
 	ZSTD_DStream *dstream;
 	struct decoded_event batch[EVENTS_PER_BATCH];
-	struct decoded_value values[EVENTS_PER_BATCH * EVENT_VALUES_MAX]; /* the batch's */
+	struct decoded_value *values; /* the batch's: EVENTS_PER_BATCH * EVENT_VALUES_MAX */
 	uint8_t *buf;
 	size_t cap;
 	struct event_clock_pair pairs[CLOCK_PAIRS_KEPT];
@@ -40,19 +45,21 @@ struct event_decoder {
 
 struct event_decoder *event_decoder_new(void)
 {
-	struct event_decoder *d = calloc(1, sizeof(*d));
+	return calloc(1, sizeof(struct event_decoder));
+}
 
-	if (!d)
-		return NULL;
+static int dstream_get(struct event_decoder *d, char *err, size_t errlen)
+{
+	if (d->dstream)
+		return 0;
 	d->dstream = ZSTD_createDStream();
 	if (!d->dstream) {
-		free(d);
-		errno = ENOMEM;
-		return NULL;
+		snprintf(err, errlen, "out of memory for the event stream's decompression");
+		return -ENOMEM;
 	}
 	/* bounds the decoder's own memory whatever the frame headers claim */
 	ZSTD_DCtx_setParameter(d->dstream, ZSTD_d_windowLogMax, ZSTD_WINDOW_LOG_MAX);
-	return d;
+	return 0;
 }
 
 void event_decoder_free(struct event_decoder *d)
@@ -60,6 +67,7 @@ void event_decoder_free(struct event_decoder *d)
 	if (!d)
 		return;
 	ZSTD_freeDStream(d->dstream);
+	free(d->values);
 	free(d->buf);
 	free(d);
 }
@@ -91,7 +99,10 @@ static int decompress_frame(struct event_decoder *d, const uint8_t *payload, siz
 {
 	ZSTD_inBuffer in = { payload, len, 0 };
 	ZSTD_outBuffer out = { d->buf, d->cap, 0 };
+	int r = dstream_get(d, err, errlen);
 
+	if (r)
+		return r;
 	for (;;) {
 		size_t ret;
 		int e;
@@ -625,6 +636,10 @@ static int deliver_events(struct event_decoder *d, const struct event_chunk_head
 		if (cb->chunk(ctx, h->tid, &r) || r.left)
 			return -EBADMSG;
 	} else {
+		/* the batch path's values, allocated at its first use (see struct event_decoder) */
+		if (!d->values &&
+		    !(d->values = calloc(EVENTS_PER_BATCH * EVENT_VALUES_MAX, sizeof(*d->values))))
+			return -ENOMEM;
 		while ((got = event_reader_next(&r, &d->batch[n], &d->values[n * EVENT_VALUES_MAX])) > 0)
 			if (++n == EVENTS_PER_BATCH) {
 				deliver_batch(d, h->tid, n, cb, ctx);

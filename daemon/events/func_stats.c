@@ -56,9 +56,16 @@ static size_t slot_of(uint32_t tid, uint32_t func_id, size_t cap)
 	return (size_t)(h >> 32) & (cap - 1);
 }
 
+/*
+ * An entry is ~3 KiB (two histograms): a process of a tree has a few
+ * functions, and a table of 256 was 760 KiB to clear, and to walk at the
+ * session's end, for each.
+ */
+#define FUNC_STATS_FIRST_CAP 8
+
 static int grow(struct func_stats *fs)
 {
-	size_t ncap = fs->cap ? fs->cap * 2 : 256;
+	size_t ncap = fs->cap ? fs->cap * 2 : FUNC_STATS_FIRST_CAP;
 	struct stat_entry *n = calloc(ncap, sizeof(*n));
 
 	if (!n)

@@ -8,7 +8,8 @@
  * by the caller's max and by SP strictly increasing from frame to frame.
  * The target's ELF files are read with ELF_C_READ, never mmapped (a file
  * truncated underneath cannot SIGBUS the daemon), from descriptors opened
- * when their mapping was added.
+ * when their mapping was added, shared with the session's other processes
+ * (daemon/sampling/unwind_files.h).
  */
 #include "daemon/sampling/dwarf_unwind.h"
 
@@ -27,6 +28,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "daemon/sampling/unwind_files.h"
 #include "daemon/symbols/debug_file.h"
 
 #define DWARF_NREGS 17        /* x86-64 DWARF 0-15 (rax .. r15), 16 = return address (rip) */
@@ -46,8 +48,7 @@ static const uint8_t dwarf_to_perf[DWARF_NREGS] = {
 /* One ELF image of the target, as reported to libdwfl (its Dwfl_Module's userdata). */
 struct module {
 	char *path;             /* as the target maps it */
-	char *file;             /* where we opened it; NULL for the vdso */
-	int fd;                 /* opened with the mapping, until libdwfl takes it; else -1 */
+	struct unwind_file *file; /* opened with the mapping; NULL for the vdso */
 	uint64_t low, high;     /* the image's addresses in the target */
 	uint64_t bias;
 	Dwfl_Module *dwfl_mod;  /* in the current Dwfl, or NULL */
@@ -70,6 +71,7 @@ struct dwarf_unwinder {
 	pid_t pid;
 	Dwfl *dwfl;             /* NULL until the first (re)build */
 	bool rebuild;           /* a module was dropped: build a new Dwfl before unwinding */
+	struct unwind_files *shared; /* the session's files (NULL: this process's alone) */
 	Elf *arch;              /* a bare x86-64 ELF header: names the architecture */
 	Elf64_Ehdr arch_ehdr;   /* the bytes arch reads; must outlive every Dwfl */
 	struct module **mods;   /* each allocated alone: libdwfl points at them */
@@ -137,6 +139,7 @@ static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname
 			  GElf_Word debuglink_crc, char **debuginfo_file_name)
 {
 	const char *urls = getenv("DEBUGINFOD_URLS");
+	struct module *m = *userdata;
 	const unsigned char *id;
 	char path[PATH_MAX];
 	GElf_Addr id_at;
@@ -146,6 +149,8 @@ static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname
 		return dwfl_build_id_find_debuginfo(mod, userdata, modname, base, file_name,
 						    debuglink_file, debuglink_crc,
 						    debuginfo_file_name);
+	if (m && m->file && m->file->no_debug_file)
+		return -1; /* searched for another process of the session */
 	len = dwfl_module_build_id(mod, &id, &id_at);
 	if (len < 2)
 		return -1; /* no build id to check a debug file against */
@@ -156,6 +161,8 @@ static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname
 		if (debug_file_debuglink_path(path, sizeof(path), i, NULL, file_name,
 					      debuglink_file) == 0)
 			fd = try_frame_file(path, id, len, debuginfo_file_name);
+	if (fd < 0 && m && m->file)
+		m->file->no_debug_file = true;
 	return fd;
 }
 
@@ -181,34 +188,26 @@ static int open_regular(const char *file)
 
 /*
  * libdwfl asks for a module's ELF the first time a walk reaches it. It gets
- * the descriptor opened with the mapping (the file as it was then), else the
- * file opened again (after a rebuild; /proc/PID/root dies with the target).
- * The vdso is read from /proc/PID/mem. A module we dropped has no userdata.
+ * the file opened with the mapping (the file as it was then, whatever the
+ * session's processes did since), through its one libelf handle: no
+ * descriptor for libdwfl to close. The vdso is read from /proc/PID/mem. A
+ * module we dropped has no userdata.
  */
 static int find_elf(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
 		    char **file_name, Elf **elfp)
 {
 	struct module *m = *userdata;
-	int fd;
 
 	if (!m)
 		return -1;
 	if (is_vdso(m))
 		return dwfl_linux_proc_find_elf(mod, userdata, modname, base, file_name, elfp);
-	fd = m->fd >= 0 ? m->fd : open_regular(m->file);
-	if (fd < 0 && m->path[0] == '/')
-		fd = open_regular(m->path);
-	m->fd = -1; /* libdwfl owns it now and closes it with the module */
-	if (fd < 0)
+	*elfp = unwind_file_elf(m->file);
+	if (!*elfp)
 		return -1;
-	*elfp = elf_begin(fd, ELF_C_READ, NULL);
-	if (!*elfp) {
-		close(fd);
-		return -1;
-	}
 	/* the name steers the .gnu_debuglink search: /usr/lib/debug/DIR, not .../proc/PID/root */
-	*file_name = strdup(m->path[0] == '/' ? m->path : m->file);
-	return fd;
+	*file_name = strdup(m->path);
+	return -1;
 }
 
 static char *default_debuginfo_path; /* NULL: libdwfl's default search path */
@@ -327,48 +326,32 @@ static int open_target_file(pid_t pid, const char *path, uint64_t start, uint64_
 /*
  * Where the file mapped at start from file offset pgoff lies: its load bias
  * (through the PT_LOAD holding pgoff, else the first one; 0 for ET_EXEC) and
- * its image [low, high), computed as libdwfl does. -ENOEXEC unless an x86-64
- * ELF executable or shared object with PT_LOAD segments.
+ * its image [low, high), computed as libdwfl does.
  */
-static int elf_layout(int fd, uint64_t start, uint64_t pgoff, struct module *m)
+static void elf_layout(const struct unwind_file *f, uint64_t start, uint64_t pgoff,
+		       struct module *m)
 {
 	uint64_t vlow = 0, vhigh = 0, bias = 0, page_off;
-	bool any = false, found = false, contains;
-	GElf_Ehdr eh;
-	GElf_Phdr ph;
-	size_t i, phnum;
-	Elf *e = elf_begin(fd, ELF_C_READ, NULL);
-	int rc = -ENOEXEC;
+	bool found = false, contains;
 
-	if (!e || elf_kind(e) != ELF_K_ELF || !gelf_getehdr(e, &eh) ||
-	    eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_machine != EM_X86_64 ||
-	    (eh.e_type != ET_EXEC && eh.e_type != ET_DYN) || elf_getphdrnum(e, &phnum) < 0)
-		goto out;
-	for (i = 0; i < phnum; i++) {
-		if (!gelf_getphdr(e, (int)i, &ph) || ph.p_type != PT_LOAD)
-			continue;
-		if (!any)
-			vlow = ph.p_align > 1 ? ph.p_vaddr & -ph.p_align : ph.p_vaddr;
-		page_off = ph.p_offset & ~PAGE_MASK_4K;
+	for (size_t i = 0; i < f->n_loads; i++) {
+		const struct unwind_load *ph = &f->loads[i];
+
+		if (i == 0)
+			vlow = ph->align > 1 ? ph->vaddr & -ph->align : ph->vaddr;
+		page_off = ph->offset & ~PAGE_MASK_4K;
 		contains = pgoff >= page_off &&
-			   pgoff - page_off < ph.p_offset - page_off + ph.p_filesz;
-		if (!any || (!found && contains)) {
-			bias = start - pgoff - (ph.p_vaddr - ph.p_offset);
+			   pgoff - page_off < ph->offset - page_off + ph->filesz;
+		if (i == 0 || (!found && contains)) {
+			bias = start - pgoff - (ph->vaddr - ph->offset);
 			found = contains; /* the first PT_LOAD is only the fallback */
 		}
-		any = true;
-		if (ph.p_vaddr + ph.p_memsz > vhigh)
-			vhigh = ph.p_vaddr + ph.p_memsz;
+		if (ph->vaddr + ph->memsz > vhigh)
+			vhigh = ph->vaddr + ph->memsz;
 	}
-	if (!any)
-		goto out;
-	m->bias = eh.e_type == ET_EXEC ? 0 : bias;
+	m->bias = f->is_exec ? 0 : bias;
 	m->low = m->bias + vlow;
 	m->high = m->bias + vhigh;
-	rc = 0;
-out:
-	elf_end(e);
-	return rc;
 }
 
 static void module_free(struct module *m)
@@ -381,10 +364,8 @@ static void module_free(struct module *m)
 		dwfl_module_info(m->dwfl_mod, &userdata, NULL, NULL, NULL, NULL, NULL, NULL);
 		*userdata = NULL;
 	}
-	if (m->fd >= 0)
-		close(m->fd);
+	unwind_file_put(m->file);
 	free(m->path);
-	free(m->file);
 	free(m);
 }
 
@@ -438,20 +419,18 @@ static int push_module(struct dwarf_unwinder *u, struct module *m)
 	return 0;
 }
 
-/* A module for path, owning fd (-1 for the vdso) whatever happens. */
-static struct module *module_new(const char *path, const char *file, int fd)
+/* A module for path, taking a reference to file (NULL for the vdso) whatever happens. */
+static struct module *module_new(const char *path, struct unwind_file *file)
 {
 	struct module *m = calloc(1, sizeof(*m));
 
 	if (!m) {
-		if (fd >= 0)
-			close(fd);
+		unwind_file_put(file);
 		return NULL;
 	}
-	m->fd = fd;
+	m->file = file;
 	m->path = strdup(path);
-	m->file = file ? strdup(file) : NULL;
-	if (!m->path || (file && !m->file)) {
+	if (!m->path) {
 		module_free(m);
 		return NULL;
 	}
@@ -530,11 +509,23 @@ static bool pseudo_mapping(const char *path)
 	       (path[0] == '[' && strcmp(path, "[vdso]") != 0);
 }
 
+void dwarf_unwinder_share_files(struct dwarf_unwinder *u, struct unwind_files *files)
+{
+	u->shared = files;
+}
+
 int dwarf_unwinder_add_mapping(struct dwarf_unwinder *u, uint64_t start, uint64_t end,
 			       uint64_t pgoff, const char *path)
 {
-	struct module layout = { 0 }, *m;
-	char file[4200];
+	return dwarf_unwinder_add_mapping_id(u, start, end, pgoff, path, NULL);
+}
+
+int dwarf_unwinder_add_mapping_id(struct dwarf_unwinder *u, uint64_t start, uint64_t end,
+				  uint64_t pgoff, const char *path, const struct unwind_file_id *id)
+{
+	struct unwind_file *file;
+	struct module *m;
+	char name[4200];
 	int fd, rc;
 
 	if (!u || start >= end)
@@ -542,34 +533,54 @@ int dwarf_unwinder_add_mapping(struct dwarf_unwinder *u, uint64_t start, uint64_
 	if (pseudo_mapping(path))
 		return 0;
 	if (strcmp(path, "[vdso]") == 0) {
-		m = module_new(path, NULL, -1);
+		m = module_new(path, NULL);
 		if (!m)
 			return -ENOMEM;
 		m->low = start;
 		m->high = end;
 		return add_module(u, m);
 	}
-	fd = open_target_file(u->pid, path, start, end, file, sizeof(file));
-	rc = fd < 0 ? fd : elf_layout(fd, start, pgoff, &layout);
-	if (rc < 0) {
-		if (fd >= 0)
-			close(fd);
-		u->stats.bad_mappings++;
-		return rc;
+	file = unwind_files_find(u->shared, id);
+	if (!file) {
+		fd = open_target_file(u->pid, path, start, end, name, sizeof(name));
+		file = fd < 0 ? NULL : unwind_file_open(u->shared, id, fd, &rc);
+		if (!file) {
+			u->stats.bad_mappings++;
+			return fd < 0 ? fd : rc;
+		}
 	}
-	m = module_new(path, file, fd);
+	m = module_new(path, file);
 	if (!m)
 		return -ENOMEM;
-	m->low = layout.low;
-	m->high = layout.high;
-	m->bias = layout.bias;
+	elf_layout(m->file, start, pgoff, m);
 	return add_module(u, m);
+}
+
+int dwarf_unwinder_copy_modules(struct dwarf_unwinder *u, const struct dwarf_unwinder *from)
+{
+	for (size_t i = 0; i < from->n_mods; i++) {
+		const struct module *f = from->mods[i];
+		struct module *m = module_new(f->path, f->file ? unwind_file_ref(f->file) : NULL);
+		int rc;
+
+		if (!m)
+			return -ENOMEM;
+		m->low = f->low;
+		m->high = f->high;
+		m->bias = f->bias;
+		rc = add_module(u, m);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
 }
 
 int dwarf_unwinder_load_proc_maps(struct dwarf_unwinder *u)
 {
-	unsigned long long start, end, pgoff;
+	unsigned long long start, end, pgoff, ino;
+	unsigned int major, minor;
 	char path[64], line[4352], perms[8];
+	struct unwind_file_id id;
 	FILE *f;
 	int name;
 
@@ -582,11 +593,12 @@ int dwarf_unwinder_load_proc_maps(struct dwarf_unwinder *u)
 	while (fgets(line, sizeof(line), f)) {
 		line[strcspn(line, "\n")] = '\0';
 		name = 0;
-		if (sscanf(line, "%llx-%llx %7s %llx %*s %*s %n", &start, &end, perms, &pgoff,
-			   &name) < 4 || name == 0 || !strchr(perms, 'x'))
+		if (sscanf(line, "%llx-%llx %7s %llx %x:%x %llu %n", &start, &end, perms, &pgoff,
+			   &major, &minor, &ino, &name) < 7 || name == 0 || !strchr(perms, 'x'))
 			continue;
+		id = (struct unwind_file_id){ (uint64_t)major << 32 | minor, ino };
 		/* failures are counted in bad_mappings; the other mappings still help */
-		dwarf_unwinder_add_mapping(u, start, end, pgoff, line + name);
+		dwarf_unwinder_add_mapping_id(u, start, end, pgoff, line + name, &id);
 	}
 	fclose(f);
 	return 0;

@@ -14,6 +14,8 @@
 #include <sys/types.h>
 
 struct dwarf_unwinder;
+struct unwind_files;
+struct unwind_file_id;
 
 /*
  * A new unwinder for process pid, with no modules yet: add them with
@@ -40,6 +42,26 @@ void dwarf_unwinder_free(struct dwarf_unwinder *u);
  */
 int dwarf_unwinder_add_mapping(struct dwarf_unwinder *u, uint64_t start, uint64_t end,
 			       uint64_t pgoff, const char *path);
+
+/*
+ * Shares the files of the mappings added from now on with the other
+ * unwinders of files (daemon/sampling/unwind_files.h; it must outlive u):
+ * a mapping of a file one of them opened is not opened again.
+ */
+void dwarf_unwinder_share_files(struct dwarf_unwinder *u, struct unwind_files *files);
+
+/*
+ * dwarf_unwinder_add_mapping of the file the kernel names id (perf MMAP2's
+ * device and inode; NULL: not known), shared when the unwinder shares files.
+ */
+int dwarf_unwinder_add_mapping_id(struct dwarf_unwinder *u, uint64_t start, uint64_t end,
+				  uint64_t pgoff, const char *path, const struct unwind_file_id *id);
+
+/*
+ * Adds from's modules to u, their files shared: a forked child's mappings
+ * are its parent's (perf reports none for them). 0 or -ENOMEM.
+ */
+int dwarf_unwinder_copy_modules(struct dwarf_unwinder *u, const struct dwarf_unwinder *from);
 
 /*
  * Adds every executable mapping of /proc/PID/maps. Returns 0, or the negative

@@ -275,10 +275,13 @@ static struct perfetto_frame frame_of(struct sample_pipeline *p, const struct sy
 static size_t append_kernel_frames(struct sample_pipeline *p, const struct sampler_sample *smp,
 				   struct perfetto_frame *frames, size_t n, size_t cap)
 {
-	for (size_t k = smp->n_kernel_callchain; p->cfg.kernel && k-- > 0 && n < cap;) {
+	const struct kernel_symbols *ks =
+		smp->n_kernel_callchain && p->cfg.kernel ? p->cfg.kernel(p->cfg.kernel_ctx) : NULL;
+
+	for (size_t k = smp->n_kernel_callchain; ks && k-- > 0 && n < cap;) {
 		struct symbol_info info;
 
-		kernel_symbols_lookup(p->cfg.kernel, smp->kernel_callchain[k], &info);
+		kernel_symbols_lookup(ks, smp->kernel_callchain[k], &info);
 		frames[n++] = frame_of(p, &info, info.rel_pc);
 	}
 	return n;

@@ -36,7 +36,12 @@ struct sample_pipeline_config {
 	struct demangle_cache *demangled;
 	struct call_stacks *calls;        /* the session's replay of the agent's events */
 	struct stub_map *stubs;           /* the agent's stubs, to unwind samples taken in them */
-	const struct kernel_symbols *kernel; /* NULL: kernel frames are not written */
+	/*
+	 * The kernel's symbols, asked for at the first kernel frame (they take
+	 * 60-130 ms to read); NULL, or returning NULL: kernel frames are not written.
+	 */
+	const struct kernel_symbols *(*kernel)(void *ctx);
+	void *kernel_ctx;
 	/*
 	 * An agent is on its way (`run` preloads it): it patches before its
 	 * table reaches profd, so samples wait for it even before its hello,

@@ -241,6 +241,7 @@ static const char *record_string(const uint8_t *rec, size_t off, size_t end)
 /* MMAP2 body: pid, tid, addr, len, pgoff, 24 bytes of maj/min/ino (or build id), prot, flags. */
 static int parse_mmap2(const struct parse_ctx *pc, const uint8_t *rec, size_t size)
 {
+	struct perf_event_header hdr;
 	struct sampler_mmap m;
 	struct sample_id id;
 
@@ -257,6 +258,14 @@ static int parse_mmap2(const struct parse_ctx *pc, const uint8_t *rec, size_t si
 	m.pgoff = rd64(rec + 32);
 	m.prot = rd32(rec + 64);
 	m.flags = rd32(rec + 68);
+	m.maj = m.min = 0;
+	m.ino = 0;
+	memcpy(&hdr, rec, sizeof(hdr));
+	if (!(hdr.misc & PERF_RECORD_MISC_MMAP_BUILD_ID)) { /* else a build id is there */
+		m.maj = rd32(rec + 40);
+		m.min = rd32(rec + 44);
+		m.ino = rd64(rec + 48);
+	}
 	if (pc->cb->mmap)
 		pc->cb->mmap(pc->ctx, &m);
 	return 0;
@@ -283,6 +292,8 @@ static int parse_mmap(const struct parse_ctx *pc, const uint8_t *rec, size_t siz
 	m.pgoff = rd64(rec + 32);
 	m.prot = (hdr.misc & PERF_RECORD_MISC_MMAP_DATA) ? PROT_READ : PROT_READ | PROT_EXEC;
 	m.flags = 0;
+	m.maj = m.min = 0;
+	m.ino = 0;
 	if (pc->cb->mmap)
 		pc->cb->mmap(pc->ctx, &m);
 	return 0;

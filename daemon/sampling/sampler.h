@@ -84,6 +84,8 @@ struct sampler_mmap {
 	uint32_t pid, tid;
 	uint64_t start, len, pgoff;
 	uint32_t prot, flags;
+	uint32_t maj, min;   /* the file's device and inode (MMAP2); all 0: not known */
+	uint64_t ino;
 	const char *filename;
 };
 

@@ -41,13 +41,12 @@ struct kernel_symbols {
 	char *pool;
 	size_t pool_len, pool_cap;
 	uint64_t bad_lines;
-	_Atomic uint32_t refs;   /* holders: 1 at load, kernel_symbols_ref adds one */
+	_Atomic unsigned refs;   /* its holders, 1 when built */
 };
 
 struct kernel_symbols *kernel_symbols_ref(struct kernel_symbols *k)
 {
-	if (k)
-		atomic_fetch_add(&k->refs, 1);
+	atomic_fetch_add(&k->refs, 1);
 	return k;
 }
 
@@ -299,6 +298,7 @@ static struct kernel_symbols *table_new(void)
 	}
 	k->n_modules = 1;
 	k->cap_modules = 8;
+	atomic_init(&k->refs, 1);
 	return k;
 }
 

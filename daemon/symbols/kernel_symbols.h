@@ -38,10 +38,9 @@ struct kernel_symbols *kernel_symbols_new(FILE *f, char *err, size_t errlen);
  */
 struct kernel_symbols *kernel_symbols_load(const char *path, char *err, size_t errlen);
 
-/* One more holder of k (NULL stays NULL); each holder calls kernel_symbols_free once. */
+/* One more holder of k (the table is immutable: holders may share it); returns k. */
 struct kernel_symbols *kernel_symbols_ref(struct kernel_symbols *k);
-
-/* Drops one holder; the last frees the table. */
+/* Drops a holder; the last one frees the table. */
 void kernel_symbols_free(struct kernel_symbols *k);
 
 /*

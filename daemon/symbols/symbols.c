@@ -171,6 +171,18 @@ int symbolizer_add_mapping(struct symbolizer *s, uint64_t start, uint64_t end, u
 	return 0;
 }
 
+int symbolizer_copy_mappings(struct symbolizer *s, const struct symbolizer *from)
+{
+	for (size_t i = 0; i < from->n_maps; i++) {
+		const struct mapping *m = &from->maps[i];
+		int err = symbolizer_add_mapping(s, m->start, m->end, m->pgoff, m->module->path);
+
+		if (err < 0)
+			return err;
+	}
+	return 0;
+}
+
 /* Parses one /proc/PID/maps line; returns true for an executable mapping. */
 static bool parse_maps_line(char *line, uint64_t *start, uint64_t *end, uint64_t *pgoff,
 			    const char **path)

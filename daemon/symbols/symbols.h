@@ -68,6 +68,12 @@ int symbolizer_add_mapping(struct symbolizer *s, uint64_t start, uint64_t end, u
 int symbolizer_load_proc_maps(struct symbolizer *s);
 
 /*
+ * Adds from's mappings (their files read when a lookup first needs them): a
+ * forked child maps what its parent did (perf reports none of it). 0 or -ENOMEM.
+ */
+int symbolizer_copy_mappings(struct symbolizer *s, const struct symbolizer *from);
+
+/*
  * Anonymous code is looked up in perf's JIT map, /tmp/perf-NSPID.map inside
  * the target's root (see daemon/symbols/jit_map.h for the checks it must pass). It
  * is read on the first pc in an anonymous mapping, then re-checked (a stat,

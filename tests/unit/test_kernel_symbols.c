@@ -5,9 +5,7 @@
  * gives) and on this machine's /proc/kallsyms checked against grep. Also
  * access_may_see_kernel (daemon/access.c), the gate in front of kernel
  * frames, for this process and for children running as nobody with chosen
- * capabilities. And the cache the sessions share (kernel_symbols_cache.c):
- * read once, again when the module list changes, a session's reference
- * valid after the cache moved on.
+ * capabilities.
  */
 #include <errno.h>
 #include <linux/capability.h>
@@ -22,7 +20,6 @@
 
 #include "daemon/access.h"
 #include "daemon/symbols/kernel_symbols.h"
-#include "daemon/symbols/kernel_symbols_cache.h"
 #include "tests/unit/unit.h"
 
 static const char fixture[] =
@@ -305,54 +302,6 @@ static void test_access_unprivileged_children(void)
 	check_child_sees_kernel(1ull << CAP_SYSLOG | 1ull << CAP_SYS_ADMIN, true);
 }
 
-static void write_text(const char *path, const char *text)
-{
-	FILE *f = fopen(path, "w");
-
-	CHECK(f != NULL);
-	if (f) {
-		fputs(text, f);
-		fclose(f);
-	}
-}
-
-/* One read for many sessions; a changed module list reads again; old references live on. */
-static void test_cache_shared_and_refreshed(void)
-{
-	char dir[] = "/tmp/ksyms-cache-XXXXXX", kall[64], mods[64], err[160];
-	struct kernel_symbols_cache c = { 0 };
-	struct kernel_symbols *a, *b, *fresh;
-
-	CHECK(mkdtemp(dir) != NULL);
-	snprintf(kall, sizeof(kall), "%s/kallsyms", dir);
-	snprintf(mods, sizeof(mods), "%s/modules", dir);
-	write_text(kall, fixture);
-	write_text(mods, "ext4 1 0 - Live 0x0\n");
-	c.kallsyms_path = kall;
-	c.modules_path = mods;
-	a = kernel_symbols_cache_get(&c, err, sizeof(err));
-	b = kernel_symbols_cache_get(&c, err, sizeof(err));
-	CHECK(a != NULL);
-	CHECK(a == b); /* the same table: kallsyms read once */
-	write_text(kall, "ffffffff81000000 T only_this\n");
-	fresh = kernel_symbols_cache_get(&c, err, sizeof(err));
-	CHECK(fresh == a); /* same modules, young table: not read again */
-	kernel_symbols_free(fresh);
-	write_text(mods, "ext4 1 0 - Live 0x0\nxfs 1 0 - Live 0x0\n");
-	fresh = kernel_symbols_cache_get(&c, err, sizeof(err));
-	CHECK(fresh != NULL && fresh != a);
-	if (fresh)
-		check_at(fresh, 0xffffffff81000010, "only_this", 0x10, KERNEL_SYMBOLS_MAPPING);
-	kernel_symbols_cache_fini(&c);
-	if (a) /* the sessions' references outlive the cache's */
-		check_at(a, 0xffffffff81000110, "do_syscall_64", 0x10, KERNEL_SYMBOLS_MAPPING);
-	kernel_symbols_free(a);
-	kernel_symbols_free(b);
-	kernel_symbols_free(fresh);
-	unlink(kall);
-	unlink(mods);
-	rmdir(dir);
-}
 
 int main(void)
 {
@@ -364,6 +313,5 @@ int main(void)
 	RUN_TEST(test_proc_kallsyms);
 	RUN_TEST(test_access_self);
 	RUN_TEST(test_access_unprivileged_children);
-	RUN_TEST(test_cache_shared_and_refreshed);
 	return unit_summary();
 }

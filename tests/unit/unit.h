@@ -6,9 +6,11 @@
 #ifndef PROFD_UNIT_H
 #define PROFD_UNIT_H
 
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 static int unit_check_failures;
 static int unit_cases_passed;
@@ -78,6 +80,21 @@ static inline void unit_run(const char *name, void (*fn)(void))
 }
 
 #define RUN_TEST(fn) unit_run(#fn, fn)
+
+/* Copies the file at from into fd (a case's scratch copy of a real file); 0, or -1. */
+static inline int unit_copy_file(const char *from, int fd)
+{
+	char buf[65536];
+	int in = open(from, O_RDONLY | O_CLOEXEC);
+	ssize_t n = -1;
+
+	while (in >= 0 && fd >= 0 && (n = read(in, buf, sizeof(buf))) > 0)
+		if (write(fd, buf, (size_t)n) != n)
+			n = -1;
+	if (in >= 0)
+		close(in);
+	return in >= 0 && n == 0 ? 0 : -1;
+}
 
 static inline int unit_summary(void)
 {
