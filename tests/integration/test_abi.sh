@@ -75,7 +75,12 @@ out="$WORK/counts"
 # shellcheck disable=SC2086 # one argument per case
 (cd "$WORK" && timeout -k 10 300 "$PROFCTL" run "${PROFILE_OPTS[@]}" --funcs 'torture_*' \
 	-o "$out.pftrace" -- "${RUNNER[@]}" "$TARGET" $counted_cases >"$out.out" 2>"$out.err")
-check_eq "counts run (the cases before the counts): exit status" "$?" 0
+rc=$?
+check_eq "counts run (the cases before the counts): exit status" "$rc" 0
+if [ "$rc" != 0 ]; then # where it stopped (124: the timeout: a hang, or qemu starved)
+	echo "  counts run: last lines: $(grep '^case ' "$out.out" | tail -n 2 | tr '\n' ' ')"
+	tail -n 3 "$out.err" | sed 's/^/    /'
+fi
 "$PROFCTL" report --dump "$out.pftrace" >"$out.dump" 2>/dev/null
 check_eq "counts run: all count lines printed" "$(grep -c '^count ' "$out.out")" \
 	"$(grep -c '^count ' "$WORK/plain.out")"
