@@ -738,9 +738,9 @@ void session_read_samples(struct session *s)
 /*
  * Kernel frames only for a client that could read them itself (perf's rule:
  * CAP_PERFMON, or paranoid <= 1 with kallsyms readable); others get user
- * frames without a word, as perf gives them. The table is read at the first
- * kernel frame, not before the target starts (60-130 ms of /proc/kallsyms),
- * and the server keeps it for the sessions after (server_kernel_symbols).
+ * frames without a word, as perf gives them. The table is read when sampling
+ * starts (session_start_sampling), and the server keeps it for the sessions
+ * after (server_kernel_symbols).
  */
 const struct kernel_symbols *session_kernel_symbols(void *session)
 {
@@ -768,6 +768,14 @@ static void session_start_sampling(struct session *s, Profd__SamplingReady *read
 	int r;
 
 	s->kernel_wanted = s->freq && access_may_see_kernel(&s->client_cred);
+	/*
+	 * Now, before the target starts: read at the first kernel frame, the
+	 * 60-130 ms of /proc/kallsyms stalled the reading of the perf rings while
+	 * they filled (test_overhead: 84-279 records lost, every run). The
+	 * server's copy makes it cheap for the sessions after the first.
+	 */
+	if (s->kernel_wanted)
+		session_kernel_symbols(s);
 	r = session_process_start_symbols(root, NULL, s->attach_mode, s->freq != 0);
 	if (s->freq == 0 || !root->symbols)
 		return;
