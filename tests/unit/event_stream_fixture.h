@@ -405,17 +405,6 @@ static uint64_t expect_on_line(struct pair a, struct pair b, uint64_t tsc)
 	return v < 0 ? 0 : (uint64_t)v;
 }
 
-static uint64_t test_rand(uint64_t *state)
-{
-	uint64_t x = *state;
-
-	x ^= x << 13;
-	x ^= x >> 7;
-	x ^= x << 17;
-	*state = x;
-	return x;
-}
-
 #define BASE_TSC 1000000000000ull  /* about 5 minutes of uptime at 3.3 GHz */
 #define BASE_MONO 300000000000ull
 

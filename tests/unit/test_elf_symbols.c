@@ -98,17 +98,6 @@ static void check_invariants(const struct elf_symbols *s)
 	}
 }
 
-static uint64_t test_rand(uint64_t *state)
-{
-	uint64_t x = *state;
-
-	x ^= x << 13;
-	x ^= x >> 7;
-	x ^= x << 17;
-	*state = x;
-	return x;
-}
-
 /* Where the parser looks: headers and the symbol and string tables. */
 struct hot_range {
 	size_t off, len;
@@ -117,21 +106,21 @@ struct hot_range {
 static void flip_bytes(uint8_t *data, size_t len, const struct hot_range *r, size_t nr,
 		       uint64_t *seed)
 {
-	unsigned k, flips = 1 + test_rand(seed) % 8;
+	unsigned k, flips = 1 + unit_rand(seed) % 8;
 
 	for (k = 0; k < flips; k++) {
-		size_t pos = test_rand(seed) % len;
+		size_t pos = unit_rand(seed) % len;
 
-		if (test_rand(seed) & 1) {
-			const struct hot_range *h = &r[test_rand(seed) % nr];
+		if (unit_rand(seed) & 1) {
+			const struct hot_range *h = &r[unit_rand(seed) % nr];
 			size_t span = h->off < len ? len - h->off : 0;
 
 			span = h->len < span ? h->len : span;
 			if (span == 0)
 				continue;
-			pos = h->off + test_rand(seed) % span;
+			pos = h->off + unit_rand(seed) % span;
 		}
-		data[pos] ^= (uint8_t)(1 + test_rand(seed) % 255);
+		data[pos] ^= (uint8_t)(1 + unit_rand(seed) % 255);
 	}
 }
 

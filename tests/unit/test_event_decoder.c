@@ -483,9 +483,9 @@ static void feed_random_pairs(struct event_decoder *d, struct pair *p, size_t n,
 	builder_init(&b, 0);
 	p[0] = (struct pair){ BASE_TSC, BASE_MONO };
 	for (size_t i = 1; i < n; i++) {
-		uint64_t dm = test_rand(seed) % 4 == 0 ? 0 : test_rand(seed) % 3000000;
+		uint64_t dm = unit_rand(seed) % 4 == 0 ? 0 : unit_rand(seed) % 3000000;
 
-		p[i].tsc = p[i - 1].tsc + 1 + test_rand(seed) % 1000000;
+		p[i].tsc = p[i - 1].tsc + 1 + unit_rand(seed) % 1000000;
 		p[i].mono = p[i - 1].mono + dm;
 	}
 	for (size_t i = 0; i < n; i++)
@@ -1008,8 +1008,8 @@ static void put_long_distance_frame(struct builder *b)
 	uint64_t seed = 42, tsc = BASE_TSC + 1000;
 
 	for (uint32_t i = 0; i < n; i++) /* tsc: the delta for now */
-		recs[i] = (struct event_record){ .tsc = test_rand(&seed) % 1000,
-						 .func_id = (uint32_t)test_rand(&seed),
+		recs[i] = (struct event_record){ .tsc = unit_rand(&seed) % 1000,
+						 .func_id = (uint32_t)unit_rand(&seed),
 						 .kind = EVENT_ENTER };
 	for (int copy = 1; copy < 4; copy++)
 		memcpy(recs + (size_t)copy * n, recs, (size_t)n * sizeof(*recs));
@@ -1143,7 +1143,7 @@ static int fuzz_feed(struct event_decoder *d, const uint8_t *p, size_t len)
 static void fill_random(uint8_t *p, size_t len, uint64_t *seed)
 {
 	for (size_t i = 0; i < len; i++)
-		p[i] = (uint8_t)test_rand(seed);
+		p[i] = (uint8_t)unit_rand(seed);
 }
 
 /*
@@ -1154,34 +1154,34 @@ static void fill_random(uint8_t *p, size_t len, uint64_t *seed)
 static void put_random_chunks(struct builder *b, uint64_t *seed)
 {
 	uint8_t body[AGG_BODY_MAX(1)];
-	int n = 1 + (int)(test_rand(seed) % 6);
+	int n = 1 + (int)(unit_rand(seed) % 6);
 
 	for (int i = 0; i < n; i++) {
-		uint32_t kind = (uint32_t)(test_rand(seed) % 8);
-		uint32_t count = test_rand(seed) % 8 == 0 ? (uint32_t)test_rand(seed)
-							  : (uint32_t)(test_rand(seed) % 4);
-		size_t len = test_rand(seed) % 65;
+		uint32_t kind = (uint32_t)(unit_rand(seed) % 8);
+		uint32_t count = unit_rand(seed) % 8 == 0 ? (uint32_t)unit_rand(seed)
+							  : (uint32_t)(unit_rand(seed) % 4);
+		size_t len = unit_rand(seed) % 65;
 
 		fill_random(body, sizeof(body), seed);
-		if (kind == EVENT_CHUNK_EVENTS && test_rand(seed) % 2) {
+		if (kind == EVENT_CHUNK_EVENTS && unit_rand(seed) % 2) {
 			struct event_record recs[3];
 
-			fill_records(recs, 3, BASE_TSC + test_rand(seed) % 2000, 7, 1);
+			fill_records(recs, 3, BASE_TSC + unit_rand(seed) % 2000, 7, 1);
 			len = encode_events(recs, 3, body);
 			count = 3;
-		} else if (kind == EVENT_CHUNK_AGGREGATES && test_rand(seed) % 2) {
+		} else if (kind == EVENT_CHUNK_AGGREGATES && unit_rand(seed) % 2) {
 			struct test_thread_drops td = { { 1, 2, 3, 4 }, 5 };
-			struct test_agg a = { .func_id = 1 + test_rand(seed) % 9, .entered = 9,
+			struct test_agg a = { .func_id = 1 + unit_rand(seed) % 9, .entered = 9,
 					      .exited = 8, .total = 1000, .self = 10, .max = 900 };
 
-			a.hist[test_rand(seed) % AGG_BUCKETS] = 8;
+			a.hist[unit_rand(seed) % AGG_BUCKETS] = 8;
 			len = encode_aggregates(body, &td, &a, 1);
 			count = 1;
 		}
-		if (len && test_rand(seed) % 2)
-			body[test_rand(seed) % len] = (uint8_t)test_rand(seed);
-		put_chunk(b, kind, (uint32_t)test_rand(seed) % 4, count,
-			  test_rand(seed) % 2 ? 0 : test_rand(seed), body, len);
+		if (len && unit_rand(seed) % 2)
+			body[unit_rand(seed) % len] = (uint8_t)unit_rand(seed);
+		put_chunk(b, kind, (uint32_t)unit_rand(seed) % 4, count,
+			  unit_rand(seed) % 2 ? 0 : unit_rand(seed), body, len);
 	}
 }
 
@@ -1193,7 +1193,7 @@ static void test_fuzz_random_bytes(void)
 
 	for (int it = 0; it < FUZZ_ITERATIONS; it++) {
 		struct event_decoder *d = event_decoder_new();
-		size_t len = test_rand(&seed) % sizeof(buf);
+		size_t len = unit_rand(&seed) % sizeof(buf);
 		struct builder b;
 
 		fill_random(buf, len, &seed);
@@ -1218,7 +1218,7 @@ static void test_fuzz_random_bytes(void)
 static void fuzz_flip_one(uint8_t *frames[3], const size_t lens[3], uint64_t *seed)
 {
 	struct event_decoder *d = event_decoder_new();
-	int victim = (int)(test_rand(seed) % 3), flips = 1 + (int)(test_rand(seed) % 4);
+	int victim = (int)(unit_rand(seed) % 3), flips = 1 + (int)(unit_rand(seed) % 4);
 
 	for (int f = 0; f < 3; f++) {
 		uint8_t *copy = malloc(lens[f]);
@@ -1226,7 +1226,7 @@ static void fuzz_flip_one(uint8_t *frames[3], const size_t lens[3], uint64_t *se
 
 		memcpy(copy, frames[f], lens[f]);
 		for (int i = 0; f == victim && i < flips; i++) {
-			size_t bit = test_rand(seed) % (lens[f] * 8);
+			size_t bit = unit_rand(seed) % (lens[f] * 8);
 
 			copy[bit / 8] ^= (uint8_t)(1u << (bit % 8));
 		}

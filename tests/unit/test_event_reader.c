@@ -69,11 +69,11 @@ static void build_random_stream(struct builder *b, uint64_t *seed)
 	for (int chunk = 0; chunk < 40; chunk++) {
 		struct event_encoder enc = { .frames = chunk % 5 ? &frames : NULL, .words = chunk % 3 != 1 };
 		uint8_t *p = body;
-		uint32_t n = 1 + (uint32_t)(test_rand(seed) % 700);
+		uint32_t n = 1 + (uint32_t)(unit_rand(seed) % 700);
 
 		event_frames_reset(&frames);
 		for (uint32_t i = 0; i < n; i++) {
-			uint64_t r = test_rand(seed);
+			uint64_t r = unit_rand(seed);
 			/* mostly a few ns, now and then microseconds or milliseconds */
 			uint64_t step = r % 16 ? 1 + r % 300 : r % 3 ? r % 100000 : r % 50000000;
 			bool enter = depth == 0 || (depth < 64 && (r >> 20) % 2);

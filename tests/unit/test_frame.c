@@ -58,17 +58,6 @@ static int count_open_fds(void)
 	return n;
 }
 
-static uint64_t test_rand(uint64_t *state)
-{
-	uint64_t x = *state;
-
-	x ^= x << 13;
-	x ^= x >> 7;
-	x ^= x << 17;
-	*state = x;
-	return x;
-}
-
 static int64_t now_ms(void)
 {
 	struct timespec ts;
@@ -376,13 +365,13 @@ static void fuzz_one_stream(uint64_t *seed)
 	static const uint8_t filler[48] = "mutated frames, random chunks, hostile lengths";
 
 	while (len + 64 < sizeof(stream))
-		len += put_frame(stream + len, 1 + test_rand(seed) % 20, filler,
-				 test_rand(seed) % sizeof(filler));
-	for (i = 0; i < 1 + test_rand(seed) % 4; i++)
-		stream[test_rand(seed) % len] ^= (uint8_t)(1u << (test_rand(seed) % 8));
+		len += put_frame(stream + len, 1 + unit_rand(seed) % 20, filler,
+				 unit_rand(seed) % sizeof(filler));
+	for (i = 0; i < 1 + unit_rand(seed) % 4; i++)
+		stream[unit_rand(seed) % len] ^= (uint8_t)(1u << (unit_rand(seed) % 8));
 	frame_reader_init(&r);
 	while (off < len && ret >= 0) {
-		size_t chunk = 1 + test_rand(seed) % 300;
+		size_t chunk = 1 + unit_rand(seed) % 300;
 
 		chunk = chunk > len - off ? len - off : chunk;
 		feed(&r, stream + off, chunk);

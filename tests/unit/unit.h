@@ -96,6 +96,18 @@ static inline int unit_copy_file(const char *from, int fd)
 	return in >= 0 && n == 0 ? 0 : -1;
 }
 
+/* xorshift64: the tests' reproducible random numbers (state: any non-zero seed). */
+static inline uint64_t unit_rand(uint64_t *state)
+{
+	uint64_t x = *state;
+
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	*state = x;
+	return x;
+}
+
 static inline int unit_summary(void)
 {
 	printf("%d passed, %d failed\n", unit_cases_passed, unit_cases_failed);
