@@ -40,7 +40,7 @@ struct pw_sched {
 	uint32_t n_cpus;
 	bool system_info_written;
 	bool lost_pending;
-	int64_t boot_minus_mono; /* refreshed at every flush: it moves only across suspend */
+	int64_t boot_minus_mono; /* boot_offset_refresh()ed at every flush: it grows only across suspend */
 };
 
 static int64_t clock_ns(clockid_t id)
@@ -51,20 +51,45 @@ static int64_t clock_ns(clockid_t id)
 	return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 }
 
+/*
+ * BOOTTIME - MONOTONIC, never less than the last one. BOOTTIME read first,
+ * MONOTONIC after: each sample falls short of the true offset by the time
+ * between the two reads (tens of ns, a time slice when the thread is
+ * preempted there), so the best of three is kept. The true offset only grows
+ * (across a suspend): a smaller sample is noise, and taking it would move
+ * this flush's events before the last flush's (the importer then sees a
+ * CPU's switches out of order: mismatched_sched_switch_tids).
+ */
+static int64_t boot_offset_refresh(int64_t last)
+{
+	int64_t best = last;
+
+	for (int i = 0; i < 3; i++) {
+		int64_t boot = clock_ns(CLOCK_BOOTTIME), sample = boot - clock_ns(CLOCK_MONOTONIC);
+
+		if (sample > best)
+			best = sample;
+	}
+	return best;
+}
+
+/* The writer's scheduler state, made at its first use. */
+static struct pw_sched *pw_sched_state(struct perfetto_writer *w)
+{
+	struct pw_sched *s = w->sched;
+
+	if (!s && (s = w->sched = calloc(1, sizeof(*s))))
+		s->boot_minus_mono = boot_offset_refresh(INT64_MIN);
+	return s;
+}
+
 static struct pw_sched_cpu *pw_sched_cpu(struct perfetto_writer *w, uint32_t cpu)
 {
 	struct pw_sched *s;
 
 	pw_chunk_check(w);
-	s = w->sched;
-
-	if (cpu >= PERFETTO_SCHED_MAX_CPUS)
+	if (cpu >= PERFETTO_SCHED_MAX_CPUS || !(s = pw_sched_state(w)))
 		return NULL;
-	if (!s) {
-		if (!(s = w->sched = calloc(1, sizeof(*s))))
-			return NULL;
-		s->boot_minus_mono = clock_ns(CLOCK_BOOTTIME) - clock_ns(CLOCK_MONOTONIC);
-	}
 	if (cpu >= s->n_cpus) {
 		uint32_t n = cpu + 1;
 		struct pw_sched_cpu *c = realloc(s->cpus, n * sizeof(*c));
@@ -136,7 +161,7 @@ void pw_sched_flush(struct perfetto_writer *w)
 		if (s->cpus[i].events.len)
 			pw_sched_put_bundle(w, i, &s->cpus[i]);
 	s->lost_pending = false;
-	s->boot_minus_mono = clock_ns(CLOCK_BOOTTIME) - clock_ns(CLOCK_MONOTONIC);
+	s->boot_minus_mono = boot_offset_refresh(s->boot_minus_mono);
 }
 
 void pw_sched_forget_task(struct perfetto_writer *w, int32_t tid, uint64_t before)
@@ -151,8 +176,10 @@ void pw_sched_forget_task(struct perfetto_writer *w, int32_t tid, uint64_t befor
 
 int64_t pw_sched_boot_offset(struct perfetto_writer *w)
 {
-	return w->sched ? w->sched->boot_minus_mono :
-			  clock_ns(CLOCK_BOOTTIME) - clock_ns(CLOCK_MONOTONIC);
+	/* one offset for the processes' starts and ends and the CPUs' events */
+	struct pw_sched *s = pw_sched_state(w);
+
+	return s ? s->boot_minus_mono : boot_offset_refresh(INT64_MIN);
 }
 
 void pw_sched_free(struct perfetto_writer *w)

@@ -545,6 +545,37 @@ static void test_timestamps_boottime(void)
 	trace_free(t);
 }
 
+/*
+ * Switches 1 ns apart, a flush between each two: their written times keep
+ * their order. The BOOTTIME offset is measured again at every flush, and a
+ * measurement falls short of the true offset by the time between its two
+ * clock reads, which varies by more than 1 ns from one flush to the next: a
+ * smaller one taken as it came moved a flush's events before the last
+ * flush's, and the importer found the CPU's switches out of order.
+ */
+static void test_timestamps_keep_order_across_flushes(void)
+{
+	struct fixture fx;
+	struct trace *t;
+	int n = 2000, out_of_order = 0; /* MAX_EVENTS */
+	uint64_t last = 0;
+
+	fx_open(&fx, true);
+	for (int i = 0; i < n; i++) {
+		sw(&fx, T0 + (uint64_t)i, 1, i & 1 ? &idle : &main_thread, i & 1 ? 0 : 1,
+		   i & 1 ? &main_thread : &idle);
+		perfetto_writer_flush(fx.w);
+	}
+	t = fx_close(&fx);
+	CHECK_EQ_INT(t->n, n);
+	for (size_t i = 0; i < t->n; i++) {
+		out_of_order += t->ev[i].ts <= last;
+		last = t->ev[i].ts;
+	}
+	CHECK_EQ_INT(out_of_order, 0);
+	trace_free(t);
+}
+
 /* In a time namespace whose BOOTTIME runs 1000 s ahead: the only way to see the offset added
  * on a machine that never slept (where BOOTTIME and MONOTONIC agree). */
 #define NS_BOOT_AHEAD_S 1000
@@ -1088,6 +1119,7 @@ int main(void)
 	RUN_TEST(test_events_bundled_per_cpu);
 	RUN_TEST(test_timestamps_boottime);
 	RUN_TEST(test_timestamps_boottime_in_time_namespace);
+	RUN_TEST(test_timestamps_keep_order_across_flushes);
 	RUN_TEST(test_chaining_names_who_ran);
 	RUN_TEST(test_chaining_hidden);
 	RUN_TEST(test_other_tasks_hidden);
