@@ -687,20 +687,16 @@ static void on_fork(void *ctx, uint32_t pid, uint32_t ppid, uint32_t tid, uint64
 static void on_task(void *ctx, bool is_exit, uint32_t pid, uint32_t tid, uint64_t time)
 {
 	struct session *s = ctx;
-	struct session_process *p;
+	struct session_process *p, *newest;
 
-	if (!is_exit || !(p = session_process_find(s, (pid_t)pid)))
+	if (!is_exit || !(p = session_process_at(s, (pid_t)pid, time)))
 		return;
-	if (p->generation && time < p->start_ts) { /* an older one of a reused pid: marked gone then */
-		for (p = p->next; p && p->pid != (pid_t)pid; p = p->next)
-			;
-		if (p && time > p->exit_ts)
-			p->exit_ts = time;
-		return;
-	}
+	if (p->generation && time < p->start_ts)
+		return; /* before every process of the pid the session knows */
 	if (time > p->exit_ts) /* its last thread's exit: exit_group ends them one by one */
 		p->exit_ts = time;
-	if (pid == tid && !p->exited)
+	newest = session_process_find(s, (pid_t)pid);
+	if (p == newest && pid == tid && !p->exited) /* an older one of a reused pid: marked gone then */
 		process_exited(s, p);
 }
 
