@@ -1009,6 +1009,18 @@ COLD static int enter_slow_cases(struct agent_thread *t, const struct stub_desc 
 /* ---- the hooks ----------------------------------------------------------------------- */
 
 /*
+ * The stub's flags where STUB_FLAG_ARGS leads to its capture entry: with
+ * acquire, as --auto-args may set the flag of a function already running
+ * (a module loaded later: agent/arg_auto.c, arg_auto_late), after filling
+ * the entry; pairs with the release fence in stub_flag_set(). The fast path
+ * reads the flags plainly: it only leaves for here when one is set.
+ */
+static inline uint32_t stub_flags_acquire(const struct stub_desc *desc)
+{
+	return __atomic_load_n(&desc->flags, __ATOMIC_ACQUIRE);
+}
+
+/*
  * A call that stays off the timeline: the buffer budget is spent (or the
  * flusher is a ring behind), or it is nested deeper than --max-depth.
  */
@@ -1130,7 +1142,7 @@ COLD static int enter_slow_general(struct agent_thread *t, const struct stub_des
 	if (unlikely(!a) && (r = agg_missing(t, desc->func_id)))
 		goto out;
 	head = state_head(s);
-	if (unlikely(desc->flags & STUB_FLAG_ARGS))
+	if (unlikely(stub_flags_acquire(desc) & STUB_FLAG_ARGS))
 		af = arg_func_get(desc->func_id);
 	/* its ENTER (or its late ENTER), its EXIT, and as much for every call open; its values */
 	need = (depth + 1) * agent_units_per_call + 2 + (af ? af->enter_units : 0);
@@ -1226,7 +1238,7 @@ static __attribute__((noinline, hot)) int enter_with_args(struct agent_thread *t
 COLD static int enter_slow(struct agent_thread *t, const struct stub_desc *desc,
 			   uintptr_t *return_slot)
 {
-	if (desc->flags == STUB_FLAG_ARGS)
+	if (stub_flags_acquire(desc) == STUB_FLAG_ARGS)
 		return enter_with_args(t, desc, return_slot);
 	return enter_slow_general(t, desc, return_slot);
 }

@@ -533,6 +533,14 @@ static void print_auto_args(const Profd__SessionSummary *s)
 		fprintf(stderr, "; %u past the %d values a call records", s->auto_args_capped,
 			ARG_SPEC_ITEMS_MAX);
 	fprintf(stderr, "; DWARF read in %.1f ms\n", (double)s->auto_args_ns / 1e6);
+	if (!s->auto_args_late)
+		return;
+	fprintf(stderr, "profctl: auto-args: %u functions of modules loaded later got their values "
+			"once profd had described them, after %llu calls without (",
+		s->auto_args_late, (unsigned long long)s->auto_args_late_calls);
+	for (size_t i = 0; i < s->n_auto_args_late_named; i++)
+		fprintf(stderr, "%s%s", i ? ", " : "", s->auto_args_late_named[i]);
+	fprintf(stderr, "%s)\n", s->auto_args_late > s->n_auto_args_late_named ? ", ..." : "");
 }
 
 static void print_filtered(const Profd__SessionSummary *s)
