@@ -419,6 +419,7 @@ static uint8_t *put_one_aggregate(uint8_t *p, struct agent_thread *t, uint32_t f
 	p = event_put_varint(p, __atomic_load_n(&a->total_ticks, __ATOMIC_RELAXED));
 	p = event_put_varint(p, __atomic_load_n(&a->self_ticks, __ATOMIC_RELAXED));
 	p = event_put_varint(p, __atomic_load_n(&a->max_ticks, __ATOMIC_RELAXED));
+	p = event_put_varint(p, __atomic_load_n(&a->values_dropped, __ATOMIC_RELAXED));
 	read_histogram(t, a, hist);
 	for (uint32_t b = 0; b < AGG_BUCKETS; b++)
 		used += hist[b] != 0;

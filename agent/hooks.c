@@ -405,6 +405,19 @@ static inline int entry_waiting(const struct shadow_entry *e)
 }
 
 /*
+ * A call goes on the timeline without its values: the segment had no room
+ * for them beyond the records owed (only the enter hook moves to another
+ * segment). Counted for its function, as the drops are.
+ */
+COLD static void values_dropped(struct agent_thread *t, uint32_t func_id)
+{
+	struct func_agg *a = agg_get(t, func_id);
+
+	if (a)
+		agg_add(&a->values_dropped, 1);
+}
+
+/*
  * The values entry i's call was entered with (--args), saved while its
  * ENTER waited, after that ENTER (just written, at head - 2): when the
  * segment has room for them beyond what every open call still needs, else
@@ -415,8 +428,12 @@ COLD static uint64_t pending_write_values(struct agent_thread *t, uint64_t head,
 	uint32_t n = t->arg_saved[i];
 	uint64_t reserve = (uint64_t)(state_depth(state_load(t)) + 1) * agent_units_per_call + 2;
 
-	if (!n || !ring_has_room(t, head, n + reserve))
+	if (!n)
 		return head;
+	if (!ring_has_room(t, head, n + reserve)) {
+		values_dropped(t, t->shadow[i].func_id);
+		return head;
+	}
 	arg_units_copy(ring_at(t, head), t->arg_save[i], n);
 	ring_at(t, head - 2)->kind |= n << ARG_KIND_UNITS_SHIFT;
 	return head + n;
@@ -1089,7 +1106,8 @@ COLD static void enter_values_save(struct agent_thread *t, struct shadow_entry *
 /*
  * --retval: the EXIT just put at head - 1 gets the return value after it,
  * when the segment has room beyond what the calls still open need (their
- * EXITs are reserved; a return value is not). Returns the new head.
+ * EXITs are reserved; a return value is not: then it is left off, counted).
+ * Returns the new head.
  */
 COLD static uint64_t exit_values(struct agent_thread *t, const struct shadow_entry *e,
 				 uint64_t head, uint32_t depth, uintptr_t *slot)
@@ -1097,8 +1115,12 @@ COLD static uint64_t exit_values(struct agent_thread *t, const struct shadow_ent
 	const struct arg_func *af = arg_func_get(e->func_id);
 	uint64_t reserve = (uint64_t)depth * agent_units_per_call + 2;
 
-	if (!af || !af->n_exit || !ring_has_room(t, head, af->exit_units + reserve))
+	if (!af || !af->n_exit)
 		return head;
+	if (!ring_has_room(t, head, af->exit_units + reserve)) {
+		values_dropped(t, e->func_id);
+		return head;
+	}
 	uint32_t n = arg_capture_exit(af, slot, (struct arg_unit *)ring_at(t, head), t->tid);
 
 	ring_at(t, head - 1)->kind |= n << ARG_KIND_UNITS_SHIFT;

@@ -1032,6 +1032,7 @@ void session_process_write_totals(struct session_process *p, uint64_t ts)
 				.name = name ? demangle_cached(s->demangled, name) : "?",
 				.tid = t->tid, .calls = t->calls, .exited = t->exited,
 				.dropped = t->dropped, .filtered = t->filtered,
+				.values_dropped = t->values_dropped,
 				.total_ns = t->total_ns, .self_ns = t->self_ns,
 				.max_ns = t->max_ns, .p50_ns = t->p50_ns, .p90_ns = t->p90_ns,
 				.p99_ns = t->p99_ns,

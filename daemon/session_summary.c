@@ -207,6 +207,7 @@ static int fill_summary(struct session *s, Profd__SessionSummary *sum,
 		fill_auto_args_late(s, sum);
 	}
 	sum->calls_dropped = calls.dropped;
+	sum->values_dropped = calls.values_dropped;
 	sum->dropped_buffer_full = calls.dropped_by_reason[AGG_DROP_BUFFER_FULL];
 	sum->dropped_shadow_full = calls.dropped_by_reason[AGG_DROP_SHADOW_FULL];
 	sum->dropped_in_hook = calls.dropped_by_reason[AGG_DROP_IN_HOOK];
@@ -321,6 +322,7 @@ static size_t fill_top_functions(struct session *s, const struct func_totals *to
 		top[k].p99_ns = totals[i].p99_ns;
 		top[k].dropped = totals[i].dropped;
 		top[k].filtered = totals[i].filtered;
+		top[k].values_dropped = totals[i].values_dropped;
 		fill_sched_time(s, totals[i].func_id, &top[k]);
 		ptrs[k] = &top[k];
 		k++;

@@ -543,6 +543,33 @@ static void print_auto_args(const Profd__SessionSummary *s)
 	fprintf(stderr, "%s)\n", s->auto_args_late > s->n_auto_args_late_named ? ", ..." : "");
 }
 
+/*
+ * The values recorded, and the calls recorded without theirs for want of
+ * room (a return value beyond the exits owed): per function, the ones the
+ * table below shows.
+ */
+static void print_values(const Profd__SessionSummary *s)
+{
+	const char *sep = " (";
+
+	fprintf(stderr, "profctl: values: %llu calls carried arguments, %llu values recorded "
+			"(--args/--retval)", (unsigned long long)s->calls_with_args,
+		(unsigned long long)s->args_recorded);
+	if (s->values_dropped) {
+		fprintf(stderr, "; %llu calls recorded without their values, for want of buffer room",
+			(unsigned long long)s->values_dropped);
+		for (size_t i = 0; i < s->n_top_functions; i++) {
+			if (!s->top_functions[i]->values_dropped)
+				continue;
+			fprintf(stderr, "%s%s %llu", sep, s->top_functions[i]->name,
+				(unsigned long long)s->top_functions[i]->values_dropped);
+			sep = ", ";
+		}
+		fprintf(stderr, "%s", sep[0] == ',' ? ")" : "");
+	}
+	fprintf(stderr, "\n");
+}
+
 static void print_filtered(const Profd__SessionSummary *s)
 {
 	char a[16];
@@ -611,10 +638,8 @@ static void print_calls(const Profd__SessionSummary *s)
 		fprintf(stderr, "; %llu in no function's figures (the agent lacked memory)",
 			(unsigned long long)s->calls_unattributed);
 	fprintf(stderr, "\n");
-	if (s->args_recorded)
-		fprintf(stderr, "profctl: values: %llu calls carried arguments, %llu values recorded "
-				"(--args/--retval)\n",
-			(unsigned long long)s->calls_with_args, (unsigned long long)s->args_recorded);
+	if (s->args_recorded || s->values_dropped)
+		print_values(s);
 	if (s->auto_args)
 		print_auto_args(s);
 	if (s->buffer_budget)

@@ -14,6 +14,7 @@
 struct stat_entry {
 	uint32_t tid, func_id; /* func_id 0: empty */
 	uint64_t base_entered, base_exited, base_untimed, base_unrecorded, base_filtered; /* earlier agents' */
+	uint64_t base_values_dropped;
 	uint64_t base_total, base_self, base_max;
 	struct decoded_func_agg last;  /* the current agent's latest (ns already) */
 	uint32_t last_raw[AGG_BUCKETS];
@@ -132,6 +133,7 @@ void func_stats_new_agent(struct func_stats *fs)
 		e->base_untimed += e->last.untimed;
 		e->base_unrecorded += e->last.unrecorded;
 		e->base_filtered += e->last.filtered;
+		e->base_values_dropped += e->last.values_dropped;
 		e->base_total += e->last.total_ns;
 		e->base_self += e->last.self_ns;
 		if (e->last.max_ns > e->base_max)
@@ -168,6 +170,7 @@ static void entry_merge(struct stat_entry *d, const struct stat_entry *e)
 	d->base_untimed += e->base_untimed + e->last.untimed;
 	d->base_unrecorded += e->base_unrecorded + e->last.unrecorded;
 	d->base_filtered += e->base_filtered + e->last.filtered;
+	d->base_values_dropped += e->base_values_dropped + e->last.values_dropped;
 	d->base_total += e->base_total + e->last.total_ns;
 	d->base_self += e->base_self + e->last.self_ns;
 	if (e->base_max > d->base_max)
@@ -266,6 +269,7 @@ static void acc_add(struct totals_acc *a, const struct stat_entry *e)
 	a->t.open += entered - exited;
 	a->t.dropped += untimed + e->base_unrecorded + e->last.unrecorded;
 	a->t.filtered += e->base_filtered + e->last.filtered;
+	a->t.values_dropped += e->base_values_dropped + e->last.values_dropped;
 	a->t.total_ns += e->base_total + e->last.total_ns;
 	a->t.self_ns += e->base_self + e->last.self_ns;
 	if (e->last.max_ns > a->t.max_ns)
@@ -360,6 +364,7 @@ void func_stats_summarize(const struct func_stats *fs, struct func_stats_summary
 			continue;
 		sum->made += e->base_entered + e->last.entered + e->base_untimed + e->last.untimed;
 		sum->open += e->base_entered + e->last.entered - e->base_exited - e->last.exited;
+		sum->values_dropped += e->base_values_dropped + e->last.values_dropped;
 	}
 	for (size_t i = 0; i < fs->n_threads; i++) {
 		const struct thread_drops *t = &fs->threads[i];
@@ -428,6 +433,7 @@ void func_stats_each(const struct func_stats *fs,
 		v.t.dropped = e->base_untimed + e->last.untimed + e->base_unrecorded +
 			      e->last.unrecorded;
 		v.t.filtered = e->base_filtered + e->last.filtered;
+		v.t.values_dropped = e->base_values_dropped + e->last.values_dropped;
 		v.t.total_ns = e->base_total + e->last.total_ns;
 		v.t.self_ns = e->base_self + e->last.self_ns;
 		v.t.max_ns = e->base_max > e->last.max_ns ? e->base_max : e->last.max_ns;

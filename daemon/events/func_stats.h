@@ -24,6 +24,7 @@ struct func_totals {
 	uint64_t open;     /* timed calls that had not returned when last reported */
 	uint64_t dropped;  /* calls not on the timeline for want of room (untimed or unrecorded) */
 	uint64_t filtered; /* calls the filters kept off the timeline (--min-duration, --max-depth) */
+	uint64_t values_dropped; /* recorded without their --args/--retval values: no room */
 	uint64_t total_ns, self_ns, max_ns;
 	/* duration percentiles, estimates within 12 % (bucket middles); 0 without calls */
 	uint64_t p50_ns, p90_ns, p99_ns;
@@ -35,6 +36,7 @@ struct func_stats_summary {
 	uint64_t dropped_by_reason[AGG_DROP_REASONS];
 	uint64_t filtered_by_reason[AGG_FILTER_REASONS];
 	uint64_t unattributed; /* in `made` but in no function's figures */
+	uint64_t values_dropped; /* recorded calls without their values (no room) */
 };
 
 struct func_stats *func_stats_new(void);

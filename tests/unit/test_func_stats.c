@@ -468,6 +468,35 @@ static void test_filtered_apart_from_dropped(void)
 }
 
 /*
+ * Calls recorded without their values (no room for a return value): per
+ * function over threads and agents (an exec's counts from zero), and in the
+ * session's sum, apart from the drops.
+ */
+static void test_values_dropped_per_function(void)
+{
+	struct func_stats *fs = func_stats_new();
+	struct decoded_func_agg a = agg(100, 100, 0, 0, 5000, 5000, 90);
+	struct func_stats_summary sum;
+	struct func_totals row;
+
+	a.values_dropped = 3;
+	CHECK_EQ_INT(func_stats_update(fs, 1, 1, &a, 1.0), 0);
+	a.values_dropped = 2;
+	CHECK_EQ_INT(func_stats_update(fs, 2, 1, &a, 1.0), 0);
+	func_stats_new_agent(fs);
+	a.values_dropped = 1;
+	CHECK_EQ_INT(func_stats_update(fs, 1, 1, &a, 1.0), 0);
+	a.values_dropped = 4; /* the same agent's later report: cumulative */
+	CHECK_EQ_INT(func_stats_update(fs, 1, 1, &a, 1.0), 0);
+	func_stats_summarize(fs, &sum);
+	CHECK_EQ_U64(sum.values_dropped, 9);
+	CHECK_EQ_U64(sum.dropped, 0);
+	if (only_total(fs, &row))
+		CHECK_EQ_U64(row.values_dropped, 9);
+	func_stats_free(fs);
+}
+
+/*
  * The --min-duration suggestion: the lowest bucket bound that keeps at most
  * the limit of the longest calls, from the histograms of every thread.
  */
@@ -587,6 +616,7 @@ int main(void)
 	RUN_TEST(test_summary_made_is_recorded_plus_dropped);
 	RUN_TEST(test_many_entries);
 	RUN_TEST(test_filtered_apart_from_dropped);
+	RUN_TEST(test_values_dropped_per_function);
 	RUN_TEST(test_min_duration_suggestion);
 	RUN_TEST(test_each_entry_and_thread_stamps);
 	return unit_summary();
