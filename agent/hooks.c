@@ -138,18 +138,26 @@ static inline int ring_has_room(const struct agent_thread *t, uint64_t head, uin
 	return head + need <= t->ring_end;
 }
 
-/* An enter record and its frame at head, head + 1: visible once published. */
-static inline void ring_put_enter(struct agent_thread *t, uint64_t head, uint32_t func_id,
-				  uint64_t tsc, uintptr_t return_address, uintptr_t *return_slot)
+/* An enter record of `kind` (EVENT_ENTER, maybe with values after it) and its frame at head, head + 1. */
+static inline __attribute__((always_inline)) void
+ring_put_enter_kind(struct agent_thread *t, uint64_t head, uint32_t func_id, uint32_t kind,
+		    uint64_t tsc, uintptr_t return_address, uintptr_t *return_slot)
 {
 	struct event_record *rec = ring_at(t, head);
 	struct event_enter_frame *frame = (struct event_enter_frame *)ring_at(t, head + 1);
 
 	rec->tsc = tsc;
 	rec->func_id = func_id;
-	rec->kind = EVENT_ENTER;
+	rec->kind = kind;
 	frame->return_address = return_address;
 	frame->tagged_slot = (uintptr_t)return_slot | EVENT_FRAME_TAG;
+}
+
+/* An enter record and its frame at head, head + 1: visible once published. */
+static inline void ring_put_enter(struct agent_thread *t, uint64_t head, uint32_t func_id,
+				  uint64_t tsc, uintptr_t return_address, uintptr_t *return_slot)
+{
+	ring_put_enter_kind(t, head, func_id, EVENT_ENTER, tsc, return_address, return_slot);
 }
 
 static inline void ring_put(struct agent_thread *t, uint64_t head, uint32_t func_id, uint32_t kind,
@@ -1224,11 +1232,17 @@ static inline __attribute__((always_inline)) int enter_args(struct agent_thread 
 		return 1;
 	tsc = cpu_ticks();
 	e = shadow_push(t, depth, desc, SHADOW_RECORDED, a, tsc, return_slot);
-	ring_put_enter(t, head, desc->func_id, tsc, e->return_address, return_slot);
 	values = (struct arg_unit *)ring_at(t, head + 2);
-	n = likely(af->ints_only) ? arg_capture_ints(af, return_slot, values) :
-				    arg_capture_enter(af, return_slot, values, t->tid);
-	ring_at(t, head)->kind |= n << ARG_KIND_UNITS_SHIFT;
+	if (likely(af->ints_only)) { /* one unit each: the ENTER's kind written once, with their count */
+		ring_put_enter_kind(t, head, desc->func_id,
+				    EVENT_ENTER | (uint32_t)af->n_enter << ARG_KIND_UNITS_SHIFT, tsc,
+				    e->return_address, return_slot);
+		n = arg_capture_ints(af, return_slot, values);
+	} else {
+		ring_put_enter(t, head, desc->func_id, tsc, e->return_address, return_slot);
+		n = arg_capture_enter(af, return_slot, values, t->tid);
+		ring_at(t, head)->kind |= n << ARG_KIND_UNITS_SHIFT;
+	}
 	if (af->n_exit)
 		e->flags |= SHADOW_ARGS; /* its exit takes exit_slow, for the return value */
 	state_publish(t, state_make(head + 2 + n, depth + 1));
