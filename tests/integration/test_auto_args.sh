@@ -129,10 +129,13 @@ check "attach: the summary" grep -q '^profctl: auto-args: 18 of' "$WORK/at.err"
 # installed: a call in flight at that instant may be counted either way.
 HOST="$TARGETS/plugin_host"
 PLUGIN="$TARGETS/libprofd_plugin.so"
-PLUG_PACE_US=300 "$PROFCTL" run --funcs 'plug_*' --freq 0 --auto-args -o "$WORK/dl.pftrace" -- \
-	"$HOST" "$PLUGIN" >"$WORK/dl.out" 2>"$WORK/dl.err"
+PLUG_PACE_US=300 "$PROFCTL" run --funcs 'plug_*,run_plugin' --freq 0 --auto-args \
+	-o "$WORK/dl.pftrace" -- "$HOST" "$PLUGIN" >"$WORK/dl.out" 2>"$WORK/dl.err"
 check_eq "dlopen: the target ran" "$?" 0
 check_eq "dlopen: its output is unchanged" "$(cat "$WORK/dl.out")" "$("$HOST" "$PLUGIN")"
+# the program's own run_plugin, described at the start, keeps its name after the later queries
+check_eq "dlopen: a function described at the start keeps its names after them" \
+	"$(args_of "$WORK/dl.pftrace" run_plugin 2 | sed 's/ retval=.*//')" "path=\"$PLUGIN\""
 # slices of plug_work and plug_inner, those with values, values not the call's, return values left off
 read -r dl_slices dl_with dl_bad dl_noret < <("$PROFCTL" report --dump "$WORK/dl.pftrace" | awk '
 	function close_slice() { if (f != "") { n++; if (v != "") { w++; check(v) } } f = "" }

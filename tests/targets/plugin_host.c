@@ -14,7 +14,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-static long run_plugin(const char *path)
+/* noinline: test_auto_args checks its parameter's name on both calls, around a dlopen */
+__attribute__((noinline)) static long run_plugin(const char *path)
 {
 	void *h = dlopen(path, RTLD_NOW);
 	long (*work)(long), (*spin)(long), sum = 0;
