@@ -2,7 +2,8 @@
 # Libraries loaded with dlopen after profiling began are instrumented when
 # they match, under run and under attach, and a dlclose + dlopen again (the
 # library maybe at another address) neither breaks nor double-counts; samples
-# taken in such a library are named and unwound; --args/--retval apply to it.
+# taken in such a library are named and unwound; --args/--retval apply to it,
+# and --auto-args (under attach here; under run in test_auto_args.sh).
 set -u
 . "$(dirname "$0")/common.bash"
 HOST="$ROOT/$BUILD/tests/targets/plugin_host"
@@ -50,10 +51,12 @@ check "run: $to_main of them unwind to main (>= 95%)" test $((to_main * 100)) -g
 check_eq "run: two plug_spin calls, one per load" \
 	"$(awk '$1 == "slice" && $4 == "plug_spin"' "$WORK/spin.dump" | wc -l)" 2
 
-"$HOST" "$PLUGIN" "$WORK/go" "$WORK/stop" >"$WORK/host.out" &
+# attach with --auto-args: the library loaded after it gets its values from profd's late answer
+PLUG_PACE_US=300 "$HOST" "$PLUGIN" "$WORK/go" "$WORK/stop" >"$WORK/host.out" &
 pid=$!
 for _ in $(seq 100); do grep -q ready "$WORK/host.out" 2>/dev/null && break; sleep 0.05; done
-"$PROFCTL" attach "$pid" -v --funcs 'plug_*' -o "$WORK/attach.pftrace" 2>"$WORK/attach.err" &
+"$PROFCTL" attach "$pid" -v --funcs 'plug_*' --auto-args -o "$WORK/attach.pftrace" \
+	2>"$WORK/attach.err" &
 apid=$!
 for _ in $(seq 500); do grep -q "attached to PID" "$WORK/attach.err" && break; sleep 0.01; done
 touch "$WORK/go"
@@ -69,4 +72,6 @@ check "attach: the target's output is right" cmp -s "$WORK/plain.out" "$WORK/hos
 "$PROFCTL" report --dump "$WORK/attach.pftrace" >"$WORK/attach.dump"
 check_eq "attach: a library loaded after the attach is traced" \
 	"$(awk '$1 == "slice" && $4 == "plug_work"' "$WORK/attach.dump" | wc -l)" 2000
+check "attach --auto-args: its calls carry their parameter by name once described" grep -qE \
+	'^args [0-9]+ [0-9]+ x=[0-9]+ retval=[0-9]+$' "$WORK/attach.dump"
 finish
