@@ -42,7 +42,12 @@ struct func_stats_summary {
 struct func_stats *func_stats_new(void);
 void func_stats_free(struct func_stats *fs);
 
-/* An agent's aggregates chunk, func_id already mapped to the session's id. 0 or -ENOMEM. */
+/*
+ * An agent's aggregates of one function, func_id already mapped to the
+ * session's id; fa->func_id, the agent's own, keeps its figures apart from
+ * another id of the agent's that maps to the same function (a library
+ * loaded again, one name in two libraries). 0 or -ENOMEM.
+ */
 int func_stats_update(struct func_stats *fs, uint32_t tid, uint32_t func_id,
 		      const struct decoded_func_agg *fa, double ns_per_tick);
 void func_stats_thread_drops(struct func_stats *fs, uint32_t tid,
