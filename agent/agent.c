@@ -69,6 +69,9 @@ static struct {
 	struct instrument_plan plan;
 	struct func_filter *filter;   /* kept for modules loaded later */
 	struct table_cursor { size_t functions, skipped, warnings; uint32_t matched; } sent;
+	/* --auto-args: the functions profd was asked about (the later ones by the flusher) */
+	bool auto_args;
+	size_t auto_asked;
 	int atfork_registered;
 	/*
 	 * Forked children: with follow_children (the daemon's word) a child keeps
@@ -325,7 +328,20 @@ static int send_table_from_plan(void *ctx, int sock)
 	if (err >= 0)
 		agent.sent = (struct table_cursor){ r->n_functions, r->n_skipped, r->n_warnings,
 						    r->matched };
+	/* a module loaded later is patched already: its values come with profd's answer */
+	if (err >= 0 && agent.auto_args && agent.auto_asked < r->n_functions &&
+	    arg_auto_ask(sock, ctx, agent.auto_asked) == 0)
+		agent.auto_asked = r->n_functions;
 	return err;
+}
+
+/* The flusher took a frame of profd's: the answer to arg_auto_ask, or an earlier late one. */
+static int agent_daemon_frame(void *ctx, int sock, uint32_t type, const uint8_t *payload,
+			      size_t len)
+{
+	if (type != FRAME_AUTO_ARGS || agent.state != AGENT_ACTIVE)
+		return -EPROTO;
+	return arg_auto_late(sock, ctx, payload, len);
 }
 
 /* A thread in dlopen/dlclose passed _dl_debug_state: the new module's code runs nowhere yet. */
@@ -372,6 +388,12 @@ static void agent_daemon_lost(void *ctx)
 	}
 	flusher_table_unlock(0);
 }
+
+static const struct flusher_ops agent_flusher_ops = {
+	.send_table = send_table_from_plan,
+	.lost = agent_daemon_lost,
+	.frame = agent_daemon_frame,
+};
 
 static void agent_forked_connect(void);
 
@@ -520,7 +542,7 @@ static void agent_forked_connect(void)
 		else if ((cfg = receive_config(sock)))
 			follow = cfg->follow_children;
 	}
-	if (follow && flusher_start(sock, send_table_from_plan, agent_daemon_lost, &agent.plan) == 0) {
+	if (follow && flusher_start(sock, &agent_flusher_ops, &agent.plan) == 0) {
 		agent.sock = sock;
 		flusher_release(&agent.fork_pair);
 	} else {
@@ -567,6 +589,8 @@ static void agent_close(void)
 	func_filter_free(agent.filter);
 	agent.filter = NULL;
 	agent.sent = (struct table_cursor){ 0 };
+	agent.auto_args = false;
+	agent.auto_asked = 0;
 	agent.config_known = 0;
 	agent.state = AGENT_IDLE;
 }
@@ -649,9 +673,11 @@ static int agent_prepare(const char *path, const char *token, Profd__AgentConfig
 	    arg_auto_query(agent.sock, &agent.plan, 0, ARG_AUTO_TIMEOUT_MS, err_text,
 			   sizeof(err_text)) < 0)
 		instrument_report_warn(&agent.plan.report, err_text);
+	/* asked, answered or not: an answer that comes late is installed then */
+	agent.auto_args = auto_args;
+	agent.auto_asked = agent.plan.report.n_functions;
 	if (!err)
-		err = flusher_start(agent.sock, send_table_from_plan, agent_daemon_lost,
-				    &agent.plan);
+		err = flusher_start(agent.sock, &agent_flusher_ops, &agent.plan);
 	if (err) {
 		agent_close();
 		return err;

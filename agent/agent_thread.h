@@ -53,6 +53,7 @@ struct func_agg {
 	uint64_t untimed;
 	uint64_t unrecorded;
 	uint64_t filtered;           /* kept off the timeline by --min-duration/--max-depth */
+	uint64_t values_dropped;     /* on the timeline without its --args/--retval values: no room */
 	uint64_t total_ticks;
 	uint64_t self_ticks;
 	uint64_t max_ticks;

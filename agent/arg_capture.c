@@ -4,7 +4,9 @@
  * per-function table the hooks read (filled before a stub is patched, never
  * changed while it is), and the flusher's encoding of captured values into
  * the EVENTS stream (proto/event_wire.h). The capture itself is
- * agent/arg_capture_hot.c's.
+ * agent/arg_capture_hot.c's. An entry is written by one thread at a time:
+ * the setup thread, or, under the flusher's table lock, the thread in
+ * dlopen (arg_capture_attach) and the flusher (arg_capture_install).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -111,6 +113,20 @@ static void merge_spec(struct arg_func *f, const struct arg_capture_spec *s)
 	}
 }
 
+/* f's room in the ring and whether the hooks may copy its items inline (arg_capture_ints). */
+static void func_sizes(struct arg_func *f)
+{
+	uint32_t units = 0;
+
+	for (unsigned i = 0; i < f->n_enter; i++)
+		units += cap_units(&f->enter[i]);
+	f->enter_units = (uint16_t)(units < ARG_UNITS_MAX ? units : ARG_UNITS_MAX);
+	f->ints_only = units == f->n_enter; /* a string takes more than one */
+	for (unsigned i = 0; i < f->n_enter; i++)
+		f->ints_only &= f->enter[i].source == ARG_SRC_INT;
+	f->exit_units = (uint16_t)(f->n_exit ? cap_units(&f->exit[0]) : 0);
+}
+
 static struct arg_func *table_slot(uint32_t func_id)
 {
 	struct arg_func *page;
@@ -134,7 +150,6 @@ static struct arg_func *table_slot(uint32_t func_id)
 uint32_t arg_capture_attach(uint32_t func_id, const char *name)
 {
 	struct arg_func f = { 0 }, *slot;
-	uint32_t units = 0;
 
 	if (!cap.n_specs || !func_id)
 		return 0;
@@ -148,13 +163,7 @@ uint32_t arg_capture_attach(uint32_t func_id, const char *name)
 	}
 	if (!f.n_enter && !f.n_exit)
 		return 0;
-	for (unsigned i = 0; i < f.n_enter; i++)
-		units += cap_units(&f.enter[i]);
-	f.enter_units = (uint16_t)(units < ARG_UNITS_MAX ? units : ARG_UNITS_MAX);
-	f.ints_only = units == f.n_enter; /* a string takes more than one */
-	for (unsigned i = 0; i < f.n_enter; i++)
-		f.ints_only &= f.enter[i].source == ARG_SRC_INT;
-	f.exit_units = (uint16_t)(f.n_exit ? cap_units(&f.exit[0]) : 0);
+	func_sizes(&f);
 	if (!slot)
 		return 0;
 	*slot = f; /* before the stub is patched: no hook reads it yet */
@@ -187,7 +196,6 @@ int arg_capture_install(uint32_t func_id, const uint32_t *enter, size_t n_enter,
 			const uint32_t *exit, size_t n_exit)
 {
 	struct arg_func f = { 0 }, *slot;
-	uint32_t units = 0;
 
 	if (!arg_capture_supported())
 		return -ENOTSUP;
@@ -200,19 +208,16 @@ int arg_capture_install(uint32_t func_id, const uint32_t *enter, size_t n_enter,
 	for (size_t i = 0; i < n_exit; i++)
 		if (f.exit[i].source != ARG_SRC_RET && f.exit[i].source != ARG_SRC_FPRET)
 			return -EINVAL;
-	for (size_t i = 0; i < n_enter; i++) {
+	for (size_t i = 0; i < n_enter; i++)
 		if (f.enter[i].source != ARG_SRC_INT && f.enter[i].source != ARG_SRC_FP)
 			return -EINVAL;
-		units += cap_units(&f.enter[i]);
-	}
 	if (!(slot = table_slot(func_id)))
 		return -ENOMEM;
 	if (slot->n_enter || slot->n_exit)
 		return 0; /* an explicit --args/--retval spec matched it: it wins */
 	f.n_enter = (uint8_t)n_enter;
 	f.n_exit = (uint8_t)n_exit;
-	f.enter_units = (uint16_t)(units < ARG_UNITS_MAX ? units : ARG_UNITS_MAX);
-	f.exit_units = (uint16_t)(n_exit ? cap_units(&f.exit[0]) : 0);
+	func_sizes(&f); /* integers only (most C parameters): the hooks' inline copy */
 	*slot = f; /* before its flag: the caller publishes STUB_FLAG_ARGS with release after */
 	return 1;
 }

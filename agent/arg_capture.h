@@ -5,8 +5,9 @@
  * of what to capture per function id, and the capture itself, which the
  * hooks' slow enter and slow exit call (agent/arg_capture_hot.c: built like
  * the hooks, general registers only, no libc, no lock, no allocation).
- * A function's entry in the table is written before its stub is patched
- * and never changes while the hooks may read it.
+ * A function's entry in the table is written before its stub is patched,
+ * or (--auto-args for a module loaded later) before its stub's flag is set,
+ * which the hooks read with acquire; it never changes while they may read it.
  */
 #ifndef PROFD_ARG_CAPTURE_H
 #define PROFD_ARG_CAPTURE_H
@@ -106,8 +107,9 @@ bool arg_capture_supported(void);
  * Returns 1 when installed (the caller then sets STUB_FLAG_ARGS with
  * release ordering: the hooks read the entry once they see the flag), 0
  * when left as it was, -EINVAL (a descriptor names no valid item, or too
- * many), -ENOMEM, -ENOTSUP (no capture on this architecture). Single
- * setup thread, before the function is patched or with its flag still off.
+ * many), -ENOMEM, -ENOTSUP (no capture on this architecture). One thread
+ * at a time (the setup thread, or the flusher under the table lock), before
+ * the function is patched or with its flag still off.
  */
 int arg_capture_install(uint32_t func_id, const uint32_t *enter, size_t n_enter,
 			const uint32_t *exit, size_t n_exit);

@@ -105,8 +105,7 @@ static struct flusher {
 	 */
 	pthread_mutex_t table_lock;
 	int table_sent;
-	int (*send_table)(void *ctx, int sock);
-	void (*lost)(void *ctx);
+	const struct flusher_ops *ops;
 	void *table_ctx;
 } flusher = { .sock = -1, .lock = PTHREAD_MUTEX_INITIALIZER,
 	       .table_lock = PTHREAD_MUTEX_INITIALIZER, .cycle_lock = PTHREAD_MUTEX_INITIALIZER };
@@ -420,6 +419,7 @@ static uint8_t *put_one_aggregate(uint8_t *p, struct agent_thread *t, uint32_t f
 	p = event_put_varint(p, __atomic_load_n(&a->total_ticks, __ATOMIC_RELAXED));
 	p = event_put_varint(p, __atomic_load_n(&a->self_ticks, __ATOMIC_RELAXED));
 	p = event_put_varint(p, __atomic_load_n(&a->max_ticks, __ATOMIC_RELAXED));
+	p = event_put_varint(p, __atomic_load_n(&a->values_dropped, __ATOMIC_RELAXED));
 	read_histogram(t, a, hist);
 	for (uint32_t b = 0; b < AGG_BUCKETS; b++)
 		used += hist[b] != 0;
@@ -571,27 +571,71 @@ static void flusher_drain_thread(struct agent_thread *t, void *ctx)
 	}
 }
 
-/* The daemon closed our connection (it exited or ended the session): nobody listens. */
-static int daemon_gone(void)
+/*
+ * What the daemon's end holds: -1 when it closed our connection (it exited
+ * or ended the session: nobody listens), 1 when a frame of its waits, 0
+ * when nothing does.
+ */
+static int daemon_readable(void)
 {
 	char byte;
 	ssize_t n = recv(flusher.sock, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
 
-	return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+	if (n > 0)
+		return 1;
+	return n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) ? -1 : 0;
+}
+
+/*
+ * The daemon's frames that wait (answers to what send_table asked), a few
+ * per cycle, each handed to ops->frame under the table lock. Its first
+ * byte is there: the rest of a frame the daemon wrote at once follows
+ * within FRAME_WAIT_MS, or the stream is broken and the session with it.
+ * Only the flusher waits here, never a target thread.
+ */
+#define FRAMES_PER_CYCLE 4
+#define FRAME_WAIT_MS 1000
+
+static void flusher_take_frames(void)
+{
+	struct frame_header hdr;
+	uint8_t *payload;
+	int r = 0;
+
+	for (int i = 0; i < FRAMES_PER_CYCLE && !flusher.failed && (r = daemon_readable()) > 0;
+	     i++) {
+		if (frame_recv(flusher.sock, &hdr, &payload, NULL, FRAME_WAIT_MS) < 0) {
+			flusher.failed = -EPROTO;
+			return;
+		}
+		pthread_mutex_lock(&flusher.table_lock);
+		if (flusher.ops->frame)
+			flusher.ops->frame(flusher.table_ctx, flusher.sock, hdr.type, payload,
+					   hdr.length);
+		pthread_mutex_unlock(&flusher.table_lock);
+		free(payload);
+	}
+	if (r < 0 && !flusher.failed)
+		flusher.failed = -ECONNRESET;
 }
 
 static void flusher_cycle(void)
 {
 	uint64_t now;
 
-	if (!flusher.failed && daemon_gone())
-		flusher.failed = -ECONNRESET;
-	if (!atomic_load_explicit(&flusher.released, memory_order_acquire) || flusher.failed)
+	/* the daemon's answers only once the setup thread is done with the plan */
+	if (!atomic_load_explicit(&flusher.released, memory_order_acquire)) {
+		if (!flusher.failed && daemon_readable() < 0)
+			flusher.failed = -ECONNRESET;
+		return;
+	}
+	flusher_take_frames();
+	if (flusher.failed)
 		return;
 	pthread_mutex_lock(&flusher.table_lock);
 	if (!flusher.table_sent || atomic_exchange(&flusher.table_pending, 0)) {
 		/* the daemon needs the names before any event */
-		if (flusher.send_table(flusher.table_ctx, flusher.sock) < 0)
+		if (flusher.ops->send_table(flusher.table_ctx, flusher.sock) < 0)
 			flusher.failed = -EPIPE;
 		flusher.table_sent = 1;
 	}
@@ -658,9 +702,9 @@ static void flusher_give_up(void)
 		nanosleep(&(struct timespec){ 0, FLUSH_INTERVAL_NS }, NULL);
 	/* after the release: the commit turns recording on just before it */
 	atomic_store(&agent_recording, 0);
-	if (!atomic_load_explicit(&flusher.released, memory_order_acquire) || !flusher.lost)
+	if (!atomic_load_explicit(&flusher.released, memory_order_acquire) || !flusher.ops->lost)
 		return;
-	flusher.lost(flusher.table_ctx);
+	flusher.ops->lost(flusher.table_ctx);
 	flusher.sock = -1;
 	close(sock);
 }
@@ -773,8 +817,7 @@ static int flusher_alloc(void)
 	return flusher.stage ? 0 : -ENOMEM;
 }
 
-int flusher_start(int sock, int (*send_table)(void *ctx, int sock), void (*lost)(void *ctx),
-		  void *ctx)
+int flusher_start(int sock, const struct flusher_ops *ops, void *ctx)
 {
 	sigset_t all, old;
 	/*
@@ -794,8 +837,7 @@ int flusher_start(int sock, int (*send_table)(void *ctx, int sock), void (*lost)
 		return err;
 	flusher.sock = sock;
 	flusher.owner = (pid_t)syscall(SYS_getpid);
-	flusher.send_table = send_table;
-	flusher.lost = lost;
+	flusher.ops = ops;
 	flusher.table_ctx = ctx;
 	flusher.table_sent = 0;
 	flusher.stage_len = 0;

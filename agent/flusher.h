@@ -9,6 +9,7 @@
 #define PROFD_FLUSHER_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "proto/event_wire.h"
@@ -17,17 +18,31 @@
 void flusher_read_clock_pair(struct event_clock_pair *pair);
 
 /*
- * Starts the flusher on the connected socket. It sends nothing until
- * flusher_release(); then send_table(ctx, sock) first (from the flusher
- * thread, which may allocate), then events. When the daemon is gone (the
- * connection closed, or a send failed: it stopped reading), the flusher
- * turns recording off, calls lost(ctx) on its own thread once the session
- * was released (the agent puts the original code back there), closes the
- * socket and exits; flusher_lost() is true from then on. Returns 0 or a
- * negative errno.
+ * What the agent does on the flusher thread. send_table(ctx, sock): the
+ * functions not sent yet, before any event (and whatever must follow them).
+ * lost(ctx): the daemon is gone and the session was released (the agent
+ * puts the original code back there). frame(ctx, sock, type, payload, len),
+ * may be NULL: a frame the daemon sent after the setup (an answer the agent
+ * asked for in send_table); a negative return is logged nowhere, the
+ * session goes on. send_table and frame run under the table lock.
  */
-int flusher_start(int sock, int (*send_table)(void *ctx, int sock), void (*lost)(void *ctx),
-		  void *ctx);
+struct flusher_ops {
+	int (*send_table)(void *ctx, int sock);
+	void (*lost)(void *ctx);
+	int (*frame)(void *ctx, int sock, uint32_t type, const uint8_t *payload, size_t len);
+};
+
+/*
+ * Starts the flusher on the connected socket. It sends nothing until
+ * flusher_release(); then ops->send_table first (from the flusher thread,
+ * which may allocate), then events, and takes in the daemon's frames as
+ * they come (ops->frame). When the daemon is gone (the connection closed,
+ * or a send failed: it stopped reading), the flusher turns recording off,
+ * calls ops->lost on its own thread once the session was released, closes
+ * the socket and exits; flusher_lost() is true from then on. ops must live
+ * as long as the flusher. Returns 0 or a negative errno.
+ */
+int flusher_start(int sock, const struct flusher_ops *ops, void *ctx);
 
 /*
  * Lets the flusher go, with the clock pair taken before recording began.

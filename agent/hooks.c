@@ -138,18 +138,26 @@ static inline int ring_has_room(const struct agent_thread *t, uint64_t head, uin
 	return head + need <= t->ring_end;
 }
 
-/* An enter record and its frame at head, head + 1: visible once published. */
-static inline void ring_put_enter(struct agent_thread *t, uint64_t head, uint32_t func_id,
-				  uint64_t tsc, uintptr_t return_address, uintptr_t *return_slot)
+/* An enter record of `kind` (EVENT_ENTER, maybe with values after it) and its frame at head, head + 1. */
+static inline __attribute__((always_inline)) void
+ring_put_enter_kind(struct agent_thread *t, uint64_t head, uint32_t func_id, uint32_t kind,
+		    uint64_t tsc, uintptr_t return_address, uintptr_t *return_slot)
 {
 	struct event_record *rec = ring_at(t, head);
 	struct event_enter_frame *frame = (struct event_enter_frame *)ring_at(t, head + 1);
 
 	rec->tsc = tsc;
 	rec->func_id = func_id;
-	rec->kind = EVENT_ENTER;
+	rec->kind = kind;
 	frame->return_address = return_address;
 	frame->tagged_slot = (uintptr_t)return_slot | EVENT_FRAME_TAG;
+}
+
+/* An enter record and its frame at head, head + 1: visible once published. */
+static inline void ring_put_enter(struct agent_thread *t, uint64_t head, uint32_t func_id,
+				  uint64_t tsc, uintptr_t return_address, uintptr_t *return_slot)
+{
+	ring_put_enter_kind(t, head, func_id, EVENT_ENTER, tsc, return_address, return_slot);
 }
 
 static inline void ring_put(struct agent_thread *t, uint64_t head, uint32_t func_id, uint32_t kind,
@@ -405,6 +413,19 @@ static inline int entry_waiting(const struct shadow_entry *e)
 }
 
 /*
+ * A call goes on the timeline without its values: the segment had no room
+ * for them beyond the records owed (only the enter hook moves to another
+ * segment). Counted for its function, as the drops are.
+ */
+COLD static void values_dropped(struct agent_thread *t, uint32_t func_id)
+{
+	struct func_agg *a = agg_get(t, func_id);
+
+	if (a)
+		agg_add(&a->values_dropped, 1);
+}
+
+/*
  * The values entry i's call was entered with (--args), saved while its
  * ENTER waited, after that ENTER (just written, at head - 2): when the
  * segment has room for them beyond what every open call still needs, else
@@ -415,8 +436,12 @@ COLD static uint64_t pending_write_values(struct agent_thread *t, uint64_t head,
 	uint32_t n = t->arg_saved[i];
 	uint64_t reserve = (uint64_t)(state_depth(state_load(t)) + 1) * agent_units_per_call + 2;
 
-	if (!n || !ring_has_room(t, head, n + reserve))
+	if (!n)
 		return head;
+	if (!ring_has_room(t, head, n + reserve)) {
+		values_dropped(t, t->shadow[i].func_id);
+		return head;
+	}
 	arg_units_copy(ring_at(t, head), t->arg_save[i], n);
 	ring_at(t, head - 2)->kind |= n << ARG_KIND_UNITS_SHIFT;
 	return head + n;
@@ -1009,6 +1034,18 @@ COLD static int enter_slow_cases(struct agent_thread *t, const struct stub_desc 
 /* ---- the hooks ----------------------------------------------------------------------- */
 
 /*
+ * The stub's flags where STUB_FLAG_ARGS leads to its capture entry: with
+ * acquire, as --auto-args may set the flag of a function already running
+ * (a module loaded later: agent/arg_auto.c, arg_auto_late), after filling
+ * the entry; pairs with the release fence in stub_flag_set(). The fast path
+ * reads the flags plainly: it only leaves for here when one is set.
+ */
+static inline uint32_t stub_flags_acquire(const struct stub_desc *desc)
+{
+	return __atomic_load_n(&desc->flags, __ATOMIC_ACQUIRE);
+}
+
+/*
  * A call that stays off the timeline: the buffer budget is spent (or the
  * flusher is a ring behind), or it is nested deeper than --max-depth.
  */
@@ -1077,7 +1114,8 @@ COLD static void enter_values_save(struct agent_thread *t, struct shadow_entry *
 /*
  * --retval: the EXIT just put at head - 1 gets the return value after it,
  * when the segment has room beyond what the calls still open need (their
- * EXITs are reserved; a return value is not). Returns the new head.
+ * EXITs are reserved; a return value is not: then it is left off, counted).
+ * Returns the new head.
  */
 COLD static uint64_t exit_values(struct agent_thread *t, const struct shadow_entry *e,
 				 uint64_t head, uint32_t depth, uintptr_t *slot)
@@ -1085,8 +1123,12 @@ COLD static uint64_t exit_values(struct agent_thread *t, const struct shadow_ent
 	const struct arg_func *af = arg_func_get(e->func_id);
 	uint64_t reserve = (uint64_t)depth * agent_units_per_call + 2;
 
-	if (!af || !af->n_exit || !ring_has_room(t, head, af->exit_units + reserve))
+	if (!af || !af->n_exit)
 		return head;
+	if (!ring_has_room(t, head, af->exit_units + reserve)) {
+		values_dropped(t, e->func_id);
+		return head;
+	}
 	uint32_t n = arg_capture_exit(af, slot, (struct arg_unit *)ring_at(t, head), t->tid);
 
 	ring_at(t, head - 1)->kind |= n << ARG_KIND_UNITS_SHIFT;
@@ -1130,7 +1172,7 @@ COLD static int enter_slow_general(struct agent_thread *t, const struct stub_des
 	if (unlikely(!a) && (r = agg_missing(t, desc->func_id)))
 		goto out;
 	head = state_head(s);
-	if (unlikely(desc->flags & STUB_FLAG_ARGS))
+	if (unlikely(stub_flags_acquire(desc) & STUB_FLAG_ARGS))
 		af = arg_func_get(desc->func_id);
 	/* its ENTER (or its late ENTER), its EXIT, and as much for every call open; its values */
 	need = (depth + 1) * agent_units_per_call + 2 + (af ? af->enter_units : 0);
@@ -1190,11 +1232,17 @@ static inline __attribute__((always_inline)) int enter_args(struct agent_thread 
 		return 1;
 	tsc = cpu_ticks();
 	e = shadow_push(t, depth, desc, SHADOW_RECORDED, a, tsc, return_slot);
-	ring_put_enter(t, head, desc->func_id, tsc, e->return_address, return_slot);
 	values = (struct arg_unit *)ring_at(t, head + 2);
-	n = likely(af->ints_only) ? arg_capture_ints(af, return_slot, values) :
-				    arg_capture_enter(af, return_slot, values, t->tid);
-	ring_at(t, head)->kind |= n << ARG_KIND_UNITS_SHIFT;
+	if (likely(af->ints_only)) { /* one unit each: the ENTER's kind written once, with their count */
+		ring_put_enter_kind(t, head, desc->func_id,
+				    EVENT_ENTER | (uint32_t)af->n_enter << ARG_KIND_UNITS_SHIFT, tsc,
+				    e->return_address, return_slot);
+		n = arg_capture_ints(af, return_slot, values);
+	} else {
+		ring_put_enter(t, head, desc->func_id, tsc, e->return_address, return_slot);
+		n = arg_capture_enter(af, return_slot, values, t->tid);
+		ring_at(t, head)->kind |= n << ARG_KIND_UNITS_SHIFT;
+	}
 	if (af->n_exit)
 		e->flags |= SHADOW_ARGS; /* its exit takes exit_slow, for the return value */
 	state_publish(t, state_make(head + 2 + n, depth + 1));
@@ -1226,7 +1274,7 @@ static __attribute__((noinline, hot)) int enter_with_args(struct agent_thread *t
 COLD static int enter_slow(struct agent_thread *t, const struct stub_desc *desc,
 			   uintptr_t *return_slot)
 {
-	if (desc->flags == STUB_FLAG_ARGS)
+	if (stub_flags_acquire(desc) == STUB_FLAG_ARGS)
 		return enter_with_args(t, desc, return_slot);
 	return enter_slow_general(t, desc, return_slot);
 }

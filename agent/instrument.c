@@ -746,8 +746,8 @@ static void warn_unmatched_spec(void *ctx, const char *text, int retval)
 	if (retval < 0) /* every spec refused, and why */
 		report_warn(ctx, "%s%s", text, "");
 	else
-		report_warn(ctx, "%s '%s': matches no instrumented function",
-			    retval ? "--retval" : "--args", text);
+		report_warn(ctx, "%s '%s': matches no instrumented function (of the modules loaded "
+			    "at start)", retval ? "--retval" : "--args", text);
 }
 
 int instrument_prepare(const struct func_filter *filter, struct instrument_plan *plan)

@@ -45,6 +45,7 @@ struct auto_args {
 	size_t n_mods, cap_mods;
 	struct auto_args_names *names; /* every agent's, kept to the session's end */
 	struct auto_args_stats stats;
+	char late_named[AUTO_ARGS_LATE_NAMED][AUTO_ARGS_LATE_TEXT];
 };
 
 static void add_specs(struct auto_args *aa, char **texts, size_t n, bool retval)
@@ -274,11 +275,17 @@ static struct dwarf_function *describe(struct auto_args *aa, pid_t pid, const ch
 	return f;
 }
 
-/* A names table for ids up to the query's largest, chained into aa; NULL when out of memory. */
-static struct auto_args_names *names_new(struct auto_args *aa, const Profd__AutoArgsQuery *q)
+/*
+ * A names table for ids up to the query's largest, chained into aa, with
+ * the descriptions of prev (the agent's earlier queries: a module loaded
+ * later is asked about alone); NULL when out of memory. A new table, not
+ * prev grown: a forked child starts from its parent's, and both go on.
+ */
+static struct auto_args_names *names_new(struct auto_args *aa, const Profd__AutoArgsQuery *q,
+					 const struct auto_args_names *prev)
 {
 	struct auto_args_names *n = calloc(1, sizeof(*n));
-	uint32_t max = 0;
+	uint32_t max = prev && prev->n ? prev->n - 1 : 0;
 
 	for (size_t i = 0; i < q->n_functions; i++)
 		if (q->functions[i]->id > max)
@@ -287,6 +294,8 @@ static struct auto_args_names *names_new(struct auto_args *aa, const Profd__Auto
 		free(n);
 		return NULL;
 	}
+	if (prev)
+		memcpy(n->by_id, prev->by_id, prev->n * sizeof(*n->by_id));
 	n->n = max + 1;
 	n->next = aa->names;
 	aa->names = n;
@@ -352,7 +361,7 @@ int auto_args_answer(struct auto_args *aa, pid_t pid, const uint8_t *b, size_t l
 		if (!q->functions[i]->id || q->functions[i]->id > AUTO_ARGS_MAX_ID)
 			goto out;
 	err = -ENOMEM;
-	if ((n = names_new(aa, q)))
+	if ((n = names_new(aa, q, *names)))
 		err = answer(aa, pid, q, n, reply, reply_len);
 	if (!err)
 		*names = n;
@@ -420,4 +429,18 @@ size_t auto_args_enum_text(const struct dwarf_value *v, uint64_t value, char *bu
 void auto_args_get_stats(const struct auto_args *aa, struct auto_args_stats *out)
 {
 	*out = aa ? aa->stats : (struct auto_args_stats){ 0 };
+}
+
+void auto_args_late(struct auto_args *aa, const char *name, uint64_t calls_before)
+{
+	if (aa->stats.late < AUTO_ARGS_LATE_NAMED)
+		snprintf(aa->late_named[aa->stats.late], AUTO_ARGS_LATE_TEXT, "%.64s %" PRIu64,
+			 name ? name : "?", calls_before);
+	aa->stats.late++;
+	aa->stats.late_calls += calls_before;
+}
+
+const char *auto_args_late_named(const struct auto_args *aa, uint32_t i)
+{
+	return aa && i < AUTO_ARGS_LATE_NAMED && i < aa->stats.late ? aa->late_named[i] : NULL;
 }

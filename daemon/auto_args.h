@@ -31,7 +31,13 @@ struct auto_args_stats {
 	uint32_t unplaced;    /* parameters DWARF names but no register holds exactly */
 	uint32_t capped;      /* placed, but past the ARG_SPEC_ITEMS_MAX values a call records */
 	uint64_t ns;          /* profd's time answering (DWARF opens and lookups) */
+	uint32_t late;        /* installed after patching (a module loaded later) */
+	uint64_t late_calls;  /* the calls those made before, without values */
 };
+
+/* The late ones the summary names, with their calls before: "NAME N". */
+#define AUTO_ARGS_LATE_NAMED 4
+#define AUTO_ARGS_LATE_TEXT 96
 
 /*
  * The session's state; arg_specs/retval_specs are its explicit specs (checked
@@ -45,8 +51,9 @@ void auto_args_free(struct auto_args *aa);
 /*
  * Answers the query (payload b[0..len), the agent's) of process pid: *reply
  * (malloc'ed, an AutoArgs message; the caller frees it) and *names, the
- * descriptions for naming its values. Returns 0, -EBADMSG (a malformed
- * query), -ENOMEM.
+ * descriptions for naming its values: those of the *names given (its
+ * earlier queries, NULL for none) and the new ones. Returns 0, -EBADMSG (a
+ * malformed query), -ENOMEM.
  */
 int auto_args_answer(struct auto_args *aa, pid_t pid, const uint8_t *b, size_t len,
 		     uint8_t **reply, size_t *reply_len, struct auto_args_names **names);
@@ -65,5 +72,14 @@ const struct dwarf_value *auto_args_value(const struct auto_args_names *n, uint3
 size_t auto_args_enum_text(const struct dwarf_value *v, uint64_t value, char *buf, size_t len);
 
 void auto_args_get_stats(const struct auto_args *aa, struct auto_args_stats *out);
+
+/*
+ * An agent installed the capture of function `name` after patching it
+ * (FRAME_AUTO_ARGS_LATE), its calls_before calls made without values.
+ */
+void auto_args_late(struct auto_args *aa, const char *name, uint64_t calls_before);
+
+/* The i-th late function as "NAME N" (i < AUTO_ARGS_LATE_NAMED), NULL past the ones named. */
+const char *auto_args_late_named(const struct auto_args *aa, uint32_t i);
 
 #endif

@@ -913,7 +913,10 @@ static void handle_events(struct session_process *p, const uint8_t *b, size_t le
 	}
 }
 
-/* --auto-args: the agent waits (bounded) for the answer before it patches. */
+/*
+ * --auto-args: the agent waits (bounded) for the answer before it patches;
+ * for a module loaded later it asks after patching, from its flusher.
+ */
 static void handle_auto_args_query(struct session_process *p, const uint8_t *b, size_t len)
 {
 	struct session *s = p->s;
@@ -940,6 +943,24 @@ static void handle_auto_args_query(struct session_process *p, const uint8_t *b, 
 		   after.functions - before.functions, (double)(after.ns - before.ns) / 1e6);
 	conn_send(p->agent, FRAME_AUTO_ARGS, reply, reply_len);
 	free(reply);
+}
+
+/* --auto-args installed after patching (a module loaded later): the calls made before. */
+static void handle_auto_args_late(struct session_process *p, const uint8_t *b, size_t len)
+{
+	Profd__AutoArgsLate *late = profd__auto_args_late__unpack(NULL, len, b);
+
+	if (!late || !p->s->auto_args) {
+		session_error(p->s, "%s", "malformed auto-args report from the agent");
+		if (late)
+			profd__auto_args_late__free_unpacked(late, NULL);
+		conn_close_later(p->agent);
+		return;
+	}
+	for (size_t i = 0; i < late->n_functions; i++)
+		auto_args_late(p->s->auto_args, func_registry_name(&p->funcs, late->functions[i]->id),
+			       late->functions[i]->calls_before);
+	profd__auto_args_late__free_unpacked(late, NULL);
 }
 
 static void handle_goodbye(struct session_process *p, const uint8_t *b, size_t len)
@@ -970,6 +991,9 @@ void session_process_agent_frame(struct session_process *p, uint32_t type, const
 		break;
 	case FRAME_AUTO_ARGS_QUERY:
 		handle_auto_args_query(p, payload, len);
+		break;
+	case FRAME_AUTO_ARGS_LATE:
+		handle_auto_args_late(p, payload, len);
 		break;
 	case FRAME_AGENT_GOODBYE:
 		p->agent_said_goodbye = 1; /* nothing more will come, whenever its socket closes */
@@ -1008,6 +1032,7 @@ void session_process_write_totals(struct session_process *p, uint64_t ts)
 				.name = name ? demangle_cached(s->demangled, name) : "?",
 				.tid = t->tid, .calls = t->calls, .exited = t->exited,
 				.dropped = t->dropped, .filtered = t->filtered,
+				.values_dropped = t->values_dropped,
 				.total_ns = t->total_ns, .self_ns = t->self_ns,
 				.max_ns = t->max_ns, .p50_ns = t->p50_ns, .p90_ns = t->p90_ns,
 				.p99_ns = t->p99_ns,

@@ -126,6 +126,22 @@ static void agents_cut_line(const struct session *s, char *buf, size_t len)
 		 (int)first->pid, first->events_at_cut, n > 1 ? " (and so for more processes)" : "");
 }
 
+/*
+ * The late --auto-args functions the summary names: the texts are the
+ * session's, the pointers live here until the summary is packed (profd's
+ * one thread sends one summary at a time).
+ */
+static void fill_auto_args_late(const struct session *s, Profd__SessionSummary *sum)
+{
+	static char *named[AUTO_ARGS_LATE_NAMED];
+	const char *text;
+
+	while (sum->n_auto_args_late_named < AUTO_ARGS_LATE_NAMED &&
+	       (text = auto_args_late_named(s->auto_args, (uint32_t)sum->n_auto_args_late_named)))
+		named[sum->n_auto_args_late_named++] = (char *)text;
+	sum->auto_args_late_named = named;
+}
+
 /* The tables of each program once; skipped and warnings are allocated. */
 static int fill_summary_tables(const struct session *s, Profd__SessionSummary *sum)
 {
@@ -186,8 +202,12 @@ static int fill_summary(struct session *s, Profd__SessionSummary *sum,
 		sum->auto_args_unplaced = aa.unplaced;
 		sum->auto_args_ns = aa.ns;
 		sum->auto_args_capped = aa.capped;
+		sum->auto_args_late = aa.late;
+		sum->auto_args_late_calls = aa.late_calls;
+		fill_auto_args_late(s, sum);
 	}
 	sum->calls_dropped = calls.dropped;
+	sum->values_dropped = calls.values_dropped;
 	sum->dropped_buffer_full = calls.dropped_by_reason[AGG_DROP_BUFFER_FULL];
 	sum->dropped_shadow_full = calls.dropped_by_reason[AGG_DROP_SHADOW_FULL];
 	sum->dropped_in_hook = calls.dropped_by_reason[AGG_DROP_IN_HOOK];
@@ -302,6 +322,7 @@ static size_t fill_top_functions(struct session *s, const struct func_totals *to
 		top[k].p99_ns = totals[i].p99_ns;
 		top[k].dropped = totals[i].dropped;
 		top[k].filtered = totals[i].filtered;
+		top[k].values_dropped = totals[i].values_dropped;
 		fill_sched_time(s, totals[i].func_id, &top[k]);
 		ptrs[k] = &top[k];
 		k++;

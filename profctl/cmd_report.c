@@ -281,22 +281,26 @@ static int report_exact_functions(struct report *rp)
 {
 	FILE *out = rp->out;
 	bool per_process = rp->procs.n > 1; /* a row per function and process: the pid says which */
-	bool sched = false;
+	bool sched = false, values = false;
 
 	if (!rp->n_totals)
 		return 0;
-	for (size_t i = 0; i < rp->n_totals; i++)
+	for (size_t i = 0; i < rp->n_totals; i++) {
 		sched |= rp->totals[i].sched_calls > 0;
+		values |= rp->totals[i].values_dropped > 0;
+	}
 	qsort_r(rp->totals, rp->n_totals, sizeof(*rp->totals), totals_by_key,
 		(void *)&rp->opt->sort);
 	fprintf(out, "\ninstrumented functions (%zu called; exact, every call; p50/p99 estimated "
-		"within 12 %%; self samples: CPU samples taken while it was the innermost call%s):\n"
-		"%12s %10s %10s %10s %10s %10s %10s %12s%s %12s%s  %s\n", rp->n_totals,
+		"within 12 %%; self samples: CPU samples taken while it was the innermost call%s%s):\n"
+		"%12s %10s %10s %10s %10s %10s %10s %12s%s%s %12s%s  %s\n", rp->n_totals,
 		sched ? "; off-CPU: switched out inside its recorded calls, of it runnable, "
 			"* when some calls were not recorded" : "",
+		values ? "; no values: recorded without their --args/--retval values, for want "
+			 "of buffer room" : "",
 		"calls", "total", "self", "avg", "p50~", "p99~", "max", "off timeline",
-		sched ? "    off-CPU   runnable" : "", "self samples", per_process ? "        pid" : "",
-		"name");
+		values ? "    no values" : "", sched ? "    off-CPU   runnable" : "", "self samples",
+		per_process ? "        pid" : "", "name");
 	for (size_t i = 0, shown = 0; i < rp->n_totals && report_room(rp, shown); i++) {
 		const struct trace_func_total *t = &rp->totals[i];
 		const struct name_stat *st = t->name ? name_table_find(&rp->funcs, t->name) : NULL;
@@ -312,6 +316,8 @@ static int report_exact_functions(struct report *rp)
 		print_ns(out, t->p99_ns);
 		print_ns(out, t->max_ns);
 		fprintf(out, " %12" PRIu64, t->not_on_timeline);
+		if (values)
+			fprintf(out, " %12" PRIu64, t->values_dropped);
 		if (sched)
 			print_off_cpu(out, t);
 		fprintf(out, " %12" PRIu64, st ? st->self_samples : 0);
@@ -591,9 +597,10 @@ static int dump_sample(void *ctx, const struct trace_stream_sample *smp)
 static int dump_func_total(void *ctx, const struct trace_func_total *t)
 {
 	fprintf(dump_out(ctx), "total %u %s %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64
-		" %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 "\n", t->tid,
-		or_unnamed(t->name), t->calls, t->returned, t->not_on_timeline, t->total_ns, t->self_ns,
-		t->p50_ns, t->p99_ns, t->max_ns, t->sched_calls, t->off_cpu_ns, t->runnable_ns);
+		" %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 "\n",
+		t->tid, or_unnamed(t->name), t->calls, t->returned, t->not_on_timeline, t->total_ns,
+		t->self_ns, t->p50_ns, t->p99_ns, t->max_ns, t->sched_calls, t->off_cpu_ns,
+		t->runnable_ns, t->values_dropped);
 	return 0;
 }
 

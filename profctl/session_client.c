@@ -533,6 +533,41 @@ static void print_auto_args(const Profd__SessionSummary *s)
 		fprintf(stderr, "; %u past the %d values a call records", s->auto_args_capped,
 			ARG_SPEC_ITEMS_MAX);
 	fprintf(stderr, "; DWARF read in %.1f ms\n", (double)s->auto_args_ns / 1e6);
+	if (!s->auto_args_late)
+		return;
+	fprintf(stderr, "profctl: auto-args: %u functions of modules loaded later got their values "
+			"once profd had described them, after %llu calls without (",
+		s->auto_args_late, (unsigned long long)s->auto_args_late_calls);
+	for (size_t i = 0; i < s->n_auto_args_late_named; i++)
+		fprintf(stderr, "%s%s", i ? ", " : "", s->auto_args_late_named[i]);
+	fprintf(stderr, "%s)\n", s->auto_args_late > s->n_auto_args_late_named ? ", ..." : "");
+}
+
+/*
+ * The values recorded, and the calls recorded without theirs for want of
+ * room (a return value beyond the exits owed): per function, the ones the
+ * table below shows.
+ */
+static void print_values(const Profd__SessionSummary *s)
+{
+	const char *sep = " (";
+
+	fprintf(stderr, "profctl: values: %llu calls carried arguments, %llu values recorded "
+			"(--args/--retval)", (unsigned long long)s->calls_with_args,
+		(unsigned long long)s->args_recorded);
+	if (s->values_dropped) {
+		fprintf(stderr, "; %llu calls recorded without their values, for want of buffer room",
+			(unsigned long long)s->values_dropped);
+		for (size_t i = 0; i < s->n_top_functions; i++) {
+			if (!s->top_functions[i]->values_dropped)
+				continue;
+			fprintf(stderr, "%s%s %llu", sep, s->top_functions[i]->name,
+				(unsigned long long)s->top_functions[i]->values_dropped);
+			sep = ", ";
+		}
+		fprintf(stderr, "%s", sep[0] == ',' ? ")" : "");
+	}
+	fprintf(stderr, "\n");
 }
 
 static void print_filtered(const Profd__SessionSummary *s)
@@ -603,10 +638,8 @@ static void print_calls(const Profd__SessionSummary *s)
 		fprintf(stderr, "; %llu in no function's figures (the agent lacked memory)",
 			(unsigned long long)s->calls_unattributed);
 	fprintf(stderr, "\n");
-	if (s->args_recorded)
-		fprintf(stderr, "profctl: values: %llu calls carried arguments, %llu values recorded "
-				"(--args/--retval)\n",
-			(unsigned long long)s->calls_with_args, (unsigned long long)s->args_recorded);
+	if (s->args_recorded || s->values_dropped)
+		print_values(s);
 	if (s->auto_args)
 		print_auto_args(s);
 	if (s->buffer_budget)

@@ -79,6 +79,7 @@ static const char *const frame_type_names[FRAME_TYPE_MAX] = {
 	[FRAME_LIVE_FIGURES] = "live-figures",
 	[FRAME_AUTO_ARGS_QUERY] = "auto-args-query",
 	[FRAME_AUTO_ARGS] = "auto-args",
+	[FRAME_AUTO_ARGS_LATE] = "auto-args-late",
 };
 
 bool frame_type_known(uint32_t type)

@@ -53,11 +53,15 @@ enum frame_type {
 	/*
 	 * --auto-args, agent -> profd before it patches: the functions it will
 	 * instrument (AutoArgsQuery); profd answers FRAME_AUTO_ARGS (AutoArgs)
-	 * with what to capture for those DWARF describes.
+	 * with what to capture for those DWARF describes. For a module loaded
+	 * later the agent asks after patching, and once it has installed the
+	 * answer says how many calls came before (FRAME_AUTO_ARGS_LATE,
+	 * AutoArgsLate).
 	 */
 	FRAME_AUTO_ARGS_QUERY = 26,
 	FRAME_AUTO_ARGS = 27,
-	FRAME_TYPE_MAX = 28,
+	FRAME_AUTO_ARGS_LATE = 28,
+	FRAME_TYPE_MAX = 29,
 };
 
 #define FRAME_HEADER_SIZE 8u

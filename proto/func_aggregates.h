@@ -106,18 +106,20 @@ enum agg_filter_reason {
  * AGG_FILTER_REASONS counters of its calls the filters kept off the
  * timeline, then `count` functions, each:
  *   func_id, entered, exited, untimed, unrecorded, filtered, total, self,
- *   max, buckets used, then per used bucket: index - previous index - 1 (the
- *   first: index), count.
+ *   max, values_dropped, buckets used, then per used bucket: index -
+ *   previous index - 1 (the first: index), count.
  * Every figure is cumulative since the thread's first call: `entered` calls
  * were timed from their enter (exited of them returned, the rest are open),
  * `untimed` calls ran without being timed, `unrecorded` of the entered ones
  * are not on the timeline for want of buffer room, `filtered` of them were
  * kept off it by the filters; total and self are ticks of the exited calls
- * (self: less the instrumented calls made inside them), max their longest.
+ * (self: less the instrumented calls made inside them), max their longest;
+ * `values_dropped` of the recorded ones are on the timeline without (some
+ * of) their --args/--retval values, for want of room in the ring.
  * Bucket counts are the low 32 bits of each bucket's cumulative count: the
  * agent sends each thread's figures far more often than 2^32 calls of one
  * function can happen, so the daemon adds up the differences modulo 2^32.
  */
-#define AGG_WIRE_FIELDS 9
+#define AGG_WIRE_FIELDS 10
 
 #endif

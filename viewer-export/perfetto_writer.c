@@ -1288,6 +1288,8 @@ int perfetto_writer_func_totals(struct perfetto_writer *w, uint64_t proc, uint64
 	pw_uint_arg(&w->pkt, "returned", t->exited);
 	pw_uint_arg(&w->pkt, "not_on_timeline", t->dropped + t->filtered);
 	pw_uint_arg(&w->pkt, "filtered", t->filtered);
+	if (t->values_dropped) /* only --args/--retval have values to lose */
+		pw_uint_arg(&w->pkt, "values_dropped", t->values_dropped);
 	pw_uint_arg(&w->pkt, "total_ns", t->total_ns);
 	pw_uint_arg(&w->pkt, "self_ns", t->self_ns);
 	pw_uint_arg(&w->pkt, "avg_ns", t->exited ? t->total_ns / t->exited : 0);

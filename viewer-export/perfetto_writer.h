@@ -373,6 +373,7 @@ struct perfetto_func_totals {
 	uint32_t tid;
 	uint64_t calls, exited, dropped, total_ns, self_ns, max_ns, p50_ns, p90_ns, p99_ns;
 	uint64_t filtered; /* off the timeline by --min-duration/--max-depth (not in dropped) */
+	uint64_t values_dropped; /* on it without their --args/--retval values: no room */
 	/* scheduler states, over sched_calls recorded calls that returned (0: none) */
 	uint64_t sched_calls, on_cpu_ns, off_cpu_ns, runnable_ns;
 };

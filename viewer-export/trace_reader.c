@@ -663,6 +663,7 @@ static void trd_func_total(struct trd *r, struct trd_seq *s, const trd_packet *p
 		{ "p90_ns_estimate", offsetof(struct trace_func_total, p90_ns) },
 		{ "p99_ns_estimate", offsetof(struct trace_func_total, p99_ns) },
 		{ "max_ns", offsetof(struct trace_func_total, max_ns) },
+		{ "values_dropped", offsetof(struct trace_func_total, values_dropped) },
 		{ "sched_calls", offsetof(struct trace_func_total, sched_calls) },
 		{ "on_cpu_ns", offsetof(struct trace_func_total, on_cpu_ns) },
 		{ "off_cpu_ns", offsetof(struct trace_func_total, off_cpu_ns) },

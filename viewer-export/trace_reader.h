@@ -70,6 +70,7 @@ struct trace_func_total {
 	uint64_t calls, returned, not_on_timeline, total_ns, self_ns, avg_ns;
 	uint64_t p50_ns, p90_ns, p99_ns; /* estimates (within 12 %) */
 	uint64_t max_ns;
+	uint64_t values_dropped; /* recorded without their --args/--retval values (no room) */
 	/* scheduler states over sched_calls recorded calls that returned (0: none) */
 	uint64_t sched_calls, on_cpu_ns, off_cpu_ns, runnable_ns;
 };

@@ -692,6 +692,7 @@ static const uint8_t *get_func_agg(const struct event_decoder *d, const uint8_t 
 	fa->total_ns = event_decoder_ticks_to_ns(d, f[6]);
 	fa->self_ns = event_decoder_ticks_to_ns(d, f[7]);
 	fa->max_ns = event_decoder_ticks_to_ns(d, f[8]);
+	fa->values_dropped = f[9] > f[1] ? f[1] : f[9];
 	if (!(p = event_get_varint(p, end, &used)) || used > AGG_BUCKETS)
 		return NULL;
 	for (uint64_t b = 0; b < used; b++) {

@@ -51,6 +51,7 @@ struct decoded_func_agg {
 	uint32_t func_id;
 	uint64_t entered, exited, untimed, unrecorded, filtered;
 	uint64_t total_ns, self_ns, max_ns;
+	uint64_t values_dropped;         /* recorded without their values: no room */
 	uint32_t hist[AGG_BUCKETS];      /* low 32 bits of each bucket's cumulative count */
 };
 

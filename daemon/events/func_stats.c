@@ -1,11 +1,15 @@
 // SPDX-License-Identifier: MIT
 /*
  * Per-function exact figures of a session (see func_stats.h): one entry per
- * (thread, function) in an open-addressing table. The agent sends cumulative
- * figures, so an entry keeps the latest; its histogram buckets arrive as
- * 32-bit counters that wrap, so it adds up their differences.
+ * (thread, function, agent's id) in an open-addressing table. The agent sends
+ * cumulative figures per id of its own, so an entry keeps the latest; its
+ * histogram buckets arrive as 32-bit counters that wrap, so it adds up their
+ * differences. Two ids of an agent can be one function of the trace (a
+ * library loaded again after dlclose, the same name in two libraries): each
+ * keeps its own entry, and the rows per thread add them up.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,7 +17,9 @@
 
 struct stat_entry {
 	uint32_t tid, func_id; /* func_id 0: empty */
+	uint32_t agent_id;     /* the agent's id of it (its figures are per id); 0 once merged */
 	uint64_t base_entered, base_exited, base_untimed, base_unrecorded, base_filtered; /* earlier agents' */
+	uint64_t base_values_dropped;
 	uint64_t base_total, base_self, base_max;
 	struct decoded_func_agg last;  /* the current agent's latest (ns already) */
 	uint32_t last_raw[AGG_BUCKETS];
@@ -33,6 +39,7 @@ struct func_stats {
 	struct thread_drops *threads;
 	size_t n_threads, cap_threads;
 	uint64_t stamp_ns; /* func_stats_stamp: given to the threads reporting from now on */
+	bool split;        /* some (thread, function) has entries of two agent ids */
 };
 
 struct func_stats *func_stats_new(void)
@@ -86,18 +93,31 @@ static int grow(struct func_stats *fs)
 	return 0;
 }
 
-static struct stat_entry *entry_get(struct func_stats *fs, uint32_t tid, uint32_t func_id)
+/*
+ * The entry of (tid, func_id, agent_id), made if new. The slot is by thread
+ * and function only: one function's entries of several ids share a probe
+ * chain, where a new one finds the others (fs->split).
+ */
+static struct stat_entry *entry_get(struct func_stats *fs, uint32_t tid, uint32_t func_id,
+				    uint32_t agent_id)
 {
+	bool other = false;
 	size_t k;
 
 	if ((fs->n + 1) * 2 > fs->cap && grow(fs))
 		return NULL;
 	for (k = slot_of(tid, func_id, fs->cap); fs->entries[k].func_id;
-	     k = (k + 1) & (fs->cap - 1))
-		if (fs->entries[k].tid == tid && fs->entries[k].func_id == func_id)
+	     k = (k + 1) & (fs->cap - 1)) {
+		if (fs->entries[k].tid != tid || fs->entries[k].func_id != func_id)
+			continue;
+		if (fs->entries[k].agent_id == agent_id)
 			return &fs->entries[k];
+		other = true;
+	}
 	fs->entries[k].tid = tid;
 	fs->entries[k].func_id = func_id;
+	fs->entries[k].agent_id = agent_id;
+	fs->split |= other;
 	fs->n++;
 	return &fs->entries[k];
 }
@@ -105,7 +125,7 @@ static struct stat_entry *entry_get(struct func_stats *fs, uint32_t tid, uint32_
 int func_stats_update(struct func_stats *fs, uint32_t tid, uint32_t func_id,
 		      const struct decoded_func_agg *fa, double ns_per_tick)
 {
-	struct stat_entry *e = entry_get(fs, tid, func_id);
+	struct stat_entry *e = entry_get(fs, tid, func_id, fa->func_id);
 
 	if (!e)
 		return -ENOMEM;
@@ -132,6 +152,7 @@ void func_stats_new_agent(struct func_stats *fs)
 		e->base_untimed += e->last.untimed;
 		e->base_unrecorded += e->last.unrecorded;
 		e->base_filtered += e->last.filtered;
+		e->base_values_dropped += e->last.values_dropped;
 		e->base_total += e->last.total_ns;
 		e->base_self += e->last.self_ns;
 		if (e->last.max_ns > e->base_max)
@@ -168,6 +189,7 @@ static void entry_merge(struct stat_entry *d, const struct stat_entry *e)
 	d->base_untimed += e->base_untimed + e->last.untimed;
 	d->base_unrecorded += e->base_unrecorded + e->last.unrecorded;
 	d->base_filtered += e->base_filtered + e->last.filtered;
+	d->base_values_dropped += e->base_values_dropped + e->last.values_dropped;
 	d->base_total += e->base_total + e->last.total_ns;
 	d->base_self += e->base_self + e->last.self_ns;
 	if (e->base_max > d->base_max)
@@ -188,7 +210,7 @@ int func_stats_merge(struct func_stats *dst, const struct func_stats *src)
 
 		if (!e->func_id)
 			continue;
-		d = entry_get(dst, e->tid, e->func_id);
+		d = entry_get(dst, e->tid, e->func_id, 0); /* what src holds is final: one entry */
 		if (!d)
 			return -ENOMEM;
 		entry_merge(d, e);
@@ -266,6 +288,7 @@ static void acc_add(struct totals_acc *a, const struct stat_entry *e)
 	a->t.open += entered - exited;
 	a->t.dropped += untimed + e->base_unrecorded + e->last.unrecorded;
 	a->t.filtered += e->base_filtered + e->last.filtered;
+	a->t.values_dropped += e->base_values_dropped + e->last.values_dropped;
 	a->t.total_ns += e->base_total + e->last.total_ns;
 	a->t.self_ns += e->base_self + e->last.self_ns;
 	if (e->last.max_ns > a->t.max_ns)
@@ -299,13 +322,39 @@ static long *index_by_func(const struct func_stats *fs)
 	return calloc((size_t)max_id + 1, sizeof(long));
 }
 
+/*
+ * fs with each (thread, function)'s entries of several agent ids made one
+ * (merged figures are base + last, as every view sums them), for what shows
+ * one row per thread and function; NULL when fs needs none, or memory is
+ * short (then such a function's rows come once per id).
+ */
+static struct func_stats *collapsed(const struct func_stats *fs)
+{
+	struct func_stats *c;
+
+	if (!fs->split || !(c = func_stats_new()))
+		return NULL;
+	if (func_stats_merge(c, fs)) {
+		func_stats_free(c);
+		return NULL;
+	}
+	return c;
+}
+
 long func_stats_totals(const struct func_stats *fs, int per_thread, struct func_totals **out)
 {
-	struct totals_acc *acc = calloc(fs->n ? fs->n : 1, sizeof(*acc));
-	long *index = per_thread ? NULL : index_by_func(fs);
+	struct func_stats *one = per_thread ? collapsed(fs) : NULL;
+	struct totals_acc *acc;
+	long *index, n = 0;
 	struct func_totals *res = NULL;
-	long n = 0;
 
+	if (one) {
+		n = func_stats_totals(one, per_thread, out);
+		func_stats_free(one);
+		return n;
+	}
+	acc = calloc(fs->n ? fs->n : 1, sizeof(*acc));
+	index = per_thread ? NULL : index_by_func(fs);
 	if (!acc || (!per_thread && !index))
 		goto fail;
 	for (size_t i = 0; i < fs->cap; i++) {
@@ -360,6 +409,7 @@ void func_stats_summarize(const struct func_stats *fs, struct func_stats_summary
 			continue;
 		sum->made += e->base_entered + e->last.entered + e->base_untimed + e->last.untimed;
 		sum->open += e->base_entered + e->last.entered - e->base_exited - e->last.exited;
+		sum->values_dropped += e->base_values_dropped + e->last.values_dropped;
 	}
 	for (size_t i = 0; i < fs->n_threads; i++) {
 		const struct thread_drops *t = &fs->threads[i];
@@ -413,6 +463,13 @@ void func_stats_stamp(struct func_stats *fs, uint64_t now_ns)
 void func_stats_each(const struct func_stats *fs,
 		     void (*fn)(void *ctx, const struct func_stats_view *v), void *ctx)
 {
+	struct func_stats *one = collapsed(fs);
+
+	if (one) {
+		func_stats_each(one, fn, ctx);
+		func_stats_free(one);
+		return;
+	}
 	for (size_t i = 0; i < fs->cap; i++) {
 		const struct stat_entry *e = &fs->entries[i];
 		struct func_stats_view v = { .hist = e->hist, .ns_per_tick = e->ns_per_tick };
@@ -428,6 +485,7 @@ void func_stats_each(const struct func_stats *fs,
 		v.t.dropped = e->base_untimed + e->last.untimed + e->base_unrecorded +
 			      e->last.unrecorded;
 		v.t.filtered = e->base_filtered + e->last.filtered;
+		v.t.values_dropped = e->base_values_dropped + e->last.values_dropped;
 		v.t.total_ns = e->base_total + e->last.total_ns;
 		v.t.self_ns = e->base_self + e->last.self_ns;
 		v.t.max_ns = e->base_max > e->last.max_ns ? e->base_max : e->last.max_ns;

@@ -24,6 +24,7 @@ struct func_totals {
 	uint64_t open;     /* timed calls that had not returned when last reported */
 	uint64_t dropped;  /* calls not on the timeline for want of room (untimed or unrecorded) */
 	uint64_t filtered; /* calls the filters kept off the timeline (--min-duration, --max-depth) */
+	uint64_t values_dropped; /* recorded without their --args/--retval values: no room */
 	uint64_t total_ns, self_ns, max_ns;
 	/* duration percentiles, estimates within 12 % (bucket middles); 0 without calls */
 	uint64_t p50_ns, p90_ns, p99_ns;
@@ -35,12 +36,18 @@ struct func_stats_summary {
 	uint64_t dropped_by_reason[AGG_DROP_REASONS];
 	uint64_t filtered_by_reason[AGG_FILTER_REASONS];
 	uint64_t unattributed; /* in `made` but in no function's figures */
+	uint64_t values_dropped; /* recorded calls without their values (no room) */
 };
 
 struct func_stats *func_stats_new(void);
 void func_stats_free(struct func_stats *fs);
 
-/* An agent's aggregates chunk, func_id already mapped to the session's id. 0 or -ENOMEM. */
+/*
+ * An agent's aggregates of one function, func_id already mapped to the
+ * session's id; fa->func_id, the agent's own, keeps its figures apart from
+ * another id of the agent's that maps to the same function (a library
+ * loaded again, one name in two libraries). 0 or -ENOMEM.
+ */
 int func_stats_update(struct func_stats *fs, uint32_t tid, uint32_t func_id,
 		      const struct decoded_func_agg *fa, double ns_per_tick);
 void func_stats_thread_drops(struct func_stats *fs, uint32_t tid,

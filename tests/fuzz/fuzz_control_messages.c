@@ -52,6 +52,7 @@ static const ProtobufCMessageDescriptor *const frame_message[FRAME_TYPE_MAX] = {
 	[FRAME_LIVE_FIGURES] = &profd__live_figures__descriptor,
 	[FRAME_AUTO_ARGS_QUERY] = &profd__auto_args_query__descriptor,
 	[FRAME_AUTO_ARGS] = &profd__auto_args__descriptor,
+	[FRAME_AUTO_ARGS_LATE] = &profd__auto_args_late__descriptor,
 };
 
 /* What session.c keeps about one connection's session, as far as messages drive it. */

@@ -114,7 +114,7 @@ dump_func_counts() {
 	awk '
 	function name(from, to,    s, i) { s = $from; for (i = from + 1; i <= to; i++) s = s " " $i; return s }
 	$1 == "slice" { slices[name(4, $(NF - 3) ~ /^[0-9]+$/ ? NF - 4 : NF - 3)]++ }
-	$1 == "total" && $2 == 0 { n = name(3, NF - 11); calls[n] = $(NF - 10); off[n] = $(NF - 8) }
+	$1 == "total" && $2 == 0 { n = name(3, NF - 12); calls[n] = $(NF - 11); off[n] = $(NF - 9) }
 	END { for (f in calls) print slices[f] + 0, calls[f], off[f], f }'
 }
 

@@ -121,6 +121,43 @@ check_eq "attach: every call with a described parameter has its values" \
 		$1 == "args" && $4 == "i=-1" { a++ } END { print (n > 0 && n == a) }')" 1
 check "attach: the summary" grep -q '^profctl: auto-args: 18 of' "$WORK/at.err"
 
+# ---- a module loaded later (dlopen): patched at once, values from profd's answer on
+# The thread in dlopen does not wait for profd: its first calls carry no
+# values; the flusher asks and installs the answer while they run (a call
+# every 300 us, 1000 per load, two loads). The summary counts the calls made
+# before, read from the agent's figures as each function's values were
+# installed: a call in flight at that instant may be counted either way.
+HOST="$TARGETS/plugin_host"
+PLUGIN="$TARGETS/libprofd_plugin.so"
+PLUG_PACE_US=300 "$PROFCTL" run --funcs 'plug_*,run_plugin' --freq 0 --auto-args \
+	-o "$WORK/dl.pftrace" -- "$HOST" "$PLUGIN" >"$WORK/dl.out" 2>"$WORK/dl.err"
+check_eq "dlopen: the target ran" "$?" 0
+check_eq "dlopen: its output is unchanged" "$(cat "$WORK/dl.out")" "$("$HOST" "$PLUGIN")"
+# the program's own run_plugin, described at the start, keeps its name after the later queries
+check_eq "dlopen: a function described at the start keeps its names after them" \
+	"$(args_of "$WORK/dl.pftrace" run_plugin 2 | sed 's/ retval=.*//')" "path=\"$PLUGIN\""
+# slices of plug_work and plug_inner, those with values, values not the call's, return values left off
+read -r dl_slices dl_with dl_bad dl_noret < <("$PROFCTL" report --dump "$WORK/dl.pftrace" | awk '
+	function close_slice() { if (f != "") { n++; if (v != "") { w++; check(v) } } f = "" }
+	function check(v,   k, x) {
+		k = split(v, a, " "); sub(/^x=/, "", a[1]); x = a[1] + 0
+		if (v !~ /^x=[0-9]+( retval=[0-9]+)?$/) { bad++; return }
+		if (k == 1) { noret++; return }
+		sub(/^retval=/, "", a[2])
+		if (a[2] + 0 != 3 * x + (f == "plug_work" ? 3 : 1)) bad++
+	}
+	$1 == "slice" { close_slice(); if ($4 == "plug_work" || $4 == "plug_inner") f = $4; v = "" }
+	$1 == "args" && f != "" { $1 = $2 = $3 = ""; sub(/^ +/, ""); v = $0 }
+	END { close_slice(); print n + 0, w + 0, bad + 0, noret + 0 }')
+check_eq "dlopen: every call of plug_work and plug_inner is a slice" "$dl_slices" 4000
+check "dlopen: most carry their parameter by its name ($dl_with of 4000)" test "$dl_with" -ge 2000
+check_eq "dlopen: each value is its call's (x, and 3x+1 or 3x+3 returned)" "$dl_bad" 0
+read -r dl_late dl_before < <(sed -nE 's/^profctl: auto-args: ([0-9]+) functions of modules loaded later .* after ([0-9]+) calls without.*/\1 \2/p' "$WORK/dl.err")
+check_eq "dlopen: the summary names the late functions (3 per load)" "${dl_late:-}" 6
+dl_without=$((dl_slices - dl_with))
+check "dlopen: the calls before ($dl_before) are the slices without values ($dl_without), +-2" \
+	test "${dl_before:-0}" -ge $((dl_without - 2)) -a "${dl_before:-0}" -le $((dl_without + 2))
+
 # ---- without --funcs: one line
 "$PROFCTL" run --freq 0 --auto-args -o "$WORK/bad.pftrace" -- "$O2" >"$WORK/bad.out" 2>"$WORK/bad.err"
 check "no --funcs: refused" test $? -ne 0

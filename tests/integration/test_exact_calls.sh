@@ -85,6 +85,33 @@ check_eq "tiny buffers: the functions' off-timeline calls add up to the summary'
 check "tiny buffers: the trace reads back without problems" \
 	test "$("$PROFCTL" report --dump "$WORK/tiny.pftrace" | grep -c '^problem')" -eq 0
 
+# ---- tiny buffers with --retval: a return value that finds no room in the
+# segment beyond the exits owed (exits never change segments) is left off,
+# and counted for its function: exactly the slices without one
+"$PROFCTL" run --funcs "$FUNCS" --freq 0 --buffer-size 64K --retval 'burst_*@retval' \
+	-o "$WORK/ret.pftrace" -- "$TARGET" 100000 >"$WORK/ret.out" 2>"$WORK/ret.err"
+check_eq "retval, tiny buffers: the target ran" "$?" 0
+"$PROFCTL" report --dump "$WORK/ret.pftrace" >"$WORK/ret.dump"
+# per function: slices, slices without a retval, the trace's count of values left off
+awk '	function close_slice() { if (f != "") { n[f]++; if (!v) m[f]++ } f = "" }
+	$1 == "slice" { close_slice(); f = $4; v = 0 }
+	$1 == "args" && / retval=/ { v = 1 }
+	$1 == "total" && $2 == 0 { lost[$3] = $NF }
+	END { close_slice(); for (g in n) print g, n[g], m[g] + 0, lost[g] + 0 }' "$WORK/ret.dump" |
+	sort >"$WORK/ret.counts"
+ret_missing=0
+for f in burst_outer burst_leaf burst_rare; do
+	read -r _ slices missing lost < <(grep "^$f " "$WORK/ret.counts") # none: all off the timeline
+	check_eq "retval, tiny buffers: $f's slices without a return value = its count of them" \
+		"${missing:-0}" "${lost:-0}"
+	ret_missing=$((ret_missing + ${missing:-0}))
+done
+check "retval, tiny buffers: some return values were left off ($ret_missing)" \
+	test "$ret_missing" -gt 0
+check "retval, tiny buffers: the summary says how many, per function" grep -qE \
+	"^profctl: values: .*; $ret_missing calls recorded without their values, for want of buffer room \(.*burst_outer [0-9]+" \
+	"$WORK/ret.err"
+
 # ---- a call still running at an aggregates send (every 250 ms), returning after it
 "$PROFCTL" run --funcs long_call --freq 0 -o "$WORK/long.pftrace" -- \
 	"$ROOT/$BUILD/tests/targets/long_call" >"$WORK/long.out" 2>"$WORK/long.err"

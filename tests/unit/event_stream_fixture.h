@@ -150,6 +150,7 @@ static void put_varint_chunk(struct builder *b, uint32_t kind, uint32_t count, c
 /* One function's figures as the agent keeps them, in ticks. */
 struct test_agg {
 	uint64_t func_id, entered, exited, untimed, unrecorded, total, self, max, filtered;
+	uint64_t values_dropped;
 	uint32_t hist[AGG_BUCKETS];
 };
 
@@ -167,7 +168,7 @@ static uint8_t *encode_agg(uint8_t *p, const struct test_agg *a)
 {
 	const uint64_t fixed[AGG_WIRE_FIELDS] = { a->func_id, a->entered, a->exited,
 						  a->untimed, a->unrecorded, a->filtered,
-						  a->total, a->self, a->max };
+						  a->total, a->self, a->max, a->values_dropped };
 	uint32_t used = 0, next = 0;
 
 	for (int i = 0; i < AGG_WIRE_FIELDS; i++)

@@ -157,7 +157,7 @@ static void test_hostile_aggregates_before_two_pairs(void)
 }
 
 #define DROPS0 0, 0, 0, 0, 0, 0, 0, 0 /* the thread's drop counters, unattributed, filter counters */
-#define FUNC1 1, 10, 7, 0, 3, 1, 1000, 900, 400 /* func_id .. max: AGG_WIRE_FIELDS */
+#define FUNC1 1, 10, 7, 0, 3, 1, 1000, 900, 400, 0 /* func_id .. values_dropped: AGG_WIRE_FIELDS */
 
 struct varint_case {
 	const char *what;
@@ -169,18 +169,18 @@ struct varint_case {
 static void test_hostile_aggregates(void)
 {
 	static const struct varint_case cases[] = {
-		{ "bucket index past the last", 1, 20, { DROPS0, FUNC1, 1, AGG_BUCKETS, 1 } },
-		{ "second bucket past the last", 1, 22,
+		{ "bucket index past the last", 1, 21, { DROPS0, FUNC1, 1, AGG_BUCKETS, 1 } },
+		{ "second bucket past the last", 1, 23,
 		  { DROPS0, FUNC1, 2, AGG_BUCKETS - 1, 1, 0, 1 } },
-		{ "more buckets used than there are", 1, 18, { DROPS0, FUNC1, AGG_BUCKETS + 1 } },
-		{ "exited > entered", 1, 18, { DROPS0, 1, 7, 8, 0, 0, 0, 1000, 900, 400, 0 } },
-		{ "func id 0", 1, 18, { DROPS0, 0, 10, 7, 0, 3, 0, 1000, 900, 400, 0 } },
-		{ "func id past 32 bits", 1, 18,
-		  { DROPS0, 1ull << 32, 10, 7, 0, 3, 0, 1000, 900, 400, 0 } },
-		{ "bucket count past 32 bits", 1, 20, { DROPS0, FUNC1, 1, 3, 1ull << 32 } },
-		{ "count 2 of one function", 2, 18, { DROPS0, FUNC1, 0 } },
-		{ "a byte after the functions", 1, 19, { DROPS0, FUNC1, 0, 0 } },
-		{ "count 0 before a function", 0, 18, { DROPS0, FUNC1, 0 } },
+		{ "more buckets used than there are", 1, 19, { DROPS0, FUNC1, AGG_BUCKETS + 1 } },
+		{ "exited > entered", 1, 19, { DROPS0, 1, 7, 8, 0, 0, 0, 1000, 900, 400, 0, 0 } },
+		{ "func id 0", 1, 19, { DROPS0, 0, 10, 7, 0, 3, 0, 1000, 900, 400, 0, 0 } },
+		{ "func id past 32 bits", 1, 19,
+		  { DROPS0, 1ull << 32, 10, 7, 0, 3, 0, 1000, 900, 400, 0, 0 } },
+		{ "bucket count past 32 bits", 1, 21, { DROPS0, FUNC1, 1, 3, 1ull << 32 } },
+		{ "count 2 of one function", 2, 19, { DROPS0, FUNC1, 0 } },
+		{ "a byte after the functions", 1, 20, { DROPS0, FUNC1, 0, 0 } },
+		{ "count 0 before a function", 0, 19, { DROPS0, FUNC1, 0 } },
 		{ "drop counters cut short", 0, 4, { 0, 0, 0, 0 } },
 		{ "filter counters cut short", 0, 7, { 0, 0, 0, 0, 0, 0, 0 } },
 	};
@@ -218,7 +218,7 @@ static void test_aggregates_at_limits(void)
 {
 	uint64_t v[AGG_DROP_REASONS + 1 + AGG_FILTER_REASONS + AGG_WIRE_FIELDS + 1 +
 		   2 * AGG_BUCKETS] = { 0 };
-	static const uint64_t fixed[AGG_WIRE_FIELDS] = { 9, 7, 7, 0, 7, 0, 1000, 900, 400 };
+	static const uint64_t fixed[AGG_WIRE_FIELDS] = { 9, 7, 7, 0, 7, 0, 1000, 900, 400, 2 };
 	const size_t start = AGG_DROP_REASONS + 1 + AGG_FILTER_REASONS;
 	const size_t head = start + AGG_WIRE_FIELDS;
 	struct event_decoder *d = event_decoder_new();
@@ -240,8 +240,9 @@ static void test_aggregates_at_limits(void)
 		v[head + 2 + 2 * i] = (uint64_t)i + 100;
 	}
 	put_varint_chunk(&b, EVENT_CHUNK_AGGREGATES, 1, v, head + 1 + 2 * AGG_BUCKETS);
-	/* unrecorded 9 of 7 entered, no bucket */
+	/* unrecorded 9 and values dropped 99 of 7 entered, no bucket */
 	v[start + 4] = 9;
+	v[start + 9] = 99;
 	v[head] = 0;
 	put_varint_chunk(&b, EVENT_CHUNK_AGGREGATES, 1, v, head + 1);
 	CHECK_EQ_INT(feed_frame(d, &b, &r), 0);
@@ -249,7 +250,9 @@ static void test_aggregates_at_limits(void)
 	if (r.n_aggs == 3) {
 		CHECK_EQ_U64(r.aggs[2].fa.entered, 7);
 		CHECK_EQ_U64(r.aggs[2].fa.unrecorded, 7);
+		CHECK_EQ_U64(r.aggs[2].fa.values_dropped, 7);
 		CHECK_EQ_U64(r.aggs[0].fa.unrecorded, 7);
+		CHECK_EQ_U64(r.aggs[0].fa.values_dropped, 2);
 		CHECK_EQ_INT(r.aggs[0].fa.hist[AGG_BUCKETS - 1], 3);
 		CHECK_EQ_INT(r.aggs[0].fa.hist[AGG_BUCKETS - 2], 0);
 		CHECK_EQ_INT(r.aggs[0].fa.hist[0], 0);

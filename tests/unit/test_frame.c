@@ -141,7 +141,8 @@ static void test_type_names(void)
 	CHECK_EQ_STR(frame_type_name(FRAME_LIVE_FIGURES), "live-figures");
 	CHECK_EQ_STR(frame_type_name(FRAME_AUTO_ARGS_QUERY), "auto-args-query");
 	CHECK_EQ_STR(frame_type_name(FRAME_AUTO_ARGS), "auto-args");
-	CHECK_EQ_INT(known, 27); /* 1..27 */
+	CHECK_EQ_STR(frame_type_name(FRAME_AUTO_ARGS_LATE), "auto-args-late");
+	CHECK_EQ_INT(known, 28); /* 1..28 */
 }
 
 /* ---- reader ---------------------------------------------------------------- */

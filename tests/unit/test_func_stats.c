@@ -468,6 +468,35 @@ static void test_filtered_apart_from_dropped(void)
 }
 
 /*
+ * Calls recorded without their values (no room for a return value): per
+ * function over threads and agents (an exec's counts from zero), and in the
+ * session's sum, apart from the drops.
+ */
+static void test_values_dropped_per_function(void)
+{
+	struct func_stats *fs = func_stats_new();
+	struct decoded_func_agg a = agg(100, 100, 0, 0, 5000, 5000, 90);
+	struct func_stats_summary sum;
+	struct func_totals row;
+
+	a.values_dropped = 3;
+	CHECK_EQ_INT(func_stats_update(fs, 1, 1, &a, 1.0), 0);
+	a.values_dropped = 2;
+	CHECK_EQ_INT(func_stats_update(fs, 2, 1, &a, 1.0), 0);
+	func_stats_new_agent(fs);
+	a.values_dropped = 1;
+	CHECK_EQ_INT(func_stats_update(fs, 1, 1, &a, 1.0), 0);
+	a.values_dropped = 4; /* the same agent's later report: cumulative */
+	CHECK_EQ_INT(func_stats_update(fs, 1, 1, &a, 1.0), 0);
+	func_stats_summarize(fs, &sum);
+	CHECK_EQ_U64(sum.values_dropped, 9);
+	CHECK_EQ_U64(sum.dropped, 0);
+	if (only_total(fs, &row))
+		CHECK_EQ_U64(row.values_dropped, 9);
+	func_stats_free(fs);
+}
+
+/*
  * The --min-duration suggestion: the lowest bucket bound that keeps at most
  * the limit of the longest calls, from the histograms of every thread.
  */
@@ -575,6 +604,54 @@ static void test_each_entry_and_thread_stamps(void)
 	func_stats_free(fs);
 }
 
+/*
+ * Two ids of the agent's for one function of the trace (a library loaded
+ * again after dlclose): each id's figures are cumulative on their own, and
+ * the function's rows add both, one row per thread, one view per thread.
+ */
+static void test_two_agent_ids_one_function(void)
+{
+	struct func_stats *fs = func_stats_new();
+	struct decoded_func_agg a = agg(1000, 1000, 0, 0, 5000, 5000, 90);
+	struct func_stats_summary sum;
+	struct each_sum s = { 0 };
+	struct func_totals *rows;
+	long n;
+
+	a.func_id = 7; /* the first load's id */
+	a.values_dropped = 2;
+	a.hist[agg_bucket(5)] = 1000;
+	CHECK_EQ_INT(func_stats_update(fs, 10, 1, &a, 1.0), 0);
+	a.func_id = 12; /* loaded again: its id counts from zero */
+	a.entered = a.exited = 400;
+	a.values_dropped = 1;
+	a.hist[agg_bucket(5)] = 400;
+	CHECK_EQ_INT(func_stats_update(fs, 10, 1, &a, 1.0), 0);
+	a.entered = a.exited = 600; /* the second id's later report: cumulative */
+	a.hist[agg_bucket(5)] = 600;
+	CHECK_EQ_INT(func_stats_update(fs, 10, 1, &a, 1.0), 0);
+	func_stats_summarize(fs, &sum);
+	CHECK_EQ_U64(sum.made, 1600);
+	CHECK_EQ_U64(sum.values_dropped, 3);
+	for (int per_thread = 0; per_thread <= 1; per_thread++) {
+		rows = totals(fs, per_thread, &n);
+		CHECK_EQ_INT(n, 1);
+		if (n == 1) {
+			CHECK_EQ_U64(rows[0].calls, 1600);
+			CHECK_EQ_U64(rows[0].exited, 1600);
+			CHECK_EQ_U64(rows[0].total_ns, 10000);
+			CHECK_EQ_U64(rows[0].values_dropped, 3);
+			CHECK_EQ_INT(rows[0].tid, per_thread ? 10 : 0);
+		}
+		free(rows);
+	}
+	func_stats_each(fs, sum_entry, &s);
+	CHECK_EQ_INT(s.entries, 1);
+	CHECK_EQ_U64(s.calls, 1600);
+	CHECK_EQ_U64(s.hist_calls, 1600);
+	func_stats_free(fs);
+}
+
 int main(void)
 {
 	RUN_TEST(test_cumulative_updates);
@@ -587,7 +664,9 @@ int main(void)
 	RUN_TEST(test_summary_made_is_recorded_plus_dropped);
 	RUN_TEST(test_many_entries);
 	RUN_TEST(test_filtered_apart_from_dropped);
+	RUN_TEST(test_values_dropped_per_function);
 	RUN_TEST(test_min_duration_suggestion);
 	RUN_TEST(test_each_entry_and_thread_stamps);
+	RUN_TEST(test_two_agent_ids_one_function);
 	return unit_summary();
 }
