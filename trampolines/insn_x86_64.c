@@ -254,6 +254,7 @@ static bool describe_map0(uint8_t op, uint8_t reg, struct op_desc *d)
 		d->writes = INSN_WRITES_RSP | INSN_WRITES_RBP;
 		return true;
 	case 0xcc: return set(d, 0, IMM_NONE, DST_NONE, INSN_INT3, INSN_FLOW_INTERRUPT);
+	case 0xf4: return set(d, 0, IMM_NONE, DST_NONE, 0, INSN_FLOW_SYSTEM); /* hlt, after _exit's syscall */
 	case 0xe8: return set(d, D_REL | D_DEF64, IMM_Z, DST_NONE, INSN_CALL, INSN_FLOW_CALL);
 	case 0xe9: return set(d, D_REL | D_DEF64, IMM_Z, DST_NONE, INSN_JMP, INSN_FLOW_UNCOND_BR);
 	case 0xeb: return set(d, D_REL | D_DEF64, IMM_8, DST_NONE, INSN_JMP, INSN_FLOW_UNCOND_BR);
@@ -286,6 +287,7 @@ static uint8_t sse_prefixes(uint8_t op)
 	case 0x56: case 0x57: case 0xc6:
 		return N | P66;
 	case 0x52: case 0x53: return N | F3;
+	case 0x12: case 0x13: case 0x16: case 0x17: return N | P66; /* movlps, movhps...: see below */
 	case 0x5b: return N | P66 | F3;
 	case 0x6c: case 0x6d: case 0x6e: case 0x74: case 0x75: case 0x76: case 0xd6:
 		return P66;
@@ -309,8 +311,11 @@ static bool describe_map1(uint8_t op, uint8_t reg, unsigned prefix, struct op_de
 			return false;
 		if ((op == 0x2c || op == 0x2d) || (op == 0x7e && prefix == 1))
 			dst = op == 0x7e ? DST_RM : DST_REG; /* cvt to a GPR, movd/movq to r/m */
-		return set(d, D_MODRM, (op == 0x70 || op == 0xc2 || op == 0xc6) ? IMM_8 : IMM_NONE,
-			   dst, 0, 0);
+		set(d, D_MODRM, (op == 0x70 || op == 0xc2 || op == 0xc6) ? IMM_8 : IMM_NONE, dst, 0, 0);
+		/* the stores, and movlpd/movhpd: memory only (0f 12/16 on registers: movhlps, movlhps) */
+		if (op == 0x13 || op == 0x17 || ((op == 0x12 || op == 0x16) && prefix == 1))
+			d->flags |= D_MEM_ONLY;
+		return true;
 	}
 	if (op >= 0x80 && op <= 0x8f)
 		return prefix == 0 &&
@@ -396,7 +401,7 @@ static bool map0_prefixes_ok(uint8_t op, const struct op_desc *d, const struct p
 	if ((p->rep || p->repne) && !string && !(op == 0x90 && p->rep && !p->opsize))
 		return false;
 	if (p->opsize && (branch || d->kind == INSN_PUSH || d->kind == INSN_POP || string ||
-			  op == 0x90 || op == 0xc9 || op == 0x63))
+			  (op == 0x90 && p->rep) || op == 0xc9 || op == 0x63))
 		return false;
 	if (p->rex && (op == 0x90 || op == 0x63) && !(p->rex & 8 && op == 0x63))
 		return false;
