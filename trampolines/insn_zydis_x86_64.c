@@ -9,6 +9,7 @@
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <link.h>
 #include <stdatomic.h>
 #include <string.h>
 
@@ -65,6 +66,16 @@ static int zydis_ready(void)
 	if (state == ZYDIS_READY)
 		return 0;
 	if (state == ZYDIS_MISSING)
+		return -ELIBACC;
+	/*
+	 * The agent also decodes from the loader's own notification
+	 * (_dl_debug_state). glibc 2.36 notifies RT_ADD with the new object
+	 * already mapped, and a dlopen nested there works (test_lazy_decoder);
+	 * in a dlclose's RT_DELETE one would trip the loader's assert that a
+	 * load starts from RT_CONSISTENT or RT_ADD. Not then (another thread's
+	 * dlclose seen here only costs this one prologue its patch).
+	 */
+	if (_r_debug.r_state == RT_DELETE)
 		return -ELIBACC;
 	return zydis_load_slow();
 }
