@@ -54,8 +54,9 @@ LIBS_COMMON := -lprotobuf-c -lzstd -lz -lisal -lpthread
 # x86-64: protobuf-c linked in (hidden): one library fewer for the loader to map and
 # the agent to scan at each process start of a tree. Other architectures' archives
 # may be missing from a cross sysroot: the shared library there.
-LIBS_AGENT_x86_64 := -Wl,-Bstatic -lprotobuf-c -Wl,-Bdynamic -Wl,--exclude-libs,libprotobuf-c.a \
-	-lZydis
+# libZydis is not linked: trampolines/insn_zydis_x86_64.c dlopen()s it when the built-in
+# decoder meets an instruction it leaves to Zydis (most processes never do).
+LIBS_AGENT_x86_64 := -Wl,-Bstatic -lprotobuf-c -Wl,-Bdynamic -Wl,--exclude-libs,libprotobuf-c.a
 LIBS_AGENT_aarch64 := -lprotobuf-c
 LIBS_AGENT  := $(LIBS_AGENT_$(ARCH)) -lpthread -ldl
 LIBS_DAEMON := -lbpf -lelf -ldw -lzstd -lz -lisal -lprotobuf-c -lsystemd -lpthread -lstdc++
@@ -73,8 +74,10 @@ PROTO_GEN_C := $(patsubst proto/%.proto,$(BUILD)/gen/%.pb-c.c,$(PROTOS))
 PROTO_GEN_H := $(PROTO_GEN_C:.c=.h)
 
 COMMON_SRC  := $(wildcard common/*.c) $(wildcard proto/*.c)
-# Per architecture: the trampolines and the relocator (Zydis-based on x86-64).
-TRAMP_SRC_x86_64  := trampolines/relocator_x86_64.c trampolines/return_slot_x86_64.c trampolines/skip_reason.c
+# Per architecture: the trampolines and the relocator (on x86-64 a built-in decoder, and
+# Zydis loaded when it does not know an instruction).
+TRAMP_SRC_x86_64  := trampolines/relocator_x86_64.c trampolines/return_slot_x86_64.c trampolines/skip_reason.c \
+	trampolines/insn_x86_64.c trampolines/insn_zydis_x86_64.c
 TRAMP_ASM_x86_64  := trampolines/x86_64.S
 TRAMP_SRC_aarch64 := trampolines/aarch64/relocator_aarch64.c trampolines/skip_reason.c
 TRAMP_ASM_aarch64 := trampolines/aarch64.S
@@ -180,6 +183,11 @@ HOT_CFLAGS := -mgeneral-regs-only -fno-stack-protector -fno-sanitize=all $(HOT_C
 
 $(BUILD)/obj/agent/hooks.o $(BUILD)/obj/agent/arg_capture_hot.o: ALL_CFLAGS += $(HOT_CFLAGS)
 
+# the libZydis trampolines/insn_zydis_x86_64.c dlopen()s: the one its header comes with
+ZYDIS_SONAME := $(shell readelf -d $$($(CC) -print-file-name=libZydis.so) 2>/dev/null | \
+	sed -n 's/.*soname: \[\(.*\)\]/\1/p')
+$(BUILD)/obj/trampolines/insn_zydis_x86_64.o: ALL_CFLAGS += -DZYDIS_SONAME='"$(or $(ZYDIS_SONAME),libZydis.so)"'
+
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(@D)
 	@echo "  CC      $<"
@@ -204,7 +212,7 @@ $(BUILD)/profd: $(BUILD)/obj/daemon/profd.o $(DAEMON_OBJ) $(EXPORT_OBJ) $(COMMON
 $(BUILD)/profctl: $(BUILD)/obj/profctl/profctl.o $(PROFCTL_OBJ) $(PROFCTL_AGENT_OBJ) $(EXPORT_OBJ) \
 		$(COMMON_OBJ)
 	@echo "  LD      $@"
-	$(Q)$(CC) -o $@ $^ $(LDFLAGS_SAN) $(LIBS_COMMON) -lZydis
+	$(Q)$(CC) -o $@ $^ $(LDFLAGS_SAN) $(LIBS_COMMON) -ldl
 
 # ---- tests, targets, benchmarks ---------------------------------------------
 TEST_LINK_OBJ := $(AGENT_OBJ) $(TRAMP_OBJ) $(TRAMP_FOREIGN_OBJ) $(DAEMON_OBJ) $(EXPORT_OBJ) $(PROFCTL_OBJ) $(COMMON_OBJ)

@@ -75,7 +75,12 @@ int stub_region_fill(struct stub_region *r, size_t slot, uint64_t func_addr, siz
 		return -ERANGE;
 	}
 	/* a timed call's return is hijacked: code that reads it would see the trampoline */
-	if (func_id && return_slot_read_early((const uint8_t *)(uintptr_t)func_addr, func_size)) {
+	err = func_id ? return_slot_read_early((const uint8_t *)(uintptr_t)func_addr, func_size) : 0;
+	if (err < 0) {
+		*reason = "its prologue needs libZydis, which cannot be loaded";
+		return -ENOTSUP;
+	}
+	if (err) {
 		*reason = "reads its own return address (__builtin_return_address, dladdr of its "
 			  "caller): it would see the exit path";
 		return -EPERM;

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
- * x86-64 prologue relocator: decodes a function's first instructions with
- * Zydis, re-targets their rip-relative and branch displacements for the copy
- * at dest_addr and appends the jump back. It holds no state, allocates nothing,
- * never writes outside out[0..out_cap) (nothing at all on failure), and turns
+ * x86-64 prologue relocator: decodes a function's first instructions
+ * (trampolines/insn_x86_64.h: built in, Zydis for the rest), re-targets
+ * their rip-relative and branch displacements for the copy at dest_addr
+ * and appends the jump back. It holds no state, allocates nothing, never writes outside out[0..out_cap) (nothing at all on failure), and turns
  * every doubt into a skip reason rather than a guess. It does not log: the
  * caller knows the function's name and logs the reason once.
  */
@@ -13,8 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include <Zydis/Zydis.h>
-
+#include "trampolines/insn_x86_64.h"
 #include "trampolines/relocator_x86_64.h"
 #include "trampolines/skip_reason.h"
 
@@ -95,113 +94,72 @@ static void put_le64(uint8_t *p, uint64_t v)
 }
 
 /* The target of a relative immediate (jmp/jcc/call/loop/xbegin), if any. */
-static bool relative_branch_target(const ZydisDecodedInstruction *insn, uint64_t ip,
-				   uint64_t *target)
+static bool relative_branch_target(const struct insn *insn, uint64_t ip, uint64_t *target)
 {
-	for (int i = 0; i < 2; i++) {
-		if (insn->raw.imm[i].is_relative) {
-			*target = ip + insn->length + (uint64_t)insn->raw.imm[i].value.s;
-			return true;
-		}
-	}
-	return false;
-}
-
-static const ZydisDecodedOperand *ip_relative_operand(const ZydisDecodedInstruction *insn,
-						      const ZydisDecodedOperand *ops)
-{
-	for (int i = 0; i < insn->operand_count; i++) {
-		if (ops[i].type != ZYDIS_OPERAND_TYPE_MEMORY)
-			continue;
-		if (ops[i].mem.base == ZYDIS_REGISTER_RIP || ops[i].mem.base == ZYDIS_REGISTER_EIP)
-			return &ops[i];
-	}
-	return NULL;
-}
-
-/* Branches with only a rel8 form, or whose target is a hidden abort/loop address. */
-static bool is_unrelocatable_branch(ZydisMnemonic mnemonic)
-{
-	switch (mnemonic) {
-	case ZYDIS_MNEMONIC_LOOP:
-	case ZYDIS_MNEMONIC_LOOPE:
-	case ZYDIS_MNEMONIC_LOOPNE:
-	case ZYDIS_MNEMONIC_JCXZ:
-	case ZYDIS_MNEMONIC_JECXZ:
-	case ZYDIS_MNEMONIC_JRCXZ:
-	case ZYDIS_MNEMONIC_XBEGIN:
-		return true;
-	default:
+	if (!insn->has_rel)
 		return false;
-	}
+	*target = ip + insn->len + (uint64_t)insn->rel;
+	return true;
 }
 
-/* Jcc rel8 (7x) or rel32 (0F 8x); the condition is the opcode's low nibble either way. */
-static bool is_jcc(const ZydisDecodedInstruction *insn)
+static const char *name_of(const struct insn *insn)
 {
-	uint8_t row = insn->opcode_map == ZYDIS_OPCODE_MAP_0F ? 0x80 : 0x70;
-
-	return insn->meta.category == ZYDIS_CATEGORY_COND_BR && (insn->opcode & 0xf0) == row;
+	return insn->mnemonic ? insn->mnemonic : "instruction";
 }
 
 static int classify_branch(const struct prologue *p, struct copied_insn *ci,
-			   const ZydisDecodedInstruction *insn, struct relocation *reloc)
+			   const struct insn *insn, struct relocation *reloc)
 {
-	const char *name = ZydisMnemonicGetString(insn->mnemonic);
 	uint64_t ip = p->func_addr + ci->src_off;
 
-	if (is_unrelocatable_branch(insn->mnemonic))
-		return fail(reloc, -ENOTSUP, "%s at +0x%zx cannot be relocated", name, ci->src_off);
-	/* 66-prefixed near branches truncate rip to 16 bits on AMD. */
-	if (insn->attributes & ZYDIS_ATTRIB_HAS_OPERANDSIZE)
-		return fail(reloc, -ENOTSUP, "%s at +0x%zx has an operand-size prefix", name,
+	/* branches with only a rel8 form, or whose target is a hidden abort/loop address */
+	if (insn->kind == INSN_LOOP)
+		return fail(reloc, -ENOTSUP, "%s at +0x%zx cannot be relocated", name_of(insn),
 			    ci->src_off);
-	if (insn->mnemonic == ZYDIS_MNEMONIC_JMP) {
+	/* 66-prefixed near branches truncate rip to 16 bits on AMD. */
+	if (insn->opsize)
+		return fail(reloc, -ENOTSUP, "%s at +0x%zx has an operand-size prefix",
+			    name_of(insn), ci->src_off);
+	if (insn->kind == INSN_JMP) {
 		ci->kind = COPY_JMP;
 		ci->out_len = RELOCATOR_JMP_REL32_LEN;
-	} else if (insn->mnemonic == ZYDIS_MNEMONIC_CALL) {
-		if (ci->target == ip + insn->length)
+	} else if (insn->kind == INSN_CALL) {
+		if (ci->target == ip + insn->len)
 			return fail(reloc, -ENOTSUP, "call to next instruction captures the pc");
 		ci->kind = COPY_CALL;
 		ci->out_len = RELOCATOR_JMP_REL32_LEN;
-	} else if (is_jcc(insn)) {
+	} else if (insn->kind == INSN_JCC) { /* 7x rel8 or 0F 8x rel32 */
 		ci->kind = COPY_JCC;
-		ci->cond = insn->opcode & 0x0f;
+		ci->cond = insn->cond;
 		ci->out_len = JCC_REL32_LEN;
 	} else {
 		return fail(reloc, -ENOTSUP,
-			    "%s at +0x%zx has a relative operand we do not relocate", name,
-			    ci->src_off);
+			    "%s at +0x%zx has a relative operand we do not relocate",
+			    name_of(insn), ci->src_off);
 	}
 	return 0;
 }
 
 static int classify_insn(const struct prologue *p, struct copied_insn *ci,
-			 const ZydisDecodedInstruction *insn, const ZydisDecodedOperand *ops,
-			 struct relocation *reloc)
+			 const struct insn *insn, struct relocation *reloc)
 {
 	uint64_t ip = p->func_addr + ci->src_off;
-	const ZydisDecodedOperand *mem;
 
 	ci->kind = COPY_VERBATIM;
-	ci->out_len = insn->length;
-	ci->ends_flow = insn->meta.category == ZYDIS_CATEGORY_UNCOND_BR ||
-			insn->meta.category == ZYDIS_CATEGORY_RET;
+	ci->out_len = insn->len;
+	ci->ends_flow = insn->flow == INSN_FLOW_UNCOND_BR || insn->flow == INSN_FLOW_RET;
 	if (relative_branch_target(insn, ip, &ci->target))
 		return classify_branch(p, ci, insn, reloc);
 
-	mem = ip_relative_operand(insn, ops);
-	if (!mem)
+	if (insn->ip_base == INSN_REG_NONE)
 		return 0;
-	if (mem->mem.base == ZYDIS_REGISTER_EIP)
+	if (insn->ip_base == INSN_REG_EIP)
 		return fail(reloc, -ENOTSUP, "%s at +0x%zx uses a 32-bit eip-relative address",
-			    ZydisMnemonicGetString(insn->mnemonic), ci->src_off);
-	assert(insn->raw.disp.size == 32); /* rip-relative is always disp32 */
+			    name_of(insn), ci->src_off);
 	ci->kind = COPY_RIP_RELATIVE;
-	ci->is_call = insn->mnemonic == ZYDIS_MNEMONIC_CALL && insn->opcode == 0xff &&
-		      insn->raw.modrm.reg == 2 && insn->length == 6; /* plain FF 15 disp32 */
-	ci->disp_off = insn->raw.disp.offset;
-	ci->target = ip + insn->length + (uint64_t)insn->raw.disp.value;
+	ci->is_call = insn->rip_call; /* plain FF 15 disp32 */
+	ci->disp_off = insn->disp_off;
+	ci->target = ip + insn->len + (uint64_t)insn->disp;
 	return 0;
 }
 
@@ -221,34 +179,35 @@ static void mark_last_call_as_jmp(struct prologue *p)
 }
 
 /* Decodes whole instructions until they cover min_patch_len bytes. */
-static int decode_prologue(struct prologue *p, const ZydisDecoder *dec, size_t min_patch_len,
-			   struct relocation *reloc)
+static int decode_prologue(struct prologue *p, size_t min_patch_len, struct relocation *reloc)
 {
-	ZydisDecodedInstruction insn;
-	ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
+	struct insn insn;
 	size_t off = 0;
 
 	while (off < min_patch_len) {
 		struct copied_insn *ci = &p->insns[p->n_insns];
-		ZyanStatus status;
 		int err;
 
 		assert(p->n_insns < RELOCATOR_MAX_INSNS);
-		status = ZydisDecoderDecodeFull(dec, p->code + off, p->func_size - off, &insn, ops);
-		if (status == ZYDIS_STATUS_NO_MORE_DATA)
+		err = insn_decode(p->code + off, p->func_size - off, INSN_WANT_LENGTH, &insn);
+		if (err == -ENODATA)
 			return fail(reloc, -ERANGE,
 				    "instruction at +0x%zx runs past the end of the function", off);
-		if (!ZYAN_SUCCESS(status))
+		if (err == -ELIBACC)
+			return fail(reloc, -ENOTSUP,
+				    "instruction at +0x%zx needs libZydis, which cannot be loaded",
+				    off);
+		if (err)
 			return fail(reloc, -ENOTSUP, "undecodable instruction at +0x%zx", off);
 
 		memset(ci, 0, sizeof(*ci));
 		ci->src_off = off;
-		ci->src_len = insn.length;
-		err = classify_insn(p, ci, &insn, ops, reloc);
+		ci->src_len = insn.len;
+		err = classify_insn(p, ci, &insn, reloc);
 		if (err)
 			return err;
 		p->n_insns++;
-		off += insn.length;
+		off += insn.len;
 	}
 	p->patch_len = off;
 	mark_last_call_as_jmp(p);
@@ -266,23 +225,26 @@ static bool lands_inside_patch(const struct prologue *p, uint64_t target)
  * byte (padding or data): past it, linear decoding proves nothing either way.
  * Indirect jumps (switch tables) cannot be checked here.
  */
-static int check_branches_into_patch(const struct prologue *p, const ZydisDecoder *dec,
-				     struct relocation *reloc)
+static int check_branches_into_patch(const struct prologue *p, struct relocation *reloc)
 {
-	ZydisDecodedInstruction insn;
+	struct insn insn;
 	size_t off = p->patch_len;
 
 	while (off < p->func_size) {
 		uint64_t target;
+		int err = insn_decode(p->code + off, p->func_size - off, INSN_WANT_LENGTH, &insn);
 
-		if (!ZYAN_SUCCESS(ZydisDecoderDecodeInstruction(dec, NULL, p->code + off,
-							       p->func_size - off, &insn)))
+		if (err == -ELIBACC) /* not knowing is not proof */
+			return fail(reloc, -ENOTSUP,
+				    "instruction at +0x%zx needs libZydis, which cannot be loaded",
+				    off);
+		if (err)
 			break;
 		if (relative_branch_target(&insn, p->func_addr + off, &target) &&
 		    lands_inside_patch(p, target))
 			return fail(reloc, -EXDEV,
 				    "a branch at +0x%zx lands inside the patched bytes", off);
-		off += insn.length;
+		off += insn.len;
 	}
 	return 0;
 }
@@ -464,7 +426,6 @@ int relocator_relocate(const uint8_t *code, size_t func_size, uint64_t func_addr
 		.dest_addr = dest_addr,
 	};
 	uint8_t copy[RELOCATOR_MAX_CODE];
-	ZydisDecoder dec;
 	size_t copy_len, same_offsets_len;
 	int err;
 
@@ -476,13 +437,10 @@ int relocator_relocate(const uint8_t *code, size_t func_size, uint64_t func_addr
 	if (func_size < min_patch_len)
 		return fail(reloc, -ERANGE, "function shorter than the %zu-byte patch",
 			    min_patch_len);
-	if (!ZYAN_SUCCESS(ZydisDecoderInit(&dec, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64)))
-		return fail(reloc, -EINVAL, "cannot initialise the Zydis decoder");
-
-	err = decode_prologue(&p, &dec, min_patch_len, reloc);
+	err = decode_prologue(&p, min_patch_len, reloc);
 	if (err)
 		return err;
-	err = check_branches_into_patch(&p, &dec, reloc);
+	err = check_branches_into_patch(&p, reloc);
 	if (err)
 		return err;
 	same_offsets_len = lay_out_copy(&p);
@@ -502,16 +460,11 @@ int relocator_relocate(const uint8_t *code, size_t func_size, uint64_t func_addr
 
 size_t relocator_padding_after(const uint8_t *code, size_t avail, size_t func_size)
 {
-	ZydisDecoder dec;
-	ZydisDecodedInstruction insn;
+	struct insn insn;
 	size_t off = func_size;
 
-	if (!ZYAN_SUCCESS(ZydisDecoderInit(&dec, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64)))
-		return 0;
-	while (off < avail &&
-	       ZYAN_SUCCESS(ZydisDecoderDecodeInstruction(&dec, NULL, code + off, avail - off,
-							  &insn)) &&
-	       (insn.mnemonic == ZYDIS_MNEMONIC_NOP || insn.mnemonic == ZYDIS_MNEMONIC_INT3))
-		off += insn.length;
+	while (off < avail && insn_decode(code + off, avail - off, INSN_WANT_LENGTH, &insn) == 0 &&
+	       (insn.kind == INSN_NOP || insn.kind == INSN_INT3))
+		off += insn.len;
 	return off - func_size;
 }

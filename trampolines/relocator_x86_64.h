@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * x86-64 prologue relocator (Zydis): copies the first instructions of a
+ * x86-64 prologue relocator: copies the first instructions of a
  * function, re-encoded to run at another address, and decides whether the
  * function can be patched at all. Pure: reads the bytes it is given, writes
  * only `out`; never guesses -- anything it cannot prove safe is a skip reason.
@@ -46,13 +46,15 @@ struct relocation {
  * Returns 0 with *reloc filled, or a negative errno with reloc->skip_reason:
  *  -ERANGE  function shorter than min_patch_len, or a new displacement does not fit;
  *  -EXDEV   a branch elsewhere in the function lands inside the patched bytes;
- *  -ENOTSUP an instruction we do not relocate (loop/jrcxz, xbegin, undecodable, ...);
+ *  -ENOTSUP an instruction we do not relocate (loop/jrcxz, xbegin, undecodable, ...),
+ *           or one only Zydis decodes and libZydis cannot be loaded;
  *  -ENOSPC  out_cap too small (RELOCATOR_MAX_CODE_LEN always suffices);
  *  -EINVAL  NULL pointers, or min_patch_len 0 or above RELOCATOR_MAX_PATCH_LEN.
  * On failure nothing is written to out. skip_reason then points to a
  * thread-local buffer, valid until the next call in the same thread; copy it
  * to keep it. NULL on success.
- * Thread-safe (no shared state); not async-signal-safe (snprintf).
+ * Thread-safe; not async-signal-safe (snprintf, and the first instruction
+ * the built-in decoder leaves to Zydis dlopen()s libZydis).
  */
 int relocator_relocate(const uint8_t *code, size_t func_size, uint64_t func_addr,
 		       size_t min_patch_len, uint64_t dest_addr, uint8_t *out, size_t out_cap,

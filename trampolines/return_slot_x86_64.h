@@ -17,7 +17,9 @@
  * through rsp or rbp set from rsp. Reads after the first branch or call, or
  * through another register, are not seen: a function that keeps
  * __builtin_return_address(0) for a later branch is still hijacked.
+ * Returns 1 if it does, 0 if not seen, -ELIBACC if an instruction needs
+ * libZydis and it cannot be loaded (nothing is known then).
  */
-bool return_slot_read_early(const uint8_t *code, size_t size);
+int return_slot_read_early(const uint8_t *code, size_t size);
 
 #endif
