@@ -536,7 +536,8 @@ static void print_auto_args(const Profd__SessionSummary *s)
 	if (!s->auto_args_late)
 		return;
 	fprintf(stderr, "profctl: auto-args: %u functions of modules loaded later got their values "
-			"once profd had described them, after %llu calls without (",
+			"once profd had described them, after ~%llu calls without (counted at the switch: "
+			"a call then in flight on either side; ",
 		s->auto_args_late, (unsigned long long)s->auto_args_late_calls);
 	for (size_t i = 0; i < s->n_auto_args_late_named; i++)
 		fprintf(stderr, "%s%s", i ? ", " : "", s->auto_args_late_named[i]);
