@@ -24,11 +24,14 @@
 #include <unistd.h>
 
 #include "daemon/symbols/debug_file.h"
+#include "daemon/symbols/elf_plt.h"
 
 #define MAX_SYMBOLS (16u << 20)      /* more is a hostile file, not a program */
 #define MAX_NOTE_BYTES (1u << 20)
 #define MAX_VDSO_BYTES (1u << 20)
 #define LOOKBACK 16                  /* nested symbols searched before giving up */
+#define PLT_SUFFIX "@plt"
+#define PLT_SUFFIX_LEN 4
 
 /* A symbol while loading; name points into the Elf's string table. */
 struct raw_symbol {
@@ -36,6 +39,7 @@ struct raw_symbol {
 	const char *name;
 	size_t name_len;
 	bool global;
+	bool plt; /* a PLT entry: named "name@plt" */
 };
 
 struct raw_symbols {
@@ -248,7 +252,7 @@ static int collect_symbols(Elf *elf, Elf_Scn *scn, const GElf_Shdr *sh, uint64_t
 	if (count > MAX_SYMBOLS)
 		return -E2BIG;
 	for (i = 0; i < count; i++) {
-		struct raw_symbol r;
+		struct raw_symbol r = { .plt = false };
 		GElf_Sym sym;
 		int type;
 
@@ -325,7 +329,7 @@ static int store_symbols(struct elf_module *m, struct raw_symbols *rs)
 	for (i = 0; i < rs->n; i = j) {
 		for (j = i + 1; j < rs->n && rs->v[j].start == rs->v[i].start; j++)
 			;
-		pool += rs->v[i].name_len + 1;
+		pool += rs->v[i].name_len + (rs->v[i].plt ? PLT_SUFFIX_LEN : 0) + 1;
 		n++;
 	}
 	m->functions = calloc(n ? n : 1, sizeof(*m->functions));
@@ -336,11 +340,17 @@ static int store_symbols(struct elf_module *m, struct raw_symbols *rs)
 	for (i = 0; i < rs->n; i = j) {
 		for (j = i + 1; j < rs->n && rs->v[j].start == rs->v[i].start; j++)
 			;
-		memcpy(m->names + off, rs->v[i].name, rs->v[i].name_len);
-		m->names[off + rs->v[i].name_len] = '\0';
+		size_t len = rs->v[i].name_len;
+
+		memcpy(m->names + off, rs->v[i].name, len);
+		if (rs->v[i].plt) {
+			memcpy(m->names + off + len, PLT_SUFFIX, PLT_SUFFIX_LEN);
+			len += PLT_SUFFIX_LEN;
+		}
+		m->names[off + len] = '\0';
 		m->functions[n++] = (struct elf_function){ rs->v[i].start, group_end(rs, i, j),
 							   m->names + off };
-		off += rs->v[i].name_len + 1;
+		off += len + 1;
 	}
 	m->n_functions = n;
 	return 0;
@@ -489,6 +499,46 @@ static size_t load_debuglink(struct elf_module *m, Elf *elf, uint64_t file_size,
 	return n;
 }
 
+/*
+ * The file's PLT entries joined to the functions loaded (from whichever
+ * symbol table): the stubs live in the file itself, never in a debug file.
+ * Nothing changes when there are none or memory runs out.
+ */
+static void add_plt_entries(struct elf_module *m, Elf *elf, uint64_t file_size)
+{
+	struct elf_function *old_functions = m->functions;
+	char *old_names = m->names;
+	size_t old_n = m->n_functions;
+	struct elf_plt_entry *plt;
+	struct raw_symbols rs = { 0 };
+	ssize_t n = elf_plt_entries(elf, file_size, &plt);
+	int err = n > 0 ? 0 : -ENOENT;
+
+	for (size_t i = 0; !err && i < old_n; i++) {
+		const struct elf_function *f = &old_functions[i];
+
+		err = raw_push(&rs, &(struct raw_symbol){ .start = f->start, .size = f->end - f->start,
+							  .name = f->name, .name_len = strlen(f->name),
+							  .global = true });
+	}
+	for (ssize_t i = 0; !err && i < n; i++)
+		err = raw_push(&rs, &(struct raw_symbol){ .start = plt[i].start, .size = plt[i].size,
+							  .name = plt[i].name,
+							  .name_len = plt[i].name_len, .plt = true });
+	if (!err && store_symbols(m, &rs) == 0) {
+		free(old_functions);
+		free(old_names);
+	} else if (!err) {
+		free(m->functions);
+		free(m->names);
+		m->functions = old_functions;
+		m->names = old_names;
+		m->n_functions = old_n;
+	}
+	free(rs.v);
+	free(plt);
+}
+
 static void load_elf(struct elf_module *m, Elf *elf, uint64_t file_size, pid_t pid)
 {
 	read_segments(m, elf);
@@ -505,6 +555,8 @@ static void load_elf(struct elf_module *m, Elf *elf, uint64_t file_size, pid_t p
 		m->symbol_source = ".dynsym";
 	else
 		m->load_error = "no function symbols";
+	if (m->n_functions)
+		add_plt_entries(m, elf, file_size);
 }
 
 int elf_module_open(const struct elf_module *m, pid_t pid, uint64_t start, uint64_t end)

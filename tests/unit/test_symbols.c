@@ -24,6 +24,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "daemon/symbols/elf_module.h"
 #include "daemon/symbols/module_cache.h"
 #include "daemon/symbols/symbols.h"
 #include "tests/unit/unit.h"
@@ -1028,6 +1029,71 @@ static void test_jit_map_appended_later(void)
 }
 
 /* A map others could have written is refused, and the frame says why. */
+/*
+ * Every PLT entry objdump names ("<malloc@plt>:") is named the same by the
+ * module, at its first byte and its last. Returns the entries checked, -1
+ * when objdump cannot be run.
+ */
+static int check_plt_as_objdump(const char *objdump, const char *path)
+{
+	char cmd[PATH_MAX + 128], line[512], name[256];
+	struct elf_module *em;
+	unsigned long long addr, prev = 0;
+	int checked = 0;
+	FILE *f;
+
+	snprintf(cmd, sizeof(cmd), "%s -d -j .plt -j .plt.sec '%s' 2>/dev/null", objdump, path);
+	if (access(path, R_OK) != 0 || !(f = popen(cmd, "r")))
+		return -1;
+	em = elf_module_new(path);
+	CHECK(em != NULL);
+	if (em)
+		elf_module_load(em, 0, 0, 0);
+	while (em && fgets(line, sizeof(line), f)) {
+		const struct elf_function *fn;
+
+		/* not the header, which objdump names "<first@plt-0x10>" */
+		if (!strstr(line, "@plt>:") || sscanf(line, "%llx <%255[^@>]@plt>:", &addr, name) != 2)
+			continue;
+		strcat(name, "@plt");
+		fn = elf_module_find_function(em, addr);
+		if (!fn)
+			fprintf(stderr, "  %s: nothing at %#llx (%s)\n", path, addr, name);
+		CHECK(fn != NULL);
+		if (fn)
+			CHECK_EQ_STR(fn->name, name);
+		if (fn && checked && prev < addr) /* the entry before ends where this one starts */
+			CHECK_EQ_U64(elf_module_find_function(em, addr - 1)->end, addr);
+		prev = addr;
+		checked++;
+	}
+	if (pclose(f) != 0 && checked == 0)
+		checked = -1;
+	elf_module_free(em);
+	return checked;
+}
+
+/* A pc in a PLT stub is named as perf and objdump name it, on x86-64 and aarch64. */
+static void test_plt_entries_named(void)
+{
+	char a64[PATH_MAX];
+	int n = check_plt_as_objdump("objdump", exe_path());
+
+	if (n < 0) {
+		printf("skip: objdump cannot be run\n");
+		return;
+	}
+	CHECK(n >= 5); /* this test calls libc through its PLT */
+	snprintf(a64, sizeof(a64), "%.*s/aarch64/tests/targets/args_target",
+		 (int)(strstr(exe_path(), "/tests/") ? strstr(exe_path(), "/tests/") - exe_path() : 0),
+		 exe_path());
+	n = check_plt_as_objdump("aarch64-linux-gnu-objdump", a64);
+	if (n < 0)
+		printf("skip: no aarch64 build or aarch64-linux-gnu-objdump for %s\n", a64);
+	else
+		CHECK(n >= 3);
+}
+
 static void test_jit_map_refused_when_writable_by_others(void)
 {
 	struct jit_fixture j;
@@ -1067,6 +1133,7 @@ int main(void)
 	RUN_TEST(test_truncated_elf);
 	RUN_TEST(test_not_elf_and_missing_file);
 	RUN_TEST(test_deleted_file);
+	RUN_TEST(test_plt_entries_named);
 	RUN_TEST(test_symbol_rules);
 	RUN_TEST(test_mutated_elf_never_crashes);
 	RUN_TEST(test_debuglink_next_to_file);
