@@ -45,6 +45,18 @@
  * and st0/st1 are untouched by the hook), call profagent_exit_hook(stack
  * pointer), which returns the real return address, put it back in the
  * return slot, restore and `ret` there.
+ *
+ * The fast paths. Each trampoline first does the plainest case of its hook
+ * itself (agent/hooks.c: profagent_enter_hook's and profagent_exit_hook's
+ * fast paths, the same stores in the same order, under the same guard, one
+ * publish): no call, so only the eight registers it uses are saved (rbp and
+ * seven of the nine above, in the full path's order and places). Anything
+ * else (a guard set, the thread's first call, a stub flag, a filter, a full
+ * segment, a stale or unrecorded entry, no figures yet) is found before the
+ * first write, the guard is dropped again, and the full path goes on from
+ * the same stack: it saves r10 and r11, sets rbp and calls the C hook,
+ * which decides it all anew. A signal anywhere in a fast path finds what it
+ * would find in the C hook at the same point (test_signal_steps walks them).
  */
 #include "trampolines/trampoline_layout.h"
 
@@ -61,18 +73,6 @@
 #define SAVED_AREA_BOTTOM -88
 #define XSAVE_HEADER_OFFSET 512
 
-.macro SAVE_SCRATCH_REGISTERS
-	pushq	%rdi
-	pushq	%rsi
-	pushq	%rdx
-	pushq	%rcx
-	pushq	%r8
-	pushq	%r9
-	pushq	%rax
-	pushq	%r10
-	pushq	%r11
-.endm
-
 .macro RESTORE_SCRATCH_REGISTERS
 	popq	%r11
 	popq	%r10
@@ -86,9 +86,9 @@
 .endm
 
 /*
- * The fast paths' registers: rdtsc's two, and six to work with. They call
- * nothing, so nothing else is touched (vector state included) and the
- * stack needs no alignment.
+ * The fast paths' saves: rbp, then the full path's first seven (rdi .. rax)
+ * where it keeps them; rbp is a work register until it is the frame's.
+ * The fast paths call nothing: vector state is untouched, rsp unaligned.
  */
 #define FAST_SAVED 64
 /* After FAST_PUSH: the entry's stub word and return slot; the exit's return slot (its 0). */
@@ -96,41 +96,55 @@
 #define EF_SLOT (FAST_SAVED + 8)
 #define XF_SLOT FAST_SAVED
 .macro FAST_PUSH
-	pushq	%rax
+	pushq	%rbp
+	.cfi_adjust_cfa_offset 8
+	.cfi_rel_offset %rbp, 0
+	pushq	%rdi
+	.cfi_adjust_cfa_offset 8
+	pushq	%rsi
 	.cfi_adjust_cfa_offset 8
 	pushq	%rdx
 	.cfi_adjust_cfa_offset 8
 	pushq	%rcx
 	.cfi_adjust_cfa_offset 8
-	pushq	%rsi
-	.cfi_adjust_cfa_offset 8
-	pushq	%rdi
-	.cfi_adjust_cfa_offset 8
 	pushq	%r8
 	.cfi_adjust_cfa_offset 8
 	pushq	%r9
 	.cfi_adjust_cfa_offset 8
-	pushq	%r10
+	pushq	%rax
 	.cfi_adjust_cfa_offset 8
 .endm
 
 .macro FAST_POP
-	popq	%r10
+	popq	%rax
 	.cfi_adjust_cfa_offset -8
 	popq	%r9
 	.cfi_adjust_cfa_offset -8
 	popq	%r8
 	.cfi_adjust_cfa_offset -8
-	popq	%rdi
-	.cfi_adjust_cfa_offset -8
-	popq	%rsi
-	.cfi_adjust_cfa_offset -8
 	popq	%rcx
 	.cfi_adjust_cfa_offset -8
 	popq	%rdx
 	.cfi_adjust_cfa_offset -8
-	popq	%rax
+	popq	%rsi
 	.cfi_adjust_cfa_offset -8
+	popq	%rdi
+	.cfi_adjust_cfa_offset -8
+	popq	%rbp
+	.cfi_adjust_cfa_offset -8
+	.cfi_same_value %rbp
+.endm
+
+/* From a fast path to the full one: the rest of its saves and its frame (cfa: the CFA's offset). */
+.macro FULL_FROM_FAST below, cfa
+	pushq	%r10
+	.cfi_adjust_cfa_offset 8
+	pushq	%r11
+	.cfi_adjust_cfa_offset 8
+	subq	$\below, %rsp
+	.cfi_adjust_cfa_offset \below
+	leaq	\below+16+FAST_SAVED-8(%rsp), %rbp
+	.cfi_def_cfa %rbp, \cfa
 .endm
 
 /* A thread variable of the agent's (initial-exec) into reg. */
@@ -154,6 +168,17 @@ ENTRY(profagent_entry_trampoline)
 	 */
 	addq	$STUB_RELOCATED_OFFSET-STUB_LANDING_OFFSET, (%rsp)
 	FAST_PUSH
+	/*
+	 * profagent_enter_hook's fast-path conditions: no stub flag (a spec's
+	 * calls go on to enter_with_args at once; aarch64's signing flags never
+	 * come here), then under the guard: no unwinder's restore, figures for
+	 * the function, no filter, recording, no stale entry on top, room for
+	 * the ENTER and every open call's EXIT.
+	 */
+	movq	EF_WORD(%rsp), %rax
+	cmpl	$0, STUB_RELOCATED_TO_DESC+STUB_DESC_FLAGS(%rax)
+	jne	.Lentry_fast_out
+	movl	STUB_RELOCATED_TO_DESC+STUB_DESC_FUNC_ID(%rax), %r8d
 	TLS_LOAD agent_current_thread, %rdi
 	movq	agent_thread_guard@gottpoff(%rip), %rdx
 	cmpq	$0, %fs:(%rdx)
@@ -162,17 +187,8 @@ ENTRY(profagent_entry_trampoline)
 	jz	.Lentry_fast_out		/* the thread's first call */
 	leaq	EF_SLOT(%rsp), %rsi
 	movq	%rsi, %fs:(%rdx)		/* the guard: hooks.c guard_take */
-	/*
-	 * profagent_enter_hook's fast-path conditions, in its order: no stub
-	 * flag (aarch64's signing flags never come here), no unwinder's
-	 * restore, figures for the function, no filter, recording, no stale
-	 * entry on top, room for the ENTER and every open call's EXIT.
-	 */
-	movq	EF_WORD(%rsp), %rax
-	movl	STUB_RELOCATED_TO_DESC+STUB_DESC_FUNC_ID(%rax), %r8d
-	movl	STUB_RELOCATED_TO_DESC+STUB_DESC_FLAGS(%rax), %edx
-	orl	HOT_THREAD_RETURNS_RESTORED(%rdi), %edx
-	jnz	.Lentry_fast_release
+	cmpl	$0, HOT_THREAD_RETURNS_RESTORED(%rdi)
+	jne	.Lentry_fast_release
 	cmpl	$HOT_AGG_FUNCS_MAX, %r8d
 	jae	.Lentry_fast_release
 	movl	%r8d, %eax
@@ -188,12 +204,12 @@ ENTRY(profagent_entry_trampoline)
 	movzwl	%cx, %edx
 	cmpl	agent_depth_limit(%rip), %edx
 	jae	.Lentry_fast_release
-	movq	%rdx, %r10
-	shlq	$HOT_SHADOW_SIZE_SHIFT, %r10
-	addq	%rdi, %r10			/* shadow[depth] at HOT_THREAD_SHADOW(%r10) */
+	movq	%rdx, %rbp
+	shlq	$HOT_SHADOW_SIZE_SHIFT, %rbp
+	addq	%rdi, %rbp			/* shadow[depth] at HOT_THREAD_SHADOW(%rbp) */
 	testl	%edx, %edx
 	jz	1f
-	cmpq	HOT_THREAD_SHADOW-64+HOT_SHADOW_RETURN_SLOT(%r10), %rsi
+	cmpq	HOT_THREAD_SHADOW-64+HOT_SHADOW_RETURN_SLOT(%rbp), %rsi
 	jae	.Lentry_fast_release
 1:	movq	%rcx, %rax
 	shrq	$HOT_STATE_DEPTH_BITS, %rax
@@ -209,18 +225,18 @@ ENTRY(profagent_entry_trampoline)
 	shlq	$32, %rdx
 	orq	%rdx, %rax			/* tsc */
 	movq	(%rsi), %rdx			/* the caller's return address */
-	movq	%rdx, HOT_THREAD_SHADOW+HOT_SHADOW_RETURN_ADDRESS(%r10)
-	movq	%rsi, HOT_THREAD_SHADOW+HOT_SHADOW_RETURN_SLOT(%r10)
-	movl	%r8d, HOT_THREAD_SHADOW+HOT_SHADOW_FUNC_ID(%r10)
-	movl	$HOT_SHADOW_RECORDED, HOT_THREAD_SHADOW+HOT_SHADOW_FLAGS(%r10)
-	movq	$-1, HOT_THREAD_SHADOW+HOT_SHADOW_EXIT_HEAD(%r10)
-	movq	%rax, HOT_THREAD_SHADOW+HOT_SHADOW_ENTER_TSC(%r10)
-	movq	$0, HOT_THREAD_SHADOW+HOT_SHADOW_CHILD_TICKS(%r10)
-	movq	%r9, HOT_THREAD_SHADOW+HOT_SHADOW_AGG(%r10)
+	movq	%rdx, HOT_THREAD_SHADOW+HOT_SHADOW_RETURN_ADDRESS(%rbp)
+	movq	%rsi, HOT_THREAD_SHADOW+HOT_SHADOW_RETURN_SLOT(%rbp)
+	movl	%r8d, HOT_THREAD_SHADOW+HOT_SHADOW_FUNC_ID(%rbp)
+	movl	$HOT_SHADOW_RECORDED, HOT_THREAD_SHADOW+HOT_SHADOW_FLAGS(%rbp)
+	movq	$-1, HOT_THREAD_SHADOW+HOT_SHADOW_EXIT_HEAD(%rbp)
+	movq	%rax, HOT_THREAD_SHADOW+HOT_SHADOW_ENTER_TSC(%rbp)
+	movq	$0, HOT_THREAD_SHADOW+HOT_SHADOW_CHILD_TICKS(%rbp)
+	movq	%r9, HOT_THREAD_SHADOW+HOT_SHADOW_AGG(%rbp)
 	movzwl	%cx, %r9d
-	movq	EF_WORD(%rsp), %r10
-	subq	$STUB_RELOCATED_OFFSET-STUB_LANDING_OFFSET, %r10	/* the landing */
-	movq	%r10, HOT_THREAD_LANDING(%rdi,%r9,8)
+	movq	EF_WORD(%rsp), %rbp
+	subq	$STUB_RELOCATED_OFFSET-STUB_LANDING_OFFSET, %rbp	/* the landing */
+	movq	%rbp, HOT_THREAD_LANDING(%rdi,%r9,8)
 	movq	%rcx, %r9
 	shrq	$HOT_STATE_DEPTH_BITS, %r9
 	shlq	$4, %r9
@@ -234,29 +250,23 @@ ENTRY(profagent_entry_trampoline)
 	movq	%rax, 24(%r9)
 	addq	$(2 << HOT_STATE_DEPTH_BITS) + 1, %rcx
 	movq	%rcx, HOT_THREAD_COMMITTED(%rdi)	/* publish (hooks.c state_publish) */
-	movq	%r10, (%rsi)			/* hijacked */
+	movq	%rbp, (%rsi)			/* hijacked */
 	movq	agent_thread_guard@gottpoff(%rip), %rax
 	movq	$0, %fs:(%rax)			/* guard_release */
+	.cfi_remember_state
 	FAST_POP
 	/* into the relocated prologue, the landing left on the RSB (as .Lentry_hijacked) */
 	leaq	8(%rsp), %rsp
 	.cfi_adjust_cfa_offset -8
 	jmp	*-8(%rsp)
 
-	.cfi_adjust_cfa_offset 8+FAST_SAVED
+	.cfi_restore_state
 .Lentry_fast_release:
 	/* nothing written: the full path decides it all again */
 	movq	agent_thread_guard@gottpoff(%rip), %rax
 	movq	$0, %fs:(%rax)
 .Lentry_fast_out:
-	FAST_POP
-	pushq	%rbp
-	.cfi_adjust_cfa_offset 8
-	.cfi_rel_offset %rbp, 0
-	movq	%rsp, %rbp
-	.cfi_def_cfa_register %rbp
-	SAVE_SCRATCH_REGISTERS
-	subq	$16, %rsp
+	FULL_FROM_FAST 16, 24
 .Lentry_call_hook:
 	movq	8(%rbp), %rdi
 	addq	$STUB_RELOCATED_TO_DESC, %rdi
@@ -354,14 +364,14 @@ ENTRY(profagent_exit_trampoline)
 	testl	%edx, %edx
 	jz	.Lexit_fast_release
 	shlq	$HOT_SHADOW_SIZE_SHIFT, %rdx
-	leaq	HOT_THREAD_SHADOW-64(%rdi,%rdx), %r10	/* e = shadow[depth - 1] */
-	cmpq	%rsi, HOT_SHADOW_RETURN_SLOT(%r10)
+	leaq	HOT_THREAD_SHADOW-64(%rdi,%rdx), %rbp	/* e = shadow[depth - 1] */
+	cmpq	%rsi, HOT_SHADOW_RETURN_SLOT(%rbp)
 	jne	.Lexit_fast_release
-	cmpl	$0, HOT_SHADOW_FUNC_ID(%r10)
+	cmpl	$0, HOT_SHADOW_FUNC_ID(%rbp)
 	je	.Lexit_fast_release
-	cmpl	$HOT_SHADOW_RECORDED, HOT_SHADOW_FLAGS(%r10)
+	cmpl	$HOT_SHADOW_RECORDED, HOT_SHADOW_FLAGS(%rbp)
 	jne	.Lexit_fast_release
-	movq	HOT_SHADOW_AGG(%r10), %r9	/* a */
+	movq	HOT_SHADOW_AGG(%rbp), %r9	/* a */
 	testq	%r9, %r9
 	jz	.Lexit_fast_release
 	/*
@@ -376,15 +386,15 @@ ENTRY(profagent_exit_trampoline)
 	addl	$1, (%rdx)
 1:	xorl	%edx, %edx
 	movq	%rax, %r8
-	subq	HOT_SHADOW_ENTER_TSC(%r10), %r8
+	subq	HOT_SHADOW_ENTER_TSC(%rbp), %r8
 	cmovbq	%rdx, %r8			/* ticks, 0 if the clock went back */
 	movq	%r8, %rsi
-	subq	HOT_SHADOW_CHILD_TICKS(%r10), %rsi
+	subq	HOT_SHADOW_CHILD_TICKS(%rbp), %rsi
 	cmovbq	%rdx, %rsi			/* self */
-	movq	%rdx, HOT_SHADOW_AGG(%r10)
+	movq	%rdx, HOT_SHADOW_AGG(%rbp)
 	testl	$0xffff & ~1, %ecx
 	jz	2f				/* depth 1: no parent */
-	addq	%r8, HOT_SHADOW_CHILD_TICKS-64(%r10)
+	addq	%r8, HOT_SHADOW_CHILD_TICKS-64(%rbp)
 2:	addq	$1, HOT_AGG_EXITED(%r9)
 	addq	%r8, HOT_AGG_TOTAL_TICKS(%r9)
 	addq	%rsi, HOT_AGG_SELF_TICKS(%r9)
@@ -412,32 +422,26 @@ ENTRY(profagent_exit_trampoline)
 	shlq	$4, %rdx
 	addq	HOT_THREAD_RING_BASE(%rdi), %rdx
 	movq	%rax, (%rdx)
-	movl	HOT_SHADOW_FUNC_ID(%r10), %ecx
+	movl	HOT_SHADOW_FUNC_ID(%rbp), %ecx
 	movl	%ecx, 8(%rdx)
 	movl	$HOT_EVENT_EXIT, 12(%rdx)
-	movq	HOT_SHADOW_RETURN_ADDRESS(%r10), %rax	/* before the publish pops e */
+	movq	HOT_SHADOW_RETURN_ADDRESS(%rbp), %rax	/* before the publish pops e */
 	addq	$(1 << HOT_STATE_DEPTH_BITS) - 1, %rsi
 	movq	%rsi, HOT_THREAD_COMMITTED(%rdi)	/* publish */
 	movq	%rax, XF_SLOT(%rsp)		/* the real return address, where the 0 was */
 	movq	agent_thread_guard@gottpoff(%rip), %rax
 	movq	$0, %fs:(%rax)			/* guard_release */
+	.cfi_remember_state
 	FAST_POP
 	ret
 
-	.cfi_adjust_cfa_offset FAST_SAVED
+	.cfi_restore_state
 .Lexit_fast_release:
 	/* nothing written: the full path decides it all again */
 	movq	agent_thread_guard@gottpoff(%rip), %rax
 	movq	$0, %fs:(%rax)
 .Lexit_fast_out:
-	FAST_POP
-	pushq	%rbp
-	.cfi_adjust_cfa_offset 8
-	.cfi_rel_offset %rbp, 0
-	movq	%rsp, %rbp
-	.cfi_def_cfa_register %rbp
-	SAVE_SCRATCH_REGISTERS
-	subq	$8, %rsp
+	FULL_FROM_FAST 8, 16
 	leaq	16(%rbp), %rdi
 	call	profagent_exit_hook
 	movq	%rax, 8(%rbp)
