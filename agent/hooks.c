@@ -1,6 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
- * The enter/exit hooks: the only C the trampolines reach on every call.
+ * The enter/exit hooks: the only C the trampolines reach on every call
+ * (x86-64: every call their own fast paths do not take; x86_64.S does the
+ * plainest enter and exit itself, the same stores in the same order, so a
+ * change to profagent_enter_hook's or profagent_exit_hook's fast path, or
+ * to what they store, goes there too).
  * Compiled with -mgeneral-regs-only (the trampolines do not save vector
  * state), no stack protector, no calls out of this file: timestamp, append
  * to this thread's ring, push/pop the shadow stack, add the call to its
@@ -1276,7 +1280,8 @@ COLD static int enter_slow(struct agent_thread *t, const struct stub_desc *desc,
 
 /*
  * Returns HOOK_SLOW_* when the trampoline must run its slow path (and maybe
- * ask again). Here only the plainest enter, every other case is
+ * ask again). Here only the plainest enter (on x86-64 the entry trampoline
+ * does it first: the same conditions, stores and order), every other case is
  * enter_slow's: a function with figures and no flags, recording on, no
  * filter, room in the segment, no stale entry on top (about 12 % fewer
  * instructions on this path, 1.5-2 ns per call: bench/README.md, issue 28).
@@ -1351,7 +1356,8 @@ COLD static uintptr_t exit_slow(struct agent_thread *t, uintptr_t *slot, uint64_
 
 /*
  * stack_pointer is rsp as the instrumented function returned: its return
- * slot is just below. Here only the plainest exit, every other case is
+ * slot is just below. Here only the plainest exit (on x86-64 the exit
+ * trampoline does it first, as the enter's), every other case is
  * exit_slow's: the top entry's, recorded, with figures.
  */
 uintptr_t profagent_exit_hook(uintptr_t stack_pointer)

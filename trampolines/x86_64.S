@@ -8,7 +8,7 @@
  * paths, not only the argument and return registers: GCC's IPA-RA lets a
  * caller keep values in rcx, r8-r11 ... across a call to a same-unit
  * function that does not clobber them. Vector and x87 registers are not
- * saved on the fast path because the hooks are compiled with
+ * saved on the hook path because the hooks are compiled with
  * -mgeneral-regs-only and call nothing (agent/hooks.c); the once-per-thread
  * slow path, which runs ordinary C, saves the whole extended state (xsave64).
  *
