@@ -49,13 +49,13 @@
  * The fast paths. Each trampoline first does the plainest case of its hook
  * itself (agent/hooks.c: profagent_enter_hook's and profagent_exit_hook's
  * fast paths, the same stores in the same order, under the same guard, one
- * publish): no call, so only the eight registers it uses are saved (rbp and
- * seven of the nine above, in the full path's order and places). Anything
- * else (a guard set, the thread's first call, a stub flag, a filter, a full
- * segment, a stale or unrecorded entry, no figures yet) is found before the
- * first write, the guard is dropped again, and the full path goes on from
- * the same stack: it saves r10 and r11, sets rbp and calls the C hook,
- * which decides it all anew. A signal anywhere in a fast path finds what it
+ * publish): no call, so only the eight registers it works with are saved
+ * (rdi .. r10 of the nine above, in the full path's order and places, after
+ * rbp, the frame pointer as in the full path). Anything else (a guard set,
+ * the thread's first call, a stub flag, a filter, a full segment, a stale or
+ * unrecorded entry, no figures yet) is found before the first write, the
+ * guard is dropped again, and the full path goes on from the same stack and
+ * frame: it saves r11 and calls the C hook, which decides it all anew. A signal anywhere in a fast path finds what it
  * would find in the C hook at the same point (test_signal_steps walks them).
  */
 #include "trampolines/trampoline_layout.h"
@@ -86,11 +86,14 @@
 .endm
 
 /*
- * The fast paths' saves: rbp, then the full path's first seven (rdi .. rax)
- * where it keeps them; rbp is a work register until it is the frame's.
- * The fast paths call nothing: vector state is untouched, rsp unaligned.
+ * The fast paths' saves, where the full path keeps them: rbp, set up as the
+ * frame pointer at once (a frame-pointer chain through a fast path reads
+ * what it reads through the full path: the relocated prologue's address at
+ * the entry, the placeholder 0 at the exit), then rdi .. r10, the eight
+ * registers they work with. They call nothing: vector state is untouched,
+ * rsp unaligned.
  */
-#define FAST_SAVED 64
+#define FAST_SAVED 72
 /* After FAST_PUSH: the entry's stub word and return slot; the exit's return slot (its 0). */
 #define EF_WORD FAST_SAVED
 #define EF_SLOT (FAST_SAVED + 8)
@@ -99,6 +102,7 @@
 	pushq	%rbp
 	.cfi_adjust_cfa_offset 8
 	.cfi_rel_offset %rbp, 0
+	movq	%rsp, %rbp
 	pushq	%rdi
 	.cfi_adjust_cfa_offset 8
 	pushq	%rsi
@@ -113,9 +117,13 @@
 	.cfi_adjust_cfa_offset 8
 	pushq	%rax
 	.cfi_adjust_cfa_offset 8
+	pushq	%r10
+	.cfi_adjust_cfa_offset 8
 .endm
 
 .macro FAST_POP
+	popq	%r10
+	.cfi_adjust_cfa_offset -8
 	popq	%rax
 	.cfi_adjust_cfa_offset -8
 	popq	%r9
@@ -135,15 +143,14 @@
 	.cfi_same_value %rbp
 .endm
 
-/* From a fast path to the full one: the rest of its saves and its frame (cfa: the CFA's offset). */
+/*
+ * From a fast path to the full one: the last of its saves; rbp is its frame
+ * already (cfa: the CFA's offset from it).
+ */
 .macro FULL_FROM_FAST below, cfa
-	pushq	%r10
-	.cfi_adjust_cfa_offset 8
 	pushq	%r11
 	.cfi_adjust_cfa_offset 8
 	subq	$\below, %rsp
-	.cfi_adjust_cfa_offset \below
-	leaq	\below+16+FAST_SAVED-8(%rsp), %rbp
 	.cfi_def_cfa %rbp, \cfa
 .endm
 
@@ -204,12 +211,12 @@ ENTRY(profagent_entry_trampoline)
 	movzwl	%cx, %edx
 	cmpl	agent_depth_limit(%rip), %edx
 	jae	.Lentry_fast_release
-	movq	%rdx, %rbp
-	shlq	$HOT_SHADOW_SIZE_SHIFT, %rbp
-	addq	%rdi, %rbp			/* shadow[depth] at HOT_THREAD_SHADOW(%rbp) */
+	movq	%rdx, %r10
+	shlq	$HOT_SHADOW_SIZE_SHIFT, %r10
+	addq	%rdi, %r10			/* shadow[depth] at HOT_THREAD_SHADOW(%r10) */
 	testl	%edx, %edx
 	jz	1f
-	cmpq	HOT_THREAD_SHADOW-64+HOT_SHADOW_RETURN_SLOT(%rbp), %rsi
+	cmpq	HOT_THREAD_SHADOW-64+HOT_SHADOW_RETURN_SLOT(%r10), %rsi
 	jae	.Lentry_fast_release
 1:	movq	%rcx, %rax
 	shrq	$HOT_STATE_DEPTH_BITS, %rax
@@ -225,18 +232,18 @@ ENTRY(profagent_entry_trampoline)
 	shlq	$32, %rdx
 	orq	%rdx, %rax			/* tsc */
 	movq	(%rsi), %rdx			/* the caller's return address */
-	movq	%rdx, HOT_THREAD_SHADOW+HOT_SHADOW_RETURN_ADDRESS(%rbp)
-	movq	%rsi, HOT_THREAD_SHADOW+HOT_SHADOW_RETURN_SLOT(%rbp)
-	movl	%r8d, HOT_THREAD_SHADOW+HOT_SHADOW_FUNC_ID(%rbp)
-	movl	$HOT_SHADOW_RECORDED, HOT_THREAD_SHADOW+HOT_SHADOW_FLAGS(%rbp)
-	movq	$-1, HOT_THREAD_SHADOW+HOT_SHADOW_EXIT_HEAD(%rbp)
-	movq	%rax, HOT_THREAD_SHADOW+HOT_SHADOW_ENTER_TSC(%rbp)
-	movq	$0, HOT_THREAD_SHADOW+HOT_SHADOW_CHILD_TICKS(%rbp)
-	movq	%r9, HOT_THREAD_SHADOW+HOT_SHADOW_AGG(%rbp)
+	movq	%rdx, HOT_THREAD_SHADOW+HOT_SHADOW_RETURN_ADDRESS(%r10)
+	movq	%rsi, HOT_THREAD_SHADOW+HOT_SHADOW_RETURN_SLOT(%r10)
+	movl	%r8d, HOT_THREAD_SHADOW+HOT_SHADOW_FUNC_ID(%r10)
+	movl	$HOT_SHADOW_RECORDED, HOT_THREAD_SHADOW+HOT_SHADOW_FLAGS(%r10)
+	movq	$-1, HOT_THREAD_SHADOW+HOT_SHADOW_EXIT_HEAD(%r10)
+	movq	%rax, HOT_THREAD_SHADOW+HOT_SHADOW_ENTER_TSC(%r10)
+	movq	$0, HOT_THREAD_SHADOW+HOT_SHADOW_CHILD_TICKS(%r10)
+	movq	%r9, HOT_THREAD_SHADOW+HOT_SHADOW_AGG(%r10)
 	movzwl	%cx, %r9d
-	movq	EF_WORD(%rsp), %rbp
-	subq	$STUB_RELOCATED_OFFSET-STUB_LANDING_OFFSET, %rbp	/* the landing */
-	movq	%rbp, HOT_THREAD_LANDING(%rdi,%r9,8)
+	movq	EF_WORD(%rsp), %r10
+	subq	$STUB_RELOCATED_OFFSET-STUB_LANDING_OFFSET, %r10	/* the landing */
+	movq	%r10, HOT_THREAD_LANDING(%rdi,%r9,8)
 	movq	%rcx, %r9
 	shrq	$HOT_STATE_DEPTH_BITS, %r9
 	shlq	$4, %r9
@@ -250,7 +257,7 @@ ENTRY(profagent_entry_trampoline)
 	movq	%rax, 24(%r9)
 	addq	$(2 << HOT_STATE_DEPTH_BITS) + 1, %rcx
 	movq	%rcx, HOT_THREAD_COMMITTED(%rdi)	/* publish (hooks.c state_publish) */
-	movq	%rbp, (%rsi)			/* hijacked */
+	movq	%r10, (%rsi)			/* hijacked */
 	movq	agent_thread_guard@gottpoff(%rip), %rax
 	movq	$0, %fs:(%rax)			/* guard_release */
 	.cfi_remember_state
@@ -364,14 +371,14 @@ ENTRY(profagent_exit_trampoline)
 	testl	%edx, %edx
 	jz	.Lexit_fast_release
 	shlq	$HOT_SHADOW_SIZE_SHIFT, %rdx
-	leaq	HOT_THREAD_SHADOW-64(%rdi,%rdx), %rbp	/* e = shadow[depth - 1] */
-	cmpq	%rsi, HOT_SHADOW_RETURN_SLOT(%rbp)
+	leaq	HOT_THREAD_SHADOW-64(%rdi,%rdx), %r10	/* e = shadow[depth - 1] */
+	cmpq	%rsi, HOT_SHADOW_RETURN_SLOT(%r10)
 	jne	.Lexit_fast_release
-	cmpl	$0, HOT_SHADOW_FUNC_ID(%rbp)
+	cmpl	$0, HOT_SHADOW_FUNC_ID(%r10)
 	je	.Lexit_fast_release
-	cmpl	$HOT_SHADOW_RECORDED, HOT_SHADOW_FLAGS(%rbp)
+	cmpl	$HOT_SHADOW_RECORDED, HOT_SHADOW_FLAGS(%r10)
 	jne	.Lexit_fast_release
-	movq	HOT_SHADOW_AGG(%rbp), %r9	/* a */
+	movq	HOT_SHADOW_AGG(%r10), %r9	/* a */
 	testq	%r9, %r9
 	jz	.Lexit_fast_release
 	/*
@@ -386,15 +393,15 @@ ENTRY(profagent_exit_trampoline)
 	addl	$1, (%rdx)
 1:	xorl	%edx, %edx
 	movq	%rax, %r8
-	subq	HOT_SHADOW_ENTER_TSC(%rbp), %r8
+	subq	HOT_SHADOW_ENTER_TSC(%r10), %r8
 	cmovbq	%rdx, %r8			/* ticks, 0 if the clock went back */
 	movq	%r8, %rsi
-	subq	HOT_SHADOW_CHILD_TICKS(%rbp), %rsi
+	subq	HOT_SHADOW_CHILD_TICKS(%r10), %rsi
 	cmovbq	%rdx, %rsi			/* self */
-	movq	%rdx, HOT_SHADOW_AGG(%rbp)
+	movq	%rdx, HOT_SHADOW_AGG(%r10)
 	testl	$0xffff & ~1, %ecx
 	jz	2f				/* depth 1: no parent */
-	addq	%r8, HOT_SHADOW_CHILD_TICKS-64(%rbp)
+	addq	%r8, HOT_SHADOW_CHILD_TICKS-64(%r10)
 2:	addq	$1, HOT_AGG_EXITED(%r9)
 	addq	%r8, HOT_AGG_TOTAL_TICKS(%r9)
 	addq	%rsi, HOT_AGG_SELF_TICKS(%r9)
@@ -422,10 +429,10 @@ ENTRY(profagent_exit_trampoline)
 	shlq	$4, %rdx
 	addq	HOT_THREAD_RING_BASE(%rdi), %rdx
 	movq	%rax, (%rdx)
-	movl	HOT_SHADOW_FUNC_ID(%rbp), %ecx
+	movl	HOT_SHADOW_FUNC_ID(%r10), %ecx
 	movl	%ecx, 8(%rdx)
 	movl	$HOT_EVENT_EXIT, 12(%rdx)
-	movq	HOT_SHADOW_RETURN_ADDRESS(%rbp), %rax	/* before the publish pops e */
+	movq	HOT_SHADOW_RETURN_ADDRESS(%r10), %rax	/* before the publish pops e */
 	addq	$(1 << HOT_STATE_DEPTH_BITS) - 1, %rsi
 	movq	%rsi, HOT_THREAD_COMMITTED(%rdi)	/* publish */
 	movq	%rax, XF_SLOT(%rsp)		/* the real return address, where the 0 was */
