@@ -48,7 +48,11 @@ _Static_assert(AGENT_SHADOW_CAPACITY + 3 < SEGMENT_FIRST, "a segment fits the de
  * architectures we build for, and a figure a moment old is sent again later.
  */
 struct func_agg {
-	uint64_t open;               /* flusher's: calls open on the shadow stack, counted per send */
+	/*
+	 * A line of its own for the first eight words: an exit's figures
+	 * (exited .. max_ticks) are one cache line, not two (issue 28).
+	 */
+	_Alignas(64) uint64_t open;  /* flusher's: calls open on the shadow stack, counted per send */
 	uint64_t exited;
 	uint64_t untimed;
 	uint64_t unrecorded;
@@ -162,6 +166,13 @@ struct agent_thread {
 	 */
 	uintptr_t ring_base;
 	uint64_t ring_end;           /* records may take positions below it: 0 = no segment */
+	/*
+	 * The histogram bucket the last fast exit's call belongs in, counted
+	 * there by the next fast exit (its clock read long done: agent/hooks.c,
+	 * agg_close_deferred), or NULL. The flusher counts it in what it sends.
+	 * In the first cache line, with the fields above: every exit uses it.
+	 */
+	uint32_t *_Atomic hist_pending;
 	uint32_t tid;
 	uint32_t guard_recoveries;   /* hooks abandoned by a siglongjmp (see hooks.c) */
 	/*
@@ -183,12 +194,6 @@ struct agent_thread {
 	_Atomic uint64_t unattributed; /* of those, calls no function's figures hold */
 	/* calls the session's filters kept off the timeline, by enum agg_filter_reason */
 	_Atomic uint64_t filtered_by[AGG_FILTER_REASONS];
-	/*
-	 * The histogram bucket the last fast exit's call belongs in, counted
-	 * there by the next fast exit (its clock read long done: agent/hooks.c,
-	 * agg_close_deferred), or NULL. The flusher counts it in what it sends.
-	 */
-	uint32_t *_Atomic hist_pending;
 
 	/* consumer side: written only by the flusher */
 	/* drained up to here; release: pairs with the acquire in hooks.c ring_switch() */
@@ -219,7 +224,7 @@ struct agent_thread {
 	 */
 	_Atomic uint32_t agg_pages_end;
 	struct func_agg *_Atomic agg_pages[AGG_PAGES];
-	struct shadow_entry shadow[AGENT_SHADOW_CAPACITY];
+	_Alignas(64) struct shadow_entry shadow[AGENT_SHADOW_CAPACITY]; /* an entry a line */
 	/*
 	 * --min-duration with --args: the values of a waiting call, captured at
 	 * its enter, written with its late ENTER (hooks.c pending_write_enters).

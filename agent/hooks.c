@@ -1,6 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
- * The enter/exit hooks: the only C the trampolines reach on every call.
+ * The enter/exit hooks: the only C the trampolines reach on every call
+ * (x86-64: every call their own fast paths do not take; x86_64.S does the
+ * plainest enter and exit itself, the same stores in the same order, so a
+ * change to profagent_enter_hook's or profagent_exit_hook's fast path, or
+ * to what they store, goes there too).
  * Compiled with -mgeneral-regs-only (the trampolines do not save vector
  * state), no stack protector, no calls out of this file: timestamp, append
  * to this thread's ring, push/pop the shadow stack, add the call to its
@@ -68,6 +72,49 @@ uint32_t agent_units_per_call = 1;
 uint32_t agent_depth_limit = AGENT_SHADOW_CAPACITY;
 
 #define SAME_STACK_WINDOW (256u << 10)
+
+#if defined(__x86_64__)
+/* What trampolines/x86_64.S's fast paths take of these structs (trampoline_layout.h). */
+#define HOT_AT(type, field, off) _Static_assert(offsetof(type, field) == (off), "x86_64.S: " #field)
+HOT_AT(struct agent_thread, committed, HOT_THREAD_COMMITTED);
+HOT_AT(struct agent_thread, ring_base, HOT_THREAD_RING_BASE);
+HOT_AT(struct agent_thread, ring_end, HOT_THREAD_RING_END);
+HOT_AT(struct agent_thread, returns_restored, HOT_THREAD_RETURNS_RESTORED);
+HOT_AT(struct agent_thread, hist_pending, HOT_THREAD_HIST_PENDING);
+HOT_AT(struct agent_thread, agg_pages, HOT_THREAD_AGG_PAGES);
+HOT_AT(struct agent_thread, shadow, HOT_THREAD_SHADOW);
+HOT_AT(struct agent_thread, landing, HOT_THREAD_LANDING);
+HOT_AT(struct shadow_entry, return_address, HOT_SHADOW_RETURN_ADDRESS);
+HOT_AT(struct shadow_entry, return_slot, HOT_SHADOW_RETURN_SLOT);
+HOT_AT(struct shadow_entry, func_id, HOT_SHADOW_FUNC_ID);
+HOT_AT(struct shadow_entry, flags, HOT_SHADOW_FLAGS);
+HOT_AT(struct shadow_entry, exit_head, HOT_SHADOW_EXIT_HEAD);
+HOT_AT(struct shadow_entry, enter_tsc, HOT_SHADOW_ENTER_TSC);
+HOT_AT(struct shadow_entry, child_ticks, HOT_SHADOW_CHILD_TICKS);
+HOT_AT(struct shadow_entry, agg, HOT_SHADOW_AGG);
+HOT_AT(struct func_agg, exited, HOT_AGG_EXITED);
+HOT_AT(struct func_agg, total_ticks, HOT_AGG_TOTAL_TICKS);
+HOT_AT(struct func_agg, self_ticks, HOT_AGG_SELF_TICKS);
+HOT_AT(struct func_agg, max_ticks, HOT_AGG_MAX_TICKS);
+HOT_AT(struct func_agg, hist, HOT_AGG_HIST);
+HOT_AT(struct event_record, tsc, 0);
+HOT_AT(struct event_record, func_id, 8);
+HOT_AT(struct event_record, kind, 12);
+HOT_AT(struct event_enter_frame, return_address, 0);
+HOT_AT(struct event_enter_frame, tagged_slot, 8);
+#undef HOT_AT
+_Static_assert(sizeof(struct shadow_entry) == 1u << HOT_SHADOW_SIZE_SHIFT, "x86_64.S: entry size");
+_Static_assert(sizeof(struct func_agg) == HOT_AGG_SIZE, "x86_64.S: figures size");
+_Static_assert(AGG_PAGE_FUNCS == 1u << HOT_AGG_PAGE_SHIFT, "x86_64.S: page");
+_Static_assert(AGG_PAGE_FUNCS * AGG_PAGES == HOT_AGG_FUNCS_MAX, "x86_64.S: pages");
+_Static_assert(AGG_SUB_BITS == HOT_AGG_SUB_BITS && AGG_BUCKETS == HOT_AGG_BUCKETS, "x86_64.S: buckets");
+_Static_assert(STATE_DEPTH_BITS == HOT_STATE_DEPTH_BITS && SHADOW_RECORDED == HOT_SHADOW_RECORDED,
+	       "x86_64.S: state");
+_Static_assert(EVENT_ENTER == HOT_EVENT_ENTER && EVENT_EXIT == HOT_EVENT_EXIT &&
+		       EVENT_FRAME_TAG == 1ull << 63 && SHADOW_ALIVE == UINT64_MAX,
+	       "x86_64.S: records");
+_Static_assert(AGENT_SHADOW_CAPACITY < 1u << HOT_STATE_DEPTH_BITS, "x86_64.S: a depth + 1 fits");
+#endif
 
 /*
  * Stub flags the hooks' fast paths take: aarch64's return-address signing,
@@ -1281,7 +1328,8 @@ COLD static int enter_slow(struct agent_thread *t, const struct stub_desc *desc,
 
 /*
  * Returns HOOK_SLOW_* when the trampoline must run its slow path (and maybe
- * ask again). Here only the plainest enter, every other case is
+ * ask again). Here only the plainest enter (on x86-64 the entry trampoline
+ * does it first: the same conditions, stores and order), every other case is
  * enter_slow's: a function with figures and no flags, recording on, no
  * filter, room in the segment, no stale entry on top (about 12 % fewer
  * instructions on this path, 1.5-2 ns per call: bench/README.md, issue 28).
@@ -1356,7 +1404,8 @@ COLD static uintptr_t exit_slow(struct agent_thread *t, uintptr_t *slot, uint64_
 
 /*
  * stack_pointer is rsp as the instrumented function returned: its return
- * slot is just below. Here only the plainest exit, every other case is
+ * slot is just below. Here only the plainest exit (on x86-64 the exit
+ * trampoline does it first, as the enter's), every other case is
  * exit_slow's: the top entry's, recorded, with figures.
  */
 uintptr_t profagent_exit_hook(uintptr_t stack_pointer)

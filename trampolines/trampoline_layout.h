@@ -48,6 +48,44 @@
 #define ENTER_INT_ARG_WORD(n) ((n) <= ENTER_INT_ARG_REGS ? -2 - (n) : (n) - ENTER_INT_ARG_REGS)
 #define EXIT_INT_RETURN_WORD (-8)
 #define STUB_THUNK_EXIT_POINTER_OFFSET 16
+/*
+ * What the trampolines' fast paths (x86_64.S) read and write of the agent's
+ * per-thread state (agent/agent_thread.h) and of the figures
+ * (proto/func_aggregates.h): byte offsets and sizes, checked against the
+ * structs by _Static_assert in agent/hooks.c, so a change to either struct
+ * fails the build until these follow.
+ */
+#define HOT_THREAD_COMMITTED 0
+#define HOT_THREAD_RING_BASE 8
+#define HOT_THREAD_RING_END 16
+#define HOT_THREAD_RETURNS_RESTORED 40
+#define HOT_THREAD_HIST_PENDING 24
+#define HOT_THREAD_AGG_PAGES 0x5108
+#define HOT_THREAD_SHADOW 0x25140
+#define HOT_THREAD_LANDING 0xf5540
+#define HOT_SHADOW_SIZE_SHIFT 6 /* 64-byte entries */
+#define HOT_SHADOW_RETURN_ADDRESS 0
+#define HOT_SHADOW_RETURN_SLOT 8
+#define HOT_SHADOW_FUNC_ID 16
+#define HOT_SHADOW_FLAGS 20
+#define HOT_SHADOW_EXIT_HEAD 24
+#define HOT_SHADOW_ENTER_TSC 32
+#define HOT_SHADOW_CHILD_TICKS 40
+#define HOT_SHADOW_AGG 48
+#define HOT_AGG_PAGE_SHIFT 6 /* AGG_PAGE_FUNCS functions a page */
+#define HOT_AGG_FUNCS_MAX (1 << 20) /* AGG_PAGE_FUNCS * AGG_PAGES */
+#define HOT_AGG_SIZE 832
+#define HOT_AGG_EXITED 8
+#define HOT_AGG_TOTAL_TICKS 40
+#define HOT_AGG_SELF_TICKS 48
+#define HOT_AGG_MAX_TICKS 56
+#define HOT_AGG_HIST 72
+#define HOT_AGG_SUB_BITS 2
+#define HOT_AGG_BUCKETS 176
+#define HOT_STATE_DEPTH_BITS 16
+#define HOT_SHADOW_RECORDED 1
+#define HOT_EVENT_ENTER 1
+#define HOT_EVENT_EXIT 2
 #elif defined(__aarch64__)
 /*
  * A stub region is a page-aligned block within +-128 MiB of one module (a
@@ -96,6 +134,7 @@
 /* struct stub_desc field offsets, for the assembly */
 #define STUB_DESC_RELOCATED 0
 #define STUB_DESC_FUNC_ID 8
+#define STUB_DESC_FLAGS 12
 
 #ifndef __ASSEMBLER__
 #include <stdint.h>
@@ -154,6 +193,7 @@ struct stub_desc {
 _Static_assert(sizeof(struct stub_desc) == STUB_SLOT_SIZE - STUB_DESC_OFFSET, "slot layout");
 _Static_assert(__builtin_offsetof(struct stub_desc, relocated) == STUB_DESC_RELOCATED, "asm offset");
 _Static_assert(__builtin_offsetof(struct stub_desc, func_id) == STUB_DESC_FUNC_ID, "asm offset");
+_Static_assert(__builtin_offsetof(struct stub_desc, flags) == STUB_DESC_FLAGS, "asm offset");
 
 /* Implemented in trampolines/$(ARCH).S. */
 void profagent_entry_trampoline(void);

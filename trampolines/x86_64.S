@@ -8,7 +8,7 @@
  * paths, not only the argument and return registers: GCC's IPA-RA lets a
  * caller keep values in rcx, r8-r11 ... across a call to a same-unit
  * function that does not clobber them. Vector and x87 registers are not
- * saved on the fast path because the hooks are compiled with
+ * saved on the hook path because the hooks are compiled with
  * -mgeneral-regs-only and call nothing (agent/hooks.c); the once-per-thread
  * slow path, which runs ordinary C, saves the whole extended state (xsave64).
  *
@@ -45,6 +45,18 @@
  * and st0/st1 are untouched by the hook), call profagent_exit_hook(stack
  * pointer), which returns the real return address, put it back in the
  * return slot, restore and `ret` there.
+ *
+ * The fast paths. Each trampoline first does the plainest case of its hook
+ * itself (agent/hooks.c: profagent_enter_hook's and profagent_exit_hook's
+ * fast paths, the same stores in the same order, under the same guard, one
+ * publish): no call, so only the eight registers it works with are saved
+ * (rdi .. r10 of the nine above, in the full path's order and places, after
+ * rbp, the frame pointer as in the full path). Anything else (a guard set,
+ * the thread's first call, a stub flag, a filter, a full segment, a stale or
+ * unrecorded entry, no figures yet) is found before the first write, the
+ * guard is dropped again, and the full path goes on from the same stack and
+ * frame: it saves r11 and calls the C hook, which decides it all anew. A signal anywhere in a fast path finds what it
+ * would find in the C hook at the same point (test_signal_steps walks them).
  */
 #include "trampolines/trampoline_layout.h"
 
@@ -61,18 +73,6 @@
 #define SAVED_AREA_BOTTOM -88
 #define XSAVE_HEADER_OFFSET 512
 
-.macro SAVE_SCRATCH_REGISTERS
-	pushq	%rdi
-	pushq	%rsi
-	pushq	%rdx
-	pushq	%rcx
-	pushq	%r8
-	pushq	%r9
-	pushq	%rax
-	pushq	%r10
-	pushq	%r11
-.endm
-
 .macro RESTORE_SCRATCH_REGISTERS
 	popq	%r11
 	popq	%r10
@@ -85,27 +85,195 @@
 	popq	%rdi
 .endm
 
+/*
+ * The fast paths' saves, where the full path keeps them: rbp, set up as the
+ * frame pointer at once (a frame-pointer chain through a fast path reads
+ * what it reads through the full path: the relocated prologue's address at
+ * the entry, the placeholder 0 at the exit), then rdi .. r10, the eight
+ * registers they work with. They call nothing: vector state is untouched,
+ * rsp unaligned.
+ */
+#define FAST_SAVED 72
+/* After FAST_PUSH: the entry's stub word and return slot; the exit's return slot (its 0). */
+#define EF_WORD FAST_SAVED
+#define EF_SLOT (FAST_SAVED + 8)
+#define XF_SLOT FAST_SAVED
+.macro FAST_PUSH
+	pushq	%rbp
+	.cfi_adjust_cfa_offset 8
+	.cfi_rel_offset %rbp, 0
+	movq	%rsp, %rbp
+	pushq	%rdi
+	.cfi_adjust_cfa_offset 8
+	pushq	%rsi
+	.cfi_adjust_cfa_offset 8
+	pushq	%rdx
+	.cfi_adjust_cfa_offset 8
+	pushq	%rcx
+	.cfi_adjust_cfa_offset 8
+	pushq	%r8
+	.cfi_adjust_cfa_offset 8
+	pushq	%r9
+	.cfi_adjust_cfa_offset 8
+	pushq	%rax
+	.cfi_adjust_cfa_offset 8
+	pushq	%r10
+	.cfi_adjust_cfa_offset 8
+.endm
+
+.macro FAST_POP
+	popq	%r10
+	.cfi_adjust_cfa_offset -8
+	popq	%rax
+	.cfi_adjust_cfa_offset -8
+	popq	%r9
+	.cfi_adjust_cfa_offset -8
+	popq	%r8
+	.cfi_adjust_cfa_offset -8
+	popq	%rcx
+	.cfi_adjust_cfa_offset -8
+	popq	%rdx
+	.cfi_adjust_cfa_offset -8
+	popq	%rsi
+	.cfi_adjust_cfa_offset -8
+	popq	%rdi
+	.cfi_adjust_cfa_offset -8
+	popq	%rbp
+	.cfi_adjust_cfa_offset -8
+	.cfi_same_value %rbp
+.endm
+
+/*
+ * From a fast path to the full one: the last of its saves; rbp is its frame
+ * already (cfa: the CFA's offset from it).
+ */
+.macro FULL_FROM_FAST below, cfa
+	pushq	%r11
+	.cfi_adjust_cfa_offset 8
+	subq	$\below, %rsp
+	.cfi_def_cfa %rbp, \cfa
+.endm
+
+/* A thread variable of the agent's (initial-exec) into reg. */
+.macro TLS_LOAD var, reg
+	movq	\var@gottpoff(%rip), \reg
+	movq	%fs:(\reg), \reg
+.endm
+
 	.text
 
 ENTRY(profagent_entry_trampoline)
 	.cfi_startproc
 	.cfi_def_cfa_offset 16
 	endbr64
-	pushq	%rbp
-	.cfi_adjust_cfa_offset 8
-	.cfi_rel_offset %rbp, 0
-	movq	%rsp, %rbp
-	.cfi_def_cfa_register %rbp
 	/*
 	 * The word the stub's call pushed becomes the relocated prologue's
 	 * address at once: where we leave to, and what a frame-pointer chain
-	 * through this frame reads (the function just entered), never a
-	 * landing, which in a chain is a hijacked return (profd tells them by
-	 * value).
+	 * through the full path's frame reads (the function just entered),
+	 * never a landing, which in a chain is a hijacked return (profd tells
+	 * them by value).
 	 */
-	addq	$STUB_RELOCATED_OFFSET-STUB_LANDING_OFFSET, 8(%rbp)
-	SAVE_SCRATCH_REGISTERS
-	subq	$16, %rsp
+	addq	$STUB_RELOCATED_OFFSET-STUB_LANDING_OFFSET, (%rsp)
+	FAST_PUSH
+	/*
+	 * profagent_enter_hook's fast-path conditions: no stub flag (a spec's
+	 * calls go on to enter_with_args at once; aarch64's signing flags never
+	 * come here), then under the guard: no unwinder's restore, figures for
+	 * the function, no filter, recording, no stale entry on top, room for
+	 * the ENTER and every open call's EXIT.
+	 */
+	movq	EF_WORD(%rsp), %rax
+	cmpl	$0, STUB_RELOCATED_TO_DESC+STUB_DESC_FLAGS(%rax)
+	jne	.Lentry_fast_out
+	movl	STUB_RELOCATED_TO_DESC+STUB_DESC_FUNC_ID(%rax), %r8d
+	TLS_LOAD agent_current_thread, %rdi
+	movq	agent_thread_guard@gottpoff(%rip), %rdx
+	cmpq	$0, %fs:(%rdx)
+	jne	.Lentry_fast_out		/* agent code or a hook below us */
+	testq	%rdi, %rdi
+	jz	.Lentry_fast_out		/* the thread's first call */
+	leaq	EF_SLOT(%rsp), %rsi
+	movq	%rsi, %fs:(%rdx)		/* the guard: hooks.c guard_take */
+	cmpl	$0, HOT_THREAD_RETURNS_RESTORED(%rdi)
+	jne	.Lentry_fast_release
+	cmpl	$HOT_AGG_FUNCS_MAX, %r8d
+	jae	.Lentry_fast_release
+	movl	%r8d, %eax
+	shrl	$HOT_AGG_PAGE_SHIFT, %eax
+	movq	HOT_THREAD_AGG_PAGES(%rdi,%rax,8), %r9
+	testq	%r9, %r9
+	jz	.Lentry_fast_release
+	cmpq	$0, agent_min_ticks(%rip)
+	jne	.Lentry_fast_release
+	cmpl	$0, agent_recording(%rip)
+	je	.Lentry_fast_release
+	movq	HOT_THREAD_COMMITTED(%rdi), %rcx	/* s: head << 16 | depth */
+	movzwl	%cx, %edx
+	cmpl	agent_depth_limit(%rip), %edx
+	jae	.Lentry_fast_release
+	movq	%rdx, %r10
+	shlq	$HOT_SHADOW_SIZE_SHIFT, %r10
+	addq	%rdi, %r10			/* shadow[depth] at HOT_THREAD_SHADOW(%r10) */
+	testl	%edx, %edx
+	jz	1f
+	cmpq	HOT_THREAD_SHADOW-64+HOT_SHADOW_RETURN_SLOT(%r10), %rsi
+	jae	.Lentry_fast_release
+1:	movq	%rcx, %rax
+	shrq	$HOT_STATE_DEPTH_BITS, %rax
+	leaq	3(%rax,%rdx), %rax
+	cmpq	%rax, HOT_THREAD_RING_END(%rdi)
+	jb	.Lentry_fast_release
+	/* the call is ours: its figures, its clock read, its entry and ENTER */
+	movl	%r8d, %eax
+	andl	$(1 << HOT_AGG_PAGE_SHIFT) - 1, %eax
+	imulq	$HOT_AGG_SIZE, %rax, %rax
+	addq	%rax, %r9			/* a */
+	rdtsc
+	shlq	$32, %rdx
+	orq	%rdx, %rax			/* tsc */
+	movq	(%rsi), %rdx			/* the caller's return address */
+	movq	%rdx, HOT_THREAD_SHADOW+HOT_SHADOW_RETURN_ADDRESS(%r10)
+	movq	%rsi, HOT_THREAD_SHADOW+HOT_SHADOW_RETURN_SLOT(%r10)
+	movl	%r8d, HOT_THREAD_SHADOW+HOT_SHADOW_FUNC_ID(%r10)
+	movl	$HOT_SHADOW_RECORDED, HOT_THREAD_SHADOW+HOT_SHADOW_FLAGS(%r10)
+	movq	$-1, HOT_THREAD_SHADOW+HOT_SHADOW_EXIT_HEAD(%r10)
+	movq	%rax, HOT_THREAD_SHADOW+HOT_SHADOW_ENTER_TSC(%r10)
+	movq	$0, HOT_THREAD_SHADOW+HOT_SHADOW_CHILD_TICKS(%r10)
+	movq	%r9, HOT_THREAD_SHADOW+HOT_SHADOW_AGG(%r10)
+	movzwl	%cx, %r9d
+	movq	EF_WORD(%rsp), %r10
+	subq	$STUB_RELOCATED_OFFSET-STUB_LANDING_OFFSET, %r10	/* the landing */
+	movq	%r10, HOT_THREAD_LANDING(%rdi,%r9,8)
+	movq	%rcx, %r9
+	shrq	$HOT_STATE_DEPTH_BITS, %r9
+	shlq	$4, %r9
+	addq	HOT_THREAD_RING_BASE(%rdi), %r9	/* the ENTER, its frame after it */
+	movq	%rax, (%r9)
+	movl	%r8d, 8(%r9)
+	movl	$HOT_EVENT_ENTER, 12(%r9)
+	movq	%rdx, 16(%r9)
+	movq	%rsi, %rax
+	btsq	$63, %rax			/* EVENT_FRAME_TAG */
+	movq	%rax, 24(%r9)
+	addq	$(2 << HOT_STATE_DEPTH_BITS) + 1, %rcx
+	movq	%rcx, HOT_THREAD_COMMITTED(%rdi)	/* publish (hooks.c state_publish) */
+	movq	%r10, (%rsi)			/* hijacked */
+	movq	agent_thread_guard@gottpoff(%rip), %rax
+	movq	$0, %fs:(%rax)			/* guard_release */
+	.cfi_remember_state
+	FAST_POP
+	/* into the relocated prologue, the landing left on the RSB (as .Lentry_hijacked) */
+	leaq	8(%rsp), %rsp
+	.cfi_adjust_cfa_offset -8
+	jmp	*-8(%rsp)
+
+	.cfi_restore_state
+.Lentry_fast_release:
+	/* nothing written: the full path decides it all again */
+	movq	agent_thread_guard@gottpoff(%rip), %rax
+	movq	$0, %fs:(%rax)
+.Lentry_fast_out:
+	FULL_FROM_FAST 16, 24
 .Lentry_call_hook:
 	movq	8(%rbp), %rdi
 	addq	$STUB_RELOCATED_TO_DESC, %rdi
@@ -185,13 +353,102 @@ ENTRY(profagent_exit_trampoline)
 	pushq	$0
 	.cfi_def_cfa_offset 8
 	.cfi_offset %rip, -8
-	pushq	%rbp
-	.cfi_adjust_cfa_offset 8
-	.cfi_rel_offset %rbp, 0
-	movq	%rsp, %rbp
-	.cfi_def_cfa_register %rbp
-	SAVE_SCRATCH_REGISTERS
-	subq	$8, %rsp
+	FAST_PUSH
+	TLS_LOAD agent_current_thread, %rdi
+	movq	agent_thread_guard@gottpoff(%rip), %rdx
+	cmpq	$0, %fs:(%rdx)
+	jne	.Lexit_fast_out			/* agent code, or a guard a siglongjmp left */
+	testq	%rdi, %rdi
+	jz	.Lexit_fast_out
+	leaq	XF_SLOT(%rsp), %rsi
+	movq	%rsi, %fs:(%rdx)		/* the guard: hooks.c guard_take */
+	rdtsc
+	shlq	$32, %rdx
+	orq	%rdx, %rax			/* tsc */
+	/* profagent_exit_hook's fast-path conditions: the top entry's, recorded, with figures */
+	movq	HOT_THREAD_COMMITTED(%rdi), %rcx	/* s: head << 16 | depth */
+	movzwl	%cx, %edx
+	testl	%edx, %edx
+	jz	.Lexit_fast_release
+	shlq	$HOT_SHADOW_SIZE_SHIFT, %rdx
+	leaq	HOT_THREAD_SHADOW-64(%rdi,%rdx), %r10	/* e = shadow[depth - 1] */
+	cmpq	%rsi, HOT_SHADOW_RETURN_SLOT(%r10)
+	jne	.Lexit_fast_release
+	cmpl	$0, HOT_SHADOW_FUNC_ID(%r10)
+	je	.Lexit_fast_release
+	cmpl	$HOT_SHADOW_RECORDED, HOT_SHADOW_FLAGS(%r10)
+	jne	.Lexit_fast_release
+	movq	HOT_SHADOW_AGG(%r10), %r9	/* a */
+	testq	%r9, %r9
+	jz	.Lexit_fast_release
+	/*
+	 * hooks.c agg_close_deferred: the previous fast exit's bucket (cleared
+	 * first), this call's figures (its entry's cleared first), its bucket
+	 * left pending (after the figures: the flusher's read_histogram).
+	 */
+	movq	HOT_THREAD_HIST_PENDING(%rdi), %rdx
+	movq	$0, HOT_THREAD_HIST_PENDING(%rdi)
+	testq	%rdx, %rdx
+	jz	1f
+	addl	$1, (%rdx)
+1:	xorl	%edx, %edx
+	movq	%rax, %r8
+	subq	HOT_SHADOW_ENTER_TSC(%r10), %r8
+	cmovbq	%rdx, %r8			/* ticks, 0 if the clock went back */
+	movq	%r8, %rsi
+	subq	HOT_SHADOW_CHILD_TICKS(%r10), %rsi
+	cmovbq	%rdx, %rsi			/* self */
+	movq	%rdx, HOT_SHADOW_AGG(%r10)
+	testl	$0xffff & ~1, %ecx
+	jz	2f				/* depth 1: no parent */
+	addq	%r8, HOT_SHADOW_CHILD_TICKS-64(%r10)
+2:	addq	$1, HOT_AGG_EXITED(%r9)
+	addq	%r8, HOT_AGG_TOTAL_TICKS(%r9)
+	addq	%rsi, HOT_AGG_SELF_TICKS(%r9)
+	movq	HOT_AGG_MAX_TICKS(%r9), %rsi
+	cmpq	%r8, %rsi
+	cmovbq	%r8, %rsi
+	movq	%rsi, HOT_AGG_MAX_TICKS(%r9)
+	movq	%rcx, %rsi			/* s */
+	/* agg_bucket(ticks): x = ticks + 4, its octave and the 2 bits below the top */
+	leaq	(1 << HOT_AGG_SUB_BITS)(%r8), %rdx
+	bsrq	%rdx, %rcx
+	subl	$HOT_AGG_SUB_BITS, %ecx
+	shrq	%cl, %rdx
+	andl	$(1 << HOT_AGG_SUB_BITS) - 1, %edx
+	shll	$HOT_AGG_SUB_BITS, %ecx
+	orl	%ecx, %edx
+	movl	$HOT_AGG_BUCKETS - 1, %ecx
+	cmpl	%ecx, %edx
+	cmoval	%ecx, %edx
+	leaq	HOT_AGG_HIST(%r9,%rdx,4), %rdx
+	movq	%rdx, HOT_THREAD_HIST_PENDING(%rdi)
+	/* the EXIT, then the publish that pops the entry */
+	movq	%rsi, %rdx
+	shrq	$HOT_STATE_DEPTH_BITS, %rdx
+	shlq	$4, %rdx
+	addq	HOT_THREAD_RING_BASE(%rdi), %rdx
+	movq	%rax, (%rdx)
+	movl	HOT_SHADOW_FUNC_ID(%r10), %ecx
+	movl	%ecx, 8(%rdx)
+	movl	$HOT_EVENT_EXIT, 12(%rdx)
+	movq	HOT_SHADOW_RETURN_ADDRESS(%r10), %rax	/* before the publish pops e */
+	addq	$(1 << HOT_STATE_DEPTH_BITS) - 1, %rsi
+	movq	%rsi, HOT_THREAD_COMMITTED(%rdi)	/* publish */
+	movq	%rax, XF_SLOT(%rsp)		/* the real return address, where the 0 was */
+	movq	agent_thread_guard@gottpoff(%rip), %rax
+	movq	$0, %fs:(%rax)			/* guard_release */
+	.cfi_remember_state
+	FAST_POP
+	ret
+
+	.cfi_restore_state
+.Lexit_fast_release:
+	/* nothing written: the full path decides it all again */
+	movq	agent_thread_guard@gottpoff(%rip), %rax
+	movq	$0, %fs:(%rax)
+.Lexit_fast_out:
+	FULL_FROM_FAST 8, 16
 	leaq	16(%rbp), %rdi
 	call	profagent_exit_hook
 	movq	%rax, 8(%rbp)

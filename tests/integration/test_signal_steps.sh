@@ -15,15 +15,17 @@ set -u
 
 TARGET="$ROOT/$BUILD/tests/targets/sigstep_target"
 GLOBS='ss_*,backtrace'
-# About half of what one probe runs in profiler code today (3416: enter hook
-# 1772, exit hook 622, trampolines 866, stubs 108): a path that stops being
-# visited, or a function that stops being patched, falls below its floor.
-MIN_TOTAL=1700 MIN_ENTER=800 MIN_EXIT=300 MIN_TRAMP=400 MIN_STUBS=50
+# About half of what one probe runs in profiler code today (4931: enter hook
+# 1543, exit hook 528, trampolines 2675 with their fast paths, stubs 119;
+# with --min-duration, where the fast paths give way at once, trampolines
+# 1691): a path that stops being visited, or a function that stops being
+# patched, falls below its floor.
+MIN_TOTAL=2400 MIN_ENTER=750 MIN_EXIT=260 MIN_TRAMP=1300 MIN_STUBS=50
 # The capture probe, ss_args (ints, a string, a double) and ss_ints (ints
 # only, copied inline) with their specs, about half of what it runs in
-# profiler code today (1588: enter hook 771, exit hook 606, trampolines 180,
-# stubs 18).
-CAPTURE_FLOORS=(MIN_TOTAL=800 MIN_ENTER=400 MIN_EXIT=300 MIN_TRAMP=90 MIN_STUBS=9)
+# profiler code today (1610: enter hook 701, exit hook 491, trampolines 384,
+# stubs 21; trampolines 305 with --min-duration).
+CAPTURE_FLOORS=(MIN_TOTAL=800 MIN_ENTER=340 MIN_EXIT=240 MIN_TRAMP=150 MIN_STUBS=9)
 CAPTURE_SPECS=(--args 'ss_args@arg1,arg2/i32,arg3/s,fparg1/f64' --retval 'ss_args@retval/f64'
 	--args 'ss_ints@arg1,arg2,arg3,arg4' --retval 'ss_ints@retval')
 # Each function's values, then its return value, as --dump shows them.
