@@ -57,11 +57,11 @@ struct func_agg {
 	uint64_t untimed;
 	uint64_t unrecorded;
 	uint64_t filtered;           /* kept off the timeline by --min-duration/--max-depth */
-	uint64_t values_dropped;     /* on the timeline without its --args/--retval values: no room */
 	uint64_t total_ticks;
 	uint64_t self_ticks;
 	uint64_t max_ticks;
 	uint64_t sent;               /* flusher's: the change key when last sent */
+	uint64_t values_dropped;     /* on the timeline without its --args/--retval values: no room */
 	uint32_t hist[AGG_BUCKETS];
 };
 
