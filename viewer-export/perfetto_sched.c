@@ -24,6 +24,8 @@ enum {
 	FE_SCHED_SWITCH = 4, FE_SCHED_WAKING = 20,
 	FE_SCHED_PROCESS_FREE = 240,
 };
+/* prev_state of a task's last switch: EXIT_DEAD, 'X' in the importer's decoding */
+#define PW_SCHED_STATE_DEAD 0x10u
 /* A CPU's events go out once they fill this much, or at the next flush. */
 #define PW_SCHED_BUNDLE_BYTES (16u << 10)
 
@@ -33,6 +35,8 @@ struct pw_sched_cpu {
 	int32_t last_tid, last_prio;
 	uint64_t last_ts;      /* that switch's time */
 	char last_comm[32];
+	bool end_pending;      /* the last task ended at end_ts (pw_sched_end_task) */
+	uint64_t end_ts;
 };
 
 struct pw_sched {
@@ -164,13 +168,15 @@ void pw_sched_flush(struct perfetto_writer *w)
 	s->boot_minus_mono = boot_offset_refresh(s->boot_minus_mono);
 }
 
-void pw_sched_forget_task(struct perfetto_writer *w, int32_t tid, uint64_t before)
+void pw_sched_end_task(struct perfetto_writer *w, int32_t tid, uint64_t end)
 {
 	for (uint32_t i = 0; w->sched && i < w->sched->n_cpus; i++) {
 		struct pw_sched_cpu *c = &w->sched->cpus[i];
 
-		if (c->has_last && c->last_tid == tid && c->last_ts < before)
-			c->has_last = false;
+		if (c->has_last && c->last_tid == tid && c->last_ts < end) {
+			c->end_pending = true;
+			c->end_ts = end;
+		}
 	}
 }
 
@@ -255,6 +261,26 @@ static int pw_sched_put_switch(struct perfetto_writer *w, uint32_t cpu, struct p
 	return pw_sched_event_end(w, cpu, c, e);
 }
 
+/*
+ * The CPU's last task ended (pw_sched_end_task) and this switch at ts is the
+ * CPU's next: unless it is that task's own last switch out, the task hands
+ * over at its end (ts if earlier: the CPU's events stay in order), dead, to
+ * the task this switch names as leaving, which then ran since.
+ */
+static int pw_sched_put_end(struct perfetto_writer *w, uint32_t cpu, struct pw_sched_cpu *c,
+			    uint64_t ts, const struct perfetto_sched_task *prev)
+{
+	struct perfetto_sched_task last = { .tid = c->last_tid, .comm = c->last_comm,
+					     .prio = c->last_prio };
+
+	c->end_pending = false;
+	if (prev->tid == c->last_tid)
+		return 0;
+	w->st.sched_repaired++;
+	return pw_sched_put_switch(w, cpu, c, c->end_ts < ts ? c->end_ts : ts, &last,
+				   PW_SCHED_STATE_DEAD, prev);
+}
+
 int perfetto_writer_sched_switch(struct perfetto_writer *w, uint64_t ts, uint32_t cpu,
 				 const struct perfetto_sched_task *prev, uint32_t prev_state,
 				 const struct perfetto_sched_task *next)
@@ -265,6 +291,8 @@ int perfetto_writer_sched_switch(struct perfetto_writer *w, uint64_t ts, uint32_
 
 	if (!(c = pw_sched_cpu(w, cpu)))
 		return -ENOMEM;
+	if (c->end_pending && (err = pw_sched_put_end(w, cpu, c, ts, prev)))
+		return err;
 	/* who ran since a traced thread left this CPU: the task it handed it to */
 	if (!prev->traced && c->has_last) {
 		from.tid = c->last_tid;

@@ -450,7 +450,7 @@ static int pw_proc_end_previous(struct perfetto_writer *w, uint64_t proc, uint64
 		 * switches may be written before its process starts here.
 		 */
 		if (t->key.proc == q->proc)
-			pw_sched_forget_task(w, t->key.tid, ts);
+			pw_sched_end_task(w, t->key.tid, ts);
 	}
 	q->ended = true;
 	q->end_boot = (uint64_t)((int64_t)ts + pw_sched_boot_offset(w));

@@ -142,14 +142,16 @@ void pw_sched_free(struct perfetto_writer *w);
  */
 int64_t pw_sched_boot_offset(struct perfetto_writer *w);
 /*
- * tid is gone (its process ended): no CPU's chain names it as the task that
- * ran last. Its last switch out may never have come (records of a process
- * profd no longer follows are not routed), and a later switch would make it
- * run again after its end (a second thread of its tid in the importer).
- * Only where it was switched in before `before` (the end): a later switch
+ * tid is gone at `end` (its process ended): no CPU's chain names it as the
+ * task running after that. Its last switch out may never come (records of a
+ * process profd no longer follows are not routed), and a later switch would
+ * make it run again after its end (a second thread of its tid in the
+ * importer). A CPU where it was switched in before the end hands over at the
+ * end, to the task its next switch names as leaving (the importer's chain
+ * stays whole: its prev is always the last switch's next); a later switch
  * in of the tid is another thread's.
  */
-void pw_sched_forget_task(struct perfetto_writer *w, int32_t tid, uint64_t before);
+void pw_sched_end_task(struct perfetto_writer *w, int32_t tid, uint64_t end);
 
 /* perfetto_samples.c */
 void pw_symbols_init(struct pw_symbols *s);

@@ -885,6 +885,25 @@ static void test_dead_thread_freed(void)
  * counts mismatched_sched_switch_tids). Where it ran before the end, it is
  * forgotten (test_dead_thread_freed's case).
  */
+/* Per CPU, in the order written: each switch's prev is the last switch's next (the importer's rule). */
+static int chain_breaks(const struct trace *t)
+{
+	int64_t last_next[8];
+	bool seen[8] = { false };
+	int breaks = 0;
+
+	for (size_t k = 0; k < t->n; k++) {
+		const struct ev *e = &t->ev[k];
+
+		if (e->kind != FE_SWITCH || e->cpu >= 8)
+			continue;
+		breaks += seen[e->cpu] && e->f[SW_PREV_PID] != last_next[e->cpu];
+		last_next[e->cpu] = e->f[SW_NEXT_PID];
+		seen[e->cpu] = true;
+	}
+	return breaks;
+}
+
 static void test_reused_pid_keeps_the_newer_thread_running(void)
 {
 	uint64_t older = PERFETTO_PROC(TARGET, 0), newer = PERFETTO_PROC(TARGET, 1);
@@ -901,16 +920,49 @@ static void test_reused_pid_keeps_the_newer_thread_running(void)
 	sw(&fx, T0 + 400, 1, &other, 1, &daemon_task);      /* no followed task leaves */
 	sw(&fx, T0 + 500, 0, &other, 1, &daemon_task);
 	t = fx_close(&fx);
-	CHECK((e = nth(t, FE_SWITCH, 2)) != NULL);
-	if (e) {
-		CHECK_EQ_INT(e->cpu, 1);
+	CHECK_EQ_INT(count_kind(t, FE_SWITCH), 5);
+	CHECK_EQ_INT(chain_breaks(t), 0);
+	for (size_t k = 0; k < t->n; k++) {
+		e = &t->ev[k];
+		if (e->kind != FE_SWITCH || e->ts - t->ev[0].ts < 250)
+			continue;
+		if (e->cpu == 1) /* CPU 1's task is the newer process's: it ran on */
+			CHECK_EQ_INT(e->f[SW_PREV_PID], TARGET);
+		else /* CPU 0's, the older one's: handed over at its end */
+			CHECK_EQ_INT(e->f[SW_PREV_PID], 2000);
+	}
+	CHECK((e = nth(t, FE_SWITCH, 1)) != NULL);
+	if (e && e->cpu == 0) { /* the older one's end, dead, to the task the record names */
 		CHECK_EQ_INT(e->f[SW_PREV_PID], TARGET);
+		CHECK_EQ_INT(e->f[SW_PREV_STATE], 0x10);
+		CHECK_EQ_INT(e->f[SW_NEXT_PID], 2000);
+		CHECK_EQ_U64(e->ts - nth(t, FE_SWITCH, 0)->ts, 100);
 	}
-	CHECK((e = nth(t, FE_SWITCH, 3)) != NULL);
-	if (e) { /* CPU 0's task ended with its process: the record's prev */
-		CHECK_EQ_INT(e->cpu, 0);
-		CHECK_EQ_INT(e->f[SW_PREV_PID], 2000);
-	}
+	trace_free(t);
+}
+
+/*
+ * A reused pid's older process ends while its thread was the last switched
+ * in on a CPU, and the CPU's next switch names an untraced task leaving
+ * (the older thread's own last switch out was never routed): the chain
+ * stays whole (test_pid_reuse: mismatched_sched_switch_tids=1).
+ */
+static void test_ended_task_hands_over(void)
+{
+	uint64_t older = PERFETTO_PROC(TARGET, 0), newer = PERFETTO_PROC(TARGET, 1);
+	struct fixture fx;
+	struct trace *t;
+
+	fx_open(&fx, true);
+	CHECK_EQ_INT(perfetto_writer_thread(fx.w, older, TARGET, "target"), 0);
+	sw(&fx, T0 + 100, 1, &daemon_task, 0, &main_thread);
+	CHECK_EQ_INT(perfetto_writer_process_start(fx.w, newer, T0 + 200), 0);
+	sw(&fx, T0 + 150, 1, &other, 1, &daemon_task);      /* an earlier record, written late */
+	sw(&fx, T0 + 900, 1, &daemon_task, 1, &idle);
+	t = fx_close(&fx);
+	CHECK_EQ_INT(chain_breaks(t), 0);
+	for (size_t k = 1; k < t->n; k++) /* in time order */
+		CHECK(t->ev[k].ts >= t->ev[k - 1].ts);
 	trace_free(t);
 }
 
@@ -1128,6 +1180,7 @@ int main(void)
 	RUN_TEST(test_new_task_is_a_waking);
 	RUN_TEST(test_dead_thread_freed);
 	RUN_TEST(test_reused_pid_keeps_the_newer_thread_running);
+	RUN_TEST(test_ended_task_hands_over);
 	RUN_TEST(test_lost_marks_next_bundles);
 	RUN_TEST(test_switches_drive_clocks);
 	RUN_TEST(test_dead_switch_stops_clock);
