@@ -241,6 +241,17 @@ void session_process_describe_threads(struct session_process *p)
 }
 
 /*
+ * /proc/PID is p's: no newer process of its pid in the session, and the
+ * start time p was found with (a pid reused behind profd's back is another
+ * process, whose command line would be written as p's).
+ */
+static bool proc_is_still(const struct session_process *p)
+{
+	return session_process_find(p->s, p->pid) == p &&
+	       (!p->start_time || access_start_time(p->pid) == p->start_time);
+}
+
+/*
  * Its parent and command line into the trace (the importer's parent link),
  * and its pid in its own PID namespace where that differs: when it is found,
  * and again when it runs another program. Nothing when it is gone already
@@ -258,13 +269,15 @@ void session_process_describe_with(struct session_process *p, const uint8_t *cmd
 	if (cmdline && len) {
 		n = (ssize_t)(len < sizeof(buf) ? len : sizeof(buf));
 		memcpy(buf, cmdline, (size_t)n);
-	} else {
+	} else if (proc_is_still(p)) {
 		snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)p->pid);
 		fd = open(path, O_RDONLY | O_CLOEXEC);
 		if (fd >= 0) {
 			n = read(fd, buf, sizeof(buf));
 			close(fd);
 		}
+		if (!proc_is_still(p)) /* reused while it was read: not p's */
+			n = 0;
 	}
 	if (n > 0 && p->ppid > 0)
 		perfetto_writer_process_detail(p->s->writer, p->trace_proc, p->ppid, buf, (size_t)n);
