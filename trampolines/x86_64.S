@@ -154,6 +154,12 @@
 	.cfi_def_cfa %rbp, \cfa
 .endm
 
+/* The hooks' guard dropped (hooks.c guard_release); rax is scratch. */
+.macro GUARD_RELEASE
+	movq	agent_thread_guard@gottpoff(%rip), %rax
+	movq	$0, %fs:(%rax)
+.endm
+
 /* A thread variable of the agent's (initial-exec) into reg. */
 .macro TLS_LOAD var, reg
 	movq	\var@gottpoff(%rip), \reg
@@ -258,8 +264,7 @@ ENTRY(profagent_entry_trampoline)
 	addq	$(2 << HOT_STATE_DEPTH_BITS) + 1, %rcx
 	movq	%rcx, HOT_THREAD_COMMITTED(%rdi)	/* publish (hooks.c state_publish) */
 	movq	%r10, (%rsi)			/* hijacked */
-	movq	agent_thread_guard@gottpoff(%rip), %rax
-	movq	$0, %fs:(%rax)			/* guard_release */
+	GUARD_RELEASE
 	.cfi_remember_state
 	FAST_POP
 	/* into the relocated prologue, the landing left on the RSB (as .Lentry_hijacked) */
@@ -270,8 +275,7 @@ ENTRY(profagent_entry_trampoline)
 	.cfi_restore_state
 .Lentry_fast_release:
 	/* nothing written: the full path decides it all again */
-	movq	agent_thread_guard@gottpoff(%rip), %rax
-	movq	$0, %fs:(%rax)
+	GUARD_RELEASE
 .Lentry_fast_out:
 	FULL_FROM_FAST 16, 24
 .Lentry_call_hook:
@@ -436,8 +440,7 @@ ENTRY(profagent_exit_trampoline)
 	addq	$(1 << HOT_STATE_DEPTH_BITS) - 1, %rsi
 	movq	%rsi, HOT_THREAD_COMMITTED(%rdi)	/* publish */
 	movq	%rax, XF_SLOT(%rsp)		/* the real return address, where the 0 was */
-	movq	agent_thread_guard@gottpoff(%rip), %rax
-	movq	$0, %fs:(%rax)			/* guard_release */
+	GUARD_RELEASE
 	.cfi_remember_state
 	FAST_POP
 	ret
@@ -445,8 +448,7 @@ ENTRY(profagent_exit_trampoline)
 	.cfi_restore_state
 .Lexit_fast_release:
 	/* nothing written: the full path decides it all again */
-	movq	agent_thread_guard@gottpoff(%rip), %rax
-	movq	$0, %fs:(%rax)
+	GUARD_RELEASE
 .Lexit_fast_out:
 	FULL_FROM_FAST 8, 16
 	leaq	16(%rbp), %rdi
