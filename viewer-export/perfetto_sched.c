@@ -261,6 +261,13 @@ static int pw_sched_put_switch(struct perfetto_writer *w, uint32_t cpu, struct p
 	return pw_sched_event_end(w, cpu, c, e);
 }
 
+/* The task c's last switch put on it. */
+static struct perfetto_sched_task pw_sched_last(const struct pw_sched_cpu *c)
+{
+	return (struct perfetto_sched_task){ .tid = c->last_tid, .comm = c->last_comm,
+					     .prio = c->last_prio };
+}
+
 /*
  * The CPU's last task ended (pw_sched_end_task) and this switch at ts is the
  * CPU's next: unless it is that task's own last switch out, the task hands
@@ -270,8 +277,7 @@ static int pw_sched_put_switch(struct perfetto_writer *w, uint32_t cpu, struct p
 static int pw_sched_put_end(struct perfetto_writer *w, uint32_t cpu, struct pw_sched_cpu *c,
 			    uint64_t ts, const struct perfetto_sched_task *prev)
 {
-	struct perfetto_sched_task last = { .tid = c->last_tid, .comm = c->last_comm,
-					     .prio = c->last_prio };
+	struct perfetto_sched_task last = pw_sched_last(c);
 
 	c->end_pending = false;
 	if (prev->tid == c->last_tid)
@@ -295,9 +301,7 @@ int perfetto_writer_sched_switch(struct perfetto_writer *w, uint64_t ts, uint32_
 		return err;
 	/* who ran since a traced thread left this CPU: the task it handed it to */
 	if (!prev->traced && c->has_last) {
-		from.tid = c->last_tid;
-		from.comm = c->last_comm;
-		from.prio = c->last_prio;
+		from = pw_sched_last(c);
 	} else if (c->has_last && c->last_tid != prev->tid) {
 		/*
 		 * A traced thread leaves a CPU we never saw it take (its switch in
@@ -307,8 +311,7 @@ int perfetto_writer_sched_switch(struct perfetto_writer *w, uint64_t ts, uint32_
 		 * What is known: prev ran at ts. So the last task hands over at
 		 * ts, in an unknown state (written as R), and prev runs 0 ns.
 		 */
-		last = (struct perfetto_sched_task){ .tid = c->last_tid, .comm = c->last_comm,
-						     .prio = c->last_prio };
+		last = pw_sched_last(c);
 		w->st.sched_repaired++;
 		err = pw_sched_put_switch(w, cpu, c, ts, &last, 0, prev);
 		if (err)
