@@ -86,7 +86,7 @@ void elf_module_free(struct elf_module *m)
 }
 
 /* True when the section's bytes lie inside the file (NOBITS has none). */
-static bool section_in_file(const GElf_Shdr *sh, uint64_t file_size)
+bool elf_section_in_file(const GElf_Shdr *sh, uint64_t file_size)
 {
 	if (sh->sh_type == SHT_NOBITS)
 		return false;
@@ -175,7 +175,7 @@ static size_t build_id_from_sections(Elf *elf, uint64_t file_size, uint8_t *out)
 		GElf_Shdr sh;
 
 		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_NOTE ||
-		    sh.sh_size > MAX_NOTE_BYTES || !section_in_file(&sh, file_size))
+		    sh.sh_size > MAX_NOTE_BYTES || !elf_section_in_file(&sh, file_size))
 			continue;
 		len = build_id_from_notes(elf_getdata(scn, NULL), out);
 		if (len)
@@ -229,8 +229,8 @@ static Elf_Data *symtab_data(Elf *elf, Elf_Scn *scn, const GElf_Shdr *sh, uint64
 	GElf_Shdr str_sh;
 	Elf_Data *d;
 
-	if (!section_in_file(sh, file_size) || !str_scn || !gelf_getshdr(str_scn, &str_sh) ||
-	    str_sh.sh_type != SHT_STRTAB || !section_in_file(&str_sh, file_size))
+	if (!elf_section_in_file(sh, file_size) || !str_scn || !gelf_getshdr(str_scn, &str_sh) ||
+	    str_sh.sh_type != SHT_STRTAB || !elf_section_in_file(&str_sh, file_size))
 		return NULL;
 	d = elf_getdata(scn, NULL);
 	if (!d || !d->d_buf || d->d_type != ELF_T_SYM)

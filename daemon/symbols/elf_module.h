@@ -8,6 +8,7 @@
 #ifndef PROFD_ELF_MODULE_H
 #define PROFD_ELF_MODULE_H
 
+#include <gelf.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -77,6 +78,9 @@ void elf_module_load_image(struct elf_module *m, const void *image, size_t len);
 
 /* The function containing ELF address vaddr, or NULL. */
 const struct elf_function *elf_module_find_function(const struct elf_module *m, uint64_t vaddr);
+
+/* The section's bytes lie within a file of file_size (never for SHT_NOBITS): what libelf may read. */
+bool elf_section_in_file(const GElf_Shdr *sh, uint64_t file_size);
 
 /*
  * Translates a file offset to an ELF virtual address through the PT_LOAD

@@ -7,6 +7,7 @@
  * not (another linker's layout, or a hostile file) gets no PLT names.
  */
 #include "daemon/symbols/elf_plt.h"
+#include "daemon/symbols/elf_module.h"
 
 #include <elf.h>
 #include <errno.h>
@@ -24,12 +25,6 @@ struct plt_sections {
 	bool has_plt, has_plt_sec;
 };
 
-static bool in_file(const GElf_Shdr *sh, uint64_t file_size)
-{
-	return sh->sh_type == SHT_NOBITS ||
-	       (sh->sh_offset <= file_size && sh->sh_size <= file_size - sh->sh_offset);
-}
-
 static int find_plt_sections(Elf *elf, uint64_t file_size, struct plt_sections *ps)
 {
 	Elf_Scn *scn = NULL;
@@ -44,7 +39,8 @@ static int find_plt_sections(Elf *elf, uint64_t file_size, struct plt_sections *
 
 		if (!gelf_getshdr(scn, &sh) || !(name = elf_strptr(elf, shstrndx, sh.sh_name)))
 			continue;
-		if (sh.sh_type == SHT_RELA && !strcmp(name, ".rela.plt") && in_file(&sh, file_size)) {
+		if (sh.sh_type == SHT_RELA && !strcmp(name, ".rela.plt") &&
+		    elf_section_in_file(&sh, file_size)) {
 			ps->rela = sh;
 			ps->rela_scn = scn;
 		} else if (sh.sh_type == SHT_PROGBITS && !strcmp(name, ".plt")) {
@@ -107,7 +103,7 @@ ssize_t elf_plt_entries(Elf *elf, uint64_t file_size, struct elf_plt_entry **out
 		return 0;
 	sym_scn = elf_getscn(elf, ps.rela.sh_link);
 	if (!sym_scn || !gelf_getshdr(sym_scn, &sym_sh) || sym_sh.sh_type != SHT_DYNSYM ||
-	    !in_file(&sym_sh, file_size))
+	    !elf_section_in_file(&sym_sh, file_size))
 		return 0;
 	rela = elf_getdata(ps.rela_scn, NULL);
 	syms = elf_getdata(sym_scn, NULL);
