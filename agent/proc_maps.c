@@ -1,82 +1,46 @@
 // SPDX-License-Identifier: MIT
 /*
- * Parses /proc/self/maps into a sorted array (see proc_maps.h). Runs only
- * during setup, never on the hot path.
+ * Parses /proc/self/maps into a sorted array (see proc_maps.h), its lines
+ * with common/proc_maps_line.c. Runs only during setup, never on the hot path.
  */
 #include <errno.h>
-#include <inttypes.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 
 #include "agent/proc_maps.h"
-
-static int parse_prot(const char *perms)
-{
-	return (perms[0] == 'r' ? PROT_READ : 0) | (perms[1] == 'w' ? PROT_WRITE : 0) |
-	       (perms[2] == 'x' ? PROT_EXEC : 0);
-}
-
-/* A hex number at *p up to stop; 0 when there is none (*p left at the first other byte). */
-static int parse_hex(const char **p, char stop, uint64_t *out)
-{
-	const char *s = *p;
-	uint64_t v = 0;
-
-	for (; *s && *s != stop; s++) {
-		int d = *s >= '0' && *s <= '9' ? *s - '0' : *s >= 'a' && *s <= 'f' ? *s - 'a' + 10 : -1;
-
-		if (d < 0 || v >> 60)
-			return 0;
-		v = v << 4 | (uint64_t)d;
-	}
-	if (s == *p || *s != stop)
-		return 0;
-	*p = s + 1;
-	*out = v;
-	return 1;
-}
-
-/* "START-END PERMS ...": what the kernel writes; scanf's cost was a process start's */
-static int parse_line(const char *line, uint64_t *start, uint64_t *end, const char **perms)
-{
-	if (!parse_hex(&line, '-', start) || !parse_hex(&line, ' ', end) || strlen(line) < 4)
-		return 0;
-	*perms = line;
-	return 1;
-}
+#include "common/proc_maps_line.h"
 
 int proc_maps_load(struct proc_maps *m)
 {
-	FILE *f = fopen("/proc/self/maps", "re");
-	char line[4096];
-	const char *perms;
-	size_t cap = 0;
-	uint64_t start, end;
+	struct proc_maps_line l;
+	const char *line;
+	size_t cap = 0, len, off = 0, line_len;
+	char *text;
+	int err = proc_maps_text_read(0, &text, &len);
 
 	m->maps = NULL;
 	m->n = 0;
-	if (!f)
-		return -errno;
-	while (fgets(line, sizeof(line), f)) {
-		if (!parse_line(line, &start, &end, &perms))
+	if (err)
+		return err;
+	while (proc_maps_line_next(text, len, &off, &line, &line_len)) {
+		if (proc_maps_line_parse(line, line_len, &l))
 			continue;
 		if (m->n == cap) {
 			size_t ncap = cap ? cap * 2 : 256;
 			struct proc_map *n = realloc(m->maps, ncap * sizeof(*n));
 
 			if (!n) {
-				fclose(f);
+				free(text);
 				proc_maps_free(m);
 				return -ENOMEM;
 			}
 			m->maps = n;
 			cap = ncap;
 		}
-		m->maps[m->n++] = (struct proc_map){ start, end, parse_prot(perms) };
+		m->maps[m->n++] = (struct proc_map){ l.start, l.end, l.prot };
 	}
-	fclose(f);
+	free(text);
 	return 0;
 }
 

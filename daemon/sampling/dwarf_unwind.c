@@ -25,9 +25,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/proc_maps_line.h"
 #include "daemon/sampling/unwind_files.h"
 #include "daemon/symbols/debug_file.h"
 
@@ -575,32 +577,34 @@ int dwarf_unwinder_copy_modules(struct dwarf_unwinder *u, const struct dwarf_unw
 	return 0;
 }
 
+int dwarf_unwinder_load_maps_text(struct dwarf_unwinder *u, const char *text, size_t len)
+{
+	char path[PATH_MAX + 64];
+	struct proc_maps_line l;
+	struct unwind_file_id id;
+	size_t off = 0;
+
+	while (proc_maps_line_next_exec(text, len, &off, &l, path, sizeof(path))) {
+		id = (struct unwind_file_id){ (uint64_t)l.major << 32 | l.minor, l.inode };
+		/* failures are counted in bad_mappings; the other mappings still help */
+		dwarf_unwinder_add_mapping_id(u, l.start, l.end, l.pgoff, path, &id);
+	}
+	return 0;
+}
+
 int dwarf_unwinder_load_proc_maps(struct dwarf_unwinder *u)
 {
-	unsigned long long start, end, pgoff, ino;
-	unsigned int major, minor;
-	char path[64], line[4352], perms[8];
-	struct unwind_file_id id;
-	FILE *f;
-	int name;
+	char *text;
+	size_t len;
+	int err;
 
 	if (!u)
 		return -EINVAL;
-	snprintf(path, sizeof(path), "/proc/%d/maps", (int)u->pid);
-	f = fopen(path, "re");
-	if (!f)
-		return -errno;
-	while (fgets(line, sizeof(line), f)) {
-		line[strcspn(line, "\n")] = '\0';
-		name = 0;
-		if (sscanf(line, "%llx-%llx %7s %llx %x:%x %llu %n", &start, &end, perms, &pgoff,
-			   &major, &minor, &ino, &name) < 7 || name == 0 || !strchr(perms, 'x'))
-			continue;
-		id = (struct unwind_file_id){ (uint64_t)major << 32 | minor, ino };
-		/* failures are counted in bad_mappings; the other mappings still help */
-		dwarf_unwinder_add_mapping_id(u, start, end, pgoff, line + name, &id);
-	}
-	fclose(f);
+	err = proc_maps_text_read(u->pid, &text, &len);
+	if (err)
+		return err;
+	dwarf_unwinder_load_maps_text(u, text, len);
+	free(text);
 	return 0;
 }
 

@@ -71,6 +71,13 @@ int dwarf_unwinder_copy_modules(struct dwarf_unwinder *u, const struct dwarf_unw
 int dwarf_unwinder_load_proc_maps(struct dwarf_unwinder *u);
 
 /*
+ * dwarf_unwinder_load_proc_maps from text, a /proc/PID/maps file read
+ * already (proc_maps_text_read: read once for the unwinder and the
+ * symbolizer). Returns 0; the files it cannot load are counted.
+ */
+int dwarf_unwinder_load_maps_text(struct dwarf_unwinder *u, const char *text, size_t len);
+
+/*
  * Unwinds one sample. regs: user registers indexed by perf's x86-64
  * numbering (PERF_REG_X86_*, as in sampler_sample.regs), regs_mask says
  * which are valid; IP and SP are required, BP, BX and R12-R15 are needed

@@ -11,11 +11,14 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
+#include "common/proc_maps_line.h"
 #include "daemon/symbols/elf_module.h"
 #include "daemon/symbols/jit_map.h"
 #include "daemon/symbols/module_cache.h"
@@ -183,51 +186,34 @@ int symbolizer_copy_mappings(struct symbolizer *s, const struct symbolizer *from
 	return 0;
 }
 
-/* Parses one /proc/PID/maps line; returns true for an executable mapping. */
-static bool parse_maps_line(char *line, uint64_t *start, uint64_t *end, uint64_t *pgoff,
-			    const char **path)
+int symbolizer_load_maps_text(struct symbolizer *s, const char *text, size_t len)
 {
-	char perms[8];
-	int pos = 0;
-	size_t len;
+	char path[PATH_MAX + 64];
+	struct proc_maps_line l;
+	size_t off = 0;
+	int err;
 
-	if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %7s %" SCNx64 " %*s %*s %n", start, end, perms,
-		   pgoff, &pos) < 4 || pos == 0)
-		return false;
-	if (strlen(perms) < 3 || perms[2] != 'x')
-		return false;
-	len = strlen(line);
-	if (len && line[len - 1] == '\n')
-		line[len - 1] = '\0';
-	*path = line + pos;
-	return true;
+	while (proc_maps_line_next_exec(text, len, &off, &l, path, sizeof(path))) {
+		err = symbolizer_add_mapping(s, l.start, l.end, l.pgoff, path);
+		if (err < 0)
+			return err;
+	}
+	return 0;
 }
 
 int symbolizer_load_proc_maps(struct symbolizer *s)
 {
-	uint64_t start, end, pgoff;
-	const char *path;
-	char fname[64];
-	char *line = NULL;
-	size_t cap = 0;
-	int err = 0;
-	FILE *f;
+	char *text;
+	size_t len;
+	int err;
 
 	if (!s)
 		return -EINVAL;
-	snprintf(fname, sizeof(fname), "/proc/%d/maps", (int)s->pid);
-	f = fopen(fname, "re");
-	if (!f)
-		return -errno;
-	while (getline(&line, &cap, f) > 0) {
-		if (!parse_maps_line(line, &start, &end, &pgoff, &path))
-			continue;
-		err = symbolizer_add_mapping(s, start, end, pgoff, path);
-		if (err < 0)
-			break;
-	}
-	free(line);
-	fclose(f);
+	err = proc_maps_text_read(s->pid, &text, &len);
+	if (err)
+		return err;
+	err = symbolizer_load_maps_text(s, text, len);
+	free(text);
 	return err;
 }
 

@@ -68,6 +68,13 @@ int symbolizer_add_mapping(struct symbolizer *s, uint64_t start, uint64_t end, u
 int symbolizer_load_proc_maps(struct symbolizer *s);
 
 /*
+ * symbolizer_load_proc_maps from text, a /proc/PID/maps file read already
+ * (proc_maps_text_read: read once for the symbolizer and the unwinder).
+ * 0 or -ENOMEM.
+ */
+int symbolizer_load_maps_text(struct symbolizer *s, const char *text, size_t len);
+
+/*
  * Adds from's mappings (their files read when a lookup first needs them): a
  * forked child maps what its parent did (perf reports none of it). 0 or -ENOMEM.
  */
