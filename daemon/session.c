@@ -22,6 +22,7 @@
 
 #include "common/arg_spec.h"
 #include "common/mono_clock.h"
+#include "common/proc_stat_line.h"
 #include "daemon/access.h"
 #include "daemon/sampling/call_stacks.h"
 #include "daemon/symbols/demangle.h"
@@ -168,51 +169,19 @@ const char *session_func_name(const struct session *s, uint32_t id)
 /* How far up /proc's parents an agent's process is looked for in the session. */
 #define MAX_TREE_DEPTH 64
 
-/* Its parent and start time, from /proc/PID/stat; -1 when it is gone. */
-static pid_t proc_parent(pid_t pid, unsigned long long *start_time)
+/* Its parent, from /proc/PID/stat; -1 when it is gone. */
+static pid_t proc_parent(pid_t pid)
 {
-	char path[64], buf[1024], *p;
-	unsigned long long start = 0;
-	int ppid = -1;
-	ssize_t n;
-	int fd;
+	struct proc_stat_line st;
 
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return -1;
-	buf[n] = '\0';
-	p = strrchr(buf, ')'); /* the name may hold anything */
-	if (!p || sscanf(p + 1, " %*c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d "
-			 "%*d %*d %*d %*d %llu", &ppid, &start) != 2)
-		return -1;
-	if (start_time)
-		*start_time = start;
-	return ppid;
-}
-
-static void proc_comm(pid_t pid, char *out, size_t len)
-{
-	char path[64];
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
-	f = fopen(path, "re");
-	if (f && fgets(out, (int)len, f))
-		out[strcspn(out, "\n")] = '\0';
-	if (f)
-		fclose(f);
+	return proc_stat_read(pid, &st) ? -1 : st.ppid;
 }
 
 /* The process the session was started for: named as the client named it. */
 static void session_root_described(struct session *s, struct session_process *p)
 {
 	p->start_time = s->target_start_time;
-	p->ppid = proc_parent(p->pid, NULL);
+	p->ppid = proc_parent(p->pid);
 	snprintf(p->comm, sizeof(p->comm), "%s", s->comm);
 	s->n_procs = s->n_live = 1;
 	perfetto_writer_process(s->writer, p->trace_proc, s->comm);
@@ -261,12 +230,15 @@ static void session_process_started(struct session *s, struct session_process *p
  * A process of the tree, followed from now on: its own symbols, sample
  * pipeline and scheduler states, its Perfetto process. Past the cap it is
  * counted, not followed. NULL then, or when it is gone or out of memory.
- * fork_ns: its FORK record's time (0: not known).
+ * fork_ns: its FORK record's time (0: not known). st: its /proc/PID/stat
+ * as the caller just read it (NULL: read here).
  */
 static struct session_process *session_add_process(struct server *srv, struct session *s,
-						   pid_t pid, pid_t ppid, uint64_t fork_ns)
+						   pid_t pid, pid_t ppid, uint64_t fork_ns,
+						   const struct proc_stat_line *st)
 {
 	struct session_process *older = session_process_find(s, pid);
+	struct proc_stat_line read_now;
 	struct session_process *p;
 
 	s->n_procs++;
@@ -282,14 +254,19 @@ static struct session_process *session_add_process(struct server *srv, struct se
 	session_process_started(s, p, older, fork_ns);
 	s->n_live++;
 	p->ppid = ppid;
-	p->start_time = access_start_time(pid);
-	proc_comm(pid, p->comm, sizeof(p->comm));
+	/* its start time and name from one read (its comm file as fgets read it: to a newline) */
+	if (!st && !proc_stat_read(pid, &read_now))
+		st = &read_now;
+	if (st) {
+		p->start_time = st->start_time;
+		snprintf(p->comm, sizeof(p->comm), "%.*s", (int)strcspn(st->comm, "\n"), st->comm);
+	}
 	/* a fork's parent, known: its mappings are the child's */
 	if (s->sampler && session_process_start_symbols(p, fork_ns ? session_process_find(s, ppid) :
 								     NULL, true, true))
 		snprintf(p->why_not, sizeof(p->why_not), "out of memory for its samples");
 	perfetto_writer_process(s->writer, p->trace_proc, p->comm[0] ? p->comm : NULL);
-	session_process_describe_detail(p);
+	session_process_describe_found(p);
 	/*
 	 * Its one thread (forked, or its agent just started): named as it, not
 	 * from /proc/PID/task. Reading a task's files there while the process
@@ -312,19 +289,25 @@ static struct session_process *session_live_process(struct session *s, pid_t pid
 	return p && !p->exited ? p : NULL;
 }
 
-/* Whether pid descends from a process the session follows (its parents, as /proc has them now). */
-static bool session_descends(struct session *s, pid_t pid)
+/* Whether a process whose parent is ppid descends from one the session follows (/proc's parents now). */
+static bool session_descends_from(struct session *s, pid_t ppid)
 {
-	pid_t at = pid;
+	pid_t at = ppid;
 
 	for (int depth = 0; depth < MAX_TREE_DEPTH; depth++) {
-		at = proc_parent(at, NULL);
 		if (at <= 0)
 			return false;
 		if (session_live_process(s, at))
 			return true;
+		at = proc_parent(at);
 	}
 	return false;
+}
+
+/* Whether pid descends from a process the session follows (its parents, as /proc has them now). */
+static bool session_descends(struct session *s, pid_t pid)
+{
+	return session_descends_from(s, proc_parent(pid));
 }
 
 static void strv_free(char **v, size_t n)
@@ -681,7 +664,7 @@ static void on_fork(void *ctx, uint32_t pid, uint32_t ppid, uint32_t tid, uint64
 		s->not_followed++;
 		return;
 	}
-	session_add_process(s->client ? s->client->srv : NULL, s, (pid_t)pid, (pid_t)ppid, time);
+	session_add_process(s->client ? s->client->srv : NULL, s, (pid_t)pid, (pid_t)ppid, time, NULL);
 }
 
 static void on_task(void *ctx, bool is_exit, uint32_t pid, uint32_t tid, uint64_t time)
@@ -937,7 +920,7 @@ static struct session_process *gone_process(struct server *srv, struct session *
 	if ((c->peer.uid != s->client_cred.uid && s->client_cred.uid != 0) || parent <= 0 ||
 	    !session_process_find(s, parent))
 		return NULL;
-	p = session_add_process(srv, s, c->peer.pid, parent, 0);
+	p = session_add_process(srv, s, c->peer.pid, parent, 0, NULL);
 	if (p && !s->sampler) /* else its EXIT record says so (and its FORK record finds it) */
 		process_exited(s, p);
 	return p;
@@ -958,6 +941,7 @@ static struct session_process *hello_process(struct server *srv, struct session 
 {
 	pid_t pid = c->peer.pid;
 	struct session_process *p;
+	struct proc_stat_line st;
 	unsigned long long start, now_start;
 	char why[160];
 
@@ -970,7 +954,8 @@ static struct session_process *hello_process(struct server *srv, struct session 
 	 * pending (unwound as they are read) are no business of its start. One
 	 * still unread adds it from /proc below; the record then finds it known.
 	 */
-	now_start = access_start_time(pid);
+	/* one read of its stat for its start time, parent and name: a new process needs all three */
+	now_start = proc_stat_read(pid, &st) ? 0 : st.start_time;
 	p = session_process_find(s, pid);
 	if (p && (now_start == p->start_time || now_start == 0))
 		return p; /* still it, or gone since it connected */
@@ -989,9 +974,11 @@ static struct session_process *hello_process(struct server *srv, struct session 
 		return NULL;
 	if (now_start == 0)
 		return gone_process(srv, s, c, parent);
-	if (session_descends(s, pid) &&
+	/* checked as the process that read was of (the same start time): its parent and name */
+	if (session_descends_from(s, st.ppid) &&
 	    !access_check_target(&s->client_cred, pid, false, &start, why, sizeof(why)))
-		return session_add_process(srv, s, pid, proc_parent(pid, NULL), 0);
+		return session_add_process(srv, s, pid, start == now_start ? st.ppid : proc_parent(pid),
+					   0, start == now_start ? &st : NULL);
 	/* reaped while it was checked: as gone as if it had been before */
 	return access_start_time(pid) == 0 ? gone_process(srv, s, c, parent) : NULL;
 }

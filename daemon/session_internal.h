@@ -196,6 +196,12 @@ int session_process_start_symbols(struct session_process *p, const struct sessio
 				  bool load_maps, bool sampling);
 /* Its parent and command line, as /proc shows them now, into the trace. */
 void session_process_describe_detail(struct session_process *p);
+/*
+ * The same for a process whose start time (p->start_time) was read from
+ * /proc just now, in the same turn: /proc/PID is checked to be p's after the
+ * command line's read only.
+ */
+void session_process_describe_found(struct session_process *p);
 /* The same with the command line its agent read (NULL: /proc's). */
 void session_process_describe_with(struct session_process *p, const uint8_t *cmdline, size_t len);
 /* Names its threads as /proc shows them now. */

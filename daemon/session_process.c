@@ -260,7 +260,8 @@ static bool proc_is_still(const struct session_process *p)
  * hello), else NULL: /proc's, which may be another process's by then if
  * the pid was reused.
  */
-void session_process_describe_with(struct session_process *p, const uint8_t *cmdline, size_t len)
+static void describe(struct session_process *p, const uint8_t *cmdline, size_t len,
+		     bool just_found)
 {
 	char path[64], buf[4096];
 	ssize_t n = 0;
@@ -270,7 +271,7 @@ void session_process_describe_with(struct session_process *p, const uint8_t *cmd
 	if (cmdline && len) {
 		n = (ssize_t)(len < sizeof(buf) ? len : sizeof(buf));
 		memcpy(buf, cmdline, (size_t)n);
-	} else if (proc_is_still(p)) {
+	} else if (just_found || proc_is_still(p)) {
 		snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)p->pid);
 		fd = open(path, O_RDONLY | O_CLOEXEC);
 		if (fd >= 0) {
@@ -293,9 +294,20 @@ void session_process_describe_with(struct session_process *p, const uint8_t *cmd
 		perfetto_writer_process_ns_pid(p->s->writer, p->trace_proc, ns_pid);
 }
 
+void session_process_describe_with(struct session_process *p, const uint8_t *cmdline, size_t len)
+{
+	describe(p, cmdline, len, false);
+}
+
 void session_process_describe_detail(struct session_process *p)
 {
-	session_process_describe_with(p, NULL, 0);
+	describe(p, NULL, 0, false);
+}
+
+void session_process_describe_found(struct session_process *p)
+{
+	/* its start time was read this moment: the check after the read still stands */
+	describe(p, NULL, 0, true);
 }
 
 /*
@@ -1086,16 +1098,22 @@ void session_process_finish(struct session_process *p)
 		sample_pipeline_flush(p->samples_out);
 }
 
-/* No PT_INTERP among the program headers: nothing would load LD_PRELOAD. */
+/*
+ * No PT_INTERP among the program headers: nothing would load LD_PRELOAD.
+ * They are read at once (a pread each was a dozen syscalls per process and
+ * exec of a tree); e_phentsize is sizeof(Elf64_Phdr), the caller checked.
+ */
 static bool elf_is_static(int fd, const Elf64_Ehdr *eh)
 {
-	for (unsigned i = 0; i < eh->e_phnum && i < 256; i++) {
-		Elf64_Phdr ph;
+	Elf64_Phdr ph[256];
+	size_t n = eh->e_phnum < 256 ? eh->e_phnum : 256;
+	ssize_t got = pread(fd, ph, n * sizeof(ph[0]), (off_t)eh->e_phoff);
 
-		if (pread(fd, &ph, sizeof(ph), (off_t)(eh->e_phoff + (uint64_t)i * eh->e_phentsize)) !=
-		    (ssize_t)sizeof(ph))
+	for (size_t i = 0; i < n; i++) {
+		/* a header the file does not hold whole: as when its pread fell short */
+		if (got < (ssize_t)((i + 1) * sizeof(ph[0])))
 			return false;
-		if (ph.p_type == PT_INTERP)
+		if (ph[i].p_type == PT_INTERP)
 			return false;
 	}
 	return true;
