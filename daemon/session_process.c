@@ -403,13 +403,13 @@ void session_process_comm(struct session_process *p, uint32_t tid, const char *c
 
 void session_process_rings_read(struct session_process *p, uint64_t started)
 {
-	if (p->samples_out)
+	if (p->samples_out && !p->retired) /* a retired one's was flushed, and takes no more */
 		sample_pipeline_rings_read(p->samples_out, started);
 }
 
 void session_process_tick(struct session_process *p, uint64_t now)
 {
-	if (p->samples_out && now > SAMPLE_HOLD_MAX_NS) /* an agent that went quiet */
+	if (p->samples_out && !p->retired && now > SAMPLE_HOLD_MAX_NS) /* an agent that went quiet */
 		sample_pipeline_release_older(p->samples_out, now - SAMPLE_HOLD_MAX_NS);
 }
 
