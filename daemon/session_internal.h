@@ -40,6 +40,16 @@ struct thread_slot {
  * another's state.
  */
 struct session_process {
+	/*
+	 * What each read of the rings and each tick look at in every process
+	 * of the session (a tree's hundreds, most retired): its first line.
+	 */
+	struct session_process *next;
+	struct sample_pipeline *samples_out; /* NULL: no sampling */
+	struct conn *agent;
+	uint64_t exited_ns;              /* when profd read that */
+	bool exited;                     /* the kernel said so (perf EXIT) */
+	bool retired;                    /* its symbols and unwinder freed: no more samples */
 	struct session *s;
 	pid_t pid, ppid;
 	/*
@@ -52,12 +62,8 @@ struct session_process {
 	char comm[16];                   /* its program, as the kernel names it */
 	char why_not[96];                /* no agent: why (static binary, setuid, ...) */
 	uint32_t execs;                  /* agents after the first: programs it exec'd */
-	bool exited;                     /* the kernel said so (perf EXIT) */
-	uint64_t exited_ns;              /* when profd read that */
 	uint64_t start_ts;               /* its fork, or where a reused pid's older one ended; 0: none */
 	uint64_t exit_ts;                /* its threads' last EXIT record (CLOCK_MONOTONIC); 0: none */
-	bool retired;                    /* its symbols and unwinder freed: no more samples */
-	struct conn *agent;
 	struct func_registry funcs;      /* its agents' tables: ids and names */
 	struct func_stats *stats;        /* exact per-function figures */
 	struct event_decoder *decoder;
@@ -68,7 +74,6 @@ struct session_process {
 	bool ns_pid_read;
 	struct symbolizer *symbols;
 	struct dwarf_unwinder *unwinder; /* NULL: frame-pointer callchains only */
-	struct sample_pipeline *samples_out; /* NULL: no sampling */
 	uint32_t *trace_ids;             /* its agents' ids (funcs) -> the trace's (session_func_id) */
 	uint32_t n_trace_ids;
 	struct thread_slot *threads;
@@ -85,7 +90,6 @@ struct session_process {
 	bool agent_said_exit;            /* its goodbye was the process's exit, not an exec or detach */
 	bool table_inherited;            /* its agent is a fork's: its table is its parent's */
 	int agent_seen;
-	struct session_process *next;
 };
 
 struct session {
