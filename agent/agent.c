@@ -299,7 +299,7 @@ static int send_function_table(int fd, const struct instrument_report *r)
 	if (!buf)
 		goto out;
 	profd__function_table__pack(&table, buf);
-	err = frame_send(fd, FRAME_FUNCTION_TABLE, buf, len, -1);
+	err = flusher_send_frame(fd, FRAME_FUNCTION_TABLE, buf, len);
 out:
 	table_array_free(buf, &scratch);
 	table_array_free(fns, &scratch);

@@ -22,6 +22,7 @@
 #include "agent/arg_capture.h"
 #include "agent/patcher.h"
 #include "trampolines/trampoline_layout.h"
+#include "agent/flusher.h"
 #include "proto/frame.h"
 #include "proto/frame_io.h"
 #include "profd.pb-c.h"
@@ -38,7 +39,7 @@ static int send_message(int sock, uint32_t type, const ProtobufCMessage *m)
 	if (!(buf = malloc(len + 1)))
 		return -ENOMEM;
 	protobuf_c_message_pack(m, buf);
-	err = frame_send(sock, type, buf, len, -1);
+	err = flusher_send_frame(sock, type, buf, len);
 	free(buf);
 	return err;
 }

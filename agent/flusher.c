@@ -107,8 +107,21 @@ static struct flusher {
 	int table_sent;
 	const struct flusher_ops *ops;
 	void *table_ctx;
+	/* the exit drain's frames, written at its end in one send (flusher_send_frame) */
+	struct frame_batch exit_batch;
+	int batching;
 } flusher = { .sock = -1, .lock = PTHREAD_MUTEX_INITIALIZER,
 	       .table_lock = PTHREAD_MUTEX_INITIALIZER, .cycle_lock = PTHREAD_MUTEX_INITIALIZER };
+
+/* The exit drain's frames: a short process's table, events and goodbye fit. */
+static uint8_t exit_batch_buf[64 << 10];
+
+int flusher_send_frame(int fd, uint32_t type, const void *payload, size_t len)
+{
+	if (flusher.batching && fd == flusher.sock)
+		return frame_batch_add(&flusher.exit_batch, type, payload, len);
+	return frame_send(fd, type, payload, len, -1);
+}
 
 void flusher_read_clock_pair(struct event_clock_pair *pair)
 {
@@ -135,7 +148,7 @@ static int flusher_send_stage(void)
 	if (flusher.exit_deadline_ns && !flusher.failed && mono_clock_ns() > flusher.exit_deadline_ns)
 		flusher.failed = -ETIMEDOUT;
 	if (flusher.stage_len && !flusher.failed &&
-	    frame_send(flusher.sock, FRAME_EVENTS_RAW, flusher.stage, flusher.stage_len, -1) < 0)
+	    flusher_send_frame(flusher.sock, FRAME_EVENTS_RAW, flusher.stage, flusher.stage_len) < 0)
 		flusher.failed = -EPIPE;
 	flusher.stage_len = 0;
 	/* a stop waits while it moves (flusher_join, go_exit_flush) */
@@ -673,7 +686,7 @@ static void flusher_send_goodbye(void)
 	if (profd__agent_goodbye__get_packed_size(&bye) > sizeof(buf))
 		bye.reason = "";
 	len = profd__agent_goodbye__pack(&bye, buf);
-	frame_send(flusher.sock, FRAME_AGENT_GOODBYE, buf, len, -1);
+	flusher_send_frame(flusher.sock, FRAME_AGENT_GOODBYE, buf, len);
 }
 
 static int flusher_stopping(void)
@@ -954,10 +967,17 @@ int flusher_exit_drain(const char *reason)
 	setsockopt(flusher.sock, SOL_SOCKET, SO_SNDTIMEO, &send_timeout, sizeof(send_timeout));
 	flusher.exit_deadline_ns = mono_clock_ns() + STOP_MAX_S * 1000000000ull;
 	if (!flusher.failed && atomic_load_explicit(&flusher.released, memory_order_acquire)) {
+		/* one write wakes the daemon once (see struct frame_batch) */
+		flusher.exit_batch = (struct frame_batch){ flusher.sock, exit_batch_buf, 0,
+							   sizeof(exit_batch_buf) };
+		flusher.batching = 1;
 		flusher.final_cycle = 1;
 		flusher_cycle();
 		if (!flusher.failed)
 			flusher_send_goodbye();
+		flusher.batching = 0;
+		if (frame_batch_flush(&flusher.exit_batch) < 0 && !flusher.failed)
+			flusher.failed = -EPIPE;
 	}
 	atomic_store(&flusher.exited, 1);
 	go_exit_release();

@@ -33,6 +33,15 @@ struct flusher_ops {
 };
 
 /*
+ * frame_send(fd, type, payload, len, -1), for what the flusher's callers
+ * send on its socket (ops->send_table, ops->frame): during the process's
+ * exit drain the frame joins the drain's others, written at its end in
+ * one send, in order. 0, or frame_send's errors (a batched frame's come
+ * at the end of the drain).
+ */
+int flusher_send_frame(int fd, uint32_t type, const void *payload, size_t len);
+
+/*
  * Starts the flusher on the connected socket. It sends nothing until
  * flusher_release(); then ops->send_table first (from the flusher thread,
  * which may allocate), then events, and takes in the daemon's frames as

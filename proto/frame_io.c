@@ -132,6 +132,38 @@ int frame_send(int fd, uint32_t type, const void *payload, size_t len, int pass_
 	return frame_send_all(fd, &msg);
 }
 
+int frame_batch_flush(struct frame_batch *b)
+{
+	struct iovec iov = { .iov_base = b->buf, .iov_len = b->len };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+
+	if (!b->len)
+		return 0;
+	b->len = 0;
+	return frame_send_all(b->fd, &msg);
+}
+
+int frame_batch_add(struct frame_batch *b, uint32_t type, const void *payload, size_t len)
+{
+	int err;
+
+	if (!frame_type_known(type))
+		return -EPROTO;
+	if (len > FRAME_PAYLOAD_MAX)
+		return -EMSGSIZE;
+	if (len && !payload)
+		return -EINVAL;
+	if (FRAME_HEADER_SIZE + len > b->cap - b->len && (err = frame_batch_flush(b)) < 0)
+		return err;
+	if (FRAME_HEADER_SIZE + len > b->cap)
+		return frame_send(b->fd, type, payload, len, -1);
+	frame_header_encode(b->buf + b->len, type, (uint32_t)len);
+	if (len)
+		memcpy(b->buf + b->len + FRAME_HEADER_SIZE, payload, len);
+	b->len += FRAME_HEADER_SIZE + len;
+	return 0;
+}
+
 int frame_take_passed_fd(struct msghdr *msg)
 {
 	struct cmsghdr *cmsg;

@@ -33,6 +33,29 @@
 int frame_send(int fd, uint32_t type, const void *payload, size_t len, int pass_fd);
 
 /*
+ * Frames gathered in the caller's buffer and written together. Each write
+ * to a unix socket wakes its reader, which on a busy machine takes the
+ * writer's CPU (a sync wakeup) until it has read: a short process's last
+ * frames (its table, its events, its goodbye) in one write wake the daemon
+ * once. Not thread-safe: one writer per batch.
+ */
+struct frame_batch {
+	int fd;
+	uint8_t *buf;
+	size_t len, cap;
+};
+
+/*
+ * Appends a copy of one frame. What is queued is sent first when the frame
+ * does not fit after it; a frame larger than the buffer is then sent alone.
+ * 0, or frame_send's errors (the queued frames are dropped on one).
+ */
+int frame_batch_add(struct frame_batch *b, uint32_t type, const void *payload, size_t len);
+
+/* Sends what is queued (nothing: 0). 0, or frame_send's errors; the queue is empty after. */
+int frame_batch_flush(struct frame_batch *b);
+
+/*
  * Receives one whole frame. *payload gets a malloc'ed copy of the payload
  * (never NULL on success, even for length 0; the caller frees it). A
  * descriptor passed with any byte of the frame goes to *received_fd (-1 when

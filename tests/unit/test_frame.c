@@ -670,6 +670,57 @@ static void test_take_passed_fd(void)
 	close(sv[1]);
 }
 
+/* The frame next on fd: its type, length and first payload byte (-1 when empty). */
+static void check_next_frame(int fd, uint32_t type, uint32_t len, int first)
+{
+	struct frame_header hdr;
+	uint8_t *payload = NULL;
+
+	CHECK_EQ_INT(frame_recv(fd, &hdr, &payload, NULL, 1000), 0);
+	CHECK_EQ_INT(hdr.type, type);
+	CHECK_EQ_INT(hdr.length, len);
+	CHECK_EQ_INT(len ? payload[0] : -1, first);
+	free(payload);
+}
+
+static void test_batch_one_write_in_order(void)
+{
+	uint8_t buf[256], a[10] = { 0xa }, b[100] = { 0xb }, c[300] = { 0xc }, peek;
+	struct frame_batch batch = { .buf = buf, .cap = sizeof(buf) };
+	int sv[2];
+
+	CHECK_EQ_INT(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	batch.fd = sv[0];
+	CHECK_EQ_INT(frame_batch_add(&batch, FRAME_FUNCTION_TABLE, a, sizeof(a)), 0);
+	CHECK_EQ_INT(frame_batch_add(&batch, FRAME_EVENTS_RAW, b, sizeof(b)), 0);
+	CHECK_EQ_INT(frame_batch_add(&batch, FRAME_AGENT_GOODBYE, NULL, 0), 0);
+	/* nothing written before the flush */
+	CHECK_EQ_INT(recv(sv[1], &peek, 1, MSG_PEEK | MSG_DONTWAIT), -1);
+	CHECK_EQ_INT(frame_batch_flush(&batch), 0);
+	CHECK_EQ_INT(batch.len, 0);
+	check_next_frame(sv[1], FRAME_FUNCTION_TABLE, sizeof(a), 0xa);
+	check_next_frame(sv[1], FRAME_EVENTS_RAW, sizeof(b), 0xb);
+	check_next_frame(sv[1], FRAME_AGENT_GOODBYE, 0, -1);
+	/* one that does not fit after the queue sends it first; one larger than the buffer, alone */
+	CHECK_EQ_INT(frame_batch_add(&batch, FRAME_FUNCTION_TABLE, b, sizeof(b)), 0);
+	CHECK_EQ_INT(frame_batch_add(&batch, FRAME_EVENTS_RAW, c, 200), 0);
+	CHECK_EQ_INT(batch.len, FRAME_HEADER_SIZE + 200);
+	CHECK_EQ_INT(frame_batch_add(&batch, FRAME_EVENTS_RAW, c, 250), 0);
+	CHECK_EQ_INT(batch.len, 0);
+	CHECK_EQ_INT(frame_batch_add(&batch, FRAME_AGENT_GOODBYE, a, 1), 0);
+	CHECK_EQ_INT(frame_batch_flush(&batch), 0);
+	check_next_frame(sv[1], FRAME_FUNCTION_TABLE, sizeof(b), 0xb);
+	check_next_frame(sv[1], FRAME_EVENTS_RAW, 200, 0xc);
+	check_next_frame(sv[1], FRAME_EVENTS_RAW, 250, 0xc);
+	check_next_frame(sv[1], FRAME_AGENT_GOODBYE, 1, 0xa);
+	CHECK_EQ_INT(frame_batch_add(&batch, 0xffff, a, 1), -EPROTO);
+	CHECK_EQ_INT(batch.len, 0);
+	close(sv[1]);
+	CHECK_EQ_INT(frame_batch_add(&batch, FRAME_AGENT_GOODBYE, a, 1), 0);
+	CHECK_EQ_INT(frame_batch_flush(&batch), -EPIPE);
+	close(sv[0]);
+}
+
 int main(void)
 {
 	RUN_TEST(test_encode_decode_round_trip);
@@ -696,5 +747,6 @@ int main(void)
 	RUN_TEST(test_recv_bad_headers);
 	RUN_TEST(test_recv_closes_extra_fds);
 	RUN_TEST(test_take_passed_fd);
+	RUN_TEST(test_batch_one_write_in_order);
 	return unit_summary();
 }
