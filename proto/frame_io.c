@@ -101,6 +101,18 @@ static int frame_send_all(int fd, struct msghdr *msg)
 	return 0;
 }
 
+/* What frame_send refuses to write (see frame_io.h): 0, -EPROTO, -EMSGSIZE or -EINVAL. */
+static int frame_check(uint32_t type, const void *payload, size_t len)
+{
+	if (!frame_type_known(type))
+		return -EPROTO;
+	if (len > FRAME_PAYLOAD_MAX)
+		return -EMSGSIZE;
+	if (len && !payload)
+		return -EINVAL;
+	return 0;
+}
+
 int frame_send(int fd, uint32_t type, const void *payload, size_t len, int pass_fd)
 {
 	uint8_t head[FRAME_HEADER_SIZE];
@@ -111,13 +123,11 @@ int frame_send(int fd, uint32_t type, const void *payload, size_t len, int pass_
 	struct msghdr msg = { .msg_iov = iov, .msg_iovlen = len ? 2 : 1 };
 	union frame_cmsg_one ctl;
 	struct cmsghdr *cmsg;
+	int err;
 
-	if (!frame_type_known(type))
-		return -EPROTO;
-	if (len > FRAME_PAYLOAD_MAX)
-		return -EMSGSIZE;
-	if (len && !payload)
-		return -EINVAL;
+	err = frame_check(type, payload, len);
+	if (err < 0)
+		return err;
 	frame_header_encode(head, type, (uint32_t)len);
 	if (pass_fd >= 0) {
 		memset(&ctl, 0, sizeof(ctl));
@@ -147,12 +157,9 @@ int frame_batch_add(struct frame_batch *b, uint32_t type, const void *payload, s
 {
 	int err;
 
-	if (!frame_type_known(type))
-		return -EPROTO;
-	if (len > FRAME_PAYLOAD_MAX)
-		return -EMSGSIZE;
-	if (len && !payload)
-		return -EINVAL;
+	err = frame_check(type, payload, len);
+	if (err < 0)
+		return err;
 	if (FRAME_HEADER_SIZE + len > b->cap - b->len && (err = frame_batch_flush(b)) < 0)
 		return err;
 	if (FRAME_HEADER_SIZE + len > b->cap)
