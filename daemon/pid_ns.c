@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "common/mono_clock.h"
 #include "daemon/pid_ns.h"
@@ -107,10 +108,35 @@ static void rescan(struct pid_ns_map *m)
 		closedir(dir);
 }
 
+/*
+ * Whether pid's PID namespace is the one /proc numbers from, pid 1's there:
+ * 1 yes, 0 no, -1 not known (a link we may not follow, or gone). Two stats
+ * of ns links, where its status (NSpid's file) renders some 55 lines: most
+ * processes of a tree are in ours, and each was asked once.
+ */
+static int in_proc_namespace(pid_t pid)
+{
+	static struct stat proc_ns;
+	static int proc_ns_known; /* 0: not read yet, 1: read, -1: unreadable */
+	char path[64];
+	struct stat st;
+
+	if (!proc_ns_known)
+		proc_ns_known = stat("/proc/1/ns/pid", &proc_ns) ? -1 : 1;
+	snprintf(path, sizeof(path), "/proc/%d/ns/pid", (int)pid);
+	if (proc_ns_known < 0 || stat(path, &st))
+		return -1;
+	return st.st_dev == proc_ns.st_dev && st.st_ino == proc_ns.st_ino;
+}
+
 pid_t pid_ns_own_pid(pid_t host_pid)
 {
 	uint32_t host, ns;
-	int nested = read_nspid(host_pid, host_pid, &host, &ns);
+	int nested;
+
+	if (in_proc_namespace(host_pid) == 1)
+		return 0;
+	nested = read_nspid(host_pid, host_pid, &host, &ns);
 
 	return nested < 0 ? -1 : nested ? (pid_t)ns : 0;
 }
@@ -119,7 +145,7 @@ struct pid_ns_map *pid_ns_map_new(pid_t host_pid)
 {
 	struct pid_ns_map *m;
 	uint32_t host, ns;
-	int nested = read_nspid(host_pid, host_pid, &host, &ns);
+	int nested = in_proc_namespace(host_pid) == 1 ? 0 : read_nspid(host_pid, host_pid, &host, &ns);
 
 	if (nested <= 0) {
 		errno = nested < 0 ? -nested : 0;

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
- * daemon/pid_ns.c: a process in our PID namespace needs no translation; a
- * child in a new one (root only, else skipped) gets its namespace's thread
- * ids mapped to ours, and an id it does not have comes back unchanged.
+ * daemon/pid_ns.c: a process in our PID namespace needs no translation and
+ * has no pid of its own; a child in a new one (root only, else skipped) is
+ * pid 1 there, gets its namespace's thread ids mapped to ours, and an id it
+ * does not have comes back unchanged.
  */
 #include <sched.h>
 #include <signal.h>
@@ -17,6 +18,9 @@ static void test_same_namespace_needs_none(void)
 {
 	CHECK(pid_ns_map_new(getpid()) == NULL);
 	CHECK_EQ_INT(pid_ns_map_host_tid(NULL, 1234), 1234);
+	CHECK_EQ_INT(pid_ns_own_pid(getpid()), 0);
+	CHECK_EQ_INT(pid_ns_own_pid(1), 0);
+	CHECK_EQ_INT(pid_ns_own_pid(2147483647), -1); /* no such process */
 }
 
 /* A child that is pid 1 of a new PID namespace, until killed; -1 if not allowed. */
@@ -57,6 +61,7 @@ static void test_child_namespace_translated(void)
 		wait(&status);
 		return;
 	}
+	CHECK_EQ_INT(pid_ns_own_pid(child), 1);
 	m = pid_ns_map_new(child);
 	CHECK(m != NULL);
 	if (m) {
