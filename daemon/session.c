@@ -710,7 +710,7 @@ void session_read_samples(struct session *s)
 	uint64_t started = mono_clock_ns();
 
 	sampler_read(s->sampler, &sampler_cb, s);
-	for (struct session_process *p = s->procs; p; p = p->next)
+	for (struct session_process *p = s->active; p; p = p->active_next)
 		session_process_rings_read(p, started);
 }
 
@@ -1038,9 +1038,16 @@ out:
 		profd__agent_hello__free_unpacked(hello, NULL);
 }
 
-/* The process whose agent c is. */
+/*
+ * The process whose agent c is: among the active first (a process is
+ * retired only without an agent), then all of them (a hello from a gone
+ * process may name a retired one of its pid).
+ */
 static struct session_process *agent_process(struct session *s, const struct conn *c)
 {
+	for (struct session_process *p = s->active; p; p = p->active_next)
+		if (p->agent == c)
+			return p;
 	for (struct session_process *p = s->procs; p; p = p->next)
 		if (p->agent == c)
 			return p;
@@ -1669,15 +1676,15 @@ void session_tick_all(struct server *srv)
 			if (now > SAMPLE_HOLD_MAX_NS)
 				sched_session_watermark(s->sched, now - SAMPLE_HOLD_MAX_NS);
 		}
-		for (struct session_process *p = s->procs; p; p = p->next) {
+		for (struct session_process *p = s->active, *next; p; p = next) {
+			next = p->active_next; /* a retired one leaves the list */
 			session_process_tick(p, now);
 			/*
 			 * A tree of thousands must not keep every one's files open.
 			 * Its agent gone (its events all in), the rings read a few
 			 * times since its exit: no sample of it is still to come.
 			 */
-			if (p->exited && !p->agent && !p->retired &&
-			    now - p->exited_ns > RETIRE_AFTER_NS)
+			if (p->exited && !p->agent && now - p->exited_ns > RETIRE_AFTER_NS)
 				session_process_retire(p);
 		}
 		if (s->writer) /* never waits for the compressor */

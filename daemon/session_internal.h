@@ -45,6 +45,8 @@ struct session_process {
 	 * of the session (a tree's hundreds, most retired): its first line.
 	 */
 	struct session_process *next;
+	/* the session's processes not retired, newest first (what they walk) */
+	struct session_process *active_next, *active_prev;
 	struct sample_pipeline *samples_out; /* NULL: no sampling */
 	struct conn *agent;
 	uint64_t exited_ns;              /* when profd read that */
@@ -130,6 +132,11 @@ struct session {
 	uint32_t freq;
 	char agents_cut_warning[320];    /* the summary's line for agents that stopped early */
 	struct session_process *procs;   /* every process of the session, newest first */
+	/*
+	 * Those not retired, in the same order: each read of the rings, each
+	 * tick and each agent frame walk them, not a tree's hundreds gone.
+	 */
+	struct session_process *active;
 	/*
 	 * procs by pid, the newest of a reused pid (open addressing, a power of
 	 * two, at most half full): every sample and scheduler event looks its

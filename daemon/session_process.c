@@ -114,8 +114,24 @@ struct session_process *session_process_new(struct session *s, pid_t pid)
 	}
 	p->next = s->procs;
 	s->procs = p;
+	p->active_next = s->active;
+	if (s->active)
+		s->active->active_prev = p;
+	s->active = p;
 	pid_index_add(s, p);
 	return p;
+}
+
+/* Out of the session's active list, for good (see session_process_retire). */
+static void active_unlink(struct session_process *p)
+{
+	if (p->active_prev)
+		p->active_prev->active_next = p->active_next;
+	else if (p->s->active == p)
+		p->s->active = p->active_next;
+	if (p->active_next)
+		p->active_next->active_prev = p->active_prev;
+	p->active_next = p->active_prev = NULL;
 }
 
 void session_process_free(struct session_process *p)
@@ -365,6 +381,7 @@ void session_process_retire(struct session_process *p)
 	if (p->samples_out) /* what it holds goes out now, with its symbols */
 		sample_pipeline_flush(p->samples_out);
 	p->retired = true;
+	active_unlink(p);
 	dwarf_unwinder_free(p->unwinder);
 	p->unwinder = NULL;
 	symbolizer_free(p->symbols);
