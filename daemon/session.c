@@ -935,9 +935,11 @@ static struct session_process *gone_process(struct server *srv, struct session *
  * must still be allowed to ptrace the process. A handed-over link serves
  * its session only. The process may have exited since it connected: then
  * the newest of its pid is it (see gone_process for one never seen).
+ * waits: its agent waits for our config (it did not patch from the
+ * environment's).
  */
 static struct session_process *hello_process(struct server *srv, struct session *s,
-					     struct conn *c, pid_t parent)
+					     struct conn *c, pid_t parent, bool waits)
 {
 	pid_t pid = c->peer.pid;
 	struct session_process *p;
@@ -954,7 +956,7 @@ static struct session_process *hello_process(struct server *srv, struct session 
 	p = session_process_find(s, pid);
 	if (p && (now_start == p->start_time || now_start == 0))
 		return p; /* still it, or gone since it connected */
-	if (s->sampler) {
+	if (s->sampler && (p || !waits)) {
 		/*
 		 * Not known, or a pid reused: its FORK record, written before it
 		 * ran, may be unread yet. Read now (its first events would read
@@ -963,6 +965,8 @@ static struct session_process *hello_process(struct server *srv, struct session 
 		 * says when an older process of the pid ends in the trace. From
 		 * /proc instead (its maps, parents, the access check), a hello
 		 * that outran its record cost profd a third more per process.
+		 * Not for an agent that waits for its config: the samples pending
+		 * (unwound as they are read) would hold up its start.
 		 */
 		session_read_samples(s);
 		p = session_process_find(s, pid);
@@ -1000,7 +1004,9 @@ static void handle_agent_hello(struct server *srv, struct conn *c, const uint8_t
 	Profd__AgentHello *hello = profd__agent_hello__unpack(NULL, len, b);
 	Profd__AgentConfig cfg = PROFD__AGENT_CONFIG__INIT;
 	struct session *s = hello ? session_by_token(srv, hello->agent_token) : NULL;
-	struct session_process *p = s ? hello_process(srv, s, c, hello->parent) : NULL;
+	/* one that patched from the environment's config (config_known) waits for nothing */
+	struct session_process *p =
+		s ? hello_process(srv, s, c, hello->parent, !hello->config_known) : NULL;
 	uint8_t buf[64 * 1024];
 
 	if (!p) {
