@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/mono_clock.h"
 #include "daemon/pid_ns.h"
@@ -109,20 +110,25 @@ static void rescan(struct pid_ns_map *m)
 }
 
 /*
- * Whether pid's PID namespace is the one /proc numbers from, pid 1's there:
- * 1 yes, 0 no, -1 not known (a link we may not follow, or gone). Two stats
- * of ns links, where its status (NSpid's file) renders some 55 lines: most
- * processes of a tree are in ours, and each was asked once.
+ * Whether pid's PID namespace is the one /proc numbers from: 1 yes, 0 no,
+ * -1 not known (a link we may not follow, or gone). Its ns link against
+ * ours, ours checked once to be /proc's (NSpid of one field; pid 1's link
+ * is not always ours to follow): two stats, where its status (NSpid's
+ * file) renders some 55 lines. Most processes of a tree are in ours.
  */
 static int in_proc_namespace(pid_t pid)
 {
 	static struct stat proc_ns;
-	static int proc_ns_known; /* 0: not read yet, 1: read, -1: unreadable */
+	static int proc_ns_known; /* 0: not read yet, 1: read, -1: not usable */
+	uint32_t host, ns;
 	char path[64];
 	struct stat st;
 
-	if (!proc_ns_known)
-		proc_ns_known = stat("/proc/1/ns/pid", &proc_ns) ? -1 : 1;
+	if (!proc_ns_known) {
+		bool ours_is_procs = read_nspid(getpid(), getpid(), &host, &ns) == 0;
+
+		proc_ns_known = ours_is_procs && !stat("/proc/self/ns/pid", &proc_ns) ? 1 : -1;
+	}
 	snprintf(path, sizeof(path), "/proc/%d/ns/pid", (int)pid);
 	if (proc_ns_known < 0 || stat(path, &st))
 		return -1;
