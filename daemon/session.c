@@ -266,7 +266,8 @@ static struct session_process *session_add_process(struct server *srv, struct se
 								     NULL, true, true))
 		snprintf(p->why_not, sizeof(p->why_not), "out of memory for its samples");
 	perfetto_writer_process(s->writer, p->trace_proc, p->comm[0] ? p->comm : NULL);
-	session_process_describe_found(p);
+	if (pid != s->hello_pid) /* else its agent's hello describes it next */
+		session_process_describe_found(p);
 	/*
 	 * Its one thread (forked, or its agent just started): named as it, not
 	 * from /proc/PID/task. Reading a task's files there while the process
@@ -277,7 +278,8 @@ static struct session_process *session_add_process(struct server *srv, struct se
 	if (p->comm[0])
 		perfetto_writer_thread(s->writer, p->trace_proc, pid, p->comm);
 	session_follow_sched(srv, s, pid);
-	session_process_check_program(p);
+	if (pid != s->hello_pid) /* it runs an agent: nothing to say why not */
+		session_process_check_program(p);
 	return p;
 }
 
@@ -968,7 +970,9 @@ static struct session_process *hello_process(struct server *srv, struct session 
 		 * Not for an agent that waits for its config: the samples pending
 		 * (unwound as they are read) would hold up its start.
 		 */
+		s->hello_pid = pid;
 		session_read_samples(s);
+		s->hello_pid = 0;
 		p = session_process_find(s, pid);
 		if (p && (now_start == p->start_time || now_start == 0))
 			return p;

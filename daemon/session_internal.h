@@ -145,6 +145,12 @@ struct session {
 	struct session_process **pid_index;
 	uint32_t pid_index_slots, pid_index_used;
 	bool follow_children;            /* not --no-inherit */
+	/*
+	 * The process whose agent's hello is being handled, while its rings are
+	 * read: its FORK and exec COMM records skip /proc's command line and
+	 * program checks, which the hello's word (written after) supersedes.
+	 */
+	pid_t hello_pid;
 	uint32_t n_procs, n_live;        /* processes seen; followed and not gone */
 	uint32_t not_followed;           /* seen past the cap */
 	/* function names over the session: one trace id per name, whatever process */

@@ -407,11 +407,15 @@ void session_process_comm(struct session_process *p, uint32_t tid, const char *c
 	if (t)
 		t->named_by_kernel = 1;
 	if ((pid_t)tid == p->pid) { /* an exec, or its first name: what it runs now */
+		/* read for its agent's hello: the hello's word on the program follows */
+		bool hello_next = p->pid == p->s->hello_pid;
+
 		snprintf(p->comm, sizeof(p->comm), "%s", comm);
-		if (!p->agent_seen)
+		if (!p->agent_seen && !hello_next)
 			session_process_check_program(p);
 		perfetto_writer_process(p->s->writer, p->trace_proc, comm);
-		session_process_describe_detail(p);
+		if (!hello_next)
+			session_process_describe_detail(p);
 	}
 	perfetto_writer_thread(p->s->writer, p->trace_proc, (pid_t)tid, comm);
 	if (p->samples_out) /* the agent's thread: its samples are profiling overhead */
