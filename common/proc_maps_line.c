@@ -95,7 +95,7 @@ int proc_maps_line_next_exec(const char *text, size_t len, size_t *off, struct p
 
 int proc_maps_text_read(pid_t pid, char **text, size_t *len)
 {
-	size_t cap = 16384, n = 0;
+	size_t cap = 8192, n = 0; /* a process start's maps fit, in two pages */
 	char path[64];
 	char *buf = malloc(cap), *grown;
 	int fd, err = 0;
