@@ -148,7 +148,8 @@ static int flusher_send_stage(void)
 	if (flusher.exit_deadline_ns && !flusher.failed && mono_clock_ns() > flusher.exit_deadline_ns)
 		flusher.failed = -ETIMEDOUT;
 	if (flusher.stage_len && !flusher.failed &&
-	    flusher_send_frame(flusher.sock, FRAME_EVENTS_RAW, flusher.stage, flusher.stage_len) < 0)
+	    flusher_send_frame(flusher.sock, FRAME_EVENTS_RAW, flusher.stage,
+			       flusher.stage_len) < 0)
 		flusher.failed = -EPIPE;
 	flusher.stage_len = 0;
 	/* a stop waits while it moves (flusher_join, go_exit_flush) */

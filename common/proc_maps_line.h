@@ -17,8 +17,8 @@ struct proc_maps_line {
 	uint64_t start, end, pgoff, inode;
 	uint32_t major, minor;
 	int prot;           /* PROT_READ | PROT_WRITE | PROT_EXEC */
-	const char *path;   /* in the caller's text, not terminated: path_len bytes ("" when none) */
-	size_t path_len;    /* up to the line's end; " (deleted)" and spaces inside are kept */
+	const char *path;   /* in the caller's text, not terminated ("" when none) */
+	size_t path_len;    /* up to the line's end; " (deleted)" and blanks inside kept */
 };
 
 /*

@@ -45,11 +45,11 @@ static int read_status(pid_t pid, struct proc_status *st)
 		if (strncmp(line, "PPid:", 5) == 0)
 			sscanf(line, "PPid: %ld", &st->ppid);
 		else if (strncmp(line, "Uid:", 4) == 0)
-			st->found_uid = sscanf(line, "Uid: %ld %ld %ld %ld", &st->uid[0], &st->uid[1],
-					       &st->uid[2], &st->uid[3]) == 4;
+			st->found_uid = sscanf(line, "Uid: %ld %ld %ld %ld", &st->uid[0],
+					       &st->uid[1], &st->uid[2], &st->uid[3]) == 4;
 		else if (strncmp(line, "Gid:", 4) == 0)
-			st->found_gid = sscanf(line, "Gid: %ld %ld %ld %ld", &st->gid[0], &st->gid[1],
-					       &st->gid[2], &st->gid[3]) == 4;
+			st->found_gid = sscanf(line, "Gid: %ld %ld %ld %ld", &st->gid[0],
+					       &st->gid[1], &st->gid[2], &st->gid[3]) == 4;
 		else if (strncmp(line, "CapPrm:", 7) == 0)
 			sscanf(line, "CapPrm: %" SCNx64, &st->cap_prm);
 		else if (strncmp(line, "CapEff:", 7) == 0)

@@ -151,7 +151,8 @@ struct pid_ns_map *pid_ns_map_new(pid_t host_pid)
 {
 	struct pid_ns_map *m;
 	uint32_t host, ns;
-	int nested = in_proc_namespace(host_pid) == 1 ? 0 : read_nspid(host_pid, host_pid, &host, &ns);
+	int nested = in_proc_namespace(host_pid) == 1 ? 0 :
+			     read_nspid(host_pid, host_pid, &host, &ns);
 
 	if (nested <= 0) {
 		errno = nested < 0 ? -nested : 0;

@@ -291,7 +291,7 @@ static struct session_process *session_live_process(struct session *s, pid_t pid
 	return p && !p->exited ? p : NULL;
 }
 
-/* Whether a process whose parent is ppid descends from one the session follows (/proc's parents now). */
+/* Whether a process whose parent is ppid descends from one the session follows (/proc's now). */
 static bool session_descends_from(struct session *s, pid_t ppid)
 {
 	pid_t at = ppid;
@@ -666,7 +666,8 @@ static void on_fork(void *ctx, uint32_t pid, uint32_t ppid, uint32_t tid, uint64
 		s->not_followed++;
 		return;
 	}
-	session_add_process(s->client ? s->client->srv : NULL, s, (pid_t)pid, (pid_t)ppid, time, NULL);
+	session_add_process(s->client ? s->client->srv : NULL, s, (pid_t)pid, (pid_t)ppid, time,
+			    NULL);
 }
 
 static void on_task(void *ctx, bool is_exit, uint32_t pid, uint32_t tid, uint64_t time)
@@ -953,7 +954,7 @@ static struct session_process *hello_process(struct server *srv, struct session 
 		return NULL;
 	if (pid != s->target && !s->follow_children)
 		return NULL;
-	/* one read of its stat for its start time, parent and name: a new process needs all three */
+	/* one read of its stat: its start time, and a new process's parent and name */
 	now_start = proc_stat_read(pid, &st) ? 0 : st.start_time;
 	p = session_process_find(s, pid);
 	if (p && (now_start == p->start_time || now_start == 0))
@@ -984,8 +985,9 @@ static struct session_process *hello_process(struct server *srv, struct session 
 	/* checked as the process that read was of (the same start time): its parent and name */
 	if (session_descends_from(s, st.ppid) &&
 	    !access_check_target(&s->client_cred, pid, false, &start, why, sizeof(why)))
-		return session_add_process(srv, s, pid, start == now_start ? st.ppid : proc_parent(pid),
-					   0, start == now_start ? &st : NULL);
+		return session_add_process(srv, s, pid,
+					   start == now_start ? st.ppid : proc_parent(pid), 0,
+					   start == now_start ? &st : NULL);
 	/* reaped while it was checked: as gone as if it had been before */
 	return access_start_time(pid) == 0 ? gone_process(srv, s, c, parent) : NULL;
 }

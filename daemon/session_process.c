@@ -430,7 +430,8 @@ void session_process_rings_read(struct session_process *p, uint64_t started)
 
 void session_process_tick(struct session_process *p, uint64_t now)
 {
-	if (p->samples_out && !p->retired && now > SAMPLE_HOLD_MAX_NS) /* an agent that went quiet */
+	/* an agent that went quiet */
+	if (p->samples_out && !p->retired && now > SAMPLE_HOLD_MAX_NS)
 		sample_pipeline_release_older(p->samples_out, now - SAMPLE_HOLD_MAX_NS);
 }
 

@@ -701,7 +701,7 @@ static void test_batch_one_write_in_order(void)
 	check_next_frame(sv[1], FRAME_FUNCTION_TABLE, sizeof(a), 0xa);
 	check_next_frame(sv[1], FRAME_EVENTS_RAW, sizeof(b), 0xb);
 	check_next_frame(sv[1], FRAME_AGENT_GOODBYE, 0, -1);
-	/* one that does not fit after the queue sends it first; one larger than the buffer, alone */
+	/* one that does not fit after the queue sends it first; one larger than all, alone */
 	CHECK_EQ_INT(frame_batch_add(&batch, FRAME_FUNCTION_TABLE, b, sizeof(b)), 0);
 	CHECK_EQ_INT(frame_batch_add(&batch, FRAME_EVENTS_RAW, c, 200), 0);
 	CHECK_EQ_INT(batch.len, FRAME_HEADER_SIZE + 200);

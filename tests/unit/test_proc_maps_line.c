@@ -70,7 +70,7 @@ static void test_no_path(void)
 	CHECK_EQ_INT(parse("7f9de2752000-7f9de2754000 ---p 00000000 00:00 0", &l), 0);
 	CHECK_EQ_INT(l.prot, 0);
 	CHECK_EQ_INT(l.path_len, 0);
-	CHECK_EQ_INT(parse("7ffff7fc1000-7ffff7fc3000 r-xp 00000000 00:00 0          [vdso]", &l), 0);
+	CHECK_EQ_INT(parse("7ffff7fc1000-7ffff7fc3000 r-xp 00000000 00:00 0      [vdso]", &l), 0);
 	CHECK_EQ_STR(path_of(&l), "[vdso]");
 }
 
@@ -146,8 +146,8 @@ static void test_own_maps_as_sscanf(void)
 
 	/* distinct protections keep them apart: more than 16 KiB of lines */
 	for (int i = 0; i < 600; i++)
-		extra[i] = mmap(NULL, 4096, i % 2 ? PROT_READ : PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS,
-				-1, 0);
+		extra[i] = mmap(NULL, 4096, i % 2 ? PROT_READ : PROT_NONE,
+				MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	CHECK_EQ_INT(proc_maps_text_read(0, &text, &len), 0);
 	CHECK(len > 16384);
 	CHECK_EQ_INT(text[len], '\0');

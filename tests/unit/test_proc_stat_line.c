@@ -26,9 +26,9 @@ static void test_plain_line(void)
 {
 	struct proc_stat_line st;
 
-	CHECK_EQ_INT(parse("22577 (cat) R 22561 22561 2791 0 -1 4194304 99 0 0 0 0 0 0 0 20 0 1 0 "
-			   "5504321 2785280 224 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 "
-			   "0 0\n", &st), 0);
+	CHECK_EQ_INT(parse("22577 (cat) R 22561 22561 2791 0 -1 4194304 99 0 0 0 0 0 0 0 20 0 1 "
+			   "0 5504321 2785280 224 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 "
+			   "0 17 1 0 0 0 0 0\n", &st), 0);
 	CHECK_EQ_INT(st.pid, 22577);
 	CHECK_EQ_STR(st.comm, "cat");
 	CHECK_EQ_INT(st.state, 'R');
@@ -41,8 +41,8 @@ static void test_name_with_parentheses(void)
 	struct proc_stat_line st;
 
 	/* the name ends at the last ')', whatever it holds */
-	CHECK_EQ_INT(parse("7 (a\nb\\c d) (e\t) S 1 7 7 0 -1 0 0 0 0 0 0 0 0 0 -2 -20 1 0 42 0", &st),
-		     0);
+	CHECK_EQ_INT(parse("7 (a\nb\\c d) (e\t) S 1 7 7 0 -1 0 0 0 0 0 0 0 0 0 -2 -20 1 0 "
+			   "42 0", &st), 0);
 	CHECK_EQ_STR(st.comm, "a\nb\\c d) (e\t");
 	CHECK_EQ_INT(st.state, 'S');
 	CHECK_EQ_INT(st.ppid, 1);
