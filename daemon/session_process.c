@@ -612,6 +612,139 @@ static void slow_op(struct replay_writer *rw, struct perfetto_slice_pos *at, uin
 }
 
 #define REPLAY_AHEAD 32
+#define PLAIN_FUNCS 8 /* functions replay_plain keeps looked up (a power of two) */
+
+/*
+ * What replay_plain changes of a chunk's replay, in and out: the thread's
+ * stack (calls: never NULL), its clock (NULL: it never switched) and the
+ * scheduler's per-function sums (NULL: no scheduler states), the writer's
+ * cursor (read only) and position.
+ */
+struct plain_run {
+	struct call_thread *calls;
+	struct offcpu_thread *clock;
+	const struct sched_func_sums *sums;
+	const struct perfetto_slice_cursor *cur;
+	struct perfetto_slice_pos at;
+	uint64_t last_ts, events;
+};
+
+/*
+ * The usual events of an unsampled process, ev[i] to ev[n - 1], replayed
+ * as replay_chunk would, up to the first that needs more: a function with
+ * no trace id, an exit whose frame is not on top, a call switched out
+ * (its END has figures), a stack to grow, a packet the cursor does not
+ * write inline. Returns where it stopped: replay_chunk does that event,
+ * from the state as it was before it (nothing of a stopped event is
+ * changed: a clock read twice at one time reads the same). A loop of its
+ * own, its state a few locals: in replay_chunk's loop, beside the slow
+ * paths, they lived on the stack (a third of its instructions).
+ */
+static inline __attribute__((always_inline)) size_t
+plain_loop(const struct session_process *p, struct plain_run *run, const struct event_plain *ev,
+	   size_t i, size_t n, const bool sched)
+{
+	const struct perfetto_slice_cursor *cur = run->cur;
+	struct perfetto_slice_pos at = run->at;
+	struct call_thread *calls = run->calls;
+	struct call_frame *frames = calls->frames;
+	const uint32_t depth0 = calls->depth, packets0 = at.packets, at_depth0 = at.depth;
+	/*
+	 * The stack's depth and the track's move together here: one count,
+	 * with the bounds of both. A frame pops above floor (the track's
+	 * depth stays over 0; no END inline while BEGINs are clamped), one
+	 * pushes below ceil (room in the stack, the track under its limit).
+	 */
+	const uint32_t floor = cur->clamped ? UINT32_MAX :
+			       depth0 > at_depth0 ? depth0 - at_depth0 : 0;
+	const uint32_t ceil = PERFETTO_MAX_SLICE_DEPTH - at_depth0 < calls->capacity - depth0 ?
+				      depth0 + PERFETTO_MAX_SLICE_DEPTH - at_depth0 :
+				      calls->capacity;
+	struct offcpu_thread *clock = run->clock;
+	const size_t start = i;
+	uint32_t depth = depth0;
+	uint64_t last_ts = run->last_ts;
+	/*
+	 * The functions met: ids, BEGIN tail (0: no inline BEGIN), sums, by
+	 * agent id (agent id 0, the entries' first tag, has no trace id). In
+	 * memory, not in registers: a loop's functions alternate, and the
+	 * registers of one cached function were spilled anyway.
+	 */
+	struct plain_func {
+		uint32_t agent_id, func_id;
+		uint64_t tail;
+		struct sched_func_time *sum;
+	} funcs[PLAIN_FUNCS] = { 0 };
+
+	assert(at_depth0 <= PERFETTO_MAX_SLICE_DEPTH && depth0 <= calls->capacity);
+	for (; i < n; i++) {
+		uint64_t ts = ev[i].mono_ns > last_ts ? ev[i].mono_ns : last_ts;
+		struct plain_func *fn = &funcs[ev[i].func_id % PLAIN_FUNCS];
+		uint32_t func_id;
+
+		if (fn->agent_id != ev[i].func_id) {
+			fn->agent_id = ev[i].func_id;
+			fn->func_id = trace_id(p, fn->agent_id);
+			fn->tail = fn->func_id ? perfetto_slice_begin_tail(cur, fn->func_id) : 0;
+			if (sched)
+				fn->sum = fn->func_id < run->sums->n_funcs ?
+						  &run->sums->funcs[fn->func_id] : NULL;
+		}
+		if (!(func_id = fn->func_id))
+			break;
+		if (ev[i].kind == EVENT_EXIT) {
+			const struct call_frame *done;
+
+			if (depth <= floor || frames[depth - 1].func_id != func_id)
+				break;
+			done = &frames[depth - 1];
+			if (sched) {
+				/* switched out during the call: its END has figures */
+				struct offcpu_time now = offcpu_thread_before(clock, ts);
+
+				if (now.off_ns != done->off_at_enter.off_ns ||
+				    now.runnable_ns < done->off_at_enter.runnable_ns || !fn->sum)
+					break;
+			}
+			if (!perfetto_slice_emit(cur, &at, ts, cur->tail_end, 6))
+				break;
+			if (sched) /* sched_func_add of a call never switched out */
+				fn->sum->calls++;
+			depth--;
+		} else {
+			struct call_frame *f = &frames[depth];
+			struct offcpu_time off = offcpu_thread_before(clock, ts);
+
+			if (depth >= ceil || !fn->tail ||
+			    !perfetto_slice_emit(cur, &at, ts, fn->tail, 8))
+				break;
+			f->func_id = func_id;
+			f->enter_ts = ts;
+			f->off_at_enter = off;
+			f->self_samples = 0;
+			f->return_slot = 0;
+			depth++;
+		}
+		last_ts = ts;
+	}
+	/* one packet per event replayed: emit's own counts are dead */
+	at.packets = packets0 + (uint32_t)(i - start);
+	at.depth = at_depth0 + depth - depth0;
+	calls->depth = depth;
+	run->at = at;
+	run->last_ts = last_ts;
+	run->events += i - start;
+	return i;
+}
+
+/* plain_loop made twice: with scheduler states or without. */
+static __attribute__((noinline)) size_t replay_plain(const struct session_process *p,
+						    struct plain_run *run,
+						    const struct event_plain *ev, size_t i,
+						    size_t n)
+{
+	return run->sums ? plain_loop(p, run, ev, i, n, true) : plain_loop(p, run, ev, i, n, false);
+}
 
 /*
  * One EVENTS chunk of a thread, read event by event and replayed at once:
@@ -647,6 +780,7 @@ replay_chunk(struct session_process *p, uint32_t tid, struct event_reader *rd, c
 	 * off that chain (an L1-sized batch, not the 8 KiB ones of old).
 	 */
 	struct event_plain ahead[REPLAY_AHEAD];
+	struct plain_run run;
 	size_t n_ahead = 0, next = 0;
 	int err = 0;
 
@@ -654,6 +788,7 @@ replay_chunk(struct session_process *p, uint32_t tid, struct event_reader *rd, c
 					   &rw.out) == 0;
 	cur = rw.cur;
 	at = rw.out;
+	run = (struct plain_run){ .calls = calls, .clock = clock, .sums = sums, .cur = &rw.cur };
 	for (;;) {
 		struct event_plain e;
 		struct decoded_event ev;
@@ -662,6 +797,17 @@ replay_chunk(struct session_process *p, uint32_t tid, struct event_reader *rd, c
 		if (next == n_ahead) {
 			n_ahead = event_reader_plain(rd, ahead, REPLAY_AHEAD);
 			next = 0;
+		}
+		if (!sampled && calls && rw.ok && next < n_ahead) {
+			run.at = at;
+			run.last_ts = last_ts;
+			run.events = events;
+			next = replay_plain(p, &run, ahead, next, n_ahead);
+			at = run.at;
+			last_ts = run.last_ts;
+			events = run.events;
+			if (next == n_ahead)
+				continue;
 		}
 		if (next < n_ahead) {
 			e = ahead[next++];

@@ -275,16 +275,31 @@ static inline bool perfetto_slice_emit(const struct perfetto_slice_cursor *c,
 	return true;
 }
 
+/*
+ * The tail of func_id's usual BEGIN (for perfetto_slice_emit, 8 bytes), or
+ * 0 when its BEGIN cannot go inline (its name not defined on the thread's
+ * sequence yet, or an iid of two bytes). Valid while the cursor is: a
+ * caller may keep it for a run of one function's BEGINs.
+ */
+static inline uint64_t perfetto_slice_begin_tail(const struct perfetto_slice_cursor *c,
+						 uint32_t func_id)
+{
+	uint32_t iid;
+
+	if (func_id >= c->n_func_iid || !(iid = c->func_iid[func_id]) || iid >= 128 ||
+	    iid / 8 >= c->defined_bytes || !(c->defined[iid / 8] >> (iid % 8) & 1))
+		return 0;
+	return c->tail_begin | (uint64_t)iid << 56;
+}
+
 /* The usual BEGIN of func_id at ts; false: nothing written (perfetto_slice_cursor_op). */
 static inline bool perfetto_slice_begin(const struct perfetto_slice_cursor *c,
 					struct perfetto_slice_pos *at, uint64_t ts, uint32_t func_id)
 {
-	uint32_t iid;
+	uint64_t tail;
 
-	if (at->depth >= PERFETTO_MAX_SLICE_DEPTH || func_id >= c->n_func_iid ||
-	    !(iid = c->func_iid[func_id]) || iid >= 128 || iid / 8 >= c->defined_bytes ||
-	    !(c->defined[iid / 8] >> (iid % 8) & 1) ||
-	    !perfetto_slice_emit(c, at, ts, c->tail_begin | (uint64_t)iid << 56, 8))
+	if (at->depth >= PERFETTO_MAX_SLICE_DEPTH || !(tail = perfetto_slice_begin_tail(c, func_id)) ||
+	    !perfetto_slice_emit(c, at, ts, tail, 8))
 		return false;
 	at->depth++;
 	return true;
