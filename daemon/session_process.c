@@ -713,7 +713,9 @@ plain_loop(const struct session_process *p, struct plain_run *run, const struct 
 			depth--;
 		} else {
 			struct call_frame *f = &frames[depth];
-			struct offcpu_time off = offcpu_thread_before(clock, ts);
+			/* without scheduler states the thread has no clock */
+			struct offcpu_time off = sched ? offcpu_thread_before(clock, ts) :
+							 (struct offcpu_time){ 0 };
 
 			if (depth >= ceil || !fn->tail ||
 			    !perfetto_slice_emit(cur, &at, ts, fn->tail, 8))

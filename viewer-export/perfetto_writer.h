@@ -260,13 +260,19 @@ static inline bool perfetto_slice_emit(const struct perfetto_slice_cursor *c,
 				       unsigned tail_len)
 {
 	uint64_t seq_ts = at->seq_ts, delta = ts > seq_ts ? ts - seq_ts : 0, head;
+	uint64_t high = delta & ~0x7full; /* delta's bits past the first byte */
 	size_t len = at->len;
-	unsigned two = delta >= 128; /* a delta of two bytes */
+	unsigned two = high != 0; /* a delta of two bytes */
 
 	if (delta >= 1u << 14 || len >= c->lim)
 		return false;
-	head = 0x0a | (uint64_t)(2 + two + tail_len) << 8 | 0x40ull << 16 |
-	       (two ? (delta & 0x7f) | 0x80 | (delta >> 7) << 8 : delta) << 24;
+	/*
+	 * The delta's varint is delta + high + 0x80 when two, else delta
+	 * ((delta & 0x7f) | 0x80 | high << 1); the length byte is one more
+	 * when two: both in one add of two's bits, without a select.
+	 */
+	head = (0x0a | (uint64_t)(2 + tail_len) << 8 | 0x40ull << 16) + ((delta + high) << 24) +
+	       (-(uint64_t)two & (0x80ull << 24 | 1ull << 8));
 	__builtin_memcpy(c->out + len, &head, 8);
 	__builtin_memcpy(c->out + len + 4 + two, &tail, 8);
 	at->seq_ts = seq_ts + delta;

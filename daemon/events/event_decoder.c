@@ -527,8 +527,14 @@ static inline __attribute__((always_inline)) size_t
 plain_events(struct event_reader *r, struct event_plain *out, size_t max, const bool words)
 {
 	const uint8_t *p = r->p;
-	/* the longest event read here and the next item's first byte: 9 bytes */
-	const uint8_t *stop = r->end - p >= 9 ? r->end - 9 : p - 1;
+	/*
+	 * The longest event read here is 8 bytes, and the next item's first
+	 * byte is read with it: the first `room` events of the chunk's bytes
+	 * left start at least 9 bytes before its end (one bound for the batch,
+	 * not a test per event). The chunk's last item ends closer: it is
+	 * never read here, so a next item's first byte is always the chunk's.
+	 */
+	const size_t room = r->end - p >= 9 ? (size_t)(r->end - 9 - p) / 8 + 1 : 0;
 	/*
 	 * The time as x = tsc - lo, the offset into the clock segment: under
 	 * span, tsc = lo + x is below the segment's end, so no delta took it
@@ -537,11 +543,12 @@ plain_events(struct event_reader *r, struct event_plain *out, size_t max, const 
 	uint64_t x = r->tsc - r->cc.lo, ret = r->ret, slot = r->slot;
 	const uint64_t span = r->cc.span, a_mono = r->cc.a_mono, q64 = r->cc.q64;
 	struct event_frames *frames = r->frames;
-	struct event_plain *o = out, *o_end = out + (r->left < max ? r->left : max);
-	/* an item follows o's event in the chunk when o + 1 < o_last */
-	const struct event_plain *o_last = out + r->left;
+	struct event_plain *o = out, *o_end;
 
-	while (o < o_end && p <= stop) {
+	if (max > r->left)
+		max = r->left;
+	o_end = out + (max < room ? max : room);
+	while (o < o_end) {
 		const uint8_t *q = p;
 		uint64_t delta, id, v, ev_ret = ret, ev_slot = slot;
 		uint32_t wire, kind, w;
@@ -583,7 +590,7 @@ plain_events(struct event_reader *r, struct event_plain *out, size_t max, const 
 		} else if (wire != EVENT_EXIT) {
 			break;
 		}
-		if (o + 1 < o_last && (q[0] & 3) == EVENT_VALUES)
+		if ((q[0] & 3) == EVENT_VALUES)
 			break; /* its values come with it (event_reader_next) */
 		if (wire == EVENT_ENTER)
 			event_frames_put(frames, (uint32_t)id, ev_ret, ev_slot);
