@@ -611,7 +611,7 @@ static void slow_op(struct replay_writer *rw, struct perfetto_slice_pos *at, uin
 	*at = rw->out;
 }
 
-#define REPLAY_AHEAD 32
+#define REPLAY_AHEAD 64
 #define PLAIN_FUNCS 8 /* functions replay_plain keeps looked up (a power of two) */
 
 /*
@@ -620,7 +620,21 @@ static void slow_op(struct replay_writer *rw, struct perfetto_slice_pos *at, uin
  * scheduler's per-function sums (NULL: no scheduler states), the writer's
  * cursor (read only) and position.
  */
+struct plain_func {
+	uint32_t agent_id, func_id;
+	uint64_t tail;
+	struct sched_func_time *sum;
+};
 struct plain_run {
+	/*
+	 * The functions met: ids, BEGIN tail (0: no inline BEGIN), sums, by
+	 * agent id (agent id 0, the entries' first tag, has no trace id). In
+	 * memory, not in registers: a loop's functions alternate, and the
+	 * registers of one cached function were spilled anyway. Forgotten
+	 * whenever replay_chunk replays an event itself (a name it defines
+	 * changes the tails, a function it adds moves the sums).
+	 */
+	struct plain_func funcs[PLAIN_FUNCS];
 	struct call_thread *calls;
 	struct offcpu_thread *clock;
 	const struct sched_func_sums *sums;
@@ -664,17 +678,7 @@ plain_loop(const struct session_process *p, struct plain_run *run, const struct 
 	const size_t start = i;
 	uint32_t depth = depth0;
 	uint64_t last_ts = run->last_ts;
-	/*
-	 * The functions met: ids, BEGIN tail (0: no inline BEGIN), sums, by
-	 * agent id (agent id 0, the entries' first tag, has no trace id). In
-	 * memory, not in registers: a loop's functions alternate, and the
-	 * registers of one cached function were spilled anyway.
-	 */
-	struct plain_func {
-		uint32_t agent_id, func_id;
-		uint64_t tail;
-		struct sched_func_time *sum;
-	} funcs[PLAIN_FUNCS] = { 0 };
+	struct plain_func *funcs = run->funcs;
 
 	assert(at_depth0 <= PERFETTO_MAX_SLICE_DEPTH && depth0 <= calls->capacity);
 	for (; i < n; i++) {
@@ -791,6 +795,7 @@ replay_chunk(struct session_process *p, uint32_t tid, struct event_reader *rd, c
 	cur = rw.cur;
 	at = rw.out;
 	run = (struct plain_run){ .calls = calls, .clock = clock, .sums = sums, .cur = &rw.cur };
+	memset(run.funcs, 0, sizeof(run.funcs));
 	for (;;) {
 		struct event_plain e;
 		struct decoded_event ev;
@@ -811,6 +816,7 @@ replay_chunk(struct session_process *p, uint32_t tid, struct event_reader *rd, c
 			if (next == n_ahead)
 				continue;
 		}
+		memset(run.funcs, 0, sizeof(run.funcs)); /* replayed here */
 		if (next < n_ahead) {
 			e = ahead[next++];
 		} else { /* values, long varints, a new clock segment, the end */
