@@ -658,7 +658,8 @@ static inline __attribute__((always_inline)) size_t
 plain_loop(const struct session_process *p, struct plain_run *run, const struct event_plain *ev,
 	   size_t i, size_t n, const bool sched)
 {
-	const struct perfetto_slice_cursor *cur = run->cur;
+	/* a copy: the buffer's stores had its fields reloaded after each */
+	const struct perfetto_slice_cursor cur_copy = *run->cur, *cur = &cur_copy;
 	struct perfetto_slice_pos at = run->at;
 	struct call_thread *calls = run->calls;
 	struct call_frame *frames = calls->frames;
