@@ -805,7 +805,9 @@ replay_chunk(struct session_process *p, uint32_t tid, struct event_reader *rd, c
 		uint32_t func_id, n_values = 0;
 
 		if (next == n_ahead) {
-			n_ahead = event_reader_plain(rd, ahead, REPLAY_AHEAD);
+			/* an unsampled process's frames hold no return address (push_frame) */
+			n_ahead = sampled ? event_reader_plain(rd, ahead, REPLAY_AHEAD) :
+					    event_reader_calls(rd, ahead, REPLAY_AHEAD);
 			next = 0;
 		}
 		if (!sampled && calls && rw.ok && next < n_ahead) {

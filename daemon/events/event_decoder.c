@@ -521,10 +521,15 @@ static inline bool varint2(const uint8_t **pp, uint64_t *v)
  * event_reader_plain for one kind of chunk (words: a constant): the
  * reader's state in locals, only what the loop needs live (profd's hot
  * path: the decoder's state did not fit the registers, and the spills and
- * reloads were half of its instructions).
+ * reloads were half of its instructions). Without out_frames (event_reader_calls),
+ * the enters' frames are not written out, and a SEEN's is not even read:
+ * the bases keep the index of the chunk's frame that holds it (base_way),
+ * read only when an ENTER with a frame of its own needs it as its base
+ * (no ENTER came between: nothing put a frame over it).
  */
 static inline __attribute__((always_inline)) size_t
-plain_events(struct event_reader *r, struct event_plain *out, size_t max, const bool words)
+plain_events(struct event_reader *r, struct event_plain *out, size_t max, const bool words,
+	     const bool out_frames)
 {
 	const uint8_t *p = r->p;
 	/*
@@ -544,6 +549,7 @@ plain_events(struct event_reader *r, struct event_plain *out, size_t max, const 
 	const uint64_t span = r->cc.span, a_mono = r->cc.a_mono, q64 = r->cc.q64;
 	struct event_frames *frames = r->frames;
 	struct event_plain *o = out, *o_end;
+	int32_t base_way = -1; /* !out_frames: the frame's index that holds ret and slot, or -1 */
 
 	if (max > r->left)
 		max = r->left;
@@ -551,6 +557,7 @@ plain_events(struct event_reader *r, struct event_plain *out, size_t max, const 
 	while (o < o_end) {
 		const uint8_t *q = p;
 		uint64_t delta, id, v, ev_ret = ret, ev_slot = slot;
+		int32_t ev_way = base_way;
 		uint32_t wire, kind, w;
 
 		if (words) {
@@ -577,10 +584,19 @@ plain_events(struct event_reader *r, struct event_plain *out, size_t max, const 
 			id >>= 2;
 			if (frames->func[i] != id + 1)
 				break;
-			ev_ret = frames->ret[i];
-			ev_slot = frames->slot[i];
+			if (out_frames) {
+				ev_ret = frames->ret[i];
+				ev_slot = frames->slot[i];
+			} else {
+				ev_way = (int32_t)i;
+			}
 			kind = EVENT_ENTER;
 		} else if (wire == EVENT_ENTER) {
+			if (!out_frames && ev_way >= 0) {
+				ev_ret = frames->ret[ev_way];
+				ev_slot = frames->slot[ev_way];
+				ev_way = -1;
+			}
 			if (!varint2(&q, &v))
 				break;
 			ev_ret += (uint64_t)event_unzigzag(v);
@@ -596,14 +612,21 @@ plain_events(struct event_reader *r, struct event_plain *out, size_t max, const 
 			event_frames_put(frames, (uint32_t)id, ev_ret, ev_slot);
 		x += delta;
 		o->mono_ns = a_mono + (uint64_t)((unsigned __int128)x * q64 >> 64);
-		o->return_address = ev_ret;
-		o->return_slot = ev_slot;
+		if (out_frames) {
+			o->return_address = ev_ret;
+			o->return_slot = ev_slot;
+		}
 		o->func_id = (uint32_t)id;
 		o->kind = kind;
 		o++;
 		p = q;
 		ret = ev_ret;
 		slot = ev_slot;
+		base_way = ev_way;
+	}
+	if (!out_frames && base_way >= 0) {
+		ret = frames->ret[base_way];
+		slot = frames->slot[base_way];
 	}
 	if (o > out) {
 		r->p = p;
@@ -618,7 +641,14 @@ plain_events(struct event_reader *r, struct event_plain *out, size_t max, const 
 
 size_t event_reader_plain(struct event_reader *r, struct event_plain *out, size_t max)
 {
-	return r->words ? plain_events(r, out, max, true) : plain_events(r, out, max, false);
+	return r->words ? plain_events(r, out, max, true, true) :
+			  plain_events(r, out, max, false, true);
+}
+
+size_t event_reader_calls(struct event_reader *r, struct event_plain *out, size_t max)
+{
+	return r->words ? plain_events(r, out, max, true, false) :
+			  plain_events(r, out, max, false, false);
 }
 
 /* An EVENTS chunk (proto/event_wire.h), decoded and delivered; -EBADMSG if it does not decode. */
