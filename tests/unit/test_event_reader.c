@@ -181,6 +181,22 @@ static void test_calls_read_as_next(void)
 	check_plain_reads_as_next(true);
 }
 
+/* One chunk of thread 4 (its last TSC under tsc + 1) between two clock pairs, fed to d, read into l. */
+static void feed_chunk(struct event_decoder *d, struct read_log *l, const uint8_t *body,
+		       size_t len, uint32_t count, bool words, uint64_t tsc)
+{
+	struct builder b;
+
+	builder_init(&b, 0);
+	put_pair(&b, BASE_TSC, BASE_MONO);
+	put_pair(&b, tsc + 1, BASE_MONO + (tsc + 1 - BASE_TSC) / 2);
+	put_chunk(&b, words ? EVENT_CHUNK_EVENTS32 : EVENT_CHUNK_EVENTS, 4, count, 0, body, len);
+	builder_flush(&b);
+	CHECK_EQ_INT(event_decoder_feed(d, b.out, b.out_len, &chunk_cb, l, last_err,
+					sizeof(last_err)), 0);
+	builder_fini(&b);
+}
+
 /*
  * event_reader_calls does not read a SEEN's frame, yet it is the base of
  * the next ENTER's: enters from new sites right after a loop's SEEN, one
@@ -195,7 +211,6 @@ static void check_calls_bases(bool words)
 	struct read_log l = { .plain_first = true, .calls = true };
 	static uint8_t body[18000 * EVENT_WORST];
 	uint8_t *p = body;
-	struct builder b;
 	uint64_t tsc = BASE_TSC + 10;
 	size_t checked = 0;
 
@@ -210,14 +225,7 @@ static void check_calls_bases(bool words)
 		p = event_encode(&enc, p, tsc += 40, 2, EVENT_EXIT, 0, 0);
 		p = event_encode(&enc, p, tsc += 40, 1, EVENT_EXIT, 0, 0);
 	}
-	builder_init(&b, 0);
-	put_pair(&b, BASE_TSC, BASE_MONO);
-	put_pair(&b, tsc + 1, BASE_MONO + (tsc + 1 - BASE_TSC) / 2);
-	put_chunk(&b, words ? EVENT_CHUNK_EVENTS32 : EVENT_CHUNK_EVENTS, 4, enc.count, 0, body,
-		  (size_t)(p - body));
-	builder_flush(&b);
-	CHECK_EQ_INT(event_decoder_feed(d, b.out, b.out_len, &chunk_cb, &l, last_err,
-					sizeof(last_err)), 0);
+	feed_chunk(d, &l, body, (size_t)(p - body), enc.count, words, tsc);
 	CHECK_EQ_INT(l.n, 18000);
 	for (size_t i = 0; i < l.n; i++) {
 		const struct delivered_record *x = &l.recs[i];
@@ -235,7 +243,6 @@ static void check_calls_bases(bool words)
 		}
 	}
 	CHECK(checked > 1000);
-	builder_fini(&b);
 	event_decoder_free(d);
 	free(l.recs);
 }
@@ -258,7 +265,6 @@ static void check_seen_frames_round_trip(bool words)
 	struct read_log l = { .plain_first = true };
 	static uint8_t body[6000 * EVENT_WORST];
 	uint8_t *p = body;
-	struct builder b;
 	uint64_t tsc = BASE_TSC + 10;
 
 	event_frames_reset(&frames);
@@ -271,14 +277,7 @@ static void check_seen_frames_round_trip(bool words)
 		p = event_encode(&enc, p, tsc += 40, 1, EVENT_EXIT, 0, 0);
 	}
 	CHECK((size_t)(p - body) <= 6000 * (words ? 4 : 3) + 20);
-	builder_init(&b, 0);
-	put_pair(&b, BASE_TSC, BASE_MONO);
-	put_pair(&b, tsc + 1, BASE_MONO + (tsc + 1 - BASE_TSC) / 2);
-	put_chunk(&b, words ? EVENT_CHUNK_EVENTS32 : EVENT_CHUNK_EVENTS, 4, enc.count, 0, body,
-		  (size_t)(p - body));
-	builder_flush(&b);
-	CHECK_EQ_INT(event_decoder_feed(d, b.out, b.out_len, &chunk_cb, &l, last_err,
-					sizeof(last_err)), 0);
+	feed_chunk(d, &l, body, (size_t)(p - body), enc.count, words, tsc);
 	CHECK_EQ_INT(l.n, 6000);
 	CHECK(l.plain >= 5990); /* all but the first few (the clock segment cached) */
 	for (size_t i = 0; i < l.n; i += 6) {
@@ -290,7 +289,6 @@ static void check_seen_frames_round_trip(bool words)
 			break;
 		}
 	}
-	builder_fini(&b);
 	event_decoder_free(d);
 	free(l.recs);
 }
