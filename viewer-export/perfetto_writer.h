@@ -259,7 +259,8 @@ static inline bool perfetto_slice_emit(const struct perfetto_slice_cursor *c,
 				       struct perfetto_slice_pos *at, uint64_t ts, uint64_t tail,
 				       unsigned tail_len)
 {
-	uint64_t seq_ts = at->seq_ts, delta = ts > seq_ts ? ts - seq_ts : 0, head;
+	/* ts before the sequence's clock wraps delta past 2^14: the op's slow path clamps it */
+	uint64_t seq_ts = at->seq_ts, delta = ts - seq_ts, head;
 	uint64_t high = delta & ~0x7full; /* delta's bits past the first byte */
 	size_t len = at->len;
 	unsigned two = high != 0; /* a delta of two bytes */
