@@ -258,13 +258,10 @@ static inline uint8_t *put_varint_short(uint8_t *p, uint64_t v)
  * room, into p: event_encode's bytes for an EVENT_CHUNK_EVENTS32 (the unit
  * tests' encoder), written here with its state in locals: a byte store may alias the cursor and the
  * encoder, and GCC reloaded and stored them around every byte (and did not
- * inline event_encode once it looked frames up). Not inlined: inside the
- * drain's loop its count and frame bases lived on the stack (a read and a
- * write per event, two reloads per way looked up).
+ * inline event_encode once it looked frames up).
  */
-static __attribute__((noinline)) uint8_t *
-encode_span(const struct event_record *seg, uint64_t *pos_io, uint64_t limit,
-	    struct event_encoder *enc_io, uint8_t *p, const uint8_t *p_stop)
+static uint8_t *encode_span(const struct event_record *seg, uint64_t *pos_io, uint64_t limit,
+			    struct event_encoder *enc_io, uint8_t *p, const uint8_t *p_stop)
 {
 	uint64_t pos = *pos_io, prev_tsc = enc_io->prev_tsc, prev_ret, prev_slot;
 	struct event_frames *frames = enc_io->frames;
