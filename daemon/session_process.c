@@ -631,10 +631,12 @@ struct plain_run {
 	 * agent id (agent id 0, the entries' first tag, has no trace id). In
 	 * memory, not in registers: a loop's functions alternate, and the
 	 * registers of one cached function were spilled anyway. Forgotten
-	 * whenever replay_chunk replays an event itself (a name it defines
-	 * changes the tails, a function it adds moves the sums).
+	 * (stale: before the next call) whenever replay_chunk replays an
+	 * event itself (a name it defines changes the tails, a function it
+	 * adds moves the sums).
 	 */
 	struct plain_func funcs[PLAIN_FUNCS];
+	bool stale;
 	struct call_thread *calls;
 	struct offcpu_thread *clock;
 	const struct sched_func_sums *sums;
@@ -790,6 +792,7 @@ replay_chunk(struct session_process *p, uint32_t tid, struct event_reader *rd, c
 	 */
 	struct event_plain ahead[REPLAY_AHEAD];
 	struct plain_run run;
+	bool plain = false; /* replay_plain may take the batch's next events */
 	size_t n_ahead = 0, next = 0;
 	int err = 0;
 
@@ -797,8 +800,8 @@ replay_chunk(struct session_process *p, uint32_t tid, struct event_reader *rd, c
 					   &rw.out) == 0;
 	cur = rw.cur;
 	at = rw.out;
-	run = (struct plain_run){ .calls = calls, .clock = clock, .sums = sums, .cur = &rw.cur };
-	memset(run.funcs, 0, sizeof(run.funcs));
+	run = (struct plain_run){ .stale = true, .calls = calls, .clock = clock, .sums = sums,
+				  .cur = &rw.cur };
 	for (;;) {
 		struct event_plain e;
 		struct decoded_event ev;
@@ -809,8 +812,20 @@ replay_chunk(struct session_process *p, uint32_t tid, struct event_reader *rd, c
 			n_ahead = sampled ? event_reader_plain(rd, ahead, REPLAY_AHEAD) :
 					    event_reader_calls(rd, ahead, REPLAY_AHEAD);
 			next = 0;
+			plain = !sampled && calls && rw.ok;
 		}
-		if (!sampled && calls && rw.ok && next < n_ahead) {
+		/*
+		 * Not while the cursor writes nothing inline (a flight recorder's
+		 * ring), nor again in this batch once it took no event: each
+		 * call that stops at once costs a hundred instructions.
+		 */
+		if (plain && rw.cur.lim && next < n_ahead) {
+			size_t from = next;
+
+			if (run.stale) {
+				memset(run.funcs, 0, sizeof(run.funcs));
+				run.stale = false;
+			}
 			run.at = at;
 			run.last_ts = last_ts;
 			run.events = events;
@@ -820,8 +835,9 @@ replay_chunk(struct session_process *p, uint32_t tid, struct event_reader *rd, c
 			events = run.events;
 			if (next == n_ahead)
 				continue;
+			plain = next > from;
 		}
-		memset(run.funcs, 0, sizeof(run.funcs)); /* replayed here */
+		run.stale = true; /* replayed here */
 		if (next < n_ahead) {
 			e = ahead[next++];
 		} else { /* values, long varints, a new clock segment, the end */
