@@ -614,17 +614,19 @@ static void slow_op(struct replay_writer *rw, struct perfetto_slice_pos *at, uin
 #define REPLAY_AHEAD 128
 #define PLAIN_FUNCS 8 /* functions replay_plain keeps looked up (a power of two) */
 
+/* A function met by replay_plain, by its agent id: its trace id, BEGIN tail and sums. */
+struct plain_func {
+	uint32_t agent_id, func_id;
+	uint64_t tail;
+	struct sched_func_time *sum;
+};
+
 /*
  * What replay_plain changes of a chunk's replay, in and out: the thread's
  * stack (calls: never NULL), its clock (NULL: it never switched) and the
  * scheduler's per-function sums (NULL: no scheduler states), the writer's
  * cursor (read only) and position.
  */
-struct plain_func {
-	uint32_t agent_id, func_id;
-	uint64_t tail;
-	struct sched_func_time *sum;
-};
 struct plain_run {
 	/*
 	 * The functions met: ids, BEGIN tail (0: no inline BEGIN), sums, by
@@ -654,7 +656,8 @@ struct plain_run {
  * from the state as it was before it (nothing of a stopped event is
  * changed: a clock read twice at one time reads the same). A loop of its
  * own, its state a few locals: in replay_chunk's loop, beside the slow
- * paths, they lived on the stack (a third of its instructions).
+ * paths, they lived on the stack (192.7 -> 145.6 instructions per event on
+ * a replay, bench/README.md).
  */
 static inline __attribute__((always_inline)) size_t
 plain_loop(const struct session_process *p, struct plain_run *run, const struct event_plain *ev,
