@@ -210,13 +210,14 @@ int perfetto_writer_slices(struct perfetto_writer *w, uint64_t proc, pid_t tid,
 /*
  * profd's per-event path: one thread's slices written from the caller's
  * loop, event by event. perfetto_slice_begin and perfetto_slice_end write
- * the usual packet (a delta under 2^14 ns; the sequence and the name's iid
- * under 128, the name defined on the thread's sequence; no arguments; no
- * flight-recorder ring) from the cursor (the writer's state as the cursor
- * was loaded) and the position (what they change: the caller keeps it in
- * locals, in registers), and return false, having done nothing, otherwise:
- * then perfetto_slice_cursor_op writes the op as perfetto_writer_slices
- * would. Between open and close nothing else may write to the writer
+ * the usual packet (a time not before the sequence's clock, a delta under
+ * 2^14 ns; the sequence and the name's iid under 128, the name defined on
+ * the thread's sequence; no arguments; no flight-recorder ring) from the
+ * cursor (the writer's state as the cursor was loaded) and the position
+ * (what they change: the caller keeps it in locals, in registers), and
+ * return false, having done nothing, otherwise: then
+ * perfetto_slice_cursor_op writes the op as perfetto_writer_slices would.
+ * Between open and close nothing else may write to the writer
  * (close, write, open again). The fields are perfetto_writer.c's.
  */
 struct perfetto_slice_cursor {
