@@ -645,14 +645,17 @@ struct plain_run {
 	const struct perfetto_slice_cursor *cur;
 	struct perfetto_slice_pos at;
 	uint64_t last_ts, events;
+	uint64_t sample_due; /* a sampled process's: its samples up to here go first */
 };
 
 /*
- * The usual events of an unsampled process, ev[i] to ev[n - 1], replayed
- * as replay_chunk would, up to the first that needs more: a function with
- * no trace id, an exit whose frame is not on top, a call switched out
- * (its END has figures), a stack to grow, a packet the cursor does not
- * write inline. Returns where it stopped: replay_chunk does that event,
+ * The usual events of a process, ev[i] to ev[n - 1], replayed as
+ * replay_chunk would, up to the first that needs more: a function with
+ * no trace id, an exit whose frame is not on top, a call switched out or
+ * sampled as the innermost (its END has figures), a stack to grow, a
+ * packet the cursor does not write inline, samples due before it (sampled:
+ * the frames keep their return addresses, the recent slots and the last
+ * exited frame, which samples read). Returns where it stopped: replay_chunk does that event,
  * from the state as it was before it (nothing of a stopped event is
  * changed: a clock read twice at one time reads the same). A loop of its
  * own, its state a few locals: in replay_chunk's loop, beside the slow
@@ -661,7 +664,7 @@ struct plain_run {
  */
 static inline __attribute__((always_inline)) size_t
 plain_loop(const struct session_process *p, struct plain_run *run, const struct event_plain *ev,
-	   size_t i, size_t n, const bool sched)
+	   size_t i, size_t n, const bool sched, const bool sampled)
 {
 	/* a copy: the buffer's stores had its fields reloaded after each */
 	const struct perfetto_slice_cursor cur_copy = *run->cur, *cur = &cur_copy;
@@ -685,12 +688,18 @@ plain_loop(const struct session_process *p, struct plain_run *run, const struct 
 	uint32_t depth = depth0;
 	uint64_t last_ts = run->last_ts;
 	struct plain_func *funcs = run->funcs;
+	/* a sampled stack's recent slots come with its first push (call_thread_push_slow) */
+	struct slot_return *recent = sampled ? calls->recent : NULL;
+	const uint64_t sample_due = run->sample_due;
 
 	assert(at_depth0 <= PERFETTO_MAX_SLICE_DEPTH && depth0 <= calls->capacity);
 	for (; i < n; i++) {
 		uint64_t ts = ev[i].mono_ns > last_ts ? ev[i].mono_ns : last_ts;
 		struct plain_func *fn = &funcs[ev[i].func_id % PLAIN_FUNCS];
 		uint32_t func_id;
+
+		if (sampled && ts > sample_due)
+			break;
 
 		if (fn->agent_id != ev[i].func_id) {
 			fn->agent_id = ev[i].func_id;
@@ -708,6 +717,8 @@ plain_loop(const struct session_process *p, struct plain_run *run, const struct 
 			if (depth <= floor || frames[depth - 1].func_id != func_id)
 				break;
 			done = &frames[depth - 1];
+			if (sampled && done->self_samples)
+				break;
 			if (sched) {
 				/* switched out during the call: its END has figures */
 				struct offcpu_time now = offcpu_thread_before(clock, ts);
@@ -720,6 +731,10 @@ plain_loop(const struct session_process *p, struct plain_run *run, const struct 
 				break;
 			if (sched) /* sched_func_add of a call never switched out */
 				fn->sum->calls++;
+			if (sampled) { /* as call_thread_exit */
+				calls->last_exited = *done;
+				calls->has_last_exited = true;
+			}
 			depth--;
 		} else {
 			struct call_frame *f = &frames[depth];
@@ -727,7 +742,7 @@ plain_loop(const struct session_process *p, struct plain_run *run, const struct 
 			struct offcpu_time off = sched ? offcpu_thread_before(clock, ts) :
 							 (struct offcpu_time){ 0 };
 
-			if (depth >= ceil || !fn->tail ||
+			if (depth >= ceil || !fn->tail || (sampled && !recent) ||
 			    !perfetto_slice_emit(cur, &at, ts, fn->tail, 8))
 				break;
 			f->func_id = func_id;
@@ -735,6 +750,12 @@ plain_loop(const struct session_process *p, struct plain_run *run, const struct 
 			f->off_at_enter = off;
 			f->self_samples = 0;
 			f->return_slot = 0;
+			if (sampled) { /* as call_thread_push and call_thread_pushed */
+				f->return_address = ev[i].return_address;
+				f->return_slot = ev[i].return_slot;
+				recent[call_stacks_recent_index(f->return_slot)] =
+					(struct slot_return){ f->return_slot, f->return_address };
+			}
 			depth++;
 		}
 		last_ts = ts;
@@ -749,13 +770,17 @@ plain_loop(const struct session_process *p, struct plain_run *run, const struct 
 	return i;
 }
 
-/* plain_loop made twice: with scheduler states or without. */
+/* plain_loop made four times: with scheduler states or without, for a sampled process or not. */
 static __attribute__((noinline)) size_t replay_plain(const struct session_process *p,
 						    struct plain_run *run,
 						    const struct event_plain *ev, size_t i,
-						    size_t n)
+						    size_t n, bool sampled)
 {
-	return run->sums ? plain_loop(p, run, ev, i, n, true) : plain_loop(p, run, ev, i, n, false);
+	if (sampled)
+		return run->sums ? plain_loop(p, run, ev, i, n, true, true) :
+				   plain_loop(p, run, ev, i, n, false, true);
+	return run->sums ? plain_loop(p, run, ev, i, n, true, false) :
+			   plain_loop(p, run, ev, i, n, false, false);
 }
 
 /*
@@ -815,7 +840,7 @@ replay_chunk(struct session_process *p, uint32_t tid, struct event_reader *rd, c
 			n_ahead = sampled ? event_reader_plain(rd, ahead, REPLAY_AHEAD) :
 					    event_reader_calls(rd, ahead, REPLAY_AHEAD);
 			next = 0;
-			plain = !sampled && calls && rw.ok;
+			plain = calls && rw.ok;
 		}
 		/*
 		 * Not while the cursor writes nothing inline (a flight recorder's
@@ -832,7 +857,8 @@ replay_chunk(struct session_process *p, uint32_t tid, struct event_reader *rd, c
 			run.at = at;
 			run.last_ts = last_ts;
 			run.events = events;
-			next = replay_plain(p, &run, ahead, next, n_ahead);
+			run.sample_due = sample_due;
+			next = replay_plain(p, &run, ahead, next, n_ahead, sampled);
 			at = run.at;
 			last_ts = run.last_ts;
 			events = run.events;
