@@ -689,7 +689,7 @@ plain_loop(const struct session_process *p, struct plain_run *run, const struct 
 	uint64_t last_ts = run->last_ts;
 	struct plain_func *funcs = run->funcs;
 	/* a sampled stack's recent slots come with its first push (call_thread_push_slow) */
-	struct slot_return *recent = sampled ? calls->recent : NULL;
+	const bool recent = sampled && calls->recent;
 	const uint64_t sample_due = run->sample_due;
 
 	assert(at_depth0 <= PERFETTO_MAX_SLICE_DEPTH && depth0 <= calls->capacity);
@@ -731,10 +731,8 @@ plain_loop(const struct session_process *p, struct plain_run *run, const struct 
 				break;
 			if (sched) /* sched_func_add of a call never switched out */
 				fn->sum->calls++;
-			if (sampled) { /* as call_thread_exit */
-				calls->last_exited = *done;
-				calls->has_last_exited = true;
-			}
+			if (sampled) /* as call_thread_exit */
+				call_thread_exited(calls, done);
 			depth--;
 		} else {
 			struct call_frame *f = &frames[depth];
@@ -750,11 +748,10 @@ plain_loop(const struct session_process *p, struct plain_run *run, const struct 
 			f->off_at_enter = off;
 			f->self_samples = 0;
 			f->return_slot = 0;
-			if (sampled) { /* as call_thread_push and call_thread_pushed */
+			if (sampled) { /* as push_frame */
 				f->return_address = ev[i].return_address;
 				f->return_slot = ev[i].return_slot;
-				recent[call_stacks_recent_index(f->return_slot)] =
-					(struct slot_return){ f->return_slot, f->return_address };
+				call_thread_pushed(calls, f);
 			}
 			depth++;
 		}
