@@ -210,13 +210,14 @@ int perfetto_writer_slices(struct perfetto_writer *w, uint64_t proc, pid_t tid,
 /*
  * profd's per-event path: one thread's slices written from the caller's
  * loop, event by event. perfetto_slice_begin and perfetto_slice_end write
- * the usual packet (a delta under 2^14 ns; the sequence and the name's iid
- * under 128, the name defined on the thread's sequence; no arguments; no
- * flight-recorder ring) from the cursor (the writer's state as the cursor
- * was loaded) and the position (what they change: the caller keeps it in
- * locals, in registers), and return false, having done nothing, otherwise:
- * then perfetto_slice_cursor_op writes the op as perfetto_writer_slices
- * would. Between open and close nothing else may write to the writer
+ * the usual packet (a time not before the sequence's clock, a delta under
+ * 2^14 ns; the sequence and the name's iid under 128, the name defined on
+ * the thread's sequence; no arguments; no flight-recorder ring) from the
+ * cursor (the writer's state as the cursor was loaded) and the position
+ * (what they change: the caller keeps it in locals, in registers), and
+ * return false, having done nothing, otherwise: then
+ * perfetto_slice_cursor_op writes the op as perfetto_writer_slices would.
+ * Between open and close nothing else may write to the writer
  * (close, write, open again). The fields are perfetto_writer.c's.
  */
 struct perfetto_slice_cursor {
@@ -259,14 +260,21 @@ static inline bool perfetto_slice_emit(const struct perfetto_slice_cursor *c,
 				       struct perfetto_slice_pos *at, uint64_t ts, uint64_t tail,
 				       unsigned tail_len)
 {
-	uint64_t seq_ts = at->seq_ts, delta = ts > seq_ts ? ts - seq_ts : 0, head;
+	/* ts before the sequence's clock wraps delta past 2^14: the op's slow path clamps it */
+	uint64_t seq_ts = at->seq_ts, delta = ts - seq_ts, head;
+	uint64_t high = delta & ~0x7full; /* delta's bits past the first byte */
 	size_t len = at->len;
-	unsigned two = delta >= 128; /* a delta of two bytes */
+	unsigned two = high != 0; /* a delta of two bytes */
 
 	if (delta >= 1u << 14 || len >= c->lim)
 		return false;
-	head = 0x0a | (uint64_t)(2 + two + tail_len) << 8 | 0x40ull << 16 |
-	       (two ? (delta & 0x7f) | 0x80 | (delta >> 7) << 8 : delta) << 24;
+	/*
+	 * The delta's varint is delta + high + 0x80 when two, else delta
+	 * ((delta & 0x7f) | 0x80 | high << 1); the length byte is one more
+	 * when two: both in one add of two's bits, without a select.
+	 */
+	head = (0x0a | (uint64_t)(2 + tail_len) << 8 | 0x40ull << 16) + ((delta + high) << 24) +
+	       (-(uint64_t)two & (0x80ull << 24 | 1ull << 8));
 	__builtin_memcpy(c->out + len, &head, 8);
 	__builtin_memcpy(c->out + len + 4 + two, &tail, 8);
 	at->seq_ts = seq_ts + delta;
@@ -275,16 +283,31 @@ static inline bool perfetto_slice_emit(const struct perfetto_slice_cursor *c,
 	return true;
 }
 
+/*
+ * The tail of func_id's usual BEGIN (for perfetto_slice_emit, 8 bytes), or
+ * 0 when its BEGIN cannot go inline (its name not defined on the thread's
+ * sequence yet, or an iid of two bytes). Valid while the cursor is: a
+ * caller may keep it for a run of one function's BEGINs.
+ */
+static inline uint64_t perfetto_slice_begin_tail(const struct perfetto_slice_cursor *c,
+						 uint32_t func_id)
+{
+	uint32_t iid;
+
+	if (func_id >= c->n_func_iid || !(iid = c->func_iid[func_id]) || iid >= 128 ||
+	    iid / 8 >= c->defined_bytes || !(c->defined[iid / 8] >> (iid % 8) & 1))
+		return 0;
+	return c->tail_begin | (uint64_t)iid << 56;
+}
+
 /* The usual BEGIN of func_id at ts; false: nothing written (perfetto_slice_cursor_op). */
 static inline bool perfetto_slice_begin(const struct perfetto_slice_cursor *c,
 					struct perfetto_slice_pos *at, uint64_t ts, uint32_t func_id)
 {
-	uint32_t iid;
+	uint64_t tail;
 
-	if (at->depth >= PERFETTO_MAX_SLICE_DEPTH || func_id >= c->n_func_iid ||
-	    !(iid = c->func_iid[func_id]) || iid >= 128 || iid / 8 >= c->defined_bytes ||
-	    !(c->defined[iid / 8] >> (iid % 8) & 1) ||
-	    !perfetto_slice_emit(c, at, ts, c->tail_begin | (uint64_t)iid << 56, 8))
+	if (at->depth >= PERFETTO_MAX_SLICE_DEPTH || !(tail = perfetto_slice_begin_tail(c, func_id)) ||
+	    !perfetto_slice_emit(c, at, ts, tail, 8))
 		return false;
 	at->depth++;
 	return true;

@@ -521,14 +521,25 @@ static inline bool varint2(const uint8_t **pp, uint64_t *v)
  * event_reader_plain for one kind of chunk (words: a constant): the
  * reader's state in locals, only what the loop needs live (profd's hot
  * path: the decoder's state did not fit the registers, and the spills and
- * reloads were half of its instructions).
+ * reloads were half of its instructions). Without out_frames (event_reader_calls),
+ * the enters' frames are not written out, and a SEEN's is not even read:
+ * the bases keep the index of the chunk's frame that holds it (base_way),
+ * read only when an ENTER with a frame of its own needs it as its base
+ * (no ENTER came between: nothing put a frame over it).
  */
 static inline __attribute__((always_inline)) size_t
-plain_events(struct event_reader *r, struct event_plain *out, size_t max, const bool words)
+plain_events(struct event_reader *r, struct event_plain *out, size_t max, const bool words,
+	     const bool out_frames)
 {
 	const uint8_t *p = r->p;
-	/* the longest event read here and the next item's first byte: 9 bytes */
-	const uint8_t *stop = r->end - p >= 9 ? r->end - 9 : p - 1;
+	/*
+	 * The longest event read here is 8 bytes, and the next item's first
+	 * byte is read with it: the first `room` events of the chunk's bytes
+	 * left start at least 9 bytes before its end (one bound for the batch,
+	 * not a test per event). The chunk's last item ends closer: it is
+	 * never read here, so a next item's first byte is always the chunk's.
+	 */
+	const size_t room = r->end - p >= 9 ? (size_t)(r->end - 9 - p) / 8 + 1 : 0;
 	/*
 	 * The time as x = tsc - lo, the offset into the clock segment: under
 	 * span, tsc = lo + x is below the segment's end, so no delta took it
@@ -537,13 +548,16 @@ plain_events(struct event_reader *r, struct event_plain *out, size_t max, const 
 	uint64_t x = r->tsc - r->cc.lo, ret = r->ret, slot = r->slot;
 	const uint64_t span = r->cc.span, a_mono = r->cc.a_mono, q64 = r->cc.q64;
 	struct event_frames *frames = r->frames;
-	struct event_plain *o = out, *o_end = out + (r->left < max ? r->left : max);
-	/* an item follows o's event in the chunk when o + 1 < o_last */
-	const struct event_plain *o_last = out + r->left;
+	struct event_plain *o = out, *o_end;
+	int32_t base_way = -1; /* !out_frames: the frame's index that holds ret and slot, or -1 */
 
-	while (o < o_end && p <= stop) {
+	if (max > r->left)
+		max = r->left;
+	o_end = out + (max < room ? max : room);
+	while (o < o_end) {
 		const uint8_t *q = p;
 		uint64_t delta, id, v, ev_ret = ret, ev_slot = slot;
+		int32_t ev_way = base_way;
 		uint32_t wire, kind, w;
 
 		if (words) {
@@ -570,10 +584,19 @@ plain_events(struct event_reader *r, struct event_plain *out, size_t max, const 
 			id >>= 2;
 			if (frames->func[i] != id + 1)
 				break;
-			ev_ret = frames->ret[i];
-			ev_slot = frames->slot[i];
+			if (out_frames) {
+				ev_ret = frames->ret[i];
+				ev_slot = frames->slot[i];
+			} else {
+				ev_way = (int32_t)i;
+			}
 			kind = EVENT_ENTER;
 		} else if (wire == EVENT_ENTER) {
+			if (!out_frames && ev_way >= 0) {
+				ev_ret = frames->ret[ev_way];
+				ev_slot = frames->slot[ev_way];
+				ev_way = -1;
+			}
 			if (!varint2(&q, &v))
 				break;
 			ev_ret += (uint64_t)event_unzigzag(v);
@@ -583,20 +606,27 @@ plain_events(struct event_reader *r, struct event_plain *out, size_t max, const 
 		} else if (wire != EVENT_EXIT) {
 			break;
 		}
-		if (o + 1 < o_last && (q[0] & 3) == EVENT_VALUES)
+		if ((q[0] & 3) == EVENT_VALUES)
 			break; /* its values come with it (event_reader_next) */
 		if (wire == EVENT_ENTER)
 			event_frames_put(frames, (uint32_t)id, ev_ret, ev_slot);
 		x += delta;
 		o->mono_ns = a_mono + (uint64_t)((unsigned __int128)x * q64 >> 64);
-		o->return_address = ev_ret;
-		o->return_slot = ev_slot;
+		if (out_frames) {
+			o->return_address = ev_ret;
+			o->return_slot = ev_slot;
+		}
 		o->func_id = (uint32_t)id;
 		o->kind = kind;
 		o++;
 		p = q;
 		ret = ev_ret;
 		slot = ev_slot;
+		base_way = ev_way;
+	}
+	if (!out_frames && base_way >= 0) {
+		ret = frames->ret[base_way];
+		slot = frames->slot[base_way];
 	}
 	if (o > out) {
 		r->p = p;
@@ -611,7 +641,14 @@ plain_events(struct event_reader *r, struct event_plain *out, size_t max, const 
 
 size_t event_reader_plain(struct event_reader *r, struct event_plain *out, size_t max)
 {
-	return r->words ? plain_events(r, out, max, true) : plain_events(r, out, max, false);
+	return r->words ? plain_events(r, out, max, true, true) :
+			  plain_events(r, out, max, false, true);
+}
+
+size_t event_reader_calls(struct event_reader *r, struct event_plain *out, size_t max)
+{
+	return r->words ? plain_events(r, out, max, true, false) :
+			  plain_events(r, out, max, false, false);
 }
 
 /* An EVENTS chunk (proto/event_wire.h), decoded and delivered; -EBADMSG if it does not decode. */

@@ -163,6 +163,13 @@ int event_reader_next(struct event_reader *r, struct decoded_event *ev,
  */
 size_t event_reader_plain(struct event_reader *r, struct event_plain *out, size_t max);
 
+/*
+ * As event_reader_plain, for a caller that does not read the enters'
+ * frames: out's return_address and return_slot are left unset (fewer
+ * loads and stores per event). r moves on exactly as with event_reader_plain.
+ */
+size_t event_reader_calls(struct event_reader *r, struct event_plain *out, size_t max);
+
 /* TSC -> CLOCK_MONOTONIC with the pairs seen so far; 0 if fewer than two. */
 uint64_t event_decoder_convert(const struct event_decoder *d, uint64_t tsc);
 

@@ -125,6 +125,13 @@ static inline void call_thread_pushed(struct call_thread *t, const struct call_f
  * the thread's next enter or exit (it is also kept as the thread's last
  * exited frame); NULL when no open frame has func_id.
  */
+/* f, the innermost frame, returned: kept as the thread's last exited frame (read only by samples). */
+static inline void call_thread_exited(struct call_thread *t, const struct call_frame *f)
+{
+	t->last_exited = *f;
+	t->has_last_exited = true;
+}
+
 static inline const struct call_frame *call_thread_exit(struct call_thread *t, uint32_t func_id)
 {
 	const struct call_frame *f;
@@ -132,8 +139,7 @@ static inline const struct call_frame *call_thread_exit(struct call_thread *t, u
 	if (__builtin_expect(!t->depth || t->frames[t->depth - 1].func_id != func_id, 0))
 		return call_thread_exit_slow(t, func_id);
 	f = &t->frames[--t->depth];
-	t->last_exited = *f; /* read only by samples, later */
-	t->has_last_exited = true;
+	call_thread_exited(t, f);
 	return f;
 }
 

@@ -6,7 +6,8 @@
  * decompressed chunks, compressed here like agent/flusher.c does, so that the
  * chunk parser sees well-formed zstd. Mode bits 1-2: events come one by one
  * (0), in batches (1, the `events` callback) or read by the callback (2 and
- * 3, the `chunk` callback: profd's event_reader_plain, else _next). Checks
+ * 3, the `chunk` callback: profd's event_reader_plain, event_reader_calls
+ * with 3, else _next). Checks
  * the decoder's promises (events of a known kind, aggregates that add up,
  * nothing delivered by a frame refused before its bodies are decoded), never
  * exits.
@@ -72,8 +73,11 @@ static void on_func_agg(void *ctx, uint32_t tid, const struct decoded_func_agg *
 	++*(size_t *)ctx;
 }
 
-/* profd's path: events through event_reader_plain a few at a time while it takes them, else _next. */
-static int on_chunk(void *ctx, uint32_t tid, struct event_reader *r)
+/*
+ * profd's path: events through event_reader_plain (calls: event_reader_calls)
+ * a few at a time while it takes them, else _next.
+ */
+static int read_chunk(void *ctx, uint32_t tid, struct event_reader *r, bool calls)
 {
 	struct decoded_value values[EVENT_VALUES_MAX];
 	struct event_plain some[4];
@@ -81,9 +85,8 @@ static int on_chunk(void *ctx, uint32_t tid, struct event_reader *r)
 	size_t n;
 	int got;
 
-	(void)tid;
 	for (;;) {
-		if ((n = event_reader_plain(r, some, 4)) > 0) {
+		if ((n = calls ? event_reader_calls(r, some, 4) : event_reader_plain(r, some, 4)) > 0) {
 			for (size_t i = 0; i < n; i++)
 				CHECK(some[i].kind == EVENT_ENTER || some[i].kind == EVENT_EXIT);
 			*(size_t *)ctx += n;
@@ -96,7 +99,17 @@ static int on_chunk(void *ctx, uint32_t tid, struct event_reader *r)
 	}
 }
 
-static const struct event_decoder_callbacks callbacks[3] = {
+static int on_chunk(void *ctx, uint32_t tid, struct event_reader *r)
+{
+	return read_chunk(ctx, tid, r, false);
+}
+
+static int on_chunk_calls(void *ctx, uint32_t tid, struct event_reader *r)
+{
+	return read_chunk(ctx, tid, r, true);
+}
+
+static const struct event_decoder_callbacks callbacks[4] = {
 	{
 		.record = on_record,
 		.thread_name = on_thread_name,
@@ -115,6 +128,14 @@ static const struct event_decoder_callbacks callbacks[3] = {
 	},
 	{
 		.chunk = on_chunk,
+		.thread_name = on_thread_name,
+		.thread_exit = on_thread_exit,
+		.drops = on_drops,
+		.thread_drops = on_thread_drops,
+		.func_agg = on_func_agg,
+	},
+	{
+		.chunk = on_chunk_calls,
 		.thread_name = on_thread_name,
 		.thread_exit = on_thread_exit,
 		.drops = on_drops,
@@ -220,7 +241,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		off += 2;
 		if (len > size - off)
 			len = size - off;
-		if (feed_one(d, cctx, data + off, len, &callbacks[(data[0] >> 1 & 3) % 3]) < 0)
+		if (feed_one(d, cctx, data + off, len, &callbacks[data[0] >> 1 & 3]) < 0)
 			break;
 		off += len;
 	}

@@ -2,7 +2,9 @@
 /*
  * Unit tests for daemon/events/event_decoder.h's reader, profd's per-event
  * path: event_reader_plain gives what event_reader_next gives, event for
- * event, on streams of every kind of item, in both kinds of EVENTS chunk;
+ * event, on streams of every kind of item, in both kinds of EVENTS chunk
+ * (event_reader_calls too, but for the frames it leaves out, and the
+ * reader goes on from where it left as from event_reader_plain);
  * an ENTER_SEEN names only a frame its own chunk gave (proto/event_wire.h).
  */
 #include "tests/unit/event_stream_fixture.h"
@@ -12,6 +14,7 @@ struct read_log {
 	struct delivered_record *recs;
 	size_t n, cap, plain;
 	bool plain_first; /* event_reader_plain before event_reader_next */
+	bool calls;       /* event_reader_calls instead: its events' frames logged as ~0 */
 };
 
 static void log_event(struct read_log *l, uint32_t tid, uint64_t mono, uint32_t func, uint32_t kind,
@@ -35,14 +38,16 @@ static int read_chunk(void *ctx, uint32_t tid, struct event_reader *r)
 
 	for (size_t k = 0;; k++) {
 		struct event_plain some[7];
-		size_t n = l->plain_first ? event_reader_plain(r, some, 1 + k % 7) : 0;
+		size_t n = l->calls ? event_reader_calls(r, some, 1 + k % 7) :
+			   l->plain_first ? event_reader_plain(r, some, 1 + k % 7) : 0;
 
 		for (size_t i = 0; i < n; i++)
 			log_event(l, tid, some[i].mono_ns, some[i].func_id, some[i].kind,
-				  some[i].return_address, some[i].return_slot, 0);
+				  l->calls ? ~0ull : some[i].return_address,
+				  l->calls ? ~0ull : some[i].return_slot, 0);
 		l->plain += n;
-		if (n)
-			continue;
+		if (n && !l->calls)
+			continue; /* (after event_reader_calls, one event_reader_next: it reads the bases left) */
 		got = event_reader_next(r, &ev, values);
 		if (got <= 0)
 			return got;
@@ -107,11 +112,12 @@ static void build_random_stream(struct builder *b, uint64_t *seed)
 	put_pair(b, tsc + 2, BASE_MONO + (tsc + 2 - BASE_TSC) / 3 + 1000);
 }
 
-static void test_plain_reads_as_next(void)
+static void check_plain_reads_as_next(bool calls)
 {
 	struct event_decoder *d1 = event_decoder_new(), *d2 = event_decoder_new(),
 			     *d3 = event_decoder_new();
-	struct read_log plain = { .plain_first = true }, next = { 0 };
+	struct read_log plain = { .plain_first = true, .calls = calls }, next = { 0 };
+	size_t frames_checked = 0;
 	struct recorder rec = { 0 };
 	uint64_t seed = 0x7e57ab1e5eedull;
 	struct builder b;
@@ -135,10 +141,14 @@ static void test_plain_reads_as_next(void)
 	for (size_t i = 0; i < plain.n && i < next.n && i < rec.n_recs; i++) {
 		const struct delivered_record *x = &plain.recs[i], *y = &next.recs[i],
 					      *z = &rec.recs[i];
+		/* event_reader_calls left it out: the frames of the events read after it tell */
+		bool no_frame = calls && x->kind == EVENT_ENTER && x->return_address == ~0ull;
 
+		frames_checked += calls && x->kind == EVENT_ENTER && !no_frame;
 		if (x->tid != y->tid || x->func != y->func || x->kind != y->kind ||
-		    x->mono != y->mono || x->return_address != y->return_address ||
-		    x->return_slot != y->return_slot || x->n_values != y->n_values ||
+		    x->mono != y->mono || (!no_frame && (x->return_address != y->return_address ||
+							 x->return_slot != y->return_slot)) ||
+		    x->n_values != y->n_values ||
 		    y->func != z->func || y->mono != z->mono || y->kind != z->kind ||
 		    y->n_values != z->n_values ||
 		    (y->kind == EVENT_ENTER && (y->return_address != z->return_address ||
@@ -150,6 +160,8 @@ static void test_plain_reads_as_next(void)
 			break;
 		}
 	}
+	if (calls) /* enters read by event_reader_next, with bases event_reader_calls left */
+		CHECK(frames_checked > 1000);
 	builder_fini(&b);
 	event_decoder_free(d1);
 	event_decoder_free(d2);
@@ -157,6 +169,88 @@ static void test_plain_reads_as_next(void)
 	free(plain.recs);
 	free(next.recs);
 	recorder_free(&rec);
+}
+
+static void test_plain_reads_as_next(void)
+{
+	check_plain_reads_as_next(false);
+}
+
+static void test_calls_read_as_next(void)
+{
+	check_plain_reads_as_next(true);
+}
+
+/* One chunk of thread 4 (its last TSC under tsc + 1) between two clock pairs, fed to d, read into l. */
+static void feed_chunk(struct event_decoder *d, struct read_log *l, const uint8_t *body,
+		       size_t len, uint32_t count, bool words, uint64_t tsc)
+{
+	struct builder b;
+
+	builder_init(&b, 0);
+	put_pair(&b, BASE_TSC, BASE_MONO);
+	put_pair(&b, tsc + 1, BASE_MONO + (tsc + 1 - BASE_TSC) / 2);
+	put_chunk(&b, words ? EVENT_CHUNK_EVENTS32 : EVENT_CHUNK_EVENTS, 4, count, 0, body, len);
+	builder_flush(&b);
+	CHECK_EQ_INT(event_decoder_feed(d, b.out, b.out_len, &chunk_cb, l, last_err,
+					sizeof(last_err)), 0);
+	builder_fini(&b);
+}
+
+/*
+ * event_reader_calls does not read a SEEN's frame, yet it is the base of
+ * the next ENTER's: enters from new sites right after a loop's SEEN, one
+ * inside the other (the second's base the first's), read by
+ * event_reader_next after each batch.
+ */
+static void check_calls_bases(bool words)
+{
+	static struct event_frames frames;
+	struct event_encoder enc = { .frames = &frames, .words = words };
+	struct event_decoder *d = event_decoder_new();
+	struct read_log l = { .plain_first = true, .calls = true };
+	static uint8_t body[18000 * EVENT_WORST];
+	uint8_t *p = body;
+	uint64_t tsc = BASE_TSC + 10;
+	size_t checked = 0;
+
+	event_frames_reset(&frames);
+	for (int i = 0; i < 3000; i++) { /* 9 and 7 sites inside: a SEEN or not, over 4 ways */
+		p = event_encode(&enc, p, tsc += 40, 1, EVENT_ENTER, 0x401000, 0x7ffc1000);
+		p = event_encode(&enc, p, tsc += 40, 2, EVENT_ENTER, 0x402000 + 16 * (i % 9),
+				 0x7ffc0ff0 - 16 * (i % 5));
+		p = event_encode(&enc, p, tsc += 40, 3, EVENT_ENTER, 0x403000 + 16 * (i % 7),
+				 0x7ffc0f00 - 16 * (i % 3));
+		p = event_encode(&enc, p, tsc += 40, 3, EVENT_EXIT, 0, 0);
+		p = event_encode(&enc, p, tsc += 40, 2, EVENT_EXIT, 0, 0);
+		p = event_encode(&enc, p, tsc += 40, 1, EVENT_EXIT, 0, 0);
+	}
+	feed_chunk(d, &l, body, (size_t)(p - body), enc.count, words, tsc);
+	CHECK_EQ_INT(l.n, 18000);
+	for (size_t i = 0; i < l.n; i++) {
+		const struct delivered_record *x = &l.recs[i];
+		uint64_t k = i / 6, ret[3] = { 0x401000, 0x402000 + 16 * (k % 9), 0x403000 + 16 * (k % 7) },
+			 slot[3] = { 0x7ffc1000, 0x7ffc0ff0 - 16 * (k % 5), 0x7ffc0f00 - 16 * (k % 3) };
+
+		if (x->kind != EVENT_ENTER || x->return_address == ~0ull)
+			continue; /* an exit, or read by event_reader_calls */
+		checked++;
+		if (x->return_address != ret[i % 6] || x->return_slot != slot[i % 6]) {
+			fprintf(stderr, "  event %zu: frame %#" PRIx64 " %#" PRIx64 "\n", i,
+				x->return_address, x->return_slot);
+			unit_check_failures++;
+			break;
+		}
+	}
+	CHECK(checked > 1000);
+	event_decoder_free(d);
+	free(l.recs);
+}
+
+static void test_calls_bases(void)
+{
+	check_calls_bases(false);
+	check_calls_bases(true);
 }
 
 /*
@@ -171,7 +265,6 @@ static void check_seen_frames_round_trip(bool words)
 	struct read_log l = { .plain_first = true };
 	static uint8_t body[6000 * EVENT_WORST];
 	uint8_t *p = body;
-	struct builder b;
 	uint64_t tsc = BASE_TSC + 10;
 
 	event_frames_reset(&frames);
@@ -184,14 +277,7 @@ static void check_seen_frames_round_trip(bool words)
 		p = event_encode(&enc, p, tsc += 40, 1, EVENT_EXIT, 0, 0);
 	}
 	CHECK((size_t)(p - body) <= 6000 * (words ? 4 : 3) + 20);
-	builder_init(&b, 0);
-	put_pair(&b, BASE_TSC, BASE_MONO);
-	put_pair(&b, tsc + 1, BASE_MONO + (tsc + 1 - BASE_TSC) / 2);
-	put_chunk(&b, words ? EVENT_CHUNK_EVENTS32 : EVENT_CHUNK_EVENTS, 4, enc.count, 0, body,
-		  (size_t)(p - body));
-	builder_flush(&b);
-	CHECK_EQ_INT(event_decoder_feed(d, b.out, b.out_len, &chunk_cb, &l, last_err,
-					sizeof(last_err)), 0);
+	feed_chunk(d, &l, body, (size_t)(p - body), enc.count, words, tsc);
 	CHECK_EQ_INT(l.n, 6000);
 	CHECK(l.plain >= 5990); /* all but the first few (the clock segment cached) */
 	for (size_t i = 0; i < l.n; i += 6) {
@@ -203,7 +289,6 @@ static void check_seen_frames_round_trip(bool words)
 			break;
 		}
 	}
-	builder_fini(&b);
 	event_decoder_free(d);
 	free(l.recs);
 }
@@ -299,6 +384,8 @@ static void test_hostile_seen_across_chunks(void)
 int main(void)
 {
 	RUN_TEST(test_plain_reads_as_next);
+	RUN_TEST(test_calls_read_as_next);
+	RUN_TEST(test_calls_bases);
 	RUN_TEST(test_seen_frames_round_trip);
 	RUN_TEST(test_words_wide_and_hostile);
 	RUN_TEST(test_hostile_seen);

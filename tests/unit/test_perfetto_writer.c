@@ -838,7 +838,8 @@ static struct perfetto_slice_op random_op(uint64_t *seed, uint64_t *ts, uint32_t
 	struct perfetto_slice_op op = { 0 };
 
 	*ts += r % 16 == 0 ? 20000 + r % 100000 : r % 4 == 0 ? 200 + r % 300 : r % 100;
-	op.ts = r % 64 == 0 ? *ts - 50 : *ts; /* now and then behind: clamped, as profd's */
+	/* now and then behind the last op (a step under 50; r % 64 == 0 was a long one): clamped */
+	op.ts = r % 64 == 1 ? *ts - 50 : *ts;
 	if ((*depth < 600 && (r >> 8) % 3 == 0) || (*depth < 3 && (r >> 8) % 5 != 0) ||
 	    (*depth > 3 && *depth < 600 && (r >> 12) % 8 != 0 && (r >> 20) % 50 == 0)) {
 		op.func_id = 1 + (uint32_t)((r >> 24) % 300); /* iids past 127 too; some unnamed */
@@ -866,18 +867,65 @@ static const uint8_t *after_first(const uint8_t *buf, size_t len, size_t *rest)
 }
 
 /* perfetto_writer_slices writes exactly what the calls one by one write. */
+/*
+ * A run of ops through the cursor, as profd's replay writes them: the usual
+ * BEGIN and END inline (perfetto_slice_begin/end), anything they refuse
+ * by perfetto_slice_cursor_op. Returns how many went inline.
+ */
+static size_t cursor_run(struct perfetto_writer *w, pid_t tid, const struct perfetto_slice_op *ops,
+			 size_t n, const struct perfetto_arg *args)
+{
+	struct perfetto_slice_cursor c;
+	struct perfetto_slice_pos at;
+	size_t inline_ops = 0;
+
+	CHECK_EQ_INT(perfetto_slice_cursor_open(w, PID, tid, &c, &at), 0);
+	for (size_t i = 0; i < n; args += ops[i++].n_args) {
+		if (!ops[i].n_args && (ops[i].func_id ?
+					       perfetto_slice_begin(&c, &at, ops[i].ts, ops[i].func_id) :
+					       perfetto_slice_end(&c, &at, ops[i].ts))) {
+			inline_ops++;
+			continue;
+		}
+		CHECK_EQ_INT(perfetto_slice_cursor_op(&c, &at, &ops[i], args), 0);
+	}
+	perfetto_slice_cursor_close(&c, &at);
+	return inline_ops;
+}
+
+/* The file's bytes after its clock snapshot, as the other's: one check. */
+static void check_same_trace(int fd1, int fd2)
+{
+	uint8_t *b1, *b2;
+	size_t l1, l2, r1, r2;
+
+	b1 = read_fd(fd1, &l1);
+	b2 = read_fd(fd2, &l2);
+	const uint8_t *p1 = after_first(b1, l1, &r1), *p2 = after_first(b2, l2, &r2);
+	CHECK_EQ_U64(r1, r2);
+	CHECK(r1 == r2 && memcmp(p1, p2, r1) == 0);
+	CHECK(l1 > 100000);
+	free(b1);
+	free(b2);
+}
+
+/*
+ * The same random runs of one call per op, of perfetto_writer_slices, and
+ * through the cursor: the same bytes (times behind the sequence's clock,
+ * long deltas, depths past the limit, iids past 127, arguments included).
+ */
 static void test_slices_run_as_calls(void)
 {
 	static const struct perfetto_arg args[4] = { { "a", 1 }, { "b", 1000 }, { "c", 1u << 20 },
 						     { "d", 7 } };
-	int fd1 = new_fd(), fd2 = new_fd();
-	struct perfetto_writer *w1 = perfetto_writer_new(fd1), *w2 = perfetto_writer_new(fd2);
+	int fd1 = new_fd(), fd2 = new_fd(), fd3 = new_fd();
+	struct perfetto_writer *w1 = perfetto_writer_new(fd1), *w2 = perfetto_writer_new(fd2),
+			       *w3 = perfetto_writer_new(fd3);
 	struct perfetto_slice_op ops[64];
 	struct perfetto_arg run_args[64 * 4];
 	uint64_t seed = 42, ts[2] = { 1000000, 1000000 };
 	uint32_t depth[2] = { 0, 0 };
-	uint8_t *b1, *b2;
-	size_t l1, l2, r1, r2;
+	size_t total = 0, inline_ops = 0;
 
 	for (uint32_t f = 1; f <= 250; f++) {
 		char name[32];
@@ -885,6 +933,7 @@ static void test_slices_run_as_calls(void)
 		snprintf(name, sizeof(name), "fn_%u", f);
 		CHECK_EQ_INT(perfetto_writer_function(w1, f, name), 0);
 		CHECK_EQ_INT(perfetto_writer_function(w2, f, name), 0);
+		CHECK_EQ_INT(perfetto_writer_function(w3, f, name), 0);
 	}
 	for (int round = 0; round < 3000; round++) {
 		int th = round % 2;
@@ -904,19 +953,19 @@ static void test_slices_run_as_calls(void)
 							       &run_args[before], ops[i].n_args);
 		}
 		CHECK_EQ_INT(perfetto_writer_slices(w2, PID, 100 + th, ops, n, run_args), 0);
+		inline_ops += cursor_run(w3, 100 + th, ops, n, run_args);
+		total += n;
 	}
 	CHECK_EQ_INT(perfetto_writer_free(w1), 0);
 	CHECK_EQ_INT(perfetto_writer_free(w2), 0);
-	b1 = read_fd(fd1, &l1);
-	b2 = read_fd(fd2, &l2);
-	const uint8_t *p1 = after_first(b1, l1, &r1), *p2 = after_first(b2, l2, &r2);
-	CHECK_EQ_U64(r1, r2);
-	CHECK(r1 == r2 && memcmp(p1, p2, r1) == 0);
-	CHECK(l1 > 100000);
-	free(b1);
-	free(b2);
+	CHECK_EQ_INT(perfetto_writer_free(w3), 0);
+	check_same_trace(fd1, fd2);
+	check_same_trace(fd1, fd3);
+	/* the cursor wrote most inline, and left some to the op (the test's point) */
+	CHECK(inline_ops > total / 4 && inline_ops < total);
 	close(fd1);
 	close(fd2);
+	close(fd3);
 }
 
 static void write_some(struct perfetto_writer *w, int n)
