@@ -11,10 +11,11 @@
  * back); those left unused for TRIM_AFTER_NS go back to the kernel
  * (MADV_DONTNEED), so memory grows only while a burst needs it. Pages are
  * populated in the slow path, never faulted in page by page by the hooks:
- * a segment's first READY_FIRST units when it is taken, then twice as much
- * each time the ring reaches the end of what is (segments_populate), so a
- * process that records a few calls populates a few pages, not the 96 KiB
- * of its first two segments (each 32-45 us of a process's start).
+ * a segment's first READY_FIRST units (a quarter of a bigger one) when it
+ * is taken, then twice as much each time the ring reaches the end of what
+ * is (segments_populate), so a process that records a few calls populates
+ * a few pages, not the 96 KiB of its first two segments (each 32-45 us of
+ * a process's start).
  * Never reached from the hooks' fast path.
  */
 #define PR_FMT "profagent: "
@@ -43,7 +44,7 @@
  * its exit drains them, without a cycle (and profd's) on the way.
  */
 #define POKE_ABOVE_UNITS ((1ull << 20) / UNIT_BYTES)
-/* A segment's part populated when it is taken: 8 KiB, a few hundred calls. */
+/* A segment's part populated when it is taken, at least: 8 KiB, a few hundred calls. */
 #define READY_FIRST ((8u << 10) / UNIT_BYTES)
 
 _Static_assert(SEGMENT_FIRST << (N_CLASSES - 1) == SEGMENT_SPAN, "size classes");
@@ -141,8 +142,10 @@ static struct event_record *pool_take_locked(struct seg_extent *x)
 		madvise(seg, (size_t)x->units * UNIT_BYTES, MADV_WIPEONFORK);
 		x->ready = 0;
 	}
-	if (x->ready < READY_FIRST)
-		x->ready = populate(seg, x->units, x->ready, READY_FIRST);
+	/* a quarter of a bigger one: two trips to the slow path, not seven, for 1 MiB */
+	if (x->ready < READY_FIRST || x->ready < x->units / 4)
+		x->ready = populate(seg, x->units, x->ready,
+				    READY_FIRST > x->units / 4 ? READY_FIRST : x->units / 4);
 	pool.in_use += x->units;
 	if (pool.in_use > pool.peak)
 		pool.peak = pool.in_use;
