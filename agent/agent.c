@@ -457,6 +457,8 @@ int profagent_enter_slow(int reason)
 		agent_thread_guard = AGENT_GUARD_AGENT;
 		if (t && t->want_agg_page)
 			threads_map_agg_page(t, t->want_agg_page - 1);
+		if (t && t->want_ready)
+			segments_populate(t);
 		if (t && t->want_spare)
 			segments_refill_spare(t);
 		agent_thread_guard = saved_guard;

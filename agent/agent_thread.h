@@ -23,7 +23,9 @@
  * holds positions from k * SEGMENT_SPAN on, as many as its capacity, and is
  * found at seg_map[k % SEGMENT_SLOTS]. A thread's first segment is small
  * (idle threads cost little); each next one is twice the last, up to a span,
- * so a busy thread switches rarely.
+ * so a busy thread switches rarely. A new segment's pages are populated a
+ * part at a time, by the slow path, as the ring reaches them (see struct
+ * seg_extent): a process that records a few calls never faults in more.
  */
 #define SEGMENT_SPAN (1u << 16)      /* units: 1 MiB, the largest segment */
 #define SEGMENT_FIRST (1u << 11)     /* units: 32 KiB */
@@ -147,6 +149,18 @@ enum agent_thread_state {
 	AGENT_THREAD_EXITED = 1,    /* the thread is gone; drain then recycle */
 };
 
+/*
+ * A segment's capacity and how much of it, from its start, has its pages
+ * populated (agent/segments.c), in units. The hooks write no further than
+ * ready (hooks.c ring_resync), so they never fault a page in; the slow path
+ * populates more (segments_populate) before ready moves. Values past it
+ * (--args, --retval) may be written up to the capacity, in cold paths.
+ */
+struct seg_extent {
+	uint32_t units;
+	uint32_t ready;
+};
+
 /* How far the flusher has announced a thread to the daemon. */
 enum flusher_stage {
 	FLUSHER_STAGE_NEW = 0,
@@ -185,8 +199,9 @@ struct agent_thread {
 	uintptr_t *unwind_slot;
 	uintptr_t stack_lo, stack_hi; /* the thread's own stack (not a sigaltstack) */
 	struct event_record *spare;  /* the next segment, from the slow path (segments.c) */
-	uint32_t spare_units;        /* its capacity */
+	struct seg_extent spare_extent;
 	uint32_t want_spare;         /* for the slow path: the ring needs its next segment */
+	uint32_t want_ready;         /* for the slow path: the current segment's ready, at least */
 	uint32_t denied_gen;         /* agent_segments_generation when the pool had none for us */
 	uint32_t memory_failed;      /* an aggregates page could not be mapped: calls unattributed */
 	/* calls kept off the timeline, by enum agg_drop_reason; read by the flusher */
@@ -209,7 +224,7 @@ struct agent_thread {
 
 	/* segments by position (above); the owner sets a slot, the flusher clears it */
 	struct event_record *_Atomic seg_map[SEGMENT_SLOTS];
-	uint32_t seg_units[SEGMENT_SLOTS]; /* their capacities, written before they are published */
+	struct seg_extent seg_extent[SEGMENT_SLOTS]; /* written before they are published */
 	/*
 	 * Where each span's records end, + 1 (0: the owner writes on in it), set
 	 * by the owner before it publishes a head in the next span; the flusher
@@ -322,6 +337,8 @@ struct segment_pool_stats {
 void segments_set_budget(uint64_t bytes);
 /* Slow path (signals blocked): gives t a spare segment, or records the denial. */
 void segments_refill_spare(struct agent_thread *t);
+/* Slow path (signals blocked): populates t's current segment up to want_ready at least. */
+void segments_populate(struct agent_thread *t);
 /* Flusher: segment k of t is drained and the owner has moved past it (or t is stopped). */
 void segments_release(struct agent_thread *t, uint64_t k);
 /* Thread recycle: every segment t holds goes back. */

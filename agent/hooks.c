@@ -185,6 +185,17 @@ static inline int ring_has_room(const struct agent_thread *t, uint64_t head, uin
 	return head + need <= t->ring_end;
 }
 
+/*
+ * The same up to the segment's capacity, past its populated part: for the
+ * values of --args and --retval, which may not wait for the slow path.
+ */
+COLD static int ring_has_segment_room(const struct agent_thread *t, uint64_t head, uint32_t need)
+{
+	const struct seg_extent *x = &t->seg_extent[(head / SEGMENT_SPAN) % SEGMENT_SLOTS];
+
+	return t->ring_end && head + need <= head - head % SEGMENT_SPAN + x->units - 1;
+}
+
 /* An enter record of `kind` (EVENT_ENTER, maybe with values after it) and its frame at head, head + 1. */
 static inline __attribute__((always_inline)) void
 ring_put_enter_kind(struct agent_thread *t, uint64_t head, uint32_t func_id, uint32_t kind,
@@ -228,17 +239,17 @@ COLD static void ring_resync(struct agent_thread *t, uint64_t head)
 	uint64_t start = head - head % SEGMENT_SPAN;
 
 	t->ring_base = seg ? (uintptr_t)seg - start * sizeof(struct event_record) : 0;
-	t->ring_end = seg ? start + t->seg_units[slot] - 1 : 0;
+	t->ring_end = seg ? start + t->seg_extent[slot].ready - 1 : 0;
 }
 
 /*
  * Ends the current span (if any) where the head is and moves the head to
  * the start of the next span, in seg (units long): one publish, which makes
- * the span's end and the next slot visible too. 0 when the next span's slot
- * is still the flusher's.
+ * the span's end and the next slot visible too. 1 when switched, 0 when the
+ * next span's slot is still the flusher's.
  */
 COLD static int ring_switch_to(struct agent_thread *t, uint64_t *head, uint32_t depth,
-			       uint32_t need, struct event_record *seg, uint32_t units)
+			       struct event_record *seg, struct seg_extent extent)
 {
 	struct event_record *cur = atomic_load_explicit(
 		&t->seg_map[(*head / SEGMENT_SPAN) % SEGMENT_SLOTS], memory_order_relaxed);
@@ -253,31 +264,55 @@ COLD static int ring_switch_to(struct agent_thread *t, uint64_t *head, uint32_t 
 		atomic_store_explicit(&t->span_end[(*head / SEGMENT_SPAN) % SEGMENT_SLOTS], *head + 1,
 				      memory_order_relaxed);
 	atomic_store_explicit(&t->span_end[next % SEGMENT_SLOTS], 0, memory_order_relaxed);
-	t->seg_units[next % SEGMENT_SLOTS] = units;
+	t->seg_extent[next % SEGMENT_SLOTS] = extent;
 	atomic_store_explicit(&t->seg_map[next % SEGMENT_SLOTS], seg, memory_order_relaxed);
 	*head = next * SEGMENT_SPAN;
 	state_publish(t, state_make(*head, depth));
 	ring_resync(t, *head);
-	return ring_has_room(t, *head, need);
+	return 1;
 }
 
 /*
- * The current segment is full: ends its span and moves the head to the
- * start of the next span, in the spare segment (one publish, then the cache
- * follows). Returns 1 when there is room now, 0 when the call must stay off
- * the timeline (the budget is spent, or the flusher still holds the slot),
- * HOOK_SLOW_MEMORY to have the slow path fetch a spare segment first.
+ * After ring_resync: 1 when the populated part has the room, else
+ * HOOK_SLOW_MEMORY when the rest of the segment has it (the slow path
+ * populates up to want_ready: segments_populate), else 0.
+ */
+COLD static int ring_room_or_populate(struct agent_thread *t, uint64_t head, uint32_t need)
+{
+	const uint32_t slot = (uint32_t)((head / SEGMENT_SPAN) % SEGMENT_SLOTS);
+	const uint64_t start = head - head % SEGMENT_SPAN;
+	const struct seg_extent *x = &t->seg_extent[slot];
+
+	if (ring_has_room(t, head, need))
+		return 1;
+	if (!t->ring_end || x->ready >= x->units || head + need > start + x->units - 1)
+		return 0;
+	t->want_ready = (uint32_t)(head + need + 1 - start);
+	return HOOK_SLOW_MEMORY;
+}
+
+/*
+ * The current segment's populated part is full: when its capacity has the
+ * room, HOOK_SLOW_MEMORY to have the slow path populate more of it. Else
+ * ends its span and moves the head to the start of the next span, in the
+ * spare segment (one publish, then the cache follows). Returns 1 when there
+ * is room now, 0 when the call must stay off the timeline (the budget is
+ * spent, or the flusher still holds the slot), HOOK_SLOW_MEMORY to have the
+ * slow path fetch a spare segment or populate more of one first (then the
+ * hook asks again).
  */
 COLD static int ring_switch(struct agent_thread *t, uint64_t *head, uint32_t depth, uint32_t need)
 {
+	const uint32_t slot = (uint32_t)((*head / SEGMENT_SPAN) % SEGMENT_SLOTS);
 	struct event_record *cur;
 	uint32_t gen;
+	int r;
 
 	ring_resync(t, *head); /* a switch a siglongjmp cut short after its publish */
-	if (ring_has_room(t, *head, need))
-		return 1;
-	cur = atomic_load_explicit(&t->seg_map[(*head / SEGMENT_SPAN) % SEGMENT_SLOTS],
-				   memory_order_relaxed);
+	r = ring_room_or_populate(t, *head, need);
+	if (r)
+		return r;
+	cur = atomic_load_explicit(&t->seg_map[slot], memory_order_relaxed);
 	if (t->spare == cur)
 		t->spare = NULL; /* stale: the cut-short switch used it */
 	/* pairs with the release in segments_release(): read before the slot */
@@ -294,17 +329,17 @@ COLD static int ring_switch(struct agent_thread *t, uint64_t *head, uint32_t dep
 	 * in the segment: the records overwrite it.
 	 */
 	if (!t->spare && cur && atomic_load_explicit(&t->tail, memory_order_acquire) == *head)
-		return ring_switch_to(t, head, depth, need, cur,
-				      t->seg_units[(*head / SEGMENT_SPAN) % SEGMENT_SLOTS]);
+		return ring_switch_to(t, head, depth, cur, t->seg_extent[slot]) ?
+			       ring_room_or_populate(t, *head, need) :
+			       0;
 	if (!t->spare)
 		return 0;
-	if (!ring_switch_to(t, head, depth, need, t->spare, t->spare_units)) {
+	if (!ring_switch_to(t, head, depth, t->spare, t->spare_extent)) {
 		t->denied_gen = gen; /* the flusher is a whole ring behind */
 		return 0;
 	}
 	t->spare = NULL;
-	ring_resync(t, *head);
-	return ring_has_room(t, *head, need);
+	return ring_room_or_populate(t, *head, need);
 }
 
 /* ---- aggregates ----------------------------------------------------------------------- */
@@ -485,7 +520,7 @@ COLD static uint64_t pending_write_values(struct agent_thread *t, uint64_t head,
 
 	if (!n)
 		return head;
-	if (!ring_has_room(t, head, n + reserve)) {
+	if (!ring_has_segment_room(t, head, n + reserve)) {
 		values_dropped(t, t->shadow[i].func_id);
 		return head;
 	}
@@ -1172,7 +1207,7 @@ COLD static uint64_t exit_values(struct agent_thread *t, const struct shadow_ent
 
 	if (!af || !af->n_exit)
 		return head;
-	if (!ring_has_room(t, head, af->exit_units + reserve)) {
+	if (!ring_has_segment_room(t, head, af->exit_units + reserve)) {
 		values_dropped(t, e->func_id);
 		return head;
 	}

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Snapshot of the process's own /proc/self/maps: where memory is mapped and
- * with which protection, so the patcher can find free space near a module and
+ * Snapshot of the process's own mappings (/proc/self/maps): where memory is
+ * mapped and with which protection, so the patcher can find free space near a module and
  * restore a page's exact protection after writing code.
  */
 #ifndef PROFD_PROC_MAPS_H
@@ -20,6 +20,20 @@ struct proc_maps {
 	size_t n;
 };
 
+/* Where proc_maps_load_how takes the mappings from. */
+enum proc_maps_source {
+	PROC_MAPS_ANY,   /* PROCMAP_QUERY, else the text (kernels before 6.11) */
+	PROC_MAPS_TEXT,  /* the text of /proc/self/maps */
+	PROC_MAPS_QUERY, /* PROCMAP_QUERY only: -ENOTTY (or -EINVAL) without it */
+};
+
+/*
+ * Fills m with the process's mappings (proc_maps_free() it). 0, or a
+ * negative errno (the open's, the read's or the ioctl's; -ENOMEM) with m
+ * empty. Not thread-safe against mappings changing meanwhile (setup only).
+ */
+int proc_maps_load_how(struct proc_maps *m, enum proc_maps_source how);
+/* proc_maps_load_how(m, PROC_MAPS_ANY). */
 int proc_maps_load(struct proc_maps *m);
 void proc_maps_free(struct proc_maps *m);
 /*

@@ -126,6 +126,7 @@ static void thread_state_reset(struct agent_thread *t)
 	t->ring_end = 0;
 	t->spare = NULL;
 	t->want_spare = 0;
+	t->want_ready = 0;
 	t->want_agg_page = 0;
 	t->denied_gen = atomic_load(&agent_segments_generation) - 1;
 	t->aggregates_sent_ns = 0;
@@ -219,6 +220,7 @@ void threads_after_fork(void)
 	t->ring_end = 0;
 	t->spare = NULL;
 	t->want_spare = 0;
+	t->want_ready = 0;
 	atomic_store(&t->tail, state_head(s));
 	t->denied_gen = atomic_load(&agent_segments_generation) - 1;
 	threads_clear_aggregates(t);

@@ -4,7 +4,8 @@
 # grandchild, a child that execs a static binary, a child gone before its
 # agent could connect; --no-inherit keeps to the first. Each process's slices
 # are its own calls (each prints "pid PID fibf N"), and every process that
-# computed has samples. No timing is asserted.
+# computed has samples; a process recording a few calls populates a few pages
+# of its ring, not whole segments. No timing is asserted.
 set -u
 . "$(dirname "$0")/common.bash"
 TREE="$ROOT/$BUILD/tests/targets/proc_tree"
@@ -156,6 +157,27 @@ if ${CC:-cc} -O1 -static -o "$WORK/spin" "$WORK/spin.c" 2>"$WORK/cc.err"; then
 	check "static child: its samples are there" grep -q "^sample ${spid:-none} " "$WORK/static.dump"
 else
 	skip "cannot link statically (no libc.a?): $(head -n 1 "$WORK/cc.err")"
+fi
+
+# a process of a few calls (fibf(10): 177, 531 ring units): its ring's pages are
+# populated as far as it writes (8 KiB, then twice that), not its segments whole
+if command -v strace >/dev/null; then
+	timeout 300 "$PROFCTL" run --funcs 'fibf' -o "$WORK/few.pftrace" -- \
+		strace -f -e trace=mmap,madvise -o "$WORK/few.strace" "$TREE" work 10 \
+		>"$WORK/few.out" 2>"$WORK/few.err"
+	check_eq "few calls: exits 0" "$?" 0
+	"$PROFCTL" report --dump "$WORK/few.pftrace" >"$WORK/few.dump"
+	check_eq "few calls: every call recorded" \
+		"$(awk '$1 == "slice" && $4 == "fibf"' "$WORK/few.dump" | wc -l)" \
+		"$(awk '/fibf/ {print $4}' "$WORK/few.out")"
+	check_eq "few calls: no mapping populated whole" \
+		"$(grep -c 'MAP_POPULATE' "$WORK/few.strace")" 0
+	populated=$(sed -nE 's/.*madvise\(0x[0-9a-f]+, ([0-9]+), MADV_POPULATE_WRITE\) = 0.*/\1/p' \
+		"$WORK/few.strace" | awk '{n += $1} END {print n + 0}')
+	check "few calls: 8-16 KiB of the ring populated ($populated bytes)" \
+		test "$populated" -ge 8192 -a "$populated" -le 16384
+else
+	skip "strace not on PATH: the ring's populated pages are not checked"
 fi
 
 finish
