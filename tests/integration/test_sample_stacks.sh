@@ -53,6 +53,8 @@ check_eq "every frame of the binary is named as nm names it" "$missing" ""
 profile instr --funcs 'nofp_level*' -- "$TARGET" spin 1500 exit
 check_eq "no sample frame is a trampoline" \
 	"$(grep '^sample' "$WORK/instr.dump" | grep -c 'profagent_e[a-z]*_trampoline')" 0
+grep '^sample' "$WORK/instr.dump" | grep -E 'profagent_e[a-z]*_trampoline|\[anon\]' | head -n 3 |
+	sed 's/^/  offending: /'
 # the stubs (relocated prologues) live in anonymous memory next to the binary:
 # a pc left there, not moved back into the function, would show as [anon]
 check_eq "no sample frame is left in a stub (anonymous memory)" \
@@ -73,6 +75,9 @@ check "fp: $pct% of samples reach main through frame pointers (>= 95%)" at_least
 profile fp_instr --call-graph fp --funcs 'nofp_level*' -- "$FP_TARGET" spin 800 exit
 check_eq "fp: no sample frame is a trampoline or a stub" \
 	"$(grep '^sample' "$WORK/fp_instr.dump" | grep -cE 'profagent_e[a-z]*_trampoline|\[anon\]')" 0
+# a failure names its samples (a rare one was seen once in a suite run: the log keeps the evidence)
+grep '^sample' "$WORK/fp_instr.dump" | grep -E 'profagent_e[a-z]*_trampoline|\[anon\]' | head -n 3 |
+	sed 's/^/  offending: /'
 # the leaf nofp_level3 keeps no frame pointer: plain chains lose its caller,
 # the shadow stack puts it back
 pct=$(percent_with fp_instr "main;nofp_level1;nofp_level2;nofp_level3")
