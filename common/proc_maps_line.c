@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "common/proc_maps_line.h"
+#include "common/proc_text.h"
 
 /* Digits in base (16 or 10) at *p, before end, up to stop (or end when stop is 0). */
 static int parse_num(const char **p, const char *end, int base, char stop, uint64_t *out)
@@ -95,52 +96,11 @@ int proc_maps_line_next_exec(const char *text, size_t len, size_t *off, struct p
 
 int proc_maps_text_read(pid_t pid, char **text, size_t *len)
 {
-	size_t cap = 8192, n = 0; /* a process start's maps fit, in two pages */
 	char path[64];
-	char *buf = malloc(cap), *grown;
-	int fd, err = 0;
-	ssize_t got;
 
-	if (!buf)
-		return -ENOMEM;
 	if (pid)
 		snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
 	else
 		snprintf(path, sizeof(path), "/proc/self/maps");
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		err = -errno;
-		goto err_free;
-	}
-	for (;;) {
-		if (cap - n < 4096 + 1) { /* seq_file hands out at least a page per read */
-			grown = realloc(buf, cap * 2);
-			if (!grown) {
-				err = -ENOMEM;
-				goto err_close;
-			}
-			buf = grown;
-			cap *= 2;
-		}
-		got = read(fd, buf + n, cap - n - 1);
-		if (got < 0 && errno == EINTR)
-			continue;
-		if (got < 0) {
-			err = -errno;
-			goto err_close;
-		}
-		if (got == 0)
-			break;
-		n += (size_t)got;
-	}
-	close(fd);
-	buf[n] = '\0';
-	*text = buf;
-	*len = n;
-	return 0;
-err_close:
-	close(fd);
-err_free:
-	free(buf);
-	return err;
+	return proc_text_read(path, text, len);
 }

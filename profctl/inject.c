@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "common/mono_clock.h"
+#include "common/proc_text.h"
 #include "profctl/inject_internal.h"
 
 /* Modules whose code may hold a lock that a remote call takes again. */
@@ -62,50 +63,6 @@ void inject_pace_wait(struct pace *p)
 	}
 	nanosleep(&ts, NULL);
 	p->sleeps++;
-}
-
-/* Reads a whole /proc file into a NUL-terminated malloc'ed buffer. */
-int inject_read_whole(const char *path, char **out)
-{
-	size_t cap = 8192, len = 0;
-	char *buf = malloc(cap), *bigger;
-	int fd = open(path, O_RDONLY | O_CLOEXEC), rc = 0;
-	ssize_t n;
-
-	if (fd < 0 || !buf) {
-		rc = fd < 0 ? -errno : -ENOMEM;
-		goto err_free;
-	}
-	for (;;) {
-		if (len + 1 >= cap) {
-			bigger = realloc(buf, cap * 2);
-			if (!bigger) {
-				rc = -ENOMEM;
-				goto err_free;
-			}
-			buf = bigger;
-			cap *= 2;
-		}
-		n = read(fd, buf + len, cap - len - 1);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			rc = -errno;
-			goto err_free;
-		}
-		if (n == 0)
-			break;
-		len += n;
-	}
-	close(fd);
-	buf[len] = '\0';
-	*out = buf;
-	return 0;
-err_free:
-	if (fd >= 0)
-		close(fd);
-	free(buf);
-	return rc;
 }
 
 /* Value of field "name:" in a /proc status text, or NULL. */
@@ -172,7 +129,7 @@ int inject_read_maps(pid_t pid, char **maps)
 	char path[64];
 
 	snprintf(path, sizeof(path), "/proc/%d/maps", pid);
-	return inject_read_whole(path, maps);
+	return proc_text_read(path, maps, NULL);
 }
 
 /* Records the code of lock-holding modules; returns 1 if a dynamic loader or libc is mapped. */
@@ -207,7 +164,7 @@ static int permission_error(pid_t pid, char *err, size_t errlen)
 	char *scope = NULL;
 	int rc;
 
-	if (inject_read_whole("/proc/sys/kernel/yama/ptrace_scope", &scope) == 0)
+	if (proc_text_read("/proc/sys/kernel/yama/ptrace_scope", &scope, NULL) == 0)
 		scope[strcspn(scope, "\n")] = '\0';
 	rc = inject_fail(err, errlen, -EPERM, "not permitted: cannot trace PID %d (ptrace_scope=%s; "
 		  "needs the same user or CAP_SYS_PTRACE)", pid, scope ? scope : "n/a, no Yama");
@@ -268,7 +225,7 @@ static int attach_precheck(struct inject_target *t, char *err, size_t errlen)
 	int rc;
 
 	snprintf(path, sizeof(path), "/proc/%d/status", t->pid);
-	rc = inject_read_whole(path, &status);
+	rc = proc_text_read(path, &status, NULL);
 	if (rc == -ENOENT || rc == -ESRCH)
 		return inject_fail(err, errlen, -ESRCH, "no such process: PID %d", t->pid);
 	if (rc)
@@ -287,7 +244,7 @@ static int seize_refused(struct inject_target *t, pid_t tid, char *err, size_t e
 	long tracer;
 
 	snprintf(path, sizeof(path), "/proc/%d/task/%d/status", t->pid, tid);
-	if (inject_read_whole(path, &text))
+	if (proc_text_read(path, &text, NULL))
 		return tid == t->pid ? inject_fail(err, errlen, -ESRCH, "process exited during attach: "
 					    "PID %d", t->pid) : 0;
 	state = inject_status_value(text, "State") ? *inject_status_value(text, "State") : '?';
@@ -484,7 +441,7 @@ static int adopt_unknown_threads(struct inject_target *t)
 		if (tid <= 0 || inject_thread_find(t, tid))
 			continue;
 		snprintf(path, sizeof(path), "/proc/%d/task/%d/status", t->pid, tid);
-		if (inject_read_whole(path, &status))
+		if (proc_text_read(path, &status, NULL))
 			continue;
 		if (inject_status_long(status, "TracerPid", 0) == t->tracer) {
 			inject_thread_add_born(t, tid);

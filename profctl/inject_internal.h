@@ -105,7 +105,6 @@ static inline uint64_t sig_bit(int sig)
 __attribute__((format(printf, 4, 5)))
 int inject_fail(char *err, size_t errlen, int code, const char *fmt, ...);
 void inject_pace_wait(struct pace *p);
-int inject_read_whole(const char *path, char **out);
 const char *inject_status_value(const char *status, const char *name);
 long inject_status_long(const char *status, const char *name, long dflt);
 bool inject_maps_next(char **cursor, struct map_entry *m);

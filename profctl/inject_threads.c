@@ -29,6 +29,7 @@
 
 #include "common/mono_clock.h"
 
+#include "common/proc_text.h"
 #include "profctl/inject_internal.h"
 
 /* ---- threads ---------------------------------------------------------- */
@@ -211,7 +212,7 @@ static char task_state(pid_t pid, pid_t tid, unsigned *flags)
 	unsigned f = 0;
 
 	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", pid, tid);
-	if (inject_read_whole(path, &stat) == 0) {
+	if (proc_text_read(path, &stat, NULL) == 0) {
 		paren = strrchr(stat, ')');
 		if (!paren || sscanf(paren + 1, " %c %*d %*d %*d %*d %*d %u", &state, &f) != 2)
 			state = '?';
