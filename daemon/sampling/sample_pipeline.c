@@ -12,6 +12,7 @@
 #include "daemon/sampling/call_stacks.h"
 #include "daemon/symbols/demangle.h"
 #include "daemon/sampling/dwarf_unwind.h"
+#include "daemon/sampling/fp_repair.h"
 #include "daemon/symbols/kernel_symbols.h"
 #include "daemon/sampling/overhead.h"
 #include "daemon/sampling/sample_pipeline.h"
@@ -134,43 +135,6 @@ static void leave_exit_trampoline(struct sample_pipeline *p, const struct sample
 }
 
 /*
- * The kernel's frame-pointer chain read hijacked slots: each exit-trampoline
- * entry stands for one open call's return address. The chain gives no slot
- * addresses, so which calls they are is inferred: the chain skips the slot of
- * a function that has no frame record, and that is nearly always the leaf
- * (compilers omit its frame pointer first). So the entries take the
- * outermost open calls, and the return addresses of the innermost calls the
- * chain skipped go in at insert_at: right after the sampled pc, where the
- * leaf's caller belongs (plain frame-pointer chains lose that frame; the
- * shadow stack knows it), or after the function a stub stood for when the
- * sample is in the agent's entry path. Returns the new length (at most cap).
- */
-static size_t repair_fp_chain(struct sample_pipeline *p, uint64_t *chain, size_t n, size_t cap,
-			      const struct call_frame *open, size_t depth, size_t insert_at)
-{
-	size_t hijacked = 0, next, skipped;
-
-	for (size_t k = 1; k < n; k++)
-		hijacked += chain[k] == p->exit_trampoline;
-	if (!hijacked || !depth || n == 0)
-		return n;
-	skipped = depth > hijacked ? depth - hijacked : 0;
-	next = depth - skipped; /* open[next - 1] takes the innermost trampoline entry */
-	for (size_t k = 1; k < n && next > 0; k++) {
-		if (chain[k] != p->exit_trampoline)
-			continue;
-		chain[k] = open[--next].return_address;
-		p->stats.returns_repaired++;
-	}
-	if (skipped > cap - n)
-		skipped = cap - n;
-	memmove(chain + insert_at + skipped, chain + insert_at, (n - insert_at) * sizeof(chain[0]));
-	for (size_t i = 0; i < skipped; i++)
-		chain[insert_at + i] = open[depth - 1 - i].return_address;
-	return n + skipped;
-}
-
-/*
  * A frame-pointer chain through a stub (the entry trampoline's frame returns
  * into it): that frame is the function the stub stands for, just entered.
  * As a return address it becomes entry + 1, so that pc - 1 names the
@@ -232,9 +196,13 @@ static size_t unwind_sample(struct sample_pipeline *p, const struct sampler_samp
 	landings_as_exit(p, pcs, n_chain);
 	if (p->cfg.stubs)
 		stub_frame = chain_leave_stubs(p, pcs, n_chain);
-	if (p->exit_trampoline)
-		n_chain = repair_fp_chain(p, pcs, n_chain, SAMPLER_MAX_CALLCHAIN, open, depth,
-					  stub_frame + 1);
+	if (p->exit_trampoline) {
+		uint64_t repaired;
+
+		n_chain = fp_chain_repair(pcs, n_chain, SAMPLER_MAX_CALLCHAIN, p->exit_trampoline,
+					  open, depth, stub_frame + 1, &repaired);
+		p->stats.returns_repaired += repaired;
+	}
 	return n_chain;
 }
 
