@@ -389,8 +389,14 @@ static void agent_daemon_lost(void *ctx)
 	flusher_table_unlock(0);
 }
 
+static uint32_t plan_functions(void *ctx)
+{
+	return (uint32_t)((struct instrument_plan *)ctx)->report.n_functions;
+}
+
 static const struct flusher_ops agent_flusher_ops = {
 	.send_table = send_table_from_plan,
+	.functions = plan_functions,
 	.lost = agent_daemon_lost,
 	.frame = agent_daemon_frame,
 };

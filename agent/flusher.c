@@ -498,10 +498,30 @@ static void uncount_open_calls(void)
 	n_open_counted = 0;
 }
 
+/*
+ * How many aggregate slots can hold figures: ids are 1 .. n, so a page's
+ * slots past n were never written. Reading them anyway touched every page
+ * of a thread's first page of figures (64 functions, 13 pages), a page
+ * fault each in every short process's exit drain.
+ */
+static uint32_t aggregate_slots(void)
+{
+	if (!flusher.ops->functions)
+		return (uint32_t)AGG_PAGES * AGG_PAGE_FUNCS;
+	return flusher.ops->functions(flusher.table_ctx) + 1;
+}
+
+static uint32_t min_u32(uint32_t a, uint32_t b)
+{
+	return a < b ? a : b;
+}
+
 static void flusher_put_aggregates(struct agent_thread *t, uint64_t drops)
 {
+	uint32_t slots = aggregate_slots();
 	/* pairs with the release in threads_map_agg_page(): pages below it are published */
-	uint32_t end = atomic_load_explicit(&t->agg_pages_end, memory_order_acquire);
+	uint32_t end = min_u32(atomic_load_explicit(&t->agg_pages_end, memory_order_acquire),
+			       (slots + AGG_PAGE_FUNCS - 1) / AGG_PAGE_FUNCS);
 	uint32_t page = 0, slot = 0;
 	int first = 1;
 
@@ -526,8 +546,9 @@ static void flusher_put_aggregates(struct agent_thread *t, uint64_t drops)
 			/* pairs with the release in threads_map_agg_page() */
 			struct func_agg *funcs =
 				atomic_load_explicit(&t->agg_pages[page], memory_order_acquire);
+			uint32_t in_page = min_u32(AGG_PAGE_FUNCS, slots - page * AGG_PAGE_FUNCS);
 
-			for (; funcs && slot < AGG_PAGE_FUNCS && h.count < AGG_PER_CHUNK; slot++) {
+			for (; funcs && slot < in_page && h.count < AGG_PER_CHUNK; slot++) {
 				struct func_agg *a = &funcs[slot];
 				uint64_t key = agg_change_key(a);
 
@@ -537,7 +558,7 @@ static void flusher_put_aggregates(struct agent_thread *t, uint64_t drops)
 				p = put_one_aggregate(p, t, page * AGG_PAGE_FUNCS + slot, a);
 				h.count++;
 			}
-			if (funcs && slot < AGG_PAGE_FUNCS)
+			if (funcs && slot < in_page)
 				break; /* the chunk is full: go on from this slot */
 		}
 		if (h.count || first) {

@@ -24,10 +24,13 @@ void flusher_read_clock_pair(struct event_clock_pair *pair);
  * puts the original code back there). frame(ctx, sock, type, payload, len),
  * may be NULL: a frame the daemon sent after the setup (an answer the agent
  * asked for in send_table); a negative return is logged nowhere, the
- * session goes on. send_table and frame run under the table lock.
+ * session goes on. functions(ctx): how many functions have ids (1 .. n),
+ * may be NULL: no aggregate past n is read. send_table, frame and
+ * functions run under the table lock.
  */
 struct flusher_ops {
 	int (*send_table)(void *ctx, int sock);
+	uint32_t (*functions)(void *ctx);
 	void (*lost)(void *ctx);
 	int (*frame)(void *ctx, int sock, uint32_t type, const uint8_t *payload, size_t len);
 };
