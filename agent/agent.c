@@ -69,7 +69,7 @@ static struct {
 	int spawner;
 	struct instrument_plan plan;
 	struct func_filter *filter;   /* kept for modules loaded later */
-	struct table_cursor { size_t functions, skipped, warnings; uint32_t matched; } sent;
+	struct table_cursor { size_t functions, skipped, warnings, patches; uint32_t matched; } sent;
 	/* --auto-args: the functions profd was asked about (the later ones by the flusher) */
 	bool auto_args;
 	size_t auto_asked;
@@ -223,6 +223,8 @@ static Profd__AgentConfig *receive_config(int fd)
 struct table_scratch {
 	Profd__InstrumentedFunction fns[TABLE_STACK_ENTRIES];
 	Profd__InstrumentedFunction *fn_ptrs[TABLE_STACK_ENTRIES];
+	Profd__InstrumentedFunction untimed[TABLE_STACK_ENTRIES];
+	Profd__InstrumentedFunction *untimed_ptrs[TABLE_STACK_ENTRIES];
 	Profd__SkippedFunction sk[TABLE_STACK_ENTRIES];
 	Profd__SkippedFunction *sk_ptrs[TABLE_STACK_ENTRIES];
 	uint8_t buf[TABLE_STACK_BYTES];
@@ -245,7 +247,31 @@ static void table_array_free(void *p, const struct table_scratch *scratch)
 		free(p);
 }
 
-static int send_function_table(int fd, const struct instrument_report *r)
+/*
+ * The written patches of [0, n) made for their flags only: their stubs, so
+ * that profd's stub map knows every stub a sample can be taken in. Returns
+ * how many went into out (allocated by table_array from scratch).
+ */
+static size_t table_untimed_stubs(const struct pending_patch *patches, size_t n,
+				  Profd__InstrumentedFunction *out, Profd__InstrumentedFunction **ptrs)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		if (patches[i].function >= 0 || !patches[i].written)
+			continue;
+		profd__instrumented_function__init(&out[k]);
+		out[k].address = patches[i].function_address;
+		out[k].stub = patches[i].jump.target;
+		out[k].stub_same_offsets = patches[i].same_offsets;
+		ptrs[k] = &out[k];
+		k++;
+	}
+	return k;
+}
+
+static int send_function_table(int fd, const struct instrument_report *r,
+			       const struct pending_patch *patches, size_t n_patches)
 {
 	size_t n_listed = 0, n_sk = r->n_skipped + r->n_functions + 1;
 	struct table_scratch scratch;
@@ -256,11 +282,15 @@ static int send_function_table(int fd, const struct instrument_report *r)
 							     sizeof(*fn_ptrs));
 	Profd__SkippedFunction *sk = table_array(scratch.sk, n_sk, sizeof(*sk));
 	Profd__SkippedFunction **sk_ptrs = table_array(scratch.sk_ptrs, n_sk, sizeof(*sk_ptrs));
+	Profd__InstrumentedFunction *untimed = table_array(scratch.untimed, n_patches,
+							    sizeof(*untimed));
+	Profd__InstrumentedFunction **untimed_ptrs = table_array(scratch.untimed_ptrs, n_patches,
+								  sizeof(*untimed_ptrs));
 	uint8_t *buf = NULL;
 	size_t len;
 	int err = -ENOMEM;
 
-	if (!fns || !fn_ptrs || !sk || !sk_ptrs)
+	if (!fns || !fn_ptrs || !sk || !sk_ptrs || (n_patches && (!untimed || !untimed_ptrs)))
 		goto out;
 	for (size_t i = 0; i < r->n_functions; i++) {
 		const struct instrumented_function *f = &r->functions[i];
@@ -301,6 +331,8 @@ static int send_function_table(int fd, const struct instrument_report *r)
 	table.warnings = r->warnings;
 	table.modules_scanned = r->modules_scanned;
 	table.exit_trampoline = (uintptr_t)profagent_exit_trampoline;
+	table.n_untimed_stubs = table_untimed_stubs(patches, n_patches, untimed, untimed_ptrs);
+	table.untimed_stubs = untimed_ptrs;
 	len = profd__function_table__get_packed_size(&table);
 	while (len > FRAME_PAYLOAD_MAX && table.n_skipped > 0) {
 		table.n_skipped /= 2; /* the daemon is told how many matched; the rest is detail */
@@ -317,6 +349,8 @@ out:
 	table_array_free(fn_ptrs, &scratch);
 	table_array_free(sk, &scratch);
 	table_array_free(sk_ptrs, &scratch);
+	table_array_free(untimed, &scratch);
+	table_array_free(untimed_ptrs, &scratch);
 	return err;
 }
 
@@ -324,7 +358,8 @@ out:
 /* What was not sent yet: the whole table first, then what modules loaded later added. */
 static int send_table_from_plan(void *ctx, int sock)
 {
-	const struct instrument_report *r = &((struct instrument_plan *)ctx)->report;
+	const struct instrument_plan *plan = ctx;
+	const struct instrument_report *r = &plan->report;
 	struct instrument_report news = *r;
 	int err;
 
@@ -335,10 +370,11 @@ static int send_table_from_plan(void *ctx, int sock)
 	news.warnings += agent.sent.warnings;
 	news.n_warnings -= agent.sent.warnings;
 	news.matched -= agent.sent.matched;
-	err = send_function_table(sock, &news);
+	err = send_function_table(sock, &news, plan->patches + agent.sent.patches,
+				  plan->n_patches - agent.sent.patches);
 	if (err >= 0)
 		agent.sent = (struct table_cursor){ r->n_functions, r->n_skipped, r->n_warnings,
-						    r->matched };
+						    plan->n_patches, r->matched };
 	/* a module loaded later is patched already: its values come with profd's answer */
 	if (err >= 0 && agent.auto_args && agent.auto_asked < r->n_functions &&
 	    arg_auto_ask(sock, ctx, agent.auto_asked) == 0)

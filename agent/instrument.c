@@ -568,6 +568,8 @@ static int module_prepare_one(struct module_job *job, const struct picked_functi
 	pp->function = timed ? (int64_t)r->n_functions - 1 : -1;
 	pp->module = job->module_index;
 	pp->written = 0;
+	pp->function_address = addr;
+	pp->same_offsets = (uint32_t)fill.same_offsets_len;
 	job->slots_used++;
 	return 0;
 }

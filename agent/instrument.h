@@ -54,6 +54,9 @@ struct pending_patch {
 	int64_t function;  /* index into report.functions; -1: patched only for its flags */
 	uint32_t module;   /* index into plan.modules */
 	int written;
+	/* the function's address and its stub's same_offsets (the table's, for untimed stubs too) */
+	uint64_t function_address;
+	uint32_t same_offsets;
 };
 
 /* A module the plan has looked at (whether or not it patched anything in it). */

@@ -1126,6 +1126,9 @@ static void function_named(void *ctx, uint32_t id, const Profd__InstrumentedFunc
 	p->trace_ids[id] = session_func_id(p->s, func_registry_name(&p->funcs, id));
 }
 
+/* A table's untimed stubs taken at most (a module has a few: its stack walkers, _exit). */
+#define UNTIMED_STUBS_MAX 4096
+
 static void handle_function_table(struct session_process *p, const uint8_t *b, size_t len)
 {
 	Profd__FunctionTable *t = profd__function_table__unpack(NULL, len, b);
@@ -1137,6 +1140,10 @@ static void handle_function_table(struct session_process *p, const uint8_t *b, s
 		conn_close_later(p->agent);
 		return;
 	}
+	/* the stubs of functions patched only for their flags: samples are taken there too */
+	for (size_t i = 0; i < t->n_untimed_stubs && i < UNTIMED_STUBS_MAX; i++)
+		stub_map_add(p->stubs, t->untimed_stubs[i]->stub, t->untimed_stubs[i]->address,
+			     t->untimed_stubs[i]->stub_same_offsets);
 	/* from now on samples wait for the events that say which calls were open */
 	if (p->samples_out)
 		sample_pipeline_set_agent(p->samples_out, true, t->exit_trampoline);

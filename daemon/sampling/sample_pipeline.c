@@ -189,6 +189,9 @@ static size_t unwind_sample(struct sample_pipeline *p, const struct sampler_samp
 		    n_dwarf >= n_chain) {
 			memcpy(pcs, dwarf_pcs, n_dwarf * sizeof(pcs[0]));
 			landings_as_exit(p, pcs, n_dwarf);
+			/* a leaf in a stub's own code (its call, its jump back): no frame */
+			if (p->cfg.stubs)
+				chain_leave_stubs(p, pcs, n_dwarf);
 			return n_dwarf;
 		}
 	}

@@ -44,6 +44,8 @@ int stub_map_add(struct stub_map *m, uint64_t stub, uint64_t func_addr, uint32_t
 {
 	if (stub == 0 || stub % STUB_SLOT_SIZE)
 		return -EINVAL;
+	if (m->n >= STUB_MAP_MAX)
+		return -ENOSPC; /* an agent's tables are hostile input: memory stays bounded */
 	if (m->n == m->cap) {
 		size_t cap = m->cap ? m->cap * 2 : 256;
 		struct stub_entry *e = realloc(m->entries, cap * sizeof(*e));

@@ -19,10 +19,14 @@ struct stub_map;
 struct stub_map *stub_map_new(void);
 void stub_map_free(struct stub_map *m);
 
+/* Stubs one map holds at most: an agent instruments at most 2^20 functions (HOT_AGG_FUNCS_MAX). */
+#define STUB_MAP_MAX (1u << 21)
+
 /*
  * The stub slot at `stub` stands for the function at func_addr; the first
  * same_offsets bytes of its relocated copy sit at their original offsets.
- * Returns 0, -EINVAL (stub not slot-aligned), -ENOMEM.
+ * Returns 0, -EINVAL (stub not slot-aligned), -ENOSPC (STUB_MAP_MAX held),
+ * -ENOMEM.
  */
 int stub_map_add(struct stub_map *m, uint64_t stub, uint64_t func_addr, uint32_t same_offsets);
 

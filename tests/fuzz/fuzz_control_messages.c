@@ -17,6 +17,7 @@
 
 #include "daemon/events/func_registry.h"
 #include "daemon/sampling/sampler.h"
+#include "daemon/sampling/stub_map.h"
 #include "proto/frame.h"
 #include "profd.pb-c.h"
 
@@ -62,6 +63,7 @@ struct mirror {
 	int agents;              /* hellos accepted */
 	bool agent;              /* an agent is connected (after a hello) */
 	struct func_registry funcs;
+	struct stub_map *stubs;
 };
 
 static size_t touch_message(const ProtobufCMessage *m);
@@ -241,6 +243,16 @@ static bool function_table(struct mirror *s, Profd__FunctionTable *t)
 	}
 	CHECK(func_registry_session_id(&s->funcs, s->funcs.agent_n_funcs + 1) == 0);
 	CHECK(func_registry_session_id(&s->funcs, 0) == 0);
+	/* its untimed stubs, as handle_function_table takes them: any value, refused or kept */
+	for (size_t i = 0; i < t->n_untimed_stubs && i < 4096 && s->stubs; i++) {
+		const Profd__InstrumentedFunction *f = t->untimed_stubs[i];
+		int err = stub_map_add(s->stubs, f->stub, f->address, f->stub_same_offsets);
+		uint64_t func;
+
+		CHECK(err == 0 || err == -EINVAL || err == -ENOSPC || err == -ENOMEM);
+		if (err == 0) /* the same stub twice names either function */
+			CHECK(stub_map_function_at(s->stubs, f->stub, &func));
+	}
 	return true;
 }
 
@@ -282,7 +294,7 @@ static void take_frame(struct mirror *s, const struct frame_header *hdr, const u
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct frame_reader r;
-	struct mirror s = { 0 };
+	struct mirror s = { .stubs = stub_map_new() };
 	struct frame_header hdr;
 	const uint8_t *payload;
 	size_t off = 0;
@@ -306,6 +318,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		CHECK(ret == 0 || ret == -EPROTO || ret == -EMSGSIZE);
 	}
 	func_registry_free(&s.funcs);
+	stub_map_free(s.stubs);
 	frame_reader_free(&r);
 	return 0;
 }

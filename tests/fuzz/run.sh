@@ -35,7 +35,9 @@ target_deps() {
 		     "$OUT/gen/perfetto_trace_subset.pb-c.c -lprotobuf-c -lz -lzstd" ;;
 	fuzz_func_filter) echo "common/func_filter.c" ;;
 	fuzz_http_request) echo "profctl/http_serve.c" ;;
-	fuzz_control_messages) echo "proto/frame.c daemon/events/func_registry.c $OUT/gen/profd.pb-c.c -lprotobuf-c" ;;
+	fuzz_control_messages)
+		echo "proto/frame.c daemon/events/func_registry.c daemon/sampling/stub_map.c" \
+		     "$OUT/gen/profd.pb-c.c -lprotobuf-c" ;;
 	*) return 1 ;;
 	esac
 }

@@ -404,6 +404,7 @@ static void table_frame(uint32_t first, uint32_t last)
 	Profd__InstrumentedFunction fns[8], *fn_ptrs[8];
 	Profd__SkippedFunction skipped = PROFD__SKIPPED_FUNCTION__INIT, *sk_ptr = &skipped;
 	Profd__FunctionTable t = PROFD__FUNCTION_TABLE__INIT;
+	Profd__InstrumentedFunction untimed, *untimed_ptr = &untimed;
 	char *warning = "/usr/lib/libgone.so: cannot read its symbols";
 
 	for (uint32_t id = first; id <= last; id++) {
@@ -432,6 +433,12 @@ static void table_frame(uint32_t first, uint32_t last)
 	t.warnings = &warning;
 	t.modules_scanned = 3;
 	t.exit_trampoline = 0x7ffff7fa1000;
+	profd__instrumented_function__init(&untimed); /* _exit's, patched for its flag */
+	untimed.address = 0x7ffff7e4e6b0;
+	untimed.stub = 0x7ffff7fb0000 + 0x100 * (last + 1);
+	untimed.stub_same_offsets = 4;
+	t.n_untimed_stubs = 1;
+	t.untimed_stubs = &untimed_ptr;
 	msg_frame(FRAME_FUNCTION_TABLE, &t.base);
 }
 

@@ -84,6 +84,24 @@ pct=$(percent_with fp_instr "main;nofp_level1;nofp_level2;nofp_level3")
 check "fp: $pct% of instrumented samples show every caller, the leaf's too (>= 95%)" \
 	at_least "$pct" 95
 
+# ---- stack walkers: the stubs the agent patches untimed are known to profd ------------
+# backtrace() is patched whatever the user selects (its hook puts hijacked return
+# addresses back before the walk): samples in its hook or its relocated prologue run
+# through its stub, which only the table's untimed stubs name (else [anon]). Its first
+# call loads libgcc_s, whose unwinders come in a later table.
+for mode in fp dwarf; do
+	if [ "$mode" = fp ]; then
+		profile "walk_$mode" --call-graph fp --funcs 'nofp_walk*' -- "$FP_TARGET" walk 600 exit
+	else
+		profile "walk_$mode" --funcs 'nofp_walk*' -- "$TARGET" walk 600 exit
+	fi
+	check_eq "$mode, backtrace(): no sample frame is left in a stub (anonymous memory)" \
+		"$(grep '^sample' "$WORK/walk_$mode.dump" | grep -c '\[anon\]')" 0
+	grep '^sample' "$WORK/walk_$mode.dump" | grep -F '[anon]' | head -n 3 | sed 's/^/  offending: /'
+	walked=$(main_thread_chains "walk_$mode" | grep -c 'main;nofp_walk1;nofp_walk2;backtrace')
+	check "$mode, backtrace(): samples name it under its caller ($walked)" at_least "$walked" 10
+done
+
 # ---- self time: slices carry it, the summary agrees -----------------------------------
 in_trace=$(awk '$1 == "slice" && $4 == "nofp_level3" && NF == 8 { n += $8 } END { print n + 0 }' \
 	"$WORK/instr.dump")

@@ -9,10 +9,13 @@
  *   nofp_target sort MS   main -> nofp_sort1 -> nofp_sort2 -> nofp_sort3 -> qsort (libc)
  *                         -> nofp_compare (called back from libc)
  *   nofp_target vdso MS   main -> nofp_clock_loop -> clock_gettime (libc) -> the vdso
+ *   nofp_target walk MS   main -> nofp_walk1 -> nofp_walk2 -> backtrace (libc, which the
+ *                         agent patches untimed: it restores return addresses first)
  * A third argument "exit" makes it exit instead (profiled under profctl run).
  * Built with -DKEEP_FRAME_POINTERS as fp_target: the same chains, walkable
  * by the kernel's frame-pointer callchains.
  */
+#include <execinfo.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -114,6 +117,25 @@ NOFP void nofp_clock_loop(long ms)
 	nofp_sink = sum;
 }
 
+NOFP int nofp_walk2(void)
+{
+	void *frames[32];
+	int n = backtrace(frames, 32);
+
+	nofp_sink += (uint64_t)n; /* work after the call: no tail call */
+	return n;
+}
+
+NOFP void nofp_walk1(long ms)
+{
+	uint64_t end = nofp_cpu_ns() + (uint64_t)ms * 1000000u;
+
+	do
+		for (int i = 0; i < 100; i++)
+			nofp_walk2();
+	while (nofp_cpu_ns() < end);
+}
+
 int main(int argc, char **argv)
 {
 	long ms = argc > 2 ? atol(argv[2]) : 1000;
@@ -124,8 +146,10 @@ int main(int argc, char **argv)
 		nofp_sort1(ms);
 	else if (argc > 1 && strcmp(argv[1], "vdso") == 0)
 		nofp_clock_loop(ms);
+	else if (argc > 1 && strcmp(argv[1], "walk") == 0)
+		nofp_walk1(ms);
 	else {
-		fprintf(stderr, "usage: nofp_target spin|sort|vdso MS\n");
+		fprintf(stderr, "usage: nofp_target spin|sort|vdso|walk MS\n");
 		return 2;
 	}
 	if (argc > 3 && strcmp(argv[3], "exit") == 0)

@@ -35,6 +35,19 @@ static void test_refuses_unaligned(void)
 	stub_map_free(m);
 }
 
+/* A hostile agent's tables cannot grow the map without bound. */
+static void test_bounded(void)
+{
+	struct stub_map *m = stub_map_new();
+	uint32_t added = 0;
+
+	for (uint32_t i = 1; i <= STUB_MAP_MAX; i++)
+		added += stub_map_add(m, REGION + (uint64_t)i * STUB_SLOT_SIZE, FUNC1, 0) == 0;
+	CHECK_EQ_INT(added, STUB_MAP_MAX);
+	CHECK_EQ_INT(stub_map_add(m, REGION, FUNC1, 0), -ENOSPC);
+	stub_map_free(m);
+}
+
 static void test_call_to_thunk_is_the_entry(void)
 {
 	struct stub_map *m = two_stubs();
@@ -150,6 +163,7 @@ static void test_landing_is_the_exit_path(void)
 int main(void)
 {
 	RUN_TEST(test_refuses_unaligned);
+	RUN_TEST(test_bounded);
 	RUN_TEST(test_call_to_thunk_is_the_entry);
 	RUN_TEST(test_prologue_maps_at_same_offset);
 	RUN_TEST(test_thunk_pops_the_stub_return);
