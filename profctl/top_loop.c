@@ -183,6 +183,13 @@ static void take_frame(struct loop *l, uint32_t type, const uint8_t *payload, si
 		return;
 	}
 	why = attach_process_frame(type, l->src->pid, l->pidfd);
+	/*
+	 * Its pidfd said it exited (and is closed: attach_process_frame then
+	 * asks kill(), which a zombie not yet reaped answers): the agent went
+	 * with it, nobody detached it.
+	 */
+	if (why == STOP_AGENT_GONE && l->target_gone)
+		why = STOP_TARGET_EXITED;
 	if (why == STOP_TARGET_EXITED)
 		l->target_gone = true; /* its last figures are in: ask for them */
 	else if (why != STOP_NONE)
