@@ -247,10 +247,25 @@ static void table_array_free(void *p, const struct table_scratch *scratch)
 		free(p);
 }
 
+/* A written patch made for its stub's flags only (no function timed through it). */
+static bool patch_untimed(const struct pending_patch *pp)
+{
+	return pp->function < 0 && pp->written;
+}
+
+static size_t count_untimed(const struct pending_patch *patches, size_t n)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < n; i++)
+		k += patch_untimed(&patches[i]);
+	return k;
+}
+
 /*
- * The written patches of [0, n) made for their flags only: their stubs, so
- * that profd's stub map knows every stub a sample can be taken in. Returns
- * how many went into out (allocated by table_array from scratch).
+ * The untimed patches of [0, n): their stubs, so that profd's stub map
+ * knows every stub a sample can be taken in. Returns how many went into
+ * out and ptrs (count_untimed's, from table_array).
  */
 static size_t table_untimed_stubs(const struct pending_patch *patches, size_t n,
 				  Profd__InstrumentedFunction *out, Profd__InstrumentedFunction **ptrs)
@@ -258,7 +273,7 @@ static size_t table_untimed_stubs(const struct pending_patch *patches, size_t n,
 	size_t k = 0;
 
 	for (size_t i = 0; i < n; i++) {
-		if (patches[i].function >= 0 || !patches[i].written)
+		if (!patch_untimed(&patches[i]))
 			continue;
 		profd__instrumented_function__init(&out[k]);
 		out[k].address = patches[i].function_address;
@@ -274,6 +289,7 @@ static int send_function_table(int fd, const struct instrument_report *r,
 			       const struct pending_patch *patches, size_t n_patches)
 {
 	size_t n_listed = 0, n_sk = r->n_skipped + r->n_functions + 1;
+	size_t n_untimed = count_untimed(patches, n_patches);
 	struct table_scratch scratch;
 	Profd__FunctionTable table = PROFD__FUNCTION_TABLE__INIT;
 	Profd__InstrumentedFunction *fns = table_array(scratch.fns, r->n_functions + 1,
@@ -282,15 +298,15 @@ static int send_function_table(int fd, const struct instrument_report *r,
 							     sizeof(*fn_ptrs));
 	Profd__SkippedFunction *sk = table_array(scratch.sk, n_sk, sizeof(*sk));
 	Profd__SkippedFunction **sk_ptrs = table_array(scratch.sk_ptrs, n_sk, sizeof(*sk_ptrs));
-	Profd__InstrumentedFunction *untimed = table_array(scratch.untimed, n_patches,
+	Profd__InstrumentedFunction *untimed = table_array(scratch.untimed, n_untimed,
 							    sizeof(*untimed));
-	Profd__InstrumentedFunction **untimed_ptrs = table_array(scratch.untimed_ptrs, n_patches,
+	Profd__InstrumentedFunction **untimed_ptrs = table_array(scratch.untimed_ptrs, n_untimed,
 								  sizeof(*untimed_ptrs));
 	uint8_t *buf = NULL;
 	size_t len;
 	int err = -ENOMEM;
 
-	if (!fns || !fn_ptrs || !sk || !sk_ptrs || (n_patches && (!untimed || !untimed_ptrs)))
+	if (!fns || !fn_ptrs || !sk || !sk_ptrs || !untimed || !untimed_ptrs)
 		goto out;
 	for (size_t i = 0; i < r->n_functions; i++) {
 		const struct instrumented_function *f = &r->functions[i];
