@@ -296,7 +296,7 @@ static int elf_cand_push(const struct elf_view *v, struct elf_cand **c, size_t *
 
 	if (*n < *cap)
 		return 0;
-	*cap = *cap ? *cap * 2 : 64;
+	*cap = *cap ? *cap * 2 : 16;
 	grown = realloc(*c, *cap * sizeof(**c));
 	if (!grown)
 		return elf_fail(v, -ENOMEM, "out of memory for %zu symbols", *cap);

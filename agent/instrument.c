@@ -217,7 +217,7 @@ static int collect_module(struct dl_phdr_info *info, size_t size, void *ctx)
 	if (!m.path)
 		return 0;
 	if (list->n == list->cap) {
-		size_t ncap = list->cap ? list->cap * 2 : 32;
+		size_t ncap = list->cap ? list->cap * 2 : 8;
 		struct loaded_module *n = realloc(list->items, ncap * sizeof(*n));
 
 		if (!n) {
@@ -238,7 +238,7 @@ static int grow(void **items, size_t *cap, size_t n, size_t elem)
 
 	if (n < *cap)
 		return 0;
-	ncap = *cap ? *cap * 2 : 64;
+	ncap = *cap ? *cap * 2 : 8; /* small first: a process of a tree has a few */
 	p = realloc(*items, ncap * elem);
 	if (!p)
 		return -ENOMEM;

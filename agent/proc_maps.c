@@ -49,7 +49,7 @@ _Static_assert(sizeof(struct procmap_query) == 104, "PROCMAP_QUERY's first layou
 static int maps_append(struct proc_maps *m, size_t *cap, uint64_t start, uint64_t end, int prot)
 {
 	if (m->n == *cap) {
-		size_t ncap = *cap ? *cap * 2 : 256;
+		size_t ncap = *cap ? *cap * 2 : 32;
 		struct proc_map *n = realloc(m->maps, ncap * sizeof(*n));
 
 		if (!n)
