@@ -183,13 +183,6 @@ static void take_frame(struct loop *l, uint32_t type, const uint8_t *payload, si
 		return;
 	}
 	why = attach_process_frame(type, l->src->pid, l->pidfd);
-	/*
-	 * Its pidfd said it exited (and is closed: attach_process_frame then
-	 * asks kill(), which a zombie not yet reaped answers): the agent went
-	 * with it, nobody detached it.
-	 */
-	if (why == STOP_AGENT_GONE && l->target_gone)
-		why = STOP_TARGET_EXITED;
 	if (why == STOP_TARGET_EXITED)
 		l->target_gone = true; /* its last figures are in: ask for them */
 	else if (why != STOP_NONE)
@@ -327,7 +320,8 @@ static void loop_once(struct loop *l)
 	uint64_t now = mono_clock_ns();
 	int timeout = l->next_ns > now ? (int)((l->next_ns - now) / 1000000 + 1) : 0;
 	struct pollfd fds[4] = { { l->signal_fd, POLLIN, 0 }, { l->src->link_fd, POLLIN, 0 },
-				 { l->interactive ? 0 : -1, POLLIN, 0 }, { l->pidfd, POLLIN, 0 } };
+				 { l->interactive ? 0 : -1, POLLIN, 0 },
+				 { l->target_gone ? -1 : l->pidfd, POLLIN, 0 } };
 
 	if (l->waiting || (l->target_gone && l->final_asked))
 		timeout = 1000; /* the answer, or a key, comes first */
@@ -340,10 +334,13 @@ static void loop_once(struct loop *l)
 			key(l, c);
 	if (!l->done && fds[1].revents)
 		read_link(l);
-	if (!l->done && fds[3].revents) {
+	/*
+	 * Kept open, no longer polled (it stays readable): an agent-gone notice
+	 * after it is told from a detach by it (attach_process_frame), where
+	 * kill() would find the zombie not yet reaped and say "detached".
+	 */
+	if (!l->done && fds[3].revents)
 		l->target_gone = true;
-		l->pidfd = (close(l->pidfd), -1);
-	}
 	if (l->done || l->waiting)
 		return;
 	if (l->target_gone && !l->final_asked) { /* its last figures, then the end (batch) */
