@@ -608,7 +608,23 @@ int dwarf_unwinder_load_proc_maps(struct dwarf_unwinder *u)
 	return 0;
 }
 
-/* One frame, leaf first. Stops at max, at a caller in page 0, when SP does not grow. */
+/*
+ * A caller with the pc of the frame below it, in code no module holds:
+ * libdwfl got there by its frame-pointer guess (no CFI), and a stack of
+ * repeated words (a frame pointer that is data) lets that guess climb the
+ * whole copy, one identical [unknown] frame per step. Recursion repeats a
+ * pc too, but in a module's code, which CFI unwinds; only a recursive JIT
+ * function loses its deeper frames to this.
+ */
+static bool repeats_unknown_pc(const struct dwarf_unwinder *u, Dwarf_Addr pc)
+{
+	return u->cur.n > 0 && u->cur.pcs[u->cur.n - 1] == pc && !dwfl_addrmodule(u->dwfl, pc);
+}
+
+/*
+ * One frame, leaf first. Stops at max, at a caller in page 0, when SP does
+ * not grow, at an unknown pc repeated.
+ */
 static int on_frame(Dwfl_Frame *frame, void *arg)
 {
 	struct dwarf_unwinder *u = arg;
@@ -623,7 +639,7 @@ static int on_frame(Dwfl_Frame *frame, void *arg)
 	} else {
 		if (pc < MIN_USER_PC || dwfl_frame_reg(frame, DWARF_REG_SP, &sp) != 0)
 			return DWARF_CB_ABORT;
-		if (sp <= c->last_sp) {
+		if (sp <= c->last_sp || repeats_unknown_pc(u, pc)) {
 			u->stats.stopped_loop++;
 			return DWARF_CB_ABORT;
 		}

@@ -116,7 +116,7 @@ struct dwarf_unwind_stats {
 	uint64_t unwinds;       /* successful dwarf_unwinder_unwind calls */
 	uint64_t frames;        /* pcs returned by them */
 	uint64_t stopped_max;   /* walks cut at max frames */
-	uint64_t stopped_loop;  /* walks stopped because SP did not increase */
+	uint64_t stopped_loop;  /* walks stopped: SP did not increase, or an unknown pc repeated */
 	uint64_t modules;       /* ELF modules held now (vdso included) */
 	uint64_t rebuilds;      /* libdwfl sessions rebuilt after a module was replaced */
 	uint64_t bad_mappings;  /* mappings whose file could not be loaded */

@@ -68,6 +68,37 @@ static int grow(struct demangle_cache *c)
 	return 0;
 }
 
+/*
+ * "_ZNSt14error_categoryC2Ev@plt" (a PLT entry, as the symbolizer names it)
+ * or "name@VERSION": the mangled part before the '@' demangled, the suffix
+ * kept, as perf shows them. NULL when that part is no mangled name either.
+ */
+static char *demangle_suffixed(const char *name)
+{
+	const char *at = strchr(name, '@');
+	char *head, *plain, *out = NULL;
+	int status = -1;
+
+	if (!at || at == name)
+		return NULL;
+	head = strndup(name, (size_t)(at - name));
+	if (!head)
+		return NULL;
+	plain = __cxa_demangle(head, NULL, NULL, &status);
+	free(head);
+	if (status == 0 && plain) {
+		size_t plain_len = strlen(plain), suffix_len = strlen(at);
+
+		out = malloc(plain_len + suffix_len + 1);
+		if (out) {
+			memcpy(out, plain, plain_len);
+			memcpy(out + plain_len, at, suffix_len + 1);
+		}
+	}
+	free(plain);
+	return out;
+}
+
 const char *demangle_cached(struct demangle_cache *c, const char *name)
 {
 	size_t i;
@@ -81,8 +112,12 @@ const char *demangle_cached(struct demangle_cache *c, const char *name)
 	if (!c->slots[i].mangled) {
 		char *plain = __cxa_demangle(name, NULL, NULL, &status);
 
+		if (status != 0) {
+			free(plain);
+			plain = demangle_suffixed(name);
+		}
 		c->slots[i].mangled = name;
-		c->slots[i].plain = status == 0 ? plain : (free(plain), NULL);
+		c->slots[i].plain = plain;
 		c->used++;
 	}
 	return c->slots[i].plain ? c->slots[i].plain : name;

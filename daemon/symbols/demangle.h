@@ -14,7 +14,9 @@ void demangle_cache_free(struct demangle_cache *c);
 
 /*
  * The readable form of name (`ex_thrower(int)` for `_Z10ex_throweri`), or
- * name itself when it is not a mangled C++ name or cannot be demangled.
+ * name itself when it is not a mangled C++ name or cannot be demangled. A
+ * suffix from the first '@' on ("@plt", "@VERSION") is kept after the
+ * readable form.
  * The result lives until demangle_cache_free. name must outlive the cache.
  */
 const char *demangle_cached(struct demangle_cache *c, const char *name);

@@ -690,6 +690,28 @@ static void test_hostile_edges(void)
 	CHECK_EQ_INT(dwarf_unwinder_unwind(u, regs, SAMPLER_REGS_MASK, regs[PERF_REG_X86_SP], stack,
 					   sizeof(stack), pcs, MAX_FRAMES, &n), 0);
 	CHECK(n >= 1 && n <= 3);
+	/*
+	 * A frame-pointer fallback through code no module holds, over a stack
+	 * of repeated words ([fp] = fp + 16, [fp + 8] = the same pc): SP grows
+	 * at every step, but one [unknown] pc repeated is no chain (seen in a
+	 * C++ program's sample: 127 of them). Cut at the first repeat.
+	 */
+	{
+		uint8_t words[1024];
+		const uint64_t unknown = 0x7f90a1e0b0b0ull, base = 0x7ffd12345000ull;
+
+		for (size_t off = 0; off < sizeof(words); off += 16) {
+			self[0] = base + off + 16;
+			self[1] = unknown;
+			memcpy(words + off, self, sizeof(self));
+		}
+		regs[PERF_REG_X86_IP] = unknown;
+		regs[PERF_REG_X86_SP] = regs[PERF_REG_X86_BP] = base;
+		CHECK_EQ_INT(dwarf_unwinder_unwind(u, regs, SAMPLER_REGS_MASK, base, words,
+						   sizeof(words), pcs, MAX_FRAMES, &n), 0);
+		CHECK(n >= 1 && n <= 2);
+		regs[PERF_REG_X86_SP] = regs[PERF_REG_X86_BP] = 0x7ffd12345000ull;
+	}
 	/* max 1, bad arguments */
 	CHECK_EQ_INT(dwarf_unwinder_unwind(u, regs, SAMPLER_REGS_MASK, regs[PERF_REG_X86_SP], stack,
 					   sizeof(stack), pcs, 1, &n), 0);
