@@ -5,7 +5,9 @@
 # Prints the wall times, their ratio (issue 26: at most 2x) and the cost per
 # process (the difference over N), with its CPU: the loop's (profctl and the
 # tree it waits for) and profd's (one profd of the bench's own for every
-# run, its CPU read from /proc). Wall time: run it on a quiet machine.
+# run, its CPU read from /proc), then one session's own cost (`profctl run`
+# of the program once, against the program alone). Wall time: run it on a
+# quiet machine.
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-build}
@@ -66,4 +68,17 @@ awk -v p="$(column_median 1 "$WORK/plain")" -v q="$(column_median 1 "$WORK/prof"
 		q / 1e6, qc, dc, q / p
 	printf "  per process %8.1f us   loop CPU %7.1f us   profd CPU %7.1f us\n",
 		(q - p) / n / 1e3, (qc - pc) * 1e3 / n, dc * 1e3 / n
+}'
+
+# One session's own cost: `profctl run` of the program once (the daemon warm:
+# its probe and kernel symbols kept from the runs above), against the plain
+# program, median of 11; what a test runner pays per command it wraps.
+for _ in $(seq 11); do
+	t0=$(now_ns); "$WORK/small"; t1=$(now_ns)
+	"$PROFCTL" run --funcs 'narrow*' -o "$WORK/one.pftrace" -- "$WORK/small" 2>/dev/null ||
+		exit 1
+	echo "$((t1 - t0)) $(( $(now_ns) - t1 ))"
+done >"$WORK/one"
+awk -v p="$(column_median 1 "$WORK/one")" -v q="$(column_median 2 "$WORK/one")" 'BEGIN {
+	printf "  one run     %8.1f ms   (plain %.1f ms): a session'"'"'s start and end\n", q / 1e6, p / 1e6
 }'

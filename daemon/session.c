@@ -1204,11 +1204,17 @@ static void session_finish(struct server *srv, struct session *s)
 	session_free(s);
 }
 
-static void handle_target_exited(struct session *s)
+static void handle_target_exited(struct server *srv, struct session *s)
 {
 	s->target_exited = 1;
 	s->target_exited_ns = mono_clock_ns();
 	s->agent_deadline_ns = s->target_exited_ns + AGENT_GRACE_NS;
+	/*
+	 * Its agents may all have said goodbye already (a short program's
+	 * did before it exited): end now, not at the next tick, which made
+	 * every run wait 10 ms on average (TICK_NS).
+	 */
+	srv->sessions_may_end = true;
 }
 
 /*
@@ -1572,7 +1578,7 @@ void session_client_frame(struct server *srv, struct conn *c, uint32_t type,
 		handle_target_forked(s, payload, len);
 		break;
 	case FRAME_TARGET_EXITED:
-		handle_target_exited(s);
+		handle_target_exited(srv, s);
 		break;
 	case FRAME_AGENT_LINK:
 		handle_agent_link(srv, s, c);
