@@ -163,7 +163,7 @@ fi
 # populated as far as it writes (8 KiB, then twice that), not its segments whole
 if command -v strace >/dev/null; then
 	timeout 300 "$PROFCTL" run --funcs 'fibf' -o "$WORK/few.pftrace" -- \
-		strace -f -e trace=mmap,madvise -o "$WORK/few.strace" "$TREE" work 10 \
+		strace -f -e trace=mmap,madvise,openat -o "$WORK/few.strace" "$TREE" work 10 \
 		>"$WORK/few.out" 2>"$WORK/few.err"
 	check_eq "few calls: exits 0" "$?" 0
 	"$PROFCTL" report --dump "$WORK/few.pftrace" >"$WORK/few.dump"
@@ -176,6 +176,10 @@ if command -v strace >/dev/null; then
 		"$WORK/few.strace" | awk '{n += $1} END {print n + 0}')
 	check "few calls: 8-16 KiB of the ring populated ($populated bytes)" \
 		test "$populated" -ge 8192 -a "$populated" -le 16384
+	# libc's symbols come with the config (profctl's presets of the modules
+	# it shares with the tree): the loader opens libc, the agent never does
+	check_eq "few calls: libc opened once, by the loader (its preset taken)" \
+		"$(grep -c 'openat(.*/libc\.so\.6"' "$WORK/few.strace")" 1
 else
 	skip "strace not on PATH: the ring's populated pages are not checked"
 fi
