@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/sysmacros.h>
 
 #include "common/arg_spec.h"
 #include "common/mono_clock.h"
@@ -392,7 +393,8 @@ void session_process_mmap(struct session_process *p, const struct sampler_mmap *
 {
 	if (!(m->prot & PROT_EXEC) || !p->symbols)
 		return;
-	symbolizer_add_mapping(p->symbols, m->start, m->start + m->len, m->pgoff, m->filename);
+	symbolizer_add_mapping_id(p->symbols, m->start, m->start + m->len, m->pgoff, m->filename,
+				  m->maj || m->min || m->ino ? makedev(m->maj, m->min) : 0, m->ino);
 	if (p->unwinder)
 		dwarf_unwinder_add_mapping_id(p->unwinder, m->start, m->start + m->len, m->pgoff,
 					      m->filename,

@@ -52,6 +52,12 @@ struct elf_module {
 	uint8_t build_id[ELF_MODULE_MAX_BUILD_ID];
 	size_t build_id_len;
 	unsigned int refs;               /* its owners: symbolizers, daemon/symbols/module_cache.c */
+	/*
+	 * The file as the kernel's MMAP2 records named it (device, inode);
+	 * 0 and 0: not known, or two mappings of the path disagreed.
+	 */
+	uint64_t mapped_dev, mapped_ino;
+	bool identity_seen;              /* a mapping gave (or withheld) mapped_dev/ino */
 };
 
 /* Returns a module for path (not loaded yet), or NULL with errno set. */

@@ -66,12 +66,34 @@ static void cache_add(struct module_cache *c, struct elf_module *m, const struct
 					elf_module_ref(m) };
 }
 
+/*
+ * The module loaded from the file the kernel named m's mapping by (MMAP2's
+ * device and inode, the same numbers fstat gave when it was loaded): no
+ * open through /proc/PID/root, no fstat, per process. NULL when none is.
+ */
+static struct elf_module *cached_by_identity(const struct module_cache *c,
+					     const struct elf_module *m)
+{
+	if (m->mapped_dev == 0 && m->mapped_ino == 0)
+		return NULL;
+	for (size_t i = 0; i < c->n; i++)
+		if ((uint64_t)c->v[i].dev == m->mapped_dev && (uint64_t)c->v[i].ino == m->mapped_ino &&
+		    strcmp(c->v[i].m->path, m->path) == 0)
+			return c->v[i].m;
+	return NULL;
+}
+
 struct elf_module *module_cache_load(struct module_cache *c, struct elf_module *m, pid_t pid,
 				     uint64_t start, uint64_t end)
 {
-	int fd = elf_module_open(m, pid, start, end);
+	struct elf_module *same = cached_by_identity(c, m);
+	int fd;
 	struct stat st;
 	bool known;
+
+	if (same)
+		return elf_module_ref(same);
+	fd = elf_module_open(m, pid, start, end);
 
 	if (fd < 0) {
 		elf_module_load(m, pid, start, end); /* says why it has no symbols */

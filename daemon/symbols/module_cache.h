@@ -4,7 +4,11 @@
  * programs and libraries in many processes, and each file's symbols (libc's
  * debug .symtab: tens of thousands, sorted) are read once, not per process.
  * A file is the same when its path, device, inode, size and modification
- * time are: a rebuilt or replaced file is read again. Single-threaded.
+ * time are: a rebuilt or replaced file is read again. A mapping the kernel
+ * named by device and inode (MMAP2) that match a file loaded already takes
+ * it without opening anything (a file rewritten in place, its inode kept,
+ * is then not read again: perf's own records cannot tell it either).
+ * Single-threaded.
  */
 #ifndef PROFD_MODULE_CACHE_H
 #define PROFD_MODULE_CACHE_H

@@ -156,8 +156,26 @@ static void maps_splice(struct symbolizer *s, size_t first, size_t last, const s
 	s->n_maps = s->n_maps - (last - first) + n;
 }
 
-int symbolizer_add_mapping(struct symbolizer *s, uint64_t start, uint64_t end, uint64_t pgoff,
-			   const char *path)
+/*
+ * The module's file as its mappings name it, while it is not loaded (the
+ * identity only finds it loaded already): the first mapping's, forgotten
+ * when another of the path disagrees.
+ */
+static void module_note_identity(struct elf_module *m, uint64_t dev, uint64_t ino)
+{
+	if (m->loaded)
+		return;
+	if (!m->identity_seen) {
+		m->mapped_dev = dev;
+		m->mapped_ino = ino;
+		m->identity_seen = true;
+	} else if (m->mapped_dev != dev || m->mapped_ino != ino) {
+		m->mapped_dev = m->mapped_ino = 0;
+	}
+}
+
+int symbolizer_add_mapping_id(struct symbolizer *s, uint64_t start, uint64_t end, uint64_t pgoff,
+			      const char *path, uint64_t dev, uint64_t ino)
 {
 	struct mapping nm = { start, end, pgoff, NULL };
 	size_t first, last;
@@ -167,6 +185,7 @@ int symbolizer_add_mapping(struct symbolizer *s, uint64_t start, uint64_t end, u
 	nm.module = module_get(s, canonical_path(path));
 	if (!nm.module || maps_reserve(s, 2) < 0)
 		return -ENOMEM;
+	module_note_identity(nm.module, dev, ino);
 	first = maps_first_ending_after(s, start);
 	for (last = first; last < s->n_maps && s->maps[last].start < end; last++)
 		;
@@ -174,11 +193,18 @@ int symbolizer_add_mapping(struct symbolizer *s, uint64_t start, uint64_t end, u
 	return 0;
 }
 
+int symbolizer_add_mapping(struct symbolizer *s, uint64_t start, uint64_t end, uint64_t pgoff,
+			   const char *path)
+{
+	return symbolizer_add_mapping_id(s, start, end, pgoff, path, 0, 0);
+}
+
 int symbolizer_copy_mappings(struct symbolizer *s, const struct symbolizer *from)
 {
 	for (size_t i = 0; i < from->n_maps; i++) {
 		const struct mapping *m = &from->maps[i];
-		int err = symbolizer_add_mapping(s, m->start, m->end, m->pgoff, m->module->path);
+		int err = symbolizer_add_mapping_id(s, m->start, m->end, m->pgoff, m->module->path,
+						    m->module->mapped_dev, m->module->mapped_ino);
 
 		if (err < 0)
 			return err;

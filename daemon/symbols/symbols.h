@@ -61,6 +61,14 @@ int symbolizer_add_mapping(struct symbolizer *s, uint64_t start, uint64_t end, u
 			   const char *path);
 
 /*
+ * The same, with the file's identity from the kernel's MMAP2 record (dev as
+ * makedev(maj, min), ino; 0 and 0: not known): a file another process of the
+ * session loaded already is then taken without opening it again.
+ */
+int symbolizer_add_mapping_id(struct symbolizer *s, uint64_t start, uint64_t end, uint64_t pgoff,
+			      const char *path, uint64_t dev, uint64_t ino);
+
+/*
  * Reads the executable mappings of /proc/PID/maps (for processes already
  * running): file-backed, [vdso] and the like, and anonymous ones as "[anon]".
  * Returns 0 or the negative errno of opening the file (-ENOENT: no process).

@@ -645,6 +645,61 @@ static void test_symbol_rules(void)
 	symbolizer_free(s);
 }
 
+/*
+ * A mapping the kernel named by device and inode (MMAP2) takes the module
+ * another process loaded from that file without opening it: the file is
+ * gone when the second process looks it up (a pid with no /proc either), and
+ * its names still come. A different inode, or none, opens the path: nothing.
+ */
+static void check_unnamed(struct symbolizer *s, uint64_t pc)
+{
+	struct symbol_info si;
+
+	CHECK_EQ_INT(symbolizer_lookup(s, pc, &si), 0);
+	CHECK(si.function == NULL);
+}
+
+static void test_shared_modules_by_identity(void)
+{
+	char tmpl[] = "/tmp/profd-ident-XXXXXX";
+	int fd = mkstemp(tmpl);
+	struct module_cache *c = module_cache_new();
+	struct symbolizer *a = symbolizer_new(getpid());
+	struct symbolizer *b = symbolizer_new(INT32_MAX), *other = symbolizer_new(INT32_MAX);
+	struct symbolizer *none = symbolizer_new(INT32_MAX);
+	uint64_t text_offset = 0;
+	struct stat st;
+
+	CHECK(fd >= 0 && c && a && b && other && none);
+	if (fd < 0 || !c || !a || !b || !other || !none)
+		return;
+	CHECK_EQ_INT(write_rule_elf(fd, &text_offset), 0);
+	CHECK_EQ_INT(fstat(fd, &st), 0);
+	close(fd);
+	symbolizer_share_modules(a, c);
+	symbolizer_share_modules(b, c);
+	symbolizer_share_modules(other, c);
+	symbolizer_share_modules(none, c);
+	CHECK_EQ_INT(symbolizer_add_mapping_id(a, RULE_MAP, RULE_MAP + TEXT_SIZE, text_offset, tmpl,
+					       st.st_dev, st.st_ino), 0);
+	check_rule(a, 0x125, "inner", 0x5); /* loaded from the file, kept in the cache */
+	unlink(tmpl);
+	CHECK_EQ_INT(symbolizer_add_mapping_id(b, RULE_MAP, RULE_MAP + TEXT_SIZE, text_offset, tmpl,
+					       st.st_dev, st.st_ino), 0);
+	check_rule(b, 0x180, "outer", 0x80);
+	CHECK_EQ_INT(symbolizer_add_mapping_id(other, RULE_MAP, RULE_MAP + TEXT_SIZE, text_offset,
+					       tmpl, st.st_dev, st.st_ino + 1), 0);
+	check_unnamed(other, RULE_MAP + 0x180);
+	CHECK_EQ_INT(symbolizer_add_mapping(none, RULE_MAP, RULE_MAP + TEXT_SIZE, text_offset, tmpl),
+		     0);
+	check_unnamed(none, RULE_MAP + 0x180);
+	symbolizer_free(a);
+	symbolizer_free(b);
+	symbolizer_free(other);
+	symbolizer_free(none);
+	module_cache_free(c);
+}
+
 /* ---- mutated ELF files ------------------------------------------------------ */
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
@@ -1135,6 +1190,7 @@ int main(void)
 	RUN_TEST(test_deleted_file);
 	RUN_TEST(test_plt_entries_named);
 	RUN_TEST(test_symbol_rules);
+	RUN_TEST(test_shared_modules_by_identity);
 	RUN_TEST(test_mutated_elf_never_crashes);
 	RUN_TEST(test_debuglink_next_to_file);
 	RUN_TEST(test_debuglink_in_dot_debug);
