@@ -464,7 +464,7 @@ static const struct flusher_ops agent_flusher_ops = {
 	.frame = agent_daemon_frame,
 };
 
-static void agent_forked_connect(void);
+static void agent_forked_connect(bool at_exit);
 
 /*
  * rt_sigprocmask without libc: its wrappers may be instrumented, and the
@@ -513,7 +513,7 @@ int profagent_enter_slow(int reason)
 	saved_guard = agent_thread_guard;
 	if (agent.fork_pending) {
 		agent_thread_guard = AGENT_GUARD_AGENT;
-		agent_forked_connect();
+		agent_forked_connect(reason == HOOK_SLOW_EXIT);
 		agent_thread_guard = saved_guard;
 	}
 	if (reason == HOOK_SLOW_THREAD) {
@@ -581,7 +581,9 @@ static void atfork_child(void)
  * profd, its hello as the parent's fork (it sends the inherited table
  * again), its flusher. Signals are blocked (the slow path) and the guard
  * held. When profd does not take it, the child records nothing more; the
- * patches stay as pass-through.
+ * patches stay as pass-through. At its exit (at_exit: its destructor, or
+ * _exit's hook, which a signal handler may have called), no thread: the
+ * exit drain sends what it has (flusher_start_at_exit).
  */
 /* A link of our own, its profd end handed over through the spawner; our end, or -errno. */
 static int spawner_connect(void)
@@ -600,7 +602,7 @@ static int spawner_connect(void)
 	return sv[0];
 }
 
-static void agent_forked_connect(void)
+static void agent_forked_connect(bool at_exit)
 {
 	Profd__AgentConfig *cfg = NULL;
 	int sock, follow = 0;
@@ -613,7 +615,8 @@ static void agent_forked_connect(void)
 		else if ((cfg = receive_config(sock)))
 			follow = cfg->follow_children;
 	}
-	if (follow && flusher_start(sock, &agent_flusher_ops, &agent.plan) == 0) {
+	if (follow && (at_exit ? flusher_start_at_exit : flusher_start)(sock, &agent_flusher_ops,
+								 &agent.plan) == 0) {
 		agent.sock = sock;
 		flusher_release(&agent.fork_pair);
 	} else {
@@ -977,7 +980,7 @@ __attribute__((destructor)) static void agent_stop(void)
 {
 	if (agent.fork_pending) { /* a forked child that recorded nothing yet: its figures still go */
 		agent_thread_guard = 1;
-		agent_forked_connect();
+		agent_forked_connect(true);
 	}
 	if (agent.state != AGENT_ACTIVE)
 		return;

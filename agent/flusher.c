@@ -90,6 +90,7 @@ static struct flusher {
 	 */
 	pthread_mutex_t cycle_lock;
 	int exit_drained;
+	int threadless;            /* flusher_start_at_exit: no thread, the exit drain sends */
 	uint64_t exit_deadline_ns; /* the exit drain's: past it, its sends give up */
 	uint64_t trimmed_ns;     /* when unused ring segments were last handed back */
 	struct event_clock_pair initial_pair;
@@ -852,9 +853,9 @@ static int flusher_alloc(void)
 	return flusher.stage ? 0 : -ENOMEM;
 }
 
-int flusher_start(int sock, const struct flusher_ops *ops, void *ctx)
+/* The state a flusher sends with, its thread or not; 0 or a negative errno. */
+static int flusher_setup(int sock, const struct flusher_ops *ops, void *ctx)
 {
-	sigset_t all, old;
 	/*
 	 * Long enough for a daemon that is only slow (a loaded machine, a BPF
 	 * program being verified, another session's trace being finished): at 2 s
@@ -882,11 +883,22 @@ int flusher_start(int sock, const struct flusher_ops *ops, void *ctx)
 	flusher.let_calls_return = false;
 	flusher.exit_drained = 0;
 	flusher.exit_deadline_ns = 0;
+	flusher.threadless = 0;
 	atomic_store(&flusher.released, 0);
 	atomic_store(&flusher.exited, 0);
 	atomic_store(&agent_exit_request, AGENT_EXIT_NONE);
 	/* A daemon that stops reading makes sends fail instead of hanging the flusher. */
 	setsockopt(sock, SOL_SOCKET, SO_SNDTIMEO, &send_timeout, sizeof(send_timeout));
+	return 0;
+}
+
+int flusher_start(int sock, const struct flusher_ops *ops, void *ctx)
+{
+	sigset_t all, old;
+	int err = flusher_setup(sock, ops, ctx);
+
+	if (err)
+		return err;
 	/* The target's signals must never be delivered to our thread. */
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
@@ -894,6 +906,17 @@ int flusher_start(int sock, const struct flusher_ops *ops, void *ctx)
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (err)
 		return -err;
+	flusher.running = 1;
+	return 0;
+}
+
+int flusher_start_at_exit(int sock, const struct flusher_ops *ops, void *ctx)
+{
+	int err = flusher_setup(sock, ops, ctx);
+
+	if (err)
+		return err;
+	flusher.threadless = 1;
 	flusher.running = 1;
 	return 0;
 }
@@ -945,6 +968,10 @@ int flusher_stop(const char *reason, bool let_calls_return)
 {
 	if (!flusher.running)
 		return 0;
+	if (flusher.threadless) { /* only an exit drain sends for it */
+		flusher.running = 0;
+		return 0;
+	}
 	pthread_mutex_lock(&flusher.lock);
 	flusher.stop_requested = 1;
 	flusher.stop_reason = reason;

@@ -57,6 +57,15 @@ int flusher_send_frame(int fd, uint32_t type, const void *payload, size_t len);
 int flusher_start(int sock, const struct flusher_ops *ops, void *ctx);
 
 /*
+ * The same state without the thread, for a process that is exiting (a
+ * forked child whose first connection is its exit's): the exit drain
+ * (flusher_exit_drain) sends everything. No thread is created where the
+ * exit may run (a signal handler's _exit, a destructor), and none is paid
+ * for by a process that is ending. 0 or a negative errno.
+ */
+int flusher_start_at_exit(int sock, const struct flusher_ops *ops, void *ctx);
+
+/*
  * Lets the flusher go, with the clock pair taken before recording began.
  * Lock-free: callable while every other thread of the process is stopped.
  */

@@ -180,8 +180,24 @@ if command -v strace >/dev/null; then
 	# it shares with the tree): the loader opens libc, the agent never does
 	check_eq "few calls: libc opened once, by the loader (its preset taken)" \
 		"$(grep -c 'openat(.*/libc\.so\.6"' "$WORK/few.strace")" 1
+	# children that make no call connect at their exit (one by exit, one by
+	# _exit, which a signal handler may call): no thread is started for them
+	timeout 300 "$PROFCTL" run --funcs 'fibf' -o "$WORK/idle.pftrace" -- \
+		strace -f -e trace=clone,clone3 -o "$WORK/idle.strace" "$TREE" idle \
+		>"$WORK/idle.out" 2>"$WORK/idle.err"
+	check_eq "idle children: exits 0" "$?" 0
+	check_eq "idle children: a thread started only for the parent's flusher" \
+		"$(grep -c 'CLONE_THREAD' "$WORK/idle.strace")" 1
+	idle=$(awk '$1 == "fork" || $1 == "clone" {next} /^[0-9]+ +clone\(/ && !/CLONE_THREAD/ {
+		sub(/.*= /, ""); print}' "$WORK/idle.strace" | tr '\n' ' ')
+	for pid in $idle; do
+		check "idle children: $pid followed, its agent connected at its exit" \
+			awk -v p="$pid" '$1 == "profctl:" && $2 == p && !/not instrumented/ {f = 1}
+				END {exit !f}' "$WORK/idle.err"
+	done
+	check_eq "idle children: two" "$(echo $idle | wc -w)" 2
 else
-	skip "strace not on PATH: the ring's populated pages are not checked"
+	skip "strace not on PATH: the ring's populated pages and idle children's threads are not checked"
 fi
 
 finish

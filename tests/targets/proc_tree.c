@@ -13,6 +13,9 @@
  *   proc_tree grand N           a child whose child computes fibf(N)
  *   proc_tree quick             a child that ends at once by a raw exit_group (no call, no
  *                               exit handler, no _exit: nothing of the agent runs)
+ *   proc_tree idle              two children that make no call, one ending by exit, one
+ *                               by _exit (their agents connect at their exit); the parent
+ *                               fibf(15)
  *   proc_tree server FIFO       a pre-forking server: a worker per line on a FIFO ("N":
  *                               fibf(N); "N FILE": fibf(N) over and over until FILE exists)
  *   proc_tree reuse N1 N2       two processes of one pid, one after the other, running
@@ -263,11 +266,20 @@ int main(int argc, char **argv)
 		work(15);
 		return wait_all();
 	}
+	if (!strcmp(mode, "idle")) {
+		fflush(stdout);
+		if (fork() == 0)
+			exit(0);
+		if (fork() == 0)
+			_exit(0);
+		work(15);
+		return wait_all();
+	}
 	if (!strcmp(mode, "server") && argc > 2)
 		return server(argv[2]);
 	if (!strcmp(mode, "reuse") && argc > 3)
 		return reuse_pid(argv[0], argv[2], argv[3]);
 	fprintf(stderr, "usage: proc_tree work N | fork|forkexit K N | forkexec|spawn|vfork PROG... | "
-			"grand N | quick | server FIFO | reuse N1 N2\n");
+			"grand N | quick | idle | server FIFO | reuse N1 N2\n");
 	return 2;
 }
