@@ -394,7 +394,7 @@ void session_process_mmap(struct session_process *p, const struct sampler_mmap *
 	if (!(m->prot & PROT_EXEC) || !p->symbols)
 		return;
 	symbolizer_add_mapping_id(p->symbols, m->start, m->start + m->len, m->pgoff, m->filename,
-				  m->maj || m->min || m->ino ? makedev(m->maj, m->min) : 0, m->ino);
+				  makedev(m->maj, m->min), m->ino); /* 0 and 0: not known */
 	if (p->unwinder)
 		dwarf_unwinder_add_mapping_id(p->unwinder, m->start, m->start + m->len, m->pgoff,
 					      m->filename,

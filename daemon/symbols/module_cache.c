@@ -94,7 +94,6 @@ struct elf_module *module_cache_load(struct module_cache *c, struct elf_module *
 	if (same)
 		return elf_module_ref(same);
 	fd = elf_module_open(m, pid, start, end);
-
 	if (fd < 0) {
 		elf_module_load(m, pid, start, end); /* says why it has no symbols */
 		return elf_module_ref(m);

@@ -188,7 +188,7 @@ if command -v strace >/dev/null; then
 	check_eq "idle children: exits 0" "$?" 0
 	check_eq "idle children: a thread started only for the parent's flusher" \
 		"$(grep -c 'CLONE_THREAD' "$WORK/idle.strace")" 1
-	idle=$(awk '$1 == "fork" || $1 == "clone" {next} /^[0-9]+ +clone\(/ && !/CLONE_THREAD/ {
+	idle=$(awk '/^[0-9]+ +clone\(/ && !/CLONE_THREAD/ {
 		sub(/.*= /, ""); print}' "$WORK/idle.strace" | tr '\n' ' ')
 	for pid in $idle; do
 		check "idle children: $pid followed, its agent connected at its exit" \
