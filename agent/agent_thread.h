@@ -180,13 +180,6 @@ struct agent_thread {
 	 */
 	uintptr_t ring_base;
 	uint64_t ring_end;           /* records may take positions below it: 0 = no segment */
-	/*
-	 * The histogram bucket the last fast exit's call belongs in, counted
-	 * there by the next fast exit (its clock read long done: agent/hooks.c,
-	 * agg_close_deferred), or NULL. The flusher counts it in what it sends.
-	 * In the first cache line, with the fields above: every exit uses it.
-	 */
-	uint32_t *_Atomic hist_pending;
 	uint32_t tid;
 	uint32_t guard_recoveries;   /* hooks abandoned by a siglongjmp (see hooks.c) */
 	/*

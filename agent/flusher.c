@@ -398,28 +398,16 @@ static uint64_t flusher_put_events(struct agent_thread *t, uint64_t tail, uint64
 #define AGG_PER_CHUNK 256u
 
 /*
- * a's histogram as t's owner counts it, with the call whose bucket it has
- * yet to count (agent/hooks.c, agg_close_deferred) when that is one of a's:
- * read again if the owner moved its pending bucket meanwhile, so that the
- * call is counted once, before or after the owner counts it itself.
+ * a's histogram as t's owner counts it: the calls that left no EXIT in the
+ * ring (profd counts the others' buckets from their events).
  */
-static void read_histogram(struct agent_thread *t, struct func_agg *a, uint32_t *hist)
+static void read_histogram(struct func_agg *a, uint32_t *hist)
 {
-	uint32_t *pending;
-
-	do {
-		/* pairs with the release store and fence in agg_close_deferred() */
-		pending = atomic_load_explicit(&t->hist_pending, memory_order_acquire);
-		for (uint32_t b = 0; b < AGG_BUCKETS; b++)
-			hist[b] = __atomic_load_n(&a->hist[b], __ATOMIC_RELAXED);
-		atomic_thread_fence(memory_order_acquire);
-	} while (pending != atomic_load_explicit(&t->hist_pending, memory_order_relaxed));
-	if (pending >= a->hist && pending < a->hist + AGG_BUCKETS)
-		hist[pending - a->hist]++;
+	for (uint32_t b = 0; b < AGG_BUCKETS; b++)
+		hist[b] = __atomic_load_n(&a->hist[b], __ATOMIC_RELAXED);
 }
 
-static uint8_t *put_one_aggregate(uint8_t *p, struct agent_thread *t, uint32_t func_id,
-				  struct func_agg *a)
+static uint8_t *put_one_aggregate(uint8_t *p, uint32_t func_id, struct func_agg *a)
 {
 	uint32_t hist[AGG_BUCKETS], used = 0, prev = 0;
 
@@ -435,7 +423,7 @@ static uint8_t *put_one_aggregate(uint8_t *p, struct agent_thread *t, uint32_t f
 	p = event_put_varint(p, __atomic_load_n(&a->self_ticks, __ATOMIC_RELAXED));
 	p = event_put_varint(p, __atomic_load_n(&a->max_ticks, __ATOMIC_RELAXED));
 	p = event_put_varint(p, __atomic_load_n(&a->values_dropped, __ATOMIC_RELAXED));
-	read_histogram(t, a, hist);
+	read_histogram(a, hist);
 	for (uint32_t b = 0; b < AGG_BUCKETS; b++)
 		used += hist[b] != 0;
 	p = event_put_varint(p, used);
@@ -556,7 +544,7 @@ static void flusher_put_aggregates(struct agent_thread *t, uint64_t drops)
 				if (key == a->sent)
 					continue;
 				a->sent = key;
-				p = put_one_aggregate(p, t, page * AGG_PAGE_FUNCS + slot, a);
+				p = put_one_aggregate(p, page * AGG_PAGE_FUNCS + slot, a);
 				h.count++;
 			}
 			if (funcs && slot < in_page)

@@ -80,7 +80,6 @@ HOT_AT(struct agent_thread, committed, HOT_THREAD_COMMITTED);
 HOT_AT(struct agent_thread, ring_base, HOT_THREAD_RING_BASE);
 HOT_AT(struct agent_thread, ring_end, HOT_THREAD_RING_END);
 HOT_AT(struct agent_thread, returns_restored, HOT_THREAD_RETURNS_RESTORED);
-HOT_AT(struct agent_thread, hist_pending, HOT_THREAD_HIST_PENDING);
 HOT_AT(struct agent_thread, agg_pages, HOT_THREAD_AGG_PAGES);
 HOT_AT(struct agent_thread, shadow, HOT_THREAD_SHADOW);
 HOT_AT(struct agent_thread, landing, HOT_THREAD_LANDING);
@@ -96,7 +95,6 @@ HOT_AT(struct func_agg, exited, HOT_AGG_EXITED);
 HOT_AT(struct func_agg, total_ticks, HOT_AGG_TOTAL_TICKS);
 HOT_AT(struct func_agg, self_ticks, HOT_AGG_SELF_TICKS);
 HOT_AT(struct func_agg, max_ticks, HOT_AGG_MAX_TICKS);
-HOT_AT(struct func_agg, hist, HOT_AGG_HIST);
 HOT_AT(struct event_record, tsc, 0);
 HOT_AT(struct event_record, func_id, 8);
 HOT_AT(struct event_record, kind, 12);
@@ -107,7 +105,6 @@ _Static_assert(sizeof(struct shadow_entry) == 1u << HOT_SHADOW_SIZE_SHIFT, "x86_
 _Static_assert(sizeof(struct func_agg) == HOT_AGG_SIZE, "x86_64.S: figures size");
 _Static_assert(AGG_PAGE_FUNCS == 1u << HOT_AGG_PAGE_SHIFT, "x86_64.S: page");
 _Static_assert(AGG_PAGE_FUNCS * AGG_PAGES == HOT_AGG_FUNCS_MAX, "x86_64.S: pages");
-_Static_assert(AGG_SUB_BITS == HOT_AGG_SUB_BITS && AGG_BUCKETS == HOT_AGG_BUCKETS, "x86_64.S: buckets");
 _Static_assert(STATE_DEPTH_BITS == HOT_STATE_DEPTH_BITS && SHADOW_RECORDED == HOT_SHADOW_RECORDED,
 	       "x86_64.S: state");
 _Static_assert(EVENT_ENTER == HOT_EVENT_ENTER && EVENT_EXIT == HOT_EVENT_EXIT &&
@@ -381,10 +378,13 @@ COLD static void count_untimed(struct agent_thread *t, uint32_t func_id, int rea
 
 /*
  * The call of entry e ended at tsc: into its function's figures a (its agg,
- * not NULL) but the histogram, and into its caller's child time for the
- * caller's self time. `parent`: the entry below e, NULL at the bottom. The
- * figures pointer is cleared first: a siglongjmp from here never counts the
- * call twice. Returns the call's ticks.
+ * not NULL) and into its caller's child time for the caller's self time.
+ * `parent`: the entry below e, NULL at the bottom. The figures pointer is
+ * cleared first: a siglongjmp from here never counts the call twice.
+ * Returns the call's ticks. The duration histogram is not here: a call whose
+ * EXIT is in the ring has its bucket counted by profd, from its events (one
+ * cache line and a dependent chain less per call, bench/README.md, issue
+ * 28); agg_count_bucket counts the others.
  */
 static inline __attribute__((always_inline)) uint64_t agg_close_figures(struct shadow_entry *e,
 									 struct shadow_entry *parent,
@@ -408,51 +408,11 @@ static inline __attribute__((always_inline)) uint64_t agg_close_figures(struct s
 	return ticks;
 }
 
-/* agg_close_figures and the call's histogram bucket. */
-static inline __attribute__((always_inline)) void agg_close_fast(struct shadow_entry *e,
-								  struct shadow_entry *parent,
-								  struct func_agg *a, uint64_t tsc)
+/* The bucket of a call that left no EXIT in the ring (profd counts the others'). */
+static inline void agg_count_bucket(struct func_agg *a, uint64_t ticks)
 {
-	a->hist[agg_bucket(agg_close_figures(e, parent, a, tsc))]++;
-}
-
-/*
- * The figures of the fast exit: agg_close_fast's, but the histogram bucket
- * is counted one fast exit later. Its address depends on this exit's clock
- * read (the bucket of the duration), so the increment would hold everything
- * after it until the read is done (~3.5 ns per call under profd,
- * bench/README.md, issue 28); the previous exit's read is long done. Cleared
- * before it is counted: a siglongjmp from here loses a count, never doubles
- * one, as agg_close_figures' figures.
- */
-static inline __attribute__((always_inline)) void agg_close_deferred(struct agent_thread *t,
-								      struct shadow_entry *e,
-								      struct shadow_entry *parent,
-								      struct func_agg *a,
-								      uint64_t tsc)
-{
-	uint32_t *pending = atomic_load_explicit(&t->hist_pending, memory_order_relaxed);
-	uint64_t ticks;
-
-	atomic_store_explicit(&t->hist_pending, NULL, memory_order_relaxed);
-	/* the clear is seen before the count: pairs with the acquire fence in read_histogram() */
-	atomic_thread_fence(memory_order_release);
-	if (pending)
-		(*pending)++;
-	ticks = agg_close_figures(e, parent, a, tsc);
-	/* release: the count above is seen first (pairs with the acquire in read_histogram()) */
-	atomic_store_explicit(&t->hist_pending, &a->hist[agg_bucket(ticks)], memory_order_release);
-}
-
-/* agg_close_fast for an entry whose figures may be gone (counted already, or none). */
-static inline __attribute__((always_inline)) void agg_close(struct shadow_entry *e,
-							     struct shadow_entry *parent,
-							     uint64_t tsc)
-{
-	struct func_agg *a = e->agg;
-
-	if (likely(a))
-		agg_close_fast(e, parent, a, tsc);
+	if (a)
+		a->hist[agg_bucket(ticks)]++;
 }
 
 static int on_thread_stack(const struct agent_thread *t, uintptr_t addr)
@@ -571,7 +531,7 @@ static inline void count_filtered(struct agent_thread *t, struct func_agg *a, in
 /*
  * The exit of entry k (at tsc) while its ENTER waits or was written late:
  * its EXIT at head if it is on the timeline now, else counted as too short.
- * `a`: its figures as they were before agg_close. Returns the new head.
+ * `a`: its figures as they were before agg_close_figures. Returns the new head.
  */
 static inline uint64_t pending_exit(struct agent_thread *t, struct shadow_entry *e, uint32_t k,
 				    uint64_t head, uint64_t tsc, struct func_agg *a)
@@ -713,15 +673,17 @@ static inline __attribute__((always_inline)) int close_entry(struct agent_thread
 {
 	struct shadow_entry *e = &t->shadow[i];
 	struct func_agg *a = e->agg;
+	uint64_t ticks;
 
 	if (!e->func_id)
 		return 0;
-	agg_close(e, i ? &t->shadow[i - 1] : NULL, tsc);
+	/* a NULL `a`: counted already, by an exit a siglongjmp cut short (or no figures) */
+	ticks = a ? agg_close_figures(e, i ? &t->shadow[i - 1] : NULL, a, tsc) : 0;
 	if (entry_written(e)) {
 		ring_put(t, (*head)++, e->func_id, EVENT_EXIT, tsc);
 		return 1;
 	}
-	/* a NULL `a`: counted already, by an exit a siglongjmp cut short (or no figures) */
+	agg_count_bucket(a, ticks);
 	if ((e->flags & SHADOW_PENDING) && a)
 		count_filtered(t, a, AGG_FILTER_SHORT);
 	return 0;
@@ -1421,13 +1383,15 @@ COLD static uintptr_t exit_slow(struct agent_thread *t, uintptr_t *slot, uint64_
 	} else {
 		return_address = e->return_address;
 		if (likely(e->func_id)) {
-			struct func_agg *a = e->agg; /* agg_close clears it */
+			struct func_agg *a = e->agg; /* agg_close_figures clears it */
+			uint64_t ticks = a ? agg_close_figures(e, depth > 1 ? e - 1 : NULL, a, tsc) : 0;
 
-			agg_close(e, depth > 1 ? e - 1 : NULL, tsc);
 			if (likely(e->flags & SHADOW_RECORDED))
 				ring_put(t, head++, e->func_id, EVENT_EXIT, tsc);
 			else if (e->flags & SHADOW_PENDING)
 				head = pending_exit(t, e, depth - 1, head, tsc, a);
+			if (head == state_head(s)) /* no EXIT: off the timeline, its bucket is ours */
+				agg_count_bucket(a, ticks);
 			if (unlikely(e->flags & SHADOW_ARGS) && head != state_head(s))
 				head = exit_values(t, e, head, depth - 1, slot);
 		}
@@ -1470,7 +1434,7 @@ uintptr_t profagent_exit_hook(uintptr_t stack_pointer)
 		return exit_slow(t, slot, tsc, found_guard);
 	a = e->agg;
 	return_address = e->return_address; /* before the guard goes: e is popped */
-	agg_close_deferred(t, e, depth > 1 ? e - 1 : NULL, a, tsc);
+	agg_close_figures(e, depth > 1 ? e - 1 : NULL, a, tsc);
 	ring_put(t, head, e->func_id, EVENT_EXIT, tsc);
 	state_publish(t, state_make(head + 1, depth - 1));
 	guard_release(found_guard);

@@ -113,7 +113,6 @@ void threads_clear_aggregates(struct agent_thread *t)
 	atomic_store(&t->unattributed, 0);
 	for (int i = 0; i < AGG_FILTER_REASONS; i++)
 		atomic_store(&t->filtered_by[i], 0);
-	atomic_store(&t->hist_pending, NULL); /* a bucket of the figures just zeroed */
 	t->memory_failed = 0;
 }
 

@@ -68,6 +68,7 @@ struct session_process {
 	uint64_t exit_ts;                /* its threads' last EXIT record (CLOCK_MONOTONIC); 0: none */
 	struct func_registry funcs;      /* its agents' tables: ids and names */
 	struct func_stats *stats;        /* exact per-function figures */
+	struct event_hists *hists;       /* the buckets of calls on the timeline, for stats */
 	struct event_decoder *decoder;
 	struct call_stacks *calls;       /* the agent's shadow stacks, replayed */
 	struct stub_map *stubs;          /* where the agent's stubs are */

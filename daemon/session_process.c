@@ -25,6 +25,7 @@
 #include "daemon/access.h"
 #include "daemon/auto_args.h"
 #include "daemon/events/event_decoder.h"
+#include "daemon/events/event_hist.h"
 #include "daemon/events/func_stats.h"
 #include "daemon/pid_ns.h"
 #include "daemon/sampling/call_stacks.h"
@@ -107,9 +108,10 @@ struct session_process *session_process_new(struct session *s, pid_t pid)
 	p->threads = calloc(p->n_thread_slots, sizeof(*p->threads));
 	p->decoder = event_decoder_new();
 	p->stats = func_stats_new();
+	p->hists = event_hists_new();
 	p->calls = call_stacks_new();
 	p->stubs = stub_map_new();
-	if (!p->threads || !p->decoder || !p->stats || !p->calls || !p->stubs) {
+	if (!p->threads || !p->decoder || !p->stats || !p->hists || !p->calls || !p->stubs) {
 		session_process_free(p);
 		return NULL;
 	}
@@ -142,6 +144,7 @@ void session_process_free(struct session_process *p)
 	pid_ns_map_free(p->pid_ns);
 	func_registry_free(&p->funcs);
 	func_stats_free(p->stats);
+	event_hists_free(p->hists);
 	event_decoder_free(p->decoder);
 	sample_pipeline_free(p->samples_out); /* empty: session_process_finish flushed it */
 	call_stacks_free(p->calls);
@@ -662,6 +665,7 @@ struct plain_func {
 	uint32_t agent_id, func_id;
 	uint64_t tail;
 	struct sched_func_time *sum;
+	uint64_t *hist; /* its calls' duration buckets on this thread (NULL: no memory) */
 };
 
 /*
@@ -689,6 +693,8 @@ struct plain_run {
 	struct perfetto_slice_pos at;
 	uint64_t last_ts, events;
 	uint64_t sample_due; /* a sampled process's: its samples up to here go first */
+	uint32_t tid;
+	uint64_t ticks_q32;  /* the agent's ticks in 2^32 ns: its histogram's buckets */
 };
 
 /*
@@ -751,6 +757,7 @@ plain_loop(const struct session_process *p, struct plain_run *run, const struct 
 			if (sched)
 				fn->sum = fn->func_id < run->sums->n_funcs ?
 						  &run->sums->funcs[fn->func_id] : NULL;
+			fn->hist = event_hists_get(p->hists, run->tid, fn->agent_id);
 		}
 		if (!(func_id = fn->func_id))
 			break;
@@ -772,6 +779,8 @@ plain_loop(const struct session_process *p, struct plain_run *run, const struct 
 			}
 			if (!perfetto_slice_emit(cur, &at, ts, cur->tail_end, 6))
 				break;
+			if (fn->hist) /* the agent leaves the bucket of a recorded call to us */
+				fn->hist[event_hist_bucket(ts - done->enter_ts, run->ticks_q32)]++;
 			if (sched) /* sched_func_add of a call never switched out */
 				fn->sum->calls++;
 			if (sampled) /* as call_thread_exit */
@@ -843,8 +852,11 @@ replay_chunk(struct session_process *p, uint32_t tid, struct event_reader *rd, c
 	struct sched_session *sched = s->sched;
 	const struct sched_func_sums *sums = sched ? sched_session_sums(sched) : NULL;
 	uint64_t sample_due = sampled ? sample_pipeline_thread_due(samples, tid) : UINT64_MAX;
-	uint32_t last_agent_id = 0, last_func_id = 0;
+	uint32_t last_agent_id = 0, last_func_id = 0, hist_agent_id = 0;
 	uint64_t events = 0, invalid = 0, with_values = 0, values = 0;
+	const uint64_t ticks_q32 =
+		event_hists_ticks_per_ns_q32(event_decoder_ticks_to_ns(p->decoder, 1ull << 32));
+	uint64_t *hist = NULL;
 	struct decoded_value vals[EVENT_VALUES_MAX];
 	struct replay_writer rw;
 	struct perfetto_slice_cursor cur;
@@ -869,7 +881,7 @@ replay_chunk(struct session_process *p, uint32_t tid, struct event_reader *rd, c
 	cur = rw.cur;
 	at = rw.out;
 	run = (struct plain_run){ .stale = true, .calls = calls, .clock = clock, .sums = sums,
-				  .cur = &rw.cur };
+				  .cur = &rw.cur, .tid = tid, .ticks_q32 = ticks_q32 };
 	for (;;) {
 		struct event_plain e;
 		struct decoded_event ev;
@@ -951,6 +963,12 @@ replay_chunk(struct session_process *p, uint32_t tid, struct event_reader *rd, c
 		if (e.kind == EVENT_EXIT) {
 			const struct call_frame *done = pop_frame(calls, func_id, sampled);
 
+			if (done && (hist_agent_id != e.func_id || !hist)) {
+				hist_agent_id = e.func_id;
+				hist = event_hists_get(p->hists, tid, e.func_id);
+			}
+			if (done && hist) /* the agent leaves the bucket of a recorded call to us */
+				hist[event_hist_bucket(e.mono_ns - done->enter_ts, ticks_q32)]++;
 			if (sched || sampled)
 				end_figures(sched, sums, &r, e.mono_ns, func_id, done, clock, sampled);
 			if (r.arg == op_arg && perfetto_slice_end(&cur, &at, e.mono_ns))
@@ -1039,13 +1057,36 @@ static void on_func_agg(void *ctx, uint32_t tid, const struct decoded_func_agg *
 {
 	struct session_process *p = ctx;
 	uint32_t func_id = trace_id(p, fa->func_id);
+	uint64_t counted[AGG_BUCKETS] = { 0 };
 
 	if (!func_id) {
 		p->events_invalid++;
 		return;
 	}
-	if (func_stats_update(p->stats, tid, func_id, fa, process_ns_per_tick(p)))
+	/* with the buckets its events gave since its last figures (event_hist.h) */
+	if (func_stats_update(p->stats, tid, func_id, fa, process_ns_per_tick(p)) ||
+	    (event_hists_take(p->hists, tid, fa->func_id, counted) &&
+	     func_stats_add_buckets(p->stats, tid, func_id, fa->func_id, counted)))
 		session_error(p->s, "%s", "out of memory for the per-function figures");
+}
+
+static void fold_counted(void *ctx, uint32_t tid, uint32_t agent_id, const uint64_t *counts)
+{
+	struct session_process *p = ctx;
+	uint32_t func_id = trace_id(p, agent_id);
+
+	if (func_id && func_stats_add_buckets(p->stats, tid, func_id, agent_id, counts))
+		session_error(p->s, "%s", "out of memory for the per-function figures");
+}
+
+/*
+ * The buckets counted from events that no figures of the agent's took yet
+ * (an agent gone without its last figures, or about to be replaced: its ids
+ * go with it).
+ */
+static void fold_all_counted(struct session_process *p)
+{
+	event_hists_take_all(p->hists, fold_counted, p);
 }
 
 static void on_thread_drops(void *ctx, uint32_t tid, const struct decoded_thread_drops *td)
@@ -1101,6 +1142,7 @@ int session_process_agent_hello(struct session_process *p, struct conn *c)
 	/* it patches before its table arrives: samples wait for the table and the events */
 	if (p->samples_out)
 		sample_pipeline_set_agent(p->samples_out, true, 0);
+	fold_all_counted(p); /* under the old agent's ids */
 	func_registry_new_agent(&p->funcs);
 	func_stats_new_agent(p->stats);
 	p->auto_names = NULL; /* its program asks again (a fork's: its parent's, see session.c) */
@@ -1320,6 +1362,7 @@ void session_process_write_totals(struct session_process *p, uint64_t ts)
 /* What it still holds goes into the trace: its held samples, then its figures. */
 void session_process_finish(struct session_process *p)
 {
+	fold_all_counted(p);
 	if (p->events_invalid) { /* ids no table named, or kinds we do not know: not written */
 		char invalid[32];
 

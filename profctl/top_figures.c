@@ -187,12 +187,22 @@ static void thread_rates(const struct top_figures *f, const struct func_state *s
 	}
 }
 
-/* p50, p99 and the average of the durations counted in hist (n of them, total ns). */
+/*
+ * p50 and p99 of the durations counted in hist, the average of n calls of
+ * total ns. The percentiles are over the histogram's own count: the buckets
+ * of calls on the timeline come from profd's replay of their events, a
+ * moment apart from the agent's count of calls.
+ */
 static void durations(struct top_row *r, const uint64_t *hist, uint64_t n, uint64_t total_ns,
 		      double ns_per_tick)
 {
-	uint32_t b50 = agg_percentile_bucket(hist, n, 500), b99 = agg_percentile_bucket(hist, n, 990);
+	uint64_t in_hist = 0;
+	uint32_t b50, b99;
 
+	for (int b = 0; b < AGG_BUCKETS; b++)
+		in_hist += hist[b];
+	b50 = agg_percentile_bucket(hist, in_hist, 500);
+	b99 = agg_percentile_bucket(hist, in_hist, 990);
 	r->avg_ns = n ? total_ns / n : 0;
 	r->p50_ns = b50 < AGG_BUCKETS ? (uint64_t)((double)agg_bucket_middle(b50) * ns_per_tick) : 0;
 	r->p99_ns = b99 < AGG_BUCKETS ? (uint64_t)((double)agg_bucket_middle(b99) * ns_per_tick) : 0;

@@ -386,16 +386,11 @@ ENTRY(profagent_exit_trampoline)
 	testq	%r9, %r9
 	jz	.Lexit_fast_release
 	/*
-	 * hooks.c agg_close_deferred: the previous fast exit's bucket (cleared
-	 * first), this call's figures (its entry's cleared first), its bucket
-	 * left pending (after the figures: the flusher's read_histogram).
+	 * hooks.c agg_close_figures: this call's figures (its entry's cleared
+	 * first) and its caller's child time; its duration's bucket is profd's,
+	 * from the EXIT below.
 	 */
-	movq	HOT_THREAD_HIST_PENDING(%rdi), %rdx
-	movq	$0, HOT_THREAD_HIST_PENDING(%rdi)
-	testq	%rdx, %rdx
-	jz	1f
-	addl	$1, (%rdx)
-1:	xorl	%edx, %edx
+	xorl	%edx, %edx
 	movq	%rax, %r8
 	subq	HOT_SHADOW_ENTER_TSC(%r10), %r8
 	cmovbq	%rdx, %r8			/* ticks, 0 if the clock went back */
@@ -414,19 +409,6 @@ ENTRY(profagent_exit_trampoline)
 	cmovbq	%r8, %rsi
 	movq	%rsi, HOT_AGG_MAX_TICKS(%r9)
 	movq	%rcx, %rsi			/* s */
-	/* agg_bucket(ticks): x = ticks + 4, its octave and the 2 bits below the top */
-	leaq	(1 << HOT_AGG_SUB_BITS)(%r8), %rdx
-	bsrq	%rdx, %rcx
-	subl	$HOT_AGG_SUB_BITS, %ecx
-	shrq	%cl, %rdx
-	andl	$(1 << HOT_AGG_SUB_BITS) - 1, %edx
-	shll	$HOT_AGG_SUB_BITS, %ecx
-	orl	%ecx, %edx
-	movl	$HOT_AGG_BUCKETS - 1, %ecx
-	cmpl	%ecx, %edx
-	cmoval	%ecx, %edx
-	leaq	HOT_AGG_HIST(%r9,%rdx,4), %rdx
-	movq	%rdx, HOT_THREAD_HIST_PENDING(%rdi)
 	/* the EXIT, then the publish that pops the entry */
 	movq	%rsi, %rdx
 	shrq	$HOT_STATE_DEPTH_BITS, %rdx

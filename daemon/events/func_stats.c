@@ -140,6 +140,18 @@ int func_stats_update(struct func_stats *fs, uint32_t tid, uint32_t func_id,
 	return 0;
 }
 
+int func_stats_add_buckets(struct func_stats *fs, uint32_t tid, uint32_t func_id,
+			   uint32_t agent_id, const uint64_t *counts)
+{
+	struct stat_entry *e = entry_get(fs, tid, func_id, agent_id);
+
+	if (!e)
+		return -ENOMEM;
+	for (int b = 0; b < AGG_BUCKETS; b++)
+		e->hist[b] += counts[b];
+	return 0;
+}
+
 void func_stats_new_agent(struct func_stats *fs)
 {
 	for (size_t i = 0; i < fs->cap; i++) {
@@ -251,11 +263,19 @@ void func_stats_thread_drops(struct func_stats *fs, uint32_t tid,
 	fs->threads[i].stamp_ns = fs->stamp_ns;
 }
 
-/* The duration below which `fraction` of the calls fall: the middle of its bucket, in ns. */
-static uint64_t percentile_ns(const uint64_t *hist, uint64_t n, double fraction, double ns_per_tick)
+/*
+ * The duration below which `fraction` of the calls in hist fall: the middle
+ * of its bucket, in ns. Over the histogram's own count: the buckets of calls
+ * on the timeline come from their events, which may be a moment ahead of, or
+ * behind, the agent's count of calls.
+ */
+static uint64_t percentile_ns(const uint64_t *hist, double fraction, double ns_per_tick)
 {
-	uint64_t rank = (uint64_t)(fraction * (double)n), seen = 0;
+	uint64_t n = 0, rank, seen = 0;
 
+	for (uint32_t b = 0; b < AGG_BUCKETS; b++)
+		n += hist[b];
+	rank = (uint64_t)(fraction * (double)n);
 	if (!n)
 		return 0;
 	if (rank >= n)
@@ -379,9 +399,9 @@ long func_stats_totals(const struct func_stats *fs, int per_thread, struct func_
 	for (long i = 0; i < n; i++) {
 		struct totals_acc *a = &acc[i];
 
-		a->t.p50_ns = percentile_ns(a->hist, a->t.exited, 0.50, a->ns_per_tick);
-		a->t.p90_ns = percentile_ns(a->hist, a->t.exited, 0.90, a->ns_per_tick);
-		a->t.p99_ns = percentile_ns(a->hist, a->t.exited, 0.99, a->ns_per_tick);
+		a->t.p50_ns = percentile_ns(a->hist, 0.50, a->ns_per_tick);
+		a->t.p90_ns = percentile_ns(a->hist, 0.90, a->ns_per_tick);
+		a->t.p99_ns = percentile_ns(a->hist, 0.99, a->ns_per_tick);
 		/* a bucket's middle can lie past the longest call in it: never above the max */
 		a->t.p50_ns = a->t.p50_ns < a->t.max_ns ? a->t.p50_ns : a->t.max_ns;
 		a->t.p90_ns = a->t.p90_ns < a->t.max_ns ? a->t.p90_ns : a->t.max_ns;

@@ -50,6 +50,13 @@ void func_stats_free(struct func_stats *fs);
  */
 int func_stats_update(struct func_stats *fs, uint32_t tid, uint32_t func_id,
 		      const struct decoded_func_agg *fa, double ns_per_tick);
+/*
+ * Duration buckets of (tid, func_id, agent's id) that profd counted from
+ * events (daemon/events/event_hist.h: the calls on the timeline, whose
+ * buckets the agent leaves out), added to the agent's. 0 or -ENOMEM.
+ */
+int func_stats_add_buckets(struct func_stats *fs, uint32_t tid, uint32_t func_id,
+			   uint32_t agent_id, const uint64_t *counts);
 void func_stats_thread_drops(struct func_stats *fs, uint32_t tid,
 			     const struct decoded_thread_drops *td);
 /* A new agent (exec) counts from zero: what the last one reported stays, its raw counters go. */

@@ -99,6 +99,36 @@ static void test_cumulative_updates(void)
 	func_stats_free(fs);
 }
 
+/*
+ * The buckets of calls on the timeline come from profd's replay, added to
+ * the agent's (which holds only the calls off it); percentiles read over the
+ * histogram's own count, which the events may put ahead of the figures.
+ */
+static void test_buckets_from_events(void)
+{
+	struct func_stats *fs = func_stats_new();
+	struct decoded_func_agg a = agg(10, 10, 0, 0, 10000, 10000, 5000);
+	uint64_t counted[AGG_BUCKETS] = { 0 };
+	struct func_totals row;
+
+	a.hist[agg_bucket(5000)] = 1; /* one call off the timeline, the agent's */
+	CHECK_EQ_INT(func_stats_update(fs, 10, 3, &a, 1.0), 0);
+	counted[agg_bucket(100)] = 9; /* nine on it, from their events */
+	CHECK_EQ_INT(func_stats_add_buckets(fs, 10, 3, a.func_id, counted), 0);
+	if (only_total(fs, &row)) {
+		check_row(&row, 3, 0, 10, 10, 0, 0, 10000, 10000, 5000);
+		CHECK_EQ_U64(row.p50_ns, bucket_middle_ns(agg_bucket(100), 1.0));
+		CHECK_EQ_U64(row.p99_ns, bucket_middle_ns(agg_bucket(5000), 1.0));
+	}
+	/* 20 more counted from events before the figures that count them arrive */
+	counted[agg_bucket(100)] = 0;
+	counted[agg_bucket(3000)] = 20;
+	CHECK_EQ_INT(func_stats_add_buckets(fs, 10, 3, a.func_id, counted), 0);
+	if (only_total(fs, &row)) /* 30 in the histogram: p50 is the 15th, among the 20 */
+		CHECK_EQ_U64(row.p50_ns, bucket_middle_ns(agg_bucket(3000), 1.0));
+	func_stats_free(fs);
+}
+
 /* The p90 row the ranks fall on, as func_stats computes them. */
 static uint64_t p90_rank(uint64_t n)
 {
@@ -655,6 +685,7 @@ static void test_two_agent_ids_one_function(void)
 int main(void)
 {
 	RUN_TEST(test_cumulative_updates);
+	RUN_TEST(test_buckets_from_events);
 	RUN_TEST(test_histogram_counter_wrap);
 	RUN_TEST(test_per_thread_and_total_sums);
 	RUN_TEST(test_percentiles_known_distribution);
