@@ -665,7 +665,7 @@ struct plain_func {
 	uint32_t agent_id, func_id;
 	uint64_t tail;
 	struct sched_func_time *sum;
-	uint64_t *hist; /* its calls' duration buckets on this thread (NULL: no memory) */
+	uint32_t *hist; /* its calls' duration buckets on this thread (NULL: no memory) */
 };
 
 /*
@@ -856,7 +856,7 @@ replay_chunk(struct session_process *p, uint32_t tid, struct event_reader *rd, c
 	uint64_t events = 0, invalid = 0, with_values = 0, values = 0;
 	const uint64_t ticks_q32 =
 		event_hists_ticks_per_ns_q32(event_decoder_ticks_to_ns(p->decoder, 1ull << 32));
-	uint64_t *hist = NULL;
+	uint32_t *hist = NULL;
 	struct decoded_value vals[EVENT_VALUES_MAX];
 	struct replay_writer rw;
 	struct perfetto_slice_cursor cur;

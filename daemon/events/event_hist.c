@@ -12,7 +12,7 @@
 
 struct hist_slot {
 	uint32_t tid, agent_id;
-	uint64_t *counts; /* NULL: empty slot */
+	uint32_t *counts; /* NULL: empty slot */
 };
 
 struct event_hists {
@@ -75,7 +75,7 @@ static int grow(struct event_hists *h)
 	return 0;
 }
 
-uint64_t *event_hists_get(struct event_hists *h, uint32_t tid, uint32_t agent_id)
+uint32_t *event_hists_get(struct event_hists *h, uint32_t tid, uint32_t agent_id)
 {
 	struct hist_slot *s = find(h, tid, agent_id);
 

@@ -23,9 +23,11 @@ void event_hists_free(struct event_hists *h);
 
 /*
  * The AGG_BUCKETS counters of (tid, agent_id), made (zero) if new; they stay
- * where they are until the table is freed. NULL when out of memory.
+ * where they are until the table is freed. NULL when out of memory. 32 bits:
+ * they count the calls of one function on one thread between two of its
+ * agent's figures (250 ms), at most a few million.
  */
-uint64_t *event_hists_get(struct event_hists *h, uint32_t tid, uint32_t agent_id);
+uint32_t *event_hists_get(struct event_hists *h, uint32_t tid, uint32_t agent_id);
 
 /*
  * Adds (tid, agent_id)'s counts since the last take into `into` and zeroes

@@ -13,12 +13,12 @@
 static void test_counters_stay(void)
 {
 	struct event_hists *h = event_hists_new();
-	uint64_t *first = event_hists_get(h, 7, 1), *again;
+	uint32_t *first = event_hists_get(h, 7, 1), *again;
 
 	CHECK(first != NULL);
 	first[3] = 5;
 	for (uint32_t i = 2; i < 600; i++) {
-		uint64_t *c = event_hists_get(h, 7 + i % 3, i);
+		uint32_t *c = event_hists_get(h, 7 + i % 3, i);
 
 		CHECK(c != NULL && c != first);
 		if (c)
@@ -35,7 +35,8 @@ static void test_counters_stay(void)
 static void test_take_once(void)
 {
 	struct event_hists *h = event_hists_new();
-	uint64_t into[AGG_BUCKETS] = { 0 }, *c = event_hists_get(h, 1, 2);
+	uint64_t into[AGG_BUCKETS] = { 0 };
+	uint32_t *c = event_hists_get(h, 1, 2);
 
 	into[4] = 10;
 	c[4] = 3;
