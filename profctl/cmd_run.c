@@ -89,21 +89,6 @@ int profctl_find_command(const char *cmd, char *out, size_t len)
 	return found ? 0 : -ENOENT;
 }
 
-static int read_token(int fd, char *buf, size_t len)
-{
-	size_t n = 0;
-
-	while (n + 1 < len) {
-		ssize_t r = read(fd, buf + n, 1);
-
-		if (r <= 0 || buf[n] == '\n')
-			break;
-		n++;
-	}
-	buf[n] = '\0';
-	return n > 0 ? 0 : -EPIPE;
-}
-
 static void set_preload(const char *agent)
 {
 	const char *old = getenv("LD_PRELOAD");
@@ -117,8 +102,12 @@ static void set_preload(const char *agent)
 	free(v);
 }
 
-/* The rest of the go message, up to its end (the pipe closed): NULL when empty or unreadable. */
-static char *read_rest(int fd)
+/*
+ * The go message, up to its end (the pipe closed), in reads of whatever the
+ * pipe holds (a byte at a time was 85 reads on each run's path): NULL when
+ * empty, unreadable or past its bound.
+ */
+static char *read_go_message(int fd)
 {
 	size_t n = 0, cap = 0;
 	char *buf = NULL, *grown;
@@ -127,7 +116,7 @@ static char *read_rest(int fd)
 	do {
 		if (n + 1 >= cap) {
 			cap = cap ? cap * 2 : 4096;
-			if (cap > AGENT_CONFIG_HEX_MAX || !(grown = realloc(buf, cap)))
+			if (cap > 2 * AGENT_CONFIG_HEX_MAX || !(grown = realloc(buf, cap)))
 				break;
 			buf = grown;
 		}
@@ -138,8 +127,22 @@ static char *read_rest(int fd)
 		free(buf);
 		return NULL;
 	}
-	buf[strcspn(buf, "\n")] = '\0';
+	buf[n] = '\0';
 	return buf;
+}
+
+/* The next line of *rest (its newline cut), *rest past it; NULL when there is none. */
+static char *next_line(char **rest)
+{
+	char *line = *rest, *nl;
+
+	if (!line || !line[0])
+		return NULL;
+	nl = strchr(line, '\n');
+	*rest = nl ? nl + 1 : line + strlen(line);
+	if (nl)
+		*nl = '\0';
+	return line;
 }
 
 /* The config in hex unpacked, NULL when it is not one. */
@@ -281,7 +284,7 @@ static char *config_with_presets(const char *hex, struct preset_set *made)
  */
 static void child_main(struct run_state *rs, int go_read, int err_write)
 {
-	char token[128], socket_path[sizeof(rs->client.link.socket_path)], *config, *with_presets;
+	char *msg, *rest, *token, *socket_path, *config, *with_presets;
 	struct preset_set made = { 0 };
 	int err;
 
@@ -291,11 +294,13 @@ static void child_main(struct run_state *rs, int go_read, int err_write)
 	 */
 	if (!rs->foreign)
 		preset_set_make(&made, rs->opt.patterns, rs->opt.n_patterns);
-	if (read_token(go_read, token, sizeof(token)) ||
-	    read_token(go_read, socket_path, sizeof(socket_path)))
-		_exit(127); /* profctl gave up before starting us */
-	config = read_rest(go_read);
+	rest = msg = read_go_message(go_read);
 	close(go_read);
+	token = next_line(&rest);
+	socket_path = next_line(&rest);
+	if (!token || !socket_path)
+		_exit(127); /* profctl gave up before starting us */
+	config = next_line(&rest); /* NULL: none */
 	if (strcmp(token, "-") != 0) {
 		if (rs->foreign)
 			foreign_arch_preload(rs->agent_path); /* prepare() checked the path */
@@ -309,7 +314,7 @@ static void child_main(struct run_state *rs, int go_read, int err_write)
 			setenv("PROFD_AGENT_CONFIG", with_presets ? with_presets : config, 1);
 		free(with_presets);
 	}
-	free(config);
+	free(msg);
 	preset_set_free(&made);
 	execvp(rs->argv[0], rs->argv);
 	err = errno;
