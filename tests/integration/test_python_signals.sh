@@ -34,6 +34,15 @@ run_tests() {
 }
 
 run_tests "$WORK/plain"
+# CPython's own stress tests time signal delivery: beside a loaded machine's
+# other tests they fail now and then with no profiler at all (1 run in the
+# proofs of session 38). The baseline says the tests pass here; a second try
+# of it masks nothing of ours (the profiled runs get none).
+if [ "$(cat "$WORK/plain/rc")" != 0 ]; then
+	echo "unprofiled: failed once without the profiler (rc $(cat "$WORK/plain/rc")): again" >&2
+	grep -m3 '^FAIL\|^ERROR\|Error' "$WORK/plain/out" >&2
+	run_tests "$WORK/plain"
+fi
 check_eq "unprofiled: exit status" "$(cat "$WORK/plain/rc")" 0
 check "unprofiled: Tests result: SUCCESS" grep -q '^Tests result: SUCCESS' "$WORK/plain/out"
 check "unprofiled: the three test_stress_* ran" grep -q '^Ran 3 tests' "$WORK/plain/out"
