@@ -4,8 +4,10 @@
  * call, recorded on the timeline or not, and the wire form of
  * EVENT_CHUNK_AGGREGATES (proto/event_wire.h) that carries them to the
  * daemon. The duration histogram's bucket math lives here so that the agent
- * (which fills buckets) and the daemon (which reads percentiles out of them)
- * can never disagree.
+ * and the daemon, which both fill buckets (the agent those of calls that
+ * left no EXIT in the ring, profd those of the others, from their events:
+ * daemon/events/event_hist.h) and the daemon reads percentiles out of, can
+ * never disagree.
  */
 #ifndef PROFD_FUNC_AGGREGATES_H
 #define PROFD_FUNC_AGGREGATES_H

@@ -3,7 +3,9 @@
  * A session's exact per-function figures: the agents' cumulative aggregates
  * (proto/func_aggregates.h) per thread and function, kept as they arrive
  * and added up on demand, with duration percentiles read from the merged
- * histograms. Counts every call the hooks saw, on the timeline or not.
+ * histograms (the agents' buckets of calls off the timeline, profd's of the
+ * calls on it, func_stats_add_buckets). Counts every call the hooks saw, on
+ * the timeline or not.
  */
 #ifndef PROFD_FUNC_STATS_H
 #define PROFD_FUNC_STATS_H
