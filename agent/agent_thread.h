@@ -322,6 +322,25 @@ void hooks_close_all(struct agent_thread *t);
  */
 void hooks_set_filters(uint64_t min_ticks, uint32_t max_depth);
 
+/*
+ * Flusher: how far span `span` of a ring may be read, given the committed
+ * head (the drain's acquire) and the span's stored end (1 + its last
+ * position, 0 for none). Below the head always; when the owner has moved on,
+ * the span's end, and a reader there is done with the span (it may release
+ * its segment). The end is the owner's word only once the head has left the
+ * span: it is stored before the publish that leaves it, and a siglongjmp out
+ * of a handler between the two (hooks.c ring_switch_to) leaves an end set
+ * while the owner writes on in the span. Taken then, the span's later records
+ * were skipped and its segment released while still written (a stream that
+ * no longer decoded, under signal_storm's longjmp storm).
+ */
+static inline uint64_t span_read_limit(uint64_t span, uint64_t head, uint64_t stored_end)
+{
+	if (head < (span + 1) * SEGMENT_SPAN || stored_end == 0 || stored_end - 1 > head)
+		return head;
+	return stored_end - 1;
+}
+
 /* agent/segments.c: the session's pool of ring segments, bounded by its budget. */
 struct segment_pool_stats {
 	uint64_t budget_bytes, peak_bytes, in_use_bytes, resident_bytes; /* resident: about */

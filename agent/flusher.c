@@ -359,28 +359,15 @@ static void flusher_put_event_chunk(struct event_cursor *c, uint64_t drops)
 
 	/* encode_span's own bounds: with any weaker one, a full chunk loops here forever */
 	while (c->pos < c->head && enc.count < EVENTS_PER_CHUNK - 1 && p < p_stop) {
-		uint64_t span = c->pos / SEGMENT_SPAN, limit = c->head;
-		/*
-		 * Set before the head that left the span was published (the
-		 * drain's acquire), and only then the owner's word: while the
-		 * head is still in the span, an end there is a switch's that a
-		 * siglongjmp cut short before its publish (hooks.c
-		 * ring_switch_to), and the owner writes on past it. Taken then,
-		 * the span's later records were skipped and its segment released
-		 * while the owner still wrote in it (a stream that no longer
-		 * decoded, under signal_storm's longjmp storm).
-		 */
-		uint64_t end = c->head < (span + 1) * SEGMENT_SPAN ? 0 :
-			       atomic_load_explicit(&c->t->span_end[span % SEGMENT_SLOTS],
-						    memory_order_relaxed);
+		uint64_t span = c->pos / SEGMENT_SPAN;
+		uint64_t limit = span_read_limit(span, c->head, atomic_load_explicit(
+			&c->t->span_end[span % SEGMENT_SLOTS], memory_order_relaxed));
 
-		if (end && c->pos >= end - 1) { /* the owner moved to the next span */
+		if (c->pos >= limit && limit < c->head) { /* the owner moved to the next span */
 			segments_release(c->t, span);
 			c->pos = (span + 1) * SEGMENT_SPAN;
 			continue;
 		}
-		if (end && end - 1 < limit)
-			limit = end - 1;
 		seg = span_segment(c->t, span); /* once per span, not per event */
 		p = encode_span(seg, &c->pos, limit, &enc, p, p_stop);
 	}
