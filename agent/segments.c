@@ -35,8 +35,16 @@
 /* the python json round trip of tests/integration/test_exact_calls.sh peaks at 50-64 MiB */
 #define DEFAULT_BUDGET_BYTES (128ull << 20)
 #define N_CLASSES 6 /* SEGMENT_FIRST << 5 == SEGMENT_SPAN */
-/* Free segments unused this long go back to the kernel (segments_trim). */
-#define TRIM_AFTER_NS (1000ull * 1000 * 1000)
+/*
+ * Free segments unused this long go back to the kernel (segments_trim). A
+ * thread that records in bursts takes its segments back from the pool at
+ * each burst: trimmed in between, every page faulted in again (a fault per
+ * 4 KiB of ring, 3.5 us each on our VM: 20,000 calls every 1.5 s cost 72 ns
+ * a call with a 1 s window, 28 once the ring stayed resident; bench/README.md).
+ * Ten seconds keeps a service's ring warm between requests a few seconds
+ * apart; what a burst needed past that goes back.
+ */
+#define TRIM_AFTER_NS (10000ull * 1000 * 1000)
 /*
  * Segments held by the process past which a thread taking one wakes the
  * flusher for a drain now (else its next tick): a process of a tree that

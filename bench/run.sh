@@ -103,6 +103,20 @@ fi
 [ "${BENCH_ONLY:-}" = overhead ] && exit 0
 
 echo
+echo "== bursts: 20,000 calls every 1.5 s (a thread between requests), per burst =="
+# From the fourth burst on, the ring's pages are the ones the last bursts used
+# (agent/segments.c keeps free segments resident 10 s): no page faults.
+"$ROOT/$BUILD/bench/bursts" 6 20000 1500 | sed 's/^/plain     /'
+if ! "$ROOT/$BUILD/profctl" run --freq 0 --funcs burst_step -o "$tmp/bursts.pftrace" -- \
+	"$ROOT/$BUILD/bench/bursts" 6 20000 1500 >"$tmp/bursts.out" 2>"$tmp/bursts.err" ||
+	grep -qE "^profctl: error" "$tmp/bursts.err"; then
+	echo "FAIL: the bursts session failed" >&2
+	cat "$tmp/bursts.err" >&2
+	exit 1
+fi
+sed 's/^/profiled  /' "$tmp/bursts.out"
+
+echo
 "$ROOT/bench/attach.sh" "$BUILD"
 
 echo
