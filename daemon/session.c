@@ -930,6 +930,20 @@ static struct session_process *gone_process(struct server *srv, struct session *
 }
 
 /*
+ * p was added when /proc no longer had it (its FORK record read after it
+ * exited, a moment after its hello's read saw it alive): no start time to
+ * tell a reused pid by, and the hello's read is its. Taken as a reuse
+ * instead, the process was put twice in the trace (a short process of a
+ * tree under a busy profd: perf record -a beside it did it, 1 process in
+ * ~200).
+ */
+static void start_from_hello(struct session_process *p, unsigned long long now_start)
+{
+	if (p->start_time == 0 && now_start)
+		p->start_time = now_start;
+}
+
+/*
  * The process an agent's hello comes from: the target, or (following
  * children) a process of its tree: one the kernel told of (FORK records
  * read so far), else one whose parents in /proc lead to the session. Who
@@ -957,6 +971,8 @@ static struct session_process *hello_process(struct server *srv, struct session 
 	/* one read of its stat: its start time, and a new process's parent and name */
 	now_start = proc_stat_read(pid, &st) ? 0 : st.start_time;
 	p = session_process_find(s, pid);
+	if (p && !p->exited)
+		start_from_hello(p, now_start);
 	if (p && (now_start == p->start_time || now_start == 0))
 		return p; /* still it, or gone since it connected */
 	if (s->sampler && (p || !waits)) {
@@ -971,10 +987,14 @@ static struct session_process *hello_process(struct server *srv, struct session 
 		 * Not for an agent that waits for its config: the samples pending
 		 * (unwound as they are read) would hold up its start.
 		 */
+		struct session_process *known = p;
+
 		s->hello_pid = pid;
 		session_read_samples(s);
 		s->hello_pid = 0;
 		p = session_process_find(s, pid);
+		if (p && p != known) /* its FORK record, just read: the process our read saw */
+			start_from_hello(p, now_start);
 		if (p && (now_start == p->start_time || now_start == 0))
 			return p;
 	}
