@@ -39,8 +39,8 @@
  * Free segments unused this long go back to the kernel (segments_trim). A
  * thread that records in bursts takes its segments back from the pool at
  * each burst: trimmed in between, every page faulted in again (a fault per
- * 4 KiB of ring, 3.5 us each on our VM: 20,000 calls every 1.5 s cost 72 ns
- * a call with a 1 s window, 28 once the ring stayed resident; bench/README.md).
+ * 4 KiB of ring, 3.5 us each on our VM: 20,000 calls every 1.5 s cost 57-88 ns
+ * a call with a 1 s window, 26-45 once the ring stayed resident; bench/README.md).
  * Ten seconds keeps a service's ring warm between requests a few seconds
  * apart; what a burst needed past that goes back.
  */
