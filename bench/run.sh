@@ -100,6 +100,9 @@ else
 	ratio "empty  instrumented (profd)" "empty  uftrace" "a direct call"
 	ratio "empty  via 3 callers, instrumented" "empty  via 3 callers, uftrace" "via 3 callers"
 fi
+echo
+echo "== overhead: instructions per call, exactly (valgrind; what no noise moves) =="
+"$ROOT/bench/hot_instructions.sh" "$BUILD"
 [ "${BENCH_ONLY:-}" = overhead ] && exit 0
 
 echo
