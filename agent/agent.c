@@ -564,7 +564,7 @@ static void atfork_child(void)
 	agent.sock = -1;
 	agent.link = -1;
 	if (!follow) {
-		atomic_store(&agent_recording, 0);
+		hooks_set_recording(0);
 		agent.state = AGENT_IDLE;
 		return;
 	}
@@ -620,7 +620,7 @@ static void agent_forked_connect(bool at_exit)
 		agent.sock = sock;
 		flusher_release(&agent.fork_pair);
 	} else {
-		atomic_store(&agent_recording, 0);
+		hooks_set_recording(0);
 		agent.state = AGENT_UNPATCHED; /* nobody will unpatch: pass-through, quiet */
 		if (sock >= 0)
 			close(sock);
@@ -790,7 +790,7 @@ static int agent_commit(const uint64_t *ips, size_t n_ips, int all_or_nothing)
 		return written;
 	threads_for_each_stopped(forget_earlier_session, NULL);
 	flusher_read_clock_pair(&pair);
-	atomic_store(&agent_recording, 1);
+	hooks_set_recording(1);
 	agent.state = AGENT_ACTIVE;
 	/* last: a flusher whose daemon is gone unpatches once released, and must see ACTIVE */
 	flusher_release(&pair);
@@ -883,7 +883,7 @@ __attribute__((visibility("default"))) int profagent_unpatch(void)
 	if (agent.state != AGENT_ACTIVE)
 		return -EINVAL;
 	agent_thread_guard = 1;
-	atomic_store(&agent_recording, 0);
+	hooks_set_recording(0);
 	err = instrument_unpatch(&agent.plan);
 	agent.state = AGENT_UNPATCHED;
 	agent_thread_guard = 0;
@@ -926,7 +926,7 @@ __attribute__((visibility("default"))) int profagent_reset_stale(void)
 	if (!flusher_lost())
 		return -EBUSY;
 	agent_thread_guard = 1;
-	atomic_store(&agent_recording, 0);
+	hooks_set_recording(0);
 	if (agent.state == AGENT_ACTIVE)
 		instrument_unpatch(&agent.plan);
 	flusher_stop("stale", false); /* the flusher thread has returned: the join does not wait */

@@ -232,7 +232,15 @@ struct agent_thread {
 	 */
 	_Atomic uint32_t agg_pages_end;
 	struct func_agg *_Atomic agg_pages[AGG_PAGES];
-	_Alignas(64) struct shadow_entry shadow[AGENT_SHADOW_CAPACITY]; /* an entry a line */
+	/*
+	 * shadow[-1] for the x86-64 fast paths (trampolines/x86_64.S), which read
+	 * and write the entry below the top without testing the depth first: a
+	 * return slot above every other (a new call at depth 0 is never stale)
+	 * and child time nobody reads (a call at depth 1 adds its ticks there).
+	 * Set by threads.c; the C hooks never touch it.
+	 */
+	_Alignas(64) struct shadow_entry shadow_floor;
+	struct shadow_entry shadow[AGENT_SHADOW_CAPACITY]; /* an entry a line */
 	/*
 	 * --min-duration with --args: the values of a waiting call, captured at
 	 * its enter, written with its late ENTER (hooks.c pending_write_enters).
@@ -287,7 +295,12 @@ extern __thread struct agent_thread *agent_current_thread
 enum agent_guard { AGENT_GUARD_NONE = 0, AGENT_GUARD_AGENT = 1 };
 extern __thread uintptr_t agent_thread_guard __attribute__((tls_model("initial-exec")));
 
-/* Read on every call: 0 before patching completes, after stop, in a forked child. */
+/*
+ * Read on every call: 0 before patching completes, after stop, in a forked
+ * child; else AGENT_RECORDING_PLAIN, or _FILTERED with --min-duration
+ * (hooks_set_recording).
+ */
+enum { AGENT_RECORDING_PLAIN = 1, AGENT_RECORDING_FILTERED = 2 };
 extern _Atomic int agent_recording;
 
 /*
@@ -321,6 +334,11 @@ void hooks_close_all(struct agent_thread *t);
  * calls open below them (0: no limit) stay off the timeline, counted.
  */
 void hooks_set_filters(uint64_t min_ticks, uint32_t max_depth);
+/*
+ * agent/hooks.c: recording on or off (agent_recording, and what the x86-64
+ * fast path reads of it). Async-signal-safe: plain stores.
+ */
+void hooks_set_recording(int on);
 
 /*
  * Flusher: how far span `span` of a ring may be read, given the committed

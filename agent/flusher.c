@@ -722,7 +722,7 @@ static void flusher_give_up(void)
 	       !flusher_stopping() && mono_clock_ns() < deadline)
 		nanosleep(&(struct timespec){ 0, FLUSH_INTERVAL_NS }, NULL);
 	/* after the release: the commit turns recording on just before it */
-	atomic_store(&agent_recording, 0);
+	hooks_set_recording(0);
 	if (!atomic_load_explicit(&flusher.released, memory_order_acquire) || !flusher.ops->lost)
 		return;
 	flusher.ops->lost(flusher.table_ctx);
@@ -815,7 +815,7 @@ static void *flusher_main(void *arg)
 	if (flusher.exit_drained)
 		goto out_unlock;
 	if (flusher.failed)
-		atomic_store(&agent_recording, 0); /* nobody listens: stop paying for events */
+		hooks_set_recording(0); /* nobody listens: stop paying for events */
 	else if (flusher.let_calls_return)
 		flusher_let_calls_return();
 	flusher.final_cycle = 1;

@@ -82,6 +82,7 @@ HOT_AT(struct agent_thread, ring_end, HOT_THREAD_RING_END);
 HOT_AT(struct agent_thread, returns_restored, HOT_THREAD_RETURNS_RESTORED);
 HOT_AT(struct agent_thread, agg_pages, HOT_THREAD_AGG_PAGES);
 HOT_AT(struct agent_thread, shadow, HOT_THREAD_SHADOW);
+HOT_AT(struct agent_thread, shadow_floor, HOT_THREAD_SHADOW - 64); /* shadow[-1] */
 HOT_AT(struct agent_thread, landing, HOT_THREAD_LANDING);
 HOT_AT(struct shadow_entry, return_address, HOT_SHADOW_RETURN_ADDRESS);
 HOT_AT(struct shadow_entry, return_slot, HOT_SHADOW_RETURN_SLOT);
@@ -111,6 +112,7 @@ _Static_assert(EVENT_ENTER == HOT_EVENT_ENTER && EVENT_EXIT == HOT_EVENT_EXIT &&
 		       EVENT_FRAME_TAG == 1ull << 63 && SHADOW_ALIVE == UINT64_MAX,
 	       "x86_64.S: records");
 _Static_assert(AGENT_SHADOW_CAPACITY < 1u << HOT_STATE_DEPTH_BITS, "x86_64.S: a depth + 1 fits");
+_Static_assert(AGENT_RECORDING_PLAIN == HOT_RECORDING_PLAIN, "x86_64.S: recording");
 #endif
 
 /*
@@ -1447,6 +1449,17 @@ void hooks_set_filters(uint64_t min_ticks, uint32_t max_depth)
 	agent_units_per_call = min_ticks ? 3 : 1;
 	agent_depth_limit = max_depth && max_depth < AGENT_SHADOW_CAPACITY ? max_depth :
 									     AGENT_SHADOW_CAPACITY;
+}
+
+/*
+ * On: AGENT_RECORDING_PLAIN, or AGENT_RECORDING_FILTERED with --min-duration
+ * (set before: hooks_set_filters), so that trampolines/x86_64.S's enter fast
+ * path checks both in one compare (bench/README.md, "Instructions per call").
+ */
+void hooks_set_recording(int on)
+{
+	atomic_store(&agent_recording,
+		     !on ? 0 : agent_min_ticks ? AGENT_RECORDING_FILTERED : AGENT_RECORDING_PLAIN);
 }
 
 /* Thread exit with frames still open (pthread_exit, cancellation): they are all gone. */

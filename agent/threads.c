@@ -135,6 +135,7 @@ static void thread_state_reset(struct agent_thread *t)
 	t->flusher_stage = FLUSHER_STAGE_NEW;
 	t->tid = (uint32_t)gettid();
 	t->returns_restored = 0;
+	t->shadow_floor.return_slot = (uintptr_t *)UINTPTR_MAX; /* never stale (agent_thread.h) */
 	memset(t->name, 0, sizeof(t->name));
 	prctl(PR_GET_NAME, t->name);
 	thread_stack_bounds(t);

@@ -60,8 +60,8 @@
 #define HOT_THREAD_RING_END 16
 #define HOT_THREAD_RETURNS_RESTORED 32
 #define HOT_THREAD_AGG_PAGES 0x6108
-#define HOT_THREAD_SHADOW 0x26140
-#define HOT_THREAD_LANDING 0xf6540
+#define HOT_THREAD_SHADOW 0x26180
+#define HOT_THREAD_LANDING 0xf6580
 #define HOT_SHADOW_SIZE_SHIFT 6 /* 64-byte entries */
 #define HOT_SHADOW_RETURN_ADDRESS 0
 #define HOT_SHADOW_RETURN_SLOT 8
@@ -82,6 +82,7 @@
 #define HOT_SHADOW_RECORDED 1
 #define HOT_EVENT_ENTER 1
 #define HOT_EVENT_EXIT 2
+#define HOT_RECORDING_PLAIN 1 /* agent_recording: on, no --min-duration */
 #elif defined(__aarch64__)
 /*
  * A stub region is a page-aligned block within +-128 MiB of one module (a

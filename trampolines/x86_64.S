@@ -55,8 +55,12 @@
  * the thread's first call, a stub flag, a filter, a full segment, a stale or
  * unrecorded entry, no figures yet) is found before the first write, the
  * guard is dropped again, and the full path goes on from the same stack and
- * frame: it saves r11 and calls the C hook, which decides it all anew. A signal anywhere in a fast path finds what it
- * would find in the C hook at the same point (test_signal_steps walks them).
+ * frame: it saves r11 and calls the C hook, which decides it all anew. Where
+ * the C tests the depth before touching the entry below the top, these use
+ * the thread's shadow_floor (shadow[-1], agent_thread.h) instead: one branch
+ * less, and at depth 1 the exit adds its ticks to child time nobody reads.
+ * A signal anywhere in a fast path finds what it would find in the C hook at
+ * the same point (test_signal_steps walks them).
  */
 #include "trampolines/trampoline_layout.h"
 
@@ -209,10 +213,8 @@ ENTRY(profagent_entry_trampoline)
 	movq	HOT_THREAD_AGG_PAGES(%rdi,%rax,8), %r9
 	testq	%r9, %r9
 	jz	.Lentry_fast_release
-	cmpq	$0, agent_min_ticks(%rip)
+	cmpl	$HOT_RECORDING_PLAIN, agent_recording(%rip)	/* on, no --min-duration */
 	jne	.Lentry_fast_release
-	cmpl	$0, agent_recording(%rip)
-	je	.Lentry_fast_release
 	movq	HOT_THREAD_COMMITTED(%rdi), %rcx	/* s: head << 16 | depth */
 	movzwl	%cx, %edx
 	cmpl	agent_depth_limit(%rip), %edx
@@ -220,11 +222,10 @@ ENTRY(profagent_entry_trampoline)
 	movq	%rdx, %r10
 	shlq	$HOT_SHADOW_SIZE_SHIFT, %r10
 	addq	%rdi, %r10			/* shadow[depth] at HOT_THREAD_SHADOW(%r10) */
-	testl	%edx, %edx
-	jz	1f
+	/* at depth 0 shadow[-1] is the floor, whose slot is above every other */
 	cmpq	HOT_THREAD_SHADOW-64+HOT_SHADOW_RETURN_SLOT(%r10), %rsi
 	jae	.Lentry_fast_release
-1:	movq	%rcx, %rax
+	movq	%rcx, %rax
 	shrq	$HOT_STATE_DEPTH_BITS, %rax
 	leaq	3(%rax,%rdx), %rax
 	cmpq	%rax, HOT_THREAD_RING_END(%rdi)
@@ -398,29 +399,26 @@ ENTRY(profagent_exit_trampoline)
 	subq	HOT_SHADOW_CHILD_TICKS(%r10), %rsi
 	cmovbq	%rdx, %rsi			/* self */
 	movq	%rdx, HOT_SHADOW_AGG(%r10)
-	testl	$0xffff & ~1, %ecx
-	jz	2f				/* depth 1: no parent */
-	addq	%r8, HOT_SHADOW_CHILD_TICKS-64(%r10)
-2:	addq	$1, HOT_AGG_EXITED(%r9)
+	addq	%r8, HOT_SHADOW_CHILD_TICKS-64(%r10)	/* at depth 1, the floor's: unread */
+	addq	$1, HOT_AGG_EXITED(%r9)
 	addq	%r8, HOT_AGG_TOTAL_TICKS(%r9)
 	addq	%rsi, HOT_AGG_SELF_TICKS(%r9)
 	movq	HOT_AGG_MAX_TICKS(%r9), %rsi
 	cmpq	%r8, %rsi
 	cmovbq	%r8, %rsi
 	movq	%rsi, HOT_AGG_MAX_TICKS(%r9)
-	movq	%rcx, %rsi			/* s */
-	/* the EXIT, then the publish that pops the entry */
-	movq	%rsi, %rdx
+	/* the EXIT, then the publish that pops the entry (rcx: s) */
+	movq	%rcx, %rdx
 	shrq	$HOT_STATE_DEPTH_BITS, %rdx
 	shlq	$4, %rdx
 	addq	HOT_THREAD_RING_BASE(%rdi), %rdx
 	movq	%rax, (%rdx)
-	movl	HOT_SHADOW_FUNC_ID(%r10), %ecx
-	movl	%ecx, 8(%rdx)
+	movl	HOT_SHADOW_FUNC_ID(%r10), %esi
+	movl	%esi, 8(%rdx)
 	movl	$HOT_EVENT_EXIT, 12(%rdx)
 	movq	HOT_SHADOW_RETURN_ADDRESS(%r10), %rax	/* before the publish pops e */
-	addq	$(1 << HOT_STATE_DEPTH_BITS) - 1, %rsi
-	movq	%rsi, HOT_THREAD_COMMITTED(%rdi)	/* publish */
+	addq	$(1 << HOT_STATE_DEPTH_BITS) - 1, %rcx
+	movq	%rcx, HOT_THREAD_COMMITTED(%rdi)	/* publish */
 	movq	%rax, XF_SLOT(%rsp)		/* the real return address, where the 0 was */
 	GUARD_RELEASE
 	.cfi_remember_state
