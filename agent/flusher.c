@@ -243,7 +243,7 @@ static uint8_t *encode_with_values(struct event_encoder *enc, uint8_t *p,
 		const struct event_enter_frame *f = (const void *)&seg[at % SEGMENT_SPAN];
 
 		p = event_encode(enc, p, r->tsc, r->func_id, kind, f->return_address,
-				 f->tagged_slot & ~EVENT_FRAME_TAG);
+				 f->return_slot);
 		at++;
 	} else {
 		p = event_encode(enc, p, r->tsc, r->func_id, kind, 0, 0);
@@ -328,7 +328,7 @@ static __attribute__((noinline)) uint8_t *encode_span(const struct event_record 
 		}
 		f = (const void *)&seg[(pos + 1) % SEGMENT_SPAN]; /* its frame: same segment */
 		ret = f->return_address;
-		slot = f->tagged_slot & ~EVENT_FRAME_TAG;
+		slot = f->return_slot;
 		pos += 2;
 		way = event_frames_find(frames, func_id, ret, slot);
 		if (way >= 0) {

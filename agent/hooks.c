@@ -100,7 +100,7 @@ HOT_AT(struct event_record, tsc, 0);
 HOT_AT(struct event_record, func_id, 8);
 HOT_AT(struct event_record, kind, 12);
 HOT_AT(struct event_enter_frame, return_address, 0);
-HOT_AT(struct event_enter_frame, tagged_slot, 8);
+HOT_AT(struct event_enter_frame, return_slot, 8);
 #undef HOT_AT
 _Static_assert(sizeof(struct shadow_entry) == 1u << HOT_SHADOW_SIZE_SHIFT, "x86_64.S: entry size");
 _Static_assert(sizeof(struct func_agg) == HOT_AGG_SIZE, "x86_64.S: figures size");
@@ -109,7 +109,7 @@ _Static_assert(AGG_PAGE_FUNCS * AGG_PAGES == HOT_AGG_FUNCS_MAX, "x86_64.S: pages
 _Static_assert(STATE_DEPTH_BITS == HOT_STATE_DEPTH_BITS && SHADOW_RECORDED == HOT_SHADOW_RECORDED,
 	       "x86_64.S: state");
 _Static_assert(EVENT_ENTER == HOT_EVENT_ENTER && EVENT_EXIT == HOT_EVENT_EXIT &&
-		       EVENT_FRAME_TAG == 1ull << 63 && SHADOW_ALIVE == UINT64_MAX,
+		       SHADOW_ALIVE == UINT64_MAX,
 	       "x86_64.S: records");
 _Static_assert(AGENT_SHADOW_CAPACITY < 1u << HOT_STATE_DEPTH_BITS, "x86_64.S: a depth + 1 fits");
 _Static_assert(AGENT_RECORDING_PLAIN == HOT_RECORDING_PLAIN, "x86_64.S: recording");
@@ -207,7 +207,7 @@ ring_put_enter_kind(struct agent_thread *t, uint64_t head, uint32_t func_id, uin
 	rec->func_id = func_id;
 	rec->kind = kind;
 	frame->return_address = return_address;
-	frame->tagged_slot = (uintptr_t)return_slot | EVENT_FRAME_TAG;
+	frame->return_slot = (uintptr_t)return_slot;
 }
 
 /* An enter record and its frame at head, head + 1: visible once published. */

@@ -259,9 +259,7 @@ ENTRY(profagent_entry_trampoline)
 	movl	%r8d, 8(%r9)
 	movl	$HOT_EVENT_ENTER, 12(%r9)
 	movq	%rdx, 16(%r9)
-	movq	%rsi, %rax
-	btsq	$63, %rax			/* EVENT_FRAME_TAG */
-	movq	%rax, 24(%r9)
+	movq	%rsi, 24(%r9)
 	addq	$(2 << HOT_STATE_DEPTH_BITS) + 1, %rcx
 	movq	%rcx, HOT_THREAD_COMMITTED(%rdi)	/* publish (hooks.c state_publish) */
 	movq	%r10, (%rsi)			/* hijacked */

@@ -74,7 +74,7 @@ for t in entry exit; do
 	[ ${#STEPS[@]} -gt 0 ] || break
 	read -r steps bad < <(sed -nE "s/^STEPS profagent_${t}_trampoline ([0-9]+) ([0-9]+)$/\1 \2/p" \
 		"$WORK/bt.txt")
-	# the fast paths: 97 and 78 instructions (bench/hot_instructions.sh); the full
+	# the fast paths: 95 and 78 instructions (bench/hot_instructions.sh); the full
 	# paths reach their call after 59 and 44 at most, where the stepping stops
 	check "$t trampoline: its fast path stepped through (${steps:-0} instructions)" \
 		test "${steps:-0}" -ge 70
