@@ -773,8 +773,15 @@ static void forget_earlier_session(struct agent_thread *t, void *ctx)
 	threads_clear_aggregates(t);
 	t->drops_reported = 0;
 	t->flusher_stage = FLUSHER_STAGE_NEW;
-	for (uint32_t i = 0; i < state_depth(state); i++)
-		t->shadow[i].func_id = 0; /* still returns through us, recorded no more */
+	for (uint32_t i = 0; i < state_depth(state); i++) {
+		/*
+		 * still returns through us, recorded no more: no function, and of
+		 * its flags only how it signs its return (aarch64), so that
+		 * x86_64.S's exit fast path, which tests the flags alone, leaves it
+		 */
+		t->shadow[i].func_id = 0;
+		t->shadow[i].flags &= SHADOW_SIGNS_RA_A | SHADOW_SIGNS_RA_B;
+	}
 }
 
 /* Patches (all other threads stopped, or none yet); allocates nothing. */

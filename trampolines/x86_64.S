@@ -371,14 +371,11 @@ ENTRY(profagent_exit_trampoline)
 	/* profagent_exit_hook's fast-path conditions: the top entry's, recorded, with figures */
 	movq	HOT_THREAD_COMMITTED(%rdi), %rcx	/* s: head << 16 | depth */
 	movzwl	%cx, %edx
-	testl	%edx, %edx
-	jz	.Lexit_fast_release
 	shlq	$HOT_SHADOW_SIZE_SHIFT, %rdx
 	leaq	HOT_THREAD_SHADOW-64(%rdi,%rdx), %r10	/* e = shadow[depth - 1] */
-	cmpq	%rsi, HOT_SHADOW_RETURN_SLOT(%r10)
+	cmpq	%rsi, HOT_SHADOW_RETURN_SLOT(%r10)	/* at depth 0, the floor's: never */
 	jne	.Lexit_fast_release
-	cmpl	$0, HOT_SHADOW_FUNC_ID(%r10)
-	je	.Lexit_fast_release
+	/* recorded: a function's (an earlier session's calls have no flags, agent.c) */
 	cmpl	$HOT_SHADOW_RECORDED, HOT_SHADOW_FLAGS(%r10)
 	jne	.Lexit_fast_release
 	movq	HOT_SHADOW_AGG(%r10), %r9	/* a */
