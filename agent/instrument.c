@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "agent/agent_thread.h"
 #include "agent/elf_symbols.h"
 #include "agent/arg_capture.h"
 #include "agent/instrument.h"
@@ -532,8 +533,16 @@ static int module_prepare_one(struct module_job *job, const struct picked_functi
 	struct pending_patch *pp;
 	uint64_t stub = stub_region_slot_entry(&job->region, job->slots_used);
 
+	uint32_t flags;
+
+	/* a function's figures live at its id (agent_thread.h): the fast paths never check it */
+	if (id >= AGG_PAGE_FUNCS * AGG_PAGES) {
+		report_skip(r, fn->name, job->module_name,
+			    "past the 1,048,575 functions one process can time");
+		return 0;
+	}
 	/* --args/--retval: only functions a spec names leave the hooks' fast path */
-	uint32_t flags = p->flags | (timed ? arg_capture_attach(id, fn->name) : 0);
+	flags = p->flags | (timed ? arg_capture_attach(id, fn->name) : 0);
 
 	if (stub_region_fill(&job->region, job->slots_used, addr,
 			     patchable_size(job->module, &job->syms, p->index), id, flags,

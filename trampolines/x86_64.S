@@ -206,9 +206,7 @@ ENTRY(profagent_entry_trampoline)
 	movq	%rsi, %fs:(%rdx)		/* the guard: hooks.c guard_take */
 	cmpl	$0, HOT_THREAD_RETURNS_RESTORED(%rdi)
 	jne	.Lentry_fast_release
-	cmpl	$HOT_AGG_FUNCS_MAX, %r8d
-	jae	.Lentry_fast_release
-	movl	%r8d, %eax
+	movl	%r8d, %eax			/* below HOT_AGG_FUNCS_MAX: instrument.c */
 	shrl	$HOT_AGG_PAGE_SHIFT, %eax
 	movq	HOT_THREAD_AGG_PAGES(%rdi,%rax,8), %r9
 	testq	%r9, %r9

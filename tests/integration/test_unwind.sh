@@ -74,8 +74,8 @@ for t in entry exit; do
 	[ ${#STEPS[@]} -gt 0 ] || break
 	read -r steps bad < <(sed -nE "s/^STEPS profagent_${t}_trampoline ([0-9]+) ([0-9]+)$/\1 \2/p" \
 		"$WORK/bt.txt")
-	# the fast paths: 95 and 74 instructions (bench/hot_instructions.sh); the full
-	# paths reach their call after 59 and 40 at most, where the stepping stops
+	# the fast paths: 93 and 74 instructions (bench/hot_instructions.sh); the full
+	# paths reach their call after 57 and 40 at most, where the stepping stops
 	check "$t trampoline: its fast path stepped through (${steps:-0} instructions)" \
 		test "${steps:-0}" -ge 70
 	check_eq "$t trampoline: every instruction unwinds to the caller" "${bad:-none}" 0
