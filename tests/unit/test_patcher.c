@@ -188,6 +188,13 @@ static void test_hooks_record_enter_and_exit(void)
 		CHECK_EQ_INT(exit_rec->kind, EVENT_EXIT);
 		CHECK(exit_rec->tsc >= enter->tsc);
 		CHECK_EQ_INT(state_depth(atomic_load(&t->committed)), 0);
+		/* shadow[-1], which the x86-64 fast paths read without a depth test */
+		CHECK(t->shadow_floor.return_slot == (uintptr_t *)UINTPTR_MAX);
+#if defined(__x86_64__)
+		/* the exit's fast path took this call at depth 1: its ticks went to the floor */
+		CHECK(t->shadow_floor.child_ticks >= exit_rec->tsc - enter->tsc &&
+		      exit_rec->tsc > enter->tsc);
+#endif
 	}
 out:
 	proc_maps_free(&maps);
