@@ -87,6 +87,43 @@ check_eq "the target exits normally" "$?" 0
 check_eq "the target never computed a wrong result" "$(cat "$WORK/target.out" | tail -n 1)" \
 	"wrong results 0"
 
+# A call one session saw enter and the next sees return (the agent stays
+# loaded between them) belongs to neither's figures after the first: the
+# second session's calls and timeline are its own (agent.c
+# forget_earlier_session takes its function and its recording flag; the
+# x86-64 exit fast path tests the flag alone).
+mkdir -p "$WORK/cs"
+"$ROOT/$BUILD/tests/targets/cross_session" "$WORK/cs" >"$WORK/cs.out" 2>&1 &
+cspid=$!
+wait_for "$WORK/cs.out" "^ready"
+"$PROFCTL" attach "$cspid" -v --funcs 'cs_*' --freq 0 -o "$WORK/cs1.pftrace" 2>"$WORK/cs1.err" &
+apid=$!
+wait_for "$WORK/cs1.err" "attached to PID"
+touch "$WORK/cs/enter"
+wait_for "$WORK/cs.out" "^entering"
+sleep 0.3 # into cs_long, which waits for `release`
+kill -INT "$apid"
+wait "$apid"
+check_eq "the first session ends, cs_long still running" "$?" 0
+"$PROFCTL" attach "$cspid" -v --funcs 'cs_*' --freq 0 -o "$WORK/cs2.pftrace" 2>"$WORK/cs2.err" &
+apid=$!
+wait_for "$WORK/cs2.err" "attached to PID"
+touch "$WORK/cs/release"
+wait_for "$WORK/cs.out" "^done"
+kill -INT "$apid"
+wait "$apid"
+check_eq "the second session ends" "$?" 0
+check_eq "with no error (an event naming no function)" "$(grep -c '^profctl: error' "$WORK/cs2.err")" 0
+check "the second session counts its own 5 calls, not cs_long's return" \
+	grep -qE "^profctl: calls: 5 made, 5 recorded, 0 dropped" "$WORK/cs2.err"
+"$PROFCTL" report --dump "$WORK/cs2.pftrace" >"$WORK/cs2.dump"
+check_eq "its timeline: the 5 cs_short, nothing else" \
+	"$(awk '$1 == "slice" {print $4}' "$WORK/cs2.dump" | sort | uniq -c | tr -s ' ')" " 5 cs_short"
+check_eq "and no rule broken" "$(grep -c '^problem' "$WORK/cs2.dump")" 0
+touch "$WORK/cs/stop"
+wait "$cspid"
+check_eq "the target exits normally" "$?" 0
+
 "$PROFCTL" attach 999999999 --funcs 'x' -o "$WORK/e.pftrace" 2>"$WORK/e1.err"
 check "no such process: clear error" grep -q "no such process" "$WORK/e1.err"
 finish
