@@ -278,8 +278,9 @@ static inline uint8_t *put_varint_short(uint8_t *p, uint64_t v)
  * stack (66.6 instructions an event; 61.0 apart, 55.7 with the count bound
  * folded into the end: bench/hot_instructions.sh).
  */
-static __attribute__((noinline)) uint8_t *encode_span(const struct event_record *seg, uint64_t *pos_io, uint64_t limit,
-			    struct event_encoder *enc_io, uint8_t *p, const uint8_t *p_stop)
+static __attribute__((noinline)) uint8_t *
+encode_span(const struct event_record *seg, uint64_t *pos_io, uint64_t limit,
+	    struct event_encoder *enc_io, uint8_t *p, const uint8_t *p_stop)
 {
 	uint64_t pos = *pos_io, prev_tsc = enc_io->prev_tsc, prev_ret, prev_slot;
 	struct event_frames *frames = enc_io->frames;

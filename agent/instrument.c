@@ -532,7 +532,6 @@ static int module_prepare_one(struct module_job *job, const struct picked_functi
 	struct stub_fill fill = { 0 };
 	struct pending_patch *pp;
 	uint64_t stub = stub_region_slot_entry(&job->region, job->slots_used);
-
 	uint32_t flags;
 
 	/* a function's figures live at its id (agent_thread.h): the fast paths never check it */

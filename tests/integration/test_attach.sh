@@ -2,7 +2,8 @@
 # profctl attach/detach against a running 8-thread process that checks every
 # result it computes: slices recorded while attached, every patched byte back
 # after detach, the agent reused by later attaches, 200 attach/detach cycles
-# without one wrong result (refusals are in test_attach_errors.sh).
+# without one wrong result, a call that spans two sessions counted by neither
+# after its first (refusals are in test_attach_errors.sh).
 set -u
 . "$(dirname "$0")/common.bash"
 TARGET="$ROOT/$BUILD/tests/targets/attach_target"
