@@ -19,8 +19,9 @@ if ! command -v valgrind >/dev/null || ! command -v cg_diff >/dev/null; then
 	echo "hot instructions: valgrind not installed, skipped"
 	exit 0
 fi
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+# shellcheck source=bench/bench_common.bash
+. "$ROOT/bench/bench_common.bash"
+bench_tmp
 
 # cachegrind's out file of burst_step called N times, plain or profiled.
 run() { # N plain|profiled
@@ -34,7 +35,7 @@ run() { # N plain|profiled
 	"$ROOT/$BUILD/profctl" run --freq 0 --sched off --funcs burst_step -o "$tmp/t.pftrace" -- \
 		"${vg[@]}" --smc-check=all "$ROOT/$BUILD/bench/bursts" 1 "$1" 0 >/dev/null 2>"$tmp/err" ||
 		{ cat "$tmp/err" >&2; exit 1; }
-	if ! grep -qE "^profctl: calls: $1 made, $1 recorded, 0 dropped" "$tmp/err"; then
+	if [ "$(summary_counts "$tmp/err")" != "$((2 * $1)) 0" ]; then
 		echo "FAIL: not every call of the $1 was recorded under valgrind:" >&2
 		grep -E "^profctl: (calls|error)" "$tmp/err" >&2
 		exit 1

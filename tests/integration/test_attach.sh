@@ -101,8 +101,7 @@ wait_for "$WORK/cs.out" "^ready"
 apid=$!
 wait_for "$WORK/cs1.err" "attached to PID"
 touch "$WORK/cs/enter"
-wait_for "$WORK/cs.out" "^entering"
-sleep 0.3 # into cs_long, which waits for `release`
+wait_for "$WORK/cs.out" "^inside" # cs_long entered, and waits for `release`
 kill -INT "$apid"
 wait "$apid"
 check_eq "the first session ends, cs_long still running" "$?" 0

@@ -5,7 +5,7 @@
  * two, must leave it out of the second session's calls and timeline. Files
  * in DIR drive it: `enter` makes it call cs_long, which waits for `release`;
  * then it calls cs_short 5 times and writes "done" (and waits for `stop`).
- * It says "entering" before the call.
+ * cs_long says "inside" once it runs.
  * Usage: cross_session DIR
  */
 #include <stdio.h>
@@ -30,6 +30,8 @@ static void wait_for(const char *name)
 
 __attribute__((noinline)) int cs_long(void)
 {
+	printf("inside\n");
+	fflush(stdout);
 	wait_for("release");
 	return 1;
 }
@@ -53,8 +55,6 @@ int main(int argc, char **argv)
 	printf("ready\n");
 	fflush(stdout);
 	wait_for("enter");
-	printf("entering\n");
-	fflush(stdout);
 	sum = cs_long();
 	for (int i = 0; i < 5; i++)
 		sum = cs_short(sum);
