@@ -33,6 +33,7 @@
 #include "agent/flusher.h"
 #include "agent/instrument.h"
 #include "agent/module_preset.h"
+#include "agent/thread_start.h"
 #include "agent/world_stop.h"
 #include "trampolines/trampoline_layout.h"
 #include "common/func_filter.h"
@@ -84,6 +85,8 @@ static struct {
 	/* the config came from the environment: forked children do not wait for profd either */
 	int config_known;
 	int fork_pending;
+	/* the flusher thread may wait for a slow path (flusher_start_deferred): forked children's too */
+	bool defer_flusher;
 	pid_t forked_from;
 	struct event_clock_pair fork_pair; /* read at fork: the child's events start there */
 	char path[108];
@@ -467,6 +470,36 @@ static const struct flusher_ops agent_flusher_ops = {
 static void agent_forked_connect(bool at_exit);
 
 /*
+ * A process's flusher thread starts at a slow path once it has lived this
+ * long (or its rings fill), where starting one is safe: a short process of
+ * a tree (a compiler's driver, a shell's `$(...)`, a test's helper) starts
+ * none, its exit drain sends all. Most of what bench/process_tree.sh's
+ * process paid beyond its start (150-300 us, bench/README.md).
+ */
+#define FLUSHER_DEFER_NS (20ull * 1000 * 1000)
+
+enum flusher_start_mode { FLUSHER_NOW, FLUSHER_DEFERRABLE, FLUSHER_INHERITED, FLUSHER_AT_EXIT };
+
+/*
+ * Deferred (a run's process and any forked child; an attach's process has
+ * its thread at once) when it may start threads from its slow paths (not Go,
+ * whose runtime.exit hook waits for the thread; no function timed where
+ * malloc's lock may be held: thread_start_plan_allows).
+ */
+static int flusher_start_as(int sock, enum flusher_start_mode mode)
+{
+	if (mode == FLUSHER_NOW || mode == FLUSHER_DEFERRABLE) /* the session's first: children inherit it */
+		agent.defer_flusher = !agent.plan.report.go_exit_hooked &&
+				      thread_start_plan_allows(&agent.plan.report);
+	if (mode == FLUSHER_AT_EXIT)
+		return flusher_start_at_exit(sock, &agent_flusher_ops, &agent.plan);
+	if (mode != FLUSHER_NOW && agent.defer_flusher)
+		return flusher_start_deferred(sock, &agent_flusher_ops, &agent.plan,
+					      FLUSHER_DEFER_NS);
+	return flusher_start(sock, &agent_flusher_ops, &agent.plan);
+}
+
+/*
  * rt_sigprocmask without libc: its wrappers may be instrumented, and the
  * thread's first call has no state to record them with yet.
  */
@@ -542,6 +575,13 @@ int profagent_enter_slow(int reason)
 		flusher_exit_drain("process exit (_exit)");
 		agent_thread_guard = saved_guard;
 	}
+	/* not where the loader (MODULES) or an exit calls: only a thread's own calls */
+	if ((reason == HOOK_SLOW_MEMORY || reason == HOOK_SLOW_THREAD) && !saved_guard &&
+	    !agent_thread_guard && agent.state == AGENT_ACTIVE && flusher_deferred()) {
+		agent_thread_guard = AGENT_GUARD_AGENT;
+		flusher_start_if_due(saved_mask);
+		agent_thread_guard = 0;
+	}
 	signals_mask(SIG_SETMASK, &saved_mask, NULL);
 	return again;
 }
@@ -615,8 +655,7 @@ static void agent_forked_connect(bool at_exit)
 		else if ((cfg = receive_config(sock)))
 			follow = cfg->follow_children;
 	}
-	if (follow && (at_exit ? flusher_start_at_exit : flusher_start)(sock, &agent_flusher_ops,
-								 &agent.plan) == 0) {
+	if (follow && flusher_start_as(sock, at_exit ? FLUSHER_AT_EXIT : FLUSHER_INHERITED) == 0) {
 		agent.sock = sock;
 		flusher_release(&agent.fork_pair);
 	} else {
@@ -697,7 +736,8 @@ static Profd__AgentConfig *agent_handshake(const char *token, Profd__AgentConfig
  * Connects, gets the patterns (preset: the environment's, still the
  * caller's; else profd's), builds every stub; nothing is patched yet.
  */
-static int agent_prepare(const char *path, const char *token, Profd__AgentConfig *preset)
+static int agent_prepare(const char *path, const char *token, Profd__AgentConfig *preset,
+			 enum flusher_start_mode flusher_mode)
 {
 	Profd__AgentConfig *cfg;
 	struct func_filter *filter = NULL;
@@ -751,7 +791,7 @@ static int agent_prepare(const char *path, const char *token, Profd__AgentConfig
 	agent.auto_args = auto_args;
 	agent.auto_asked = agent.plan.report.n_functions;
 	if (!err)
-		err = flusher_start(agent.sock, &agent_flusher_ops, &agent.plan);
+		err = flusher_start_as(agent.sock, flusher_mode);
 	if (err) {
 		agent_close();
 		return err;
@@ -860,7 +900,7 @@ __attribute__((visibility("default"))) int profagent_attach(const char *socket_a
 	memcpy(path, socket_and_token, (size_t)(nl - socket_and_token));
 	path[nl - socket_and_token] = '\0';
 	agent_thread_guard = 1;
-	err = agent_prepare(path, nl + 1, NULL);
+	err = agent_prepare(path, nl + 1, NULL, FLUSHER_NOW); /* a running process: no deferring */
 	agent_thread_guard = 0;
 	return err;
 }
@@ -976,7 +1016,7 @@ __attribute__((constructor)) static void agent_start(int argc, char **argv, char
 	agent_thread_guard = 1; /* agent code runs: instrumented calls pass through */
 	start_cmdline_set(argc, argv);
 	preset = config_from_env();
-	if (agent_prepare(path, token, preset) == 0)
+	if (agent_prepare(path, token, preset, FLUSHER_DEFERRABLE) == 0)
 		agent_commit(NULL, 0, 0); /* process start: no other thread runs our code yet */
 	if (preset)
 		profd__agent_config__free_unpacked(preset, NULL);

@@ -28,6 +28,7 @@
 #include "agent/arg_capture.h"
 #include "agent/cpu_ticks.h"
 #include "agent/flusher.h"
+#include "agent/thread_start.h"
 #include "common/mono_clock.h"
 #include "proto/frame.h"
 #include "proto/frame_io.h"
@@ -64,6 +65,10 @@
 /* At detach: how long calls already entered get to return (and record their exit). */
 #define RETURN_WAIT_NS (100ull * 1000 * 1000)
 #define RETURN_POLL_NS (1000 * 1000)
+/* A deferred start found the slow path unsafe (a handler may run): the next try after this. */
+#define DEFERRED_RETRY_NS (5 * 1000 * 1000)
+
+enum { FLUSHER_NOT_DEFERRED, FLUSHER_DEFERRED, FLUSHER_STARTING };
 
 /* One flusher per process: the agent is a per-process singleton. */
 static struct flusher {
@@ -90,7 +95,14 @@ static struct flusher {
 	 */
 	pthread_mutex_t cycle_lock;
 	int exit_drained;
-	int threadless;            /* flusher_start_at_exit: no thread, the exit drain sends */
+	int threadless;            /* no thread (yet): the exit drain sends */
+	/*
+	 * flusher_start_deferred: the thread is started by a hook's slow path
+	 * (flusher_start_if_due), once start_after_ns has passed or the rings
+	 * fill, where starting one is safe. FLUSHER_STARTING while one tries.
+	 */
+	_Atomic int deferred;
+	_Atomic uint64_t start_after_ns;
 	uint64_t exit_deadline_ns; /* the exit drain's: past it, its sends give up */
 	uint64_t trimmed_ns;     /* when unused ring segments were last handed back */
 	struct event_clock_pair initial_pair;
@@ -777,6 +789,8 @@ static void flusher_sleep_until(uint64_t deadline_ns)
 
 void flusher_poke(void)
 {
+	if (flusher_deferred()) /* the rings fill: its thread is due now */
+		atomic_store(&flusher.start_after_ns, 0);
 	atomic_fetch_add_explicit(&flusher.pokes, 1, memory_order_release);
 	syscall(SYS_futex, &flusher.pokes, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }
@@ -880,6 +894,7 @@ static int flusher_setup(int sock, const struct flusher_ops *ops, void *ctx)
 	flusher.exit_drained = 0;
 	flusher.exit_deadline_ns = 0;
 	flusher.threadless = 0;
+	atomic_store(&flusher.deferred, FLUSHER_NOT_DEFERRED);
 	atomic_store(&flusher.released, 0);
 	atomic_store(&flusher.exited, 0);
 	atomic_store(&agent_exit_request, AGENT_EXIT_NONE);
@@ -888,22 +903,68 @@ static int flusher_setup(int sock, const struct flusher_ops *ops, void *ctx)
 	return 0;
 }
 
-int flusher_start(int sock, const struct flusher_ops *ops, void *ctx)
+static int flusher_spawn(void)
 {
 	sigset_t all, old;
-	int err = flusher_setup(sock, ops, ctx);
+	int err;
 
-	if (err)
-		return err;
 	/* The target's signals must never be delivered to our thread. */
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	err = pthread_create(&flusher.thread, NULL, flusher_main, NULL);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return -err;
+}
+
+int flusher_start(int sock, const struct flusher_ops *ops, void *ctx)
+{
+	int err = flusher_setup(sock, ops, ctx);
+
+	if (!err)
+		err = flusher_spawn();
 	if (err)
-		return -err;
+		return err;
 	flusher.running = 1;
 	return 0;
+}
+
+int flusher_start_deferred(int sock, const struct flusher_ops *ops, void *ctx, uint64_t delay_ns)
+{
+	int err = flusher_setup(sock, ops, ctx);
+
+	if (err)
+		return err;
+	flusher.threadless = 1;
+	flusher.running = 1;
+	atomic_store(&flusher.start_after_ns, mono_clock_ns() + delay_ns);
+	atomic_store(&flusher.deferred, FLUSHER_DEFERRED);
+	return 0;
+}
+
+bool flusher_deferred(void)
+{
+	return atomic_load_explicit(&flusher.deferred, memory_order_relaxed) == FLUSHER_DEFERRED;
+}
+
+void flusher_start_if_due(uint64_t entry_mask)
+{
+	int expected = FLUSHER_DEFERRED;
+	uint64_t now = mono_clock_ns();
+
+	if (now < atomic_load(&flusher.start_after_ns) ||
+	    !atomic_compare_exchange_strong(&flusher.deferred, &expected, FLUSHER_STARTING))
+		return;
+	/* an exit drain that began has the rings: nothing left for a thread */
+	if (!atomic_load(&flusher.exited) && thread_start_safe_here(entry_mask, flusher.owner)) {
+		flusher.threadless = 0; /* before the thread: flusher_stop joins it from here on */
+		if (flusher_spawn() == 0) {
+			atomic_store(&flusher.deferred, FLUSHER_NOT_DEFERRED);
+			return;
+		}
+		flusher.threadless = 1;
+	}
+	atomic_store(&flusher.start_after_ns, now + DEFERRED_RETRY_NS);
+	atomic_store(&flusher.deferred, FLUSHER_DEFERRED);
 }
 
 int flusher_start_at_exit(int sock, const struct flusher_ops *ops, void *ctx)
@@ -1047,6 +1108,8 @@ void flusher_table_unlock(int added)
 
 int flusher_lost(void)
 {
+	if (flusher.running && flusher_deferred()) /* no thread reads: look for ourselves */
+		return daemon_readable() < 0;
 	return !flusher.running || atomic_load(&flusher.exited);
 }
 
@@ -1065,5 +1128,6 @@ void flusher_forget_after_fork(void)
 	atomic_store(&flusher.table_pending, 0);
 	atomic_store(&flusher.released, 0);
 	atomic_store(&flusher.exited, 0);
+	atomic_store(&flusher.deferred, FLUSHER_NOT_DEFERRED); /* the child decides anew */
 }
 

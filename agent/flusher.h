@@ -66,6 +66,25 @@ int flusher_start(int sock, const struct flusher_ops *ops, void *ctx);
 int flusher_start_at_exit(int sock, const struct flusher_ops *ops, void *ctx);
 
 /*
+ * The state without its thread, which a hook's slow path starts later
+ * (flusher_start_if_due): a process that lives less than delay_ns and fills
+ * no ring starts none, and its exit drain sends everything (a thread cost a
+ * short process of a tree 150-300 us, bench/README.md). 0 or a negative errno.
+ */
+int flusher_start_deferred(int sock, const struct flusher_ops *ops, void *ctx, uint64_t delay_ns);
+
+/* Whether the thread is still to be started (lock-free, for the slow paths). */
+bool flusher_deferred(void);
+
+/*
+ * From a hook's slow path (signals blocked, entered with entry_mask, the
+ * agent's guard held): starts the deferred thread when it is due (the delay
+ * passed, or flusher_poke asked) and starting one is safe here
+ * (thread_start_safe_here); else a later slow path tries again.
+ */
+void flusher_start_if_due(uint64_t entry_mask);
+
+/*
  * Lets the flusher go, with the clock pair taken before recording began.
  * Lock-free: callable while every other thread of the process is stopped.
  */

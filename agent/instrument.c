@@ -478,6 +478,8 @@ static void module_pick(struct module_job *job, struct instrument_report *r)
 			report_warn(r, "%s: unwinder %s left unpatched", job->module_name, fn->name);
 		else
 			job->picked[job->n_picked++] = (struct picked_function){ i, selected, flags };
+		if (!why && (flags & STUB_FLAG_GO_EXIT))
+			r->go_exit_hooked = true;
 	}
 }
 

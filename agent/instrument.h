@@ -8,6 +8,7 @@
 #ifndef PROFD_INSTRUMENT_H
 #define PROFD_INSTRUMENT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -42,6 +43,7 @@ struct instrument_report {
 	size_t n_warnings;
 	uint32_t matched;
 	uint32_t modules_scanned;
+	bool go_exit_hooked; /* Go's runtime.exit: its hook waits for a flusher thread */
 	uint64_t elapsed_ns;
 };
 

@@ -217,14 +217,20 @@ void segments_populate(struct agent_thread *t)
 	uint32_t slot = (uint32_t)((head / SEGMENT_SPAN) % SEGMENT_SLOTS);
 	struct event_record *seg = atomic_load_explicit(&t->seg_map[slot], memory_order_relaxed);
 	struct seg_extent *x = &t->seg_extent[slot];
-	uint32_t want = t->want_ready;
+	uint32_t need = t->want_ready, want;
 
 	t->want_ready = 0;
 	if (!seg || x->ready >= x->units)
 		return;
-	/* twice what is: a few trips to the slow path per segment, however it fills */
-	if (want < x->ready * 2)
-		want = x->ready * 2;
+	/*
+	 * Twice what is: a few trips to the slow path per segment, however it
+	 * fills. While the flusher thread waits for a slow path to start it
+	 * (flusher_start_deferred), one every READY_FIRST units: a thread that
+	 * records calls starts it within a few hundred of them.
+	 */
+	want = flusher_deferred() ? x->ready + READY_FIRST : x->ready * 2;
+	if (want < need)
+		want = need;
 	x->ready = populate(seg, x->units, x->ready, want);
 }
 

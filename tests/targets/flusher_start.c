@@ -1,0 +1,94 @@
+// SPDX-License-Identifier: MIT
+/*
+ * tests/integration/test_flusher_start.sh's target: when the agent's
+ * flusher thread starts. Each mode prints "threads N" (this process's
+ * threads, from /proc/self/task) at the points the test checks.
+ *   short        1,000 calls, then exit: no thread at all
+ *   late         100 calls, 60 ms asleep, 3,000 calls: the thread started;
+ *                then 100 ms for it to run
+ *   handler      after 60 ms, 3,000 calls in a SIGUSR1 handler (none
+ *                started there), then 10 ms on, 3,000 outside it (started)
+ *   nodefer      the same with an SA_NODEFER handler installed: never
+ *                started (a handler could run unseen), every call sent at exit
+ */
+#include <dirent.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+static volatile int sink;
+
+__attribute__((noinline)) int fs_step(int x)
+{
+	return x * 3 + 1;
+}
+
+__attribute__((noinline)) void fs_calls(int n)
+{
+	int x = 0;
+
+	for (int i = 0; i < n; i++)
+		x = fs_step(x) & 0xffff;
+	sink = x;
+}
+
+static void print_threads(const char *when)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *e;
+	int n = 0;
+
+	while (d && (e = readdir(d)))
+		n += e->d_name[0] != '.';
+	if (d)
+		closedir(d);
+	printf("%s threads %d\n", when, n);
+	fflush(stdout);
+}
+
+static void on_usr1(int sig)
+{
+	(void)sig;
+	fs_calls(3000);
+}
+
+static void handler_then_plain(int flags)
+{
+	struct sigaction sa = { .sa_handler = on_usr1, .sa_flags = flags };
+
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGUSR1, &sa, NULL);
+	fs_calls(100);
+	usleep(60000);
+	raise(SIGUSR1);
+	print_threads("handler");
+	usleep(10000); /* past the retry that a refused start waits for */
+	fs_calls(3000);
+	print_threads("plain");
+}
+
+int main(int argc, char **argv)
+{
+	const char *mode = argc > 1 ? argv[1] : "short";
+
+	if (strcmp(mode, "short") == 0) {
+		fs_calls(1000);
+		print_threads("short");
+	} else if (strcmp(mode, "late") == 0) {
+		fs_calls(100);
+		print_threads("early");
+		usleep(60000);
+		fs_calls(3000);
+		print_threads("late");
+		usleep(100000); /* its thread runs (and names itself) before the exit */
+	} else if (strcmp(mode, "handler") == 0) {
+		handler_then_plain(0);
+	} else if (strcmp(mode, "nodefer") == 0) {
+		handler_then_plain(SA_NODEFER);
+	} else {
+		fprintf(stderr, "usage: flusher_start short|late|handler|nodefer\n");
+		return 2;
+	}
+	return 0;
+}
