@@ -65,8 +65,13 @@
 /* At detach: how long calls already entered get to return (and record their exit). */
 #define RETURN_WAIT_NS (100ull * 1000 * 1000)
 #define RETURN_POLL_NS (1000 * 1000)
-/* A deferred start found the slow path unsafe (a handler may run): the next try after this. */
-#define DEFERRED_RETRY_NS (5 * 1000 * 1000)
+/*
+ * A deferred start found the slow path unsafe (a handler may run): the next
+ * try after this, twice as long after each refusal up to the last (a
+ * process where it never is safe pays 64 sigaction calls a second).
+ */
+#define DEFERRED_RETRY_FIRST_NS (5 * 1000 * 1000)
+#define DEFERRED_RETRY_LAST_NS (1000 * 1000 * 1000)
 
 enum { FLUSHER_NOT_DEFERRED, FLUSHER_DEFERRED, FLUSHER_STARTING };
 
@@ -103,6 +108,7 @@ static struct flusher {
 	 */
 	_Atomic int deferred;
 	_Atomic uint64_t start_after_ns;
+	uint64_t retry_ns; /* after the next refusal; the thread in FLUSHER_STARTING writes it */
 	uint64_t exit_deadline_ns; /* the exit drain's: past it, its sends give up */
 	uint64_t trimmed_ns;     /* when unused ring segments were last handed back */
 	struct event_clock_pair initial_pair;
@@ -937,6 +943,7 @@ int flusher_start_deferred(int sock, const struct flusher_ops *ops, void *ctx, u
 	flusher.threadless = 1;
 	flusher.running = 1;
 	atomic_store(&flusher.start_after_ns, mono_clock_ns() + delay_ns);
+	flusher.retry_ns = DEFERRED_RETRY_FIRST_NS;
 	atomic_store(&flusher.deferred, FLUSHER_DEFERRED);
 	return 0;
 }
@@ -944,6 +951,12 @@ int flusher_start_deferred(int sock, const struct flusher_ops *ops, void *ctx, u
 bool flusher_deferred(void)
 {
 	return atomic_load_explicit(&flusher.deferred, memory_order_relaxed) == FLUSHER_DEFERRED;
+}
+
+bool flusher_start_due(void)
+{
+	return flusher_deferred() &&
+	       mono_clock_ns() >= atomic_load_explicit(&flusher.start_after_ns, memory_order_relaxed);
 }
 
 void flusher_start_if_due(uint64_t entry_mask)
@@ -963,7 +976,9 @@ void flusher_start_if_due(uint64_t entry_mask)
 		}
 		flusher.threadless = 1;
 	}
-	atomic_store(&flusher.start_after_ns, now + DEFERRED_RETRY_NS);
+	atomic_store(&flusher.start_after_ns, now + flusher.retry_ns);
+	if (flusher.retry_ns < DEFERRED_RETRY_LAST_NS)
+		flusher.retry_ns *= 2;
 	atomic_store(&flusher.deferred, FLUSHER_DEFERRED);
 }
 

@@ -76,6 +76,9 @@ int flusher_start_deferred(int sock, const struct flusher_ops *ops, void *ctx, u
 /* Whether the thread is still to be started (lock-free, for the slow paths). */
 bool flusher_deferred(void);
 
+/* Whether it is, and a slow path would try now (the delay or the last refusal's wait is over). */
+bool flusher_start_due(void);
+
 /*
  * From a hook's slow path (signals blocked, entered with entry_mask, the
  * agent's guard held): starts the deferred thread when it is due (the delay

@@ -224,11 +224,11 @@ void segments_populate(struct agent_thread *t)
 		return;
 	/*
 	 * Twice what is: a few trips to the slow path per segment, however it
-	 * fills. While the flusher thread waits for a slow path to start it
-	 * (flusher_start_deferred), one every READY_FIRST units: a thread that
-	 * records calls starts it within a few hundred of them.
+	 * fills. While the flusher thread is due and waits for a slow path to
+	 * start it (flusher_start_due), one every READY_FIRST units: a thread
+	 * that records calls starts it within a few hundred of them.
 	 */
-	want = flusher_deferred() ? x->ready + READY_FIRST : x->ready * 2;
+	want = flusher_start_due() ? x->ready + READY_FIRST : x->ready * 2;
 	if (want < need)
 		want = need;
 	x->ready = populate(seg, x->units, x->ready, want);

@@ -61,12 +61,16 @@ bool thread_start_plan_allows(const struct instrument_report *report)
 bool thread_start_safe_here(uint64_t entry_mask, int owner_pid)
 {
 	stack_t alt;
+	bool alt_stack = false;
 
 	/* a vfork or posix_spawn child runs in its parent's memory */
 	if (syscall(SYS_getpid) != owner_pid)
 		return false;
-	if (sigaltstack(NULL, &alt) == 0 && (alt.ss_flags & SS_ONSTACK))
-		return false;
+	if (sigaltstack(NULL, &alt) == 0) {
+		if (alt.ss_flags & SS_ONSTACK)
+			return false;
+		alt_stack = !(alt.ss_flags & SS_DISABLE);
+	}
 	for (int sig = 1; sig <= 64; sig++) {
 		struct sigaction sa;
 
@@ -74,8 +78,14 @@ bool thread_start_safe_here(uint64_t entry_mask, int owner_pid)
 			continue; /* glibc's own (32, 33) answer EINVAL */
 		if (sa.sa_handler == SIG_DFL || sa.sa_handler == SIG_IGN)
 			continue;
-		/* a handler runs with its signal blocked, unless SA_NODEFER: then it cannot be told */
-		if ((sa.sa_flags & SA_NODEFER) || (entry_mask & (1ull << (sig - 1))))
+		/* a handler runs with its signal blocked */
+		if (entry_mask & (1ull << (sig - 1)))
+			return false;
+		/*
+		 * unless SA_NODEFER: then only its stack can tell it runs (ASan's
+		 * fault handlers: SA_NODEFER | SA_ONSTACK, with a signal stack)
+		 */
+		if ((sa.sa_flags & SA_NODEFER) && !((sa.sa_flags & SA_ONSTACK) && alt_stack))
 			return false;
 	}
 	return true;

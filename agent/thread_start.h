@@ -25,7 +25,8 @@ bool thread_start_plan_allows(const struct instrument_report *report);
  * entry_mask (bit sig - 1), may call pthread_create now: it is the agent's
  * process (not a vfork child), not on a signal stack, and no signal with a
  * handler of the program's is blocked in entry_mask or set up with
- * SA_NODEFER (so no handler is running: one could have interrupted malloc).
+ * SA_NODEFER, unless on a signal stack this thread has (so no handler is
+ * running: one could have interrupted malloc).
  * A few dozen system calls; async-signal-safe.
  */
 bool thread_start_safe_here(uint64_t entry_mask, int owner_pid);

@@ -7,13 +7,15 @@
 # tree it waits for) and profd's (one profd of the bench's own for every
 # run, its CPU read from /proc), then one session's own cost (`profctl run`
 # of the program once, against the program alone). Wall time: run it on a
-# quiet machine.
+# quiet machine. RUN_ARGS: more options for every `profctl run` (e.g.
+# '--freq 0 --sched off', to see what sampling and the scheduler add).
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-build}
 PROFCTL="$ROOT/$BUILD/profctl"
 N=${N:-500}
 ROUNDS=${ROUNDS:-3}
+read -ra run_args <<<"${RUN_ARGS:-}"
 WORK=$(mktemp -d)
 # shellcheck source=bench/bench_common.bash
 . "$ROOT/bench/bench_common.bash"
@@ -50,7 +52,7 @@ run_plain() {
 run_profiled() {
 	local t0 c0; c0=$(profd_cpu_ms); t0=$(now_ns)
 	/usr/bin/time -f '%U %S' -o "$WORK/time" \
-		"$PROFCTL" run --funcs 'narrow*' -o "$WORK/loop.pftrace" -- sh -c "$LOOP" \
+		"$PROFCTL" run "${run_args[@]}" --funcs 'narrow*' -o "$WORK/loop.pftrace" -- sh -c "$LOOP" \
 		2>"$WORK/err" || { cat "$WORK/err" >&2; exit 1; }
 	echo "$(( $(now_ns) - t0 )) $(time_cpu_ms) $(( $(profd_cpu_ms) - c0 ))"
 }
@@ -75,7 +77,7 @@ awk -v p="$(column_median 1 "$WORK/plain")" -v q="$(column_median 1 "$WORK/prof"
 # program, median of 11; what a test runner pays per command it wraps.
 for _ in $(seq 11); do
 	t0=$(now_ns); "$WORK/small"; t1=$(now_ns)
-	"$PROFCTL" run --funcs 'narrow*' -o "$WORK/one.pftrace" -- "$WORK/small" 2>/dev/null ||
+	"$PROFCTL" run "${run_args[@]}" --funcs 'narrow*' -o "$WORK/one.pftrace" -- "$WORK/small" 2>/dev/null ||
 		exit 1
 	echo "$((t1 - t0)) $(( $(now_ns) - t1 ))"
 done >"$WORK/one"

@@ -107,6 +107,24 @@ static void test_on_signal_stack(void)
 	free(ss.ss_sp);
 }
 
+/* ASan's fault handlers: SA_NODEFER on a signal stack, told apart by the stack */
+static void test_nodefer_on_signal_stack(void)
+{
+	stack_t ss = { .ss_size = 1u << 16 };
+
+	ss.ss_sp = malloc(ss.ss_size);
+	set_handler(SIGUSR1, check_from_handler, SA_NODEFER | SA_ONSTACK);
+	CHECK(!thread_start_safe_here(0, me())); /* no signal stack yet: cannot be told */
+	CHECK(ss.ss_sp && sigaltstack(&ss, NULL) == 0);
+	CHECK(thread_start_safe_here(0, me()));
+	raise(SIGUSR1);
+	CHECK(!safe_in_handler);
+	set_handler(SIGUSR1, SIG_DFL, 0);
+	ss.ss_flags = SS_DISABLE;
+	sigaltstack(&ss, NULL);
+	free(ss.ss_sp);
+}
+
 static bool plan_allows(const char *module)
 {
 	struct instrumented_function fn = { .name = "f", .module = module };
@@ -132,6 +150,7 @@ int main(void)
 	RUN_TEST(test_handled_signal_blocked);
 	RUN_TEST(test_nodefer_handler_anywhere);
 	RUN_TEST(test_on_signal_stack);
+	RUN_TEST(test_nodefer_on_signal_stack);
 	RUN_TEST(test_plan_modules);
 	return unit_summary();
 }
