@@ -59,6 +59,7 @@
 #define MAX_BUFFER_SIZE (64ull << 30)
 #define MAX_MIN_DURATION_NS (3600ull * 1000000000)
 #define MAX_DEPTH 1024
+#define HELD_COMMS_MAX 4096 /* COMM records waiting for their process (comm_hold) */
 /*
  * About what the Perfetto UI in a browser loads (../shared/perfetto-format.md
  * §6.3: its memory grows with the slice count): past it, the summary names
@@ -227,6 +228,69 @@ static void session_process_started(struct session *s, struct session_process *p
 }
 
 /*
+ * Placed by arrival, a reused pid's new thread went to the old process: its
+ * COMM was read before its process's FORK record (in a CPU's ring read
+ * later), even after the old one's EXIT. The record's time against the
+ * lives of the pid's processes decides; until those records are read, it
+ * waits. Past HELD_COMMS_MAX (or out of memory), the newest process at
+ * its time takes it.
+ */
+static void comm_hold(struct session *s, pid_t pid, uint32_t tid, const char *comm, uint64_t ts)
+{
+	struct held_comm *h;
+
+	if (s->n_held_comms == s->held_comms_cap) {
+		uint32_t cap = s->held_comms_cap ? s->held_comms_cap * 2 : 8;
+
+		if (cap > HELD_COMMS_MAX || !(h = realloc(s->held_comms, cap * sizeof(*h)))) {
+			session_process_comm(session_process_at(s, pid, ts), tid, comm);
+			return;
+		}
+		s->held_comms = h;
+		s->held_comms_cap = cap;
+	}
+	h = &s->held_comms[s->n_held_comms++];
+	*h = (struct held_comm){ .ts = ts, .pid = pid, .tid = tid };
+	snprintf(h->comm, sizeof(h->comm), "%s", comm);
+}
+
+/* The held COMM records of pid that its processes' records read so far now place. */
+static void comms_place(struct session *s, pid_t pid)
+{
+	uint32_t kept = 0;
+
+	for (uint32_t i = 0; i < s->n_held_comms; i++) {
+		struct held_comm h = s->held_comms[i];
+		struct session_process *p = h.pid == pid ?
+			session_process_of_record(s, pid, h.ts) : NULL;
+
+		if (p)
+			session_process_comm(p, h.tid, h.comm);
+		else
+			s->held_comms[kept++] = h;
+	}
+	s->n_held_comms = kept;
+}
+
+/*
+ * The session's last records read: a COMM still held whose pid's newest
+ * process never showed its EXIT (lost from a full ring) is that one's, no
+ * other of the pid having come; one after the newest's end was of a
+ * process not followed.
+ */
+static void comms_place_last(struct session *s)
+{
+	for (uint32_t i = 0; i < s->n_held_comms; i++) {
+		struct held_comm *h = &s->held_comms[i];
+		struct session_process *p = session_process_at(s, h->pid, h->ts);
+
+		if (!p->exited)
+			session_process_comm(p, h->tid, h->comm);
+	}
+	s->n_held_comms = 0;
+}
+
+/*
  * A process of the tree, followed from now on: its own symbols, sample
  * pipeline and scheduler states, its Perfetto process. Past the cap it is
  * counted, not followed. NULL then, or when it is gone or out of memory.
@@ -280,6 +344,7 @@ static struct session_process *session_add_process(struct server *srv, struct se
 	session_follow_sched(srv, s, pid);
 	if (pid != s->hello_pid) /* it runs an agent: nothing to say why not */
 		session_process_check_program(p);
+	comms_place(s, pid);
 	return p;
 }
 
@@ -328,6 +393,7 @@ static void session_free(struct session *s)
 		session_process_free(p);
 	}
 	free(s->pid_index);
+	free(s->held_comms);
 	kernel_symbols_free(s->kernel); /* after the writer: names are keyed by address */
 	module_cache_free(s->modules);
 	unwind_files_free(s->unwind_files); /* after the processes: their unwinders hold its files */
@@ -625,11 +691,16 @@ static void on_mmap(void *ctx, const struct sampler_mmap *m)
 
 static void on_comm(void *ctx, uint32_t pid, uint32_t tid, const char *comm, uint64_t time)
 {
-	struct session_process *p = session_process_find(ctx, (pid_t)pid);
+	struct session *s = ctx;
+	struct session_process *p;
 
-	(void)time;
+	if (!session_process_find(s, (pid_t)pid))
+		return; /* of no process the session follows */
+	p = session_process_of_record(s, (pid_t)pid, time);
 	if (p)
 		session_process_comm(p, tid, comm);
+	else
+		comm_hold(s, (pid_t)pid, tid, comm, time);
 }
 
 /*
@@ -684,6 +755,7 @@ static void on_task(void *ctx, bool is_exit, uint32_t pid, uint32_t tid, uint64_
 	newest = session_process_find(s, (pid_t)pid);
 	if (p == newest && pid == tid && !p->exited) /* an older one of a reused pid: marked gone then */
 		process_exited(s, p);
+	comms_place(s, (pid_t)pid);
 }
 
 static void on_lost(void *ctx, uint32_t cpu, uint64_t lost, uint64_t time)
@@ -1163,6 +1235,7 @@ static void session_close_trace(struct server *srv, struct session *s,
 		sampler_report_untold_losses(s->sampler, &sampler_cb, s);
 		sampler_close(s->sampler);
 		s->sampler = NULL;
+		comms_place_last(s);
 	}
 	for (struct session_process *p = s->procs; p; p = p->next) {
 		struct sample_pipeline_stats one = { 0 };

@@ -26,6 +26,14 @@ enum { CALL_GRAPH_AUTO = 0, CALL_GRAPH_FP = 1, CALL_GRAPH_DWARF = 2 };
 
 struct session;
 
+/* A perf COMM record whose process is not known yet (session.c, session_process_of_record). */
+struct held_comm {
+	uint64_t ts;
+	pid_t pid;
+	uint32_t tid;
+	char comm[16];
+};
+
 struct thread_slot {
 	uint32_t tid;          /* 0 = empty */
 	uint64_t last_ts;      /* slices on one thread never go back in time */
@@ -152,6 +160,13 @@ struct session {
 	 * program checks, which the hello's word (written after) supersedes.
 	 */
 	pid_t hello_pid;
+	/*
+	 * COMM records of a pid whose next process, or the end of its last,
+	 * is not read yet; placed by its FORK and EXIT records, in arrival
+	 * order (session.c, comm_hold).
+	 */
+	struct held_comm *held_comms;
+	uint32_t n_held_comms, held_comms_cap;
 	uint32_t n_procs, n_live;        /* processes seen; followed and not gone */
 	uint32_t not_followed;           /* seen past the cap */
 	/* function names over the session: one trace id per name, whatever process */
@@ -205,6 +220,16 @@ struct session_process *session_process_find(struct session *s, pid_t pid);
  * began after ts (perf records read late belong to the older one).
  */
 struct session_process *session_process_at(struct session *s, pid_t pid, uint64_t ts);
+/*
+ * The same, for a record that may be of a process of the pid not known yet:
+ * perf's rings are read CPU by CPU, so a thread's COMM can come before its
+ * process's FORK record. NULL when the records read so far (and, while the
+ * newest's exit is unread, /proc) cannot tell: ts is after the newest's
+ * end, or /proc has another process (or none) under the pid. A record at
+ * or before the last EXIT of the newest's threads is its own: the kernel
+ * gives the pid again only after all of them.
+ */
+struct session_process *session_process_of_record(struct session *s, pid_t pid, uint64_t ts);
 /*
  * Its symbols and unwinder (and, with sampling, its sample pipeline); its
  * mappings those of parent (a forked child's: perf reports none of them),

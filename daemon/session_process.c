@@ -183,6 +183,19 @@ struct session_process *session_process_at(struct session *s, pid_t pid, uint64_
 	return p;
 }
 
+struct session_process *session_process_of_record(struct session *s, pid_t pid, uint64_t ts)
+{
+	struct session_process *p = session_process_at(s, pid, ts);
+
+	/* before a newer one of the pid began, or before the last of its threads ended */
+	if (!p || p != session_process_find(s, pid) || ts <= p->exit_ts)
+		return p;
+	if (p->exited)
+		return NULL; /* after its end: the pid's next process, whose FORK is unread */
+	/* its exit unread: still its only while /proc has it under the pid (0: not known) */
+	return !p->start_time || access_start_time(pid) == p->start_time ? p : NULL;
+}
+
 static struct thread_slot *slot_find(struct thread_slot *slots, uint32_t n, uint32_t tid)
 {
 	uint32_t i = (tid * 2654435761u) & (n - 1);
