@@ -544,7 +544,8 @@ int profagent_enter_slow(int reason)
 
 	signals_mask(SIG_SETMASK, &all, &saved_mask);
 	saved_guard = agent_thread_guard;
-	if (agent.fork_pending) {
+	/* a child that recorded nothing and execs has nothing to send: its new image connects */
+	if (agent.fork_pending && reason != HOOK_SLOW_EXEC) {
 		agent_thread_guard = AGENT_GUARD_AGENT;
 		agent_forked_connect(reason == HOOK_SLOW_EXIT);
 		agent_thread_guard = saved_guard;
@@ -573,6 +574,10 @@ int profagent_enter_slow(int reason)
 		/* the destructor's work: _exit runs none (a vfork child's flusher is its parent's) */
 		agent_thread_guard = AGENT_GUARD_AGENT;
 		flusher_exit_drain("process exit (_exit)");
+		agent_thread_guard = saved_guard;
+	} else if (reason == HOOK_SLOW_EXEC && agent.state == AGENT_ACTIVE) {
+		agent_thread_guard = AGENT_GUARD_AGENT;
+		flusher_exec_flush();
 		agent_thread_guard = saved_guard;
 	}
 	/* not where the loader (MODULES) or an exit calls: only a thread's own calls */

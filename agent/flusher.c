@@ -1109,6 +1109,38 @@ out_unlock:
 	return 0;
 }
 
+int flusher_exec_flush(void)
+{
+	sigset_t all, old;
+
+	if (!flusher.running || flusher.owner != (pid_t)syscall(SYS_getpid))
+		return 0; /* a vfork child's exec: its parent's agent goes on */
+	if (wait_while_progress(cycle_locked))
+		return -ETIMEDOUT;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	if (!atomic_load(&flusher.exited) && !flusher.failed &&
+	    atomic_load_explicit(&flusher.released, memory_order_acquire)) {
+		/* bounded as the exit drain's: a daemon that stopped reading does not hold the exec */
+		flusher.exit_deadline_ns = mono_clock_ns() + STOP_MAX_S * 1000000000ull;
+		flusher.final_cycle = 1;
+		flusher_cycle();
+		flusher.final_cycle = 0;
+		pthread_mutex_lock(&flusher.lock);
+		flusher.stop_reason = "exec";
+		pthread_mutex_unlock(&flusher.lock);
+		if (!flusher.failed)
+			flusher_send_goodbye();
+		pthread_mutex_lock(&flusher.lock);
+		flusher.stop_reason = NULL;
+		pthread_mutex_unlock(&flusher.lock);
+		flusher.exit_deadline_ns = 0;
+	}
+	pthread_mutex_unlock(&flusher.cycle_lock);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return 0;
+}
+
 void flusher_table_lock(void)
 {
 	pthread_mutex_lock(&flusher.table_lock);

@@ -88,6 +88,17 @@ bool flusher_start_due(void);
 void flusher_start_if_due(uint64_t entry_mask);
 
 /*
+ * Before an exec (its hook): everything recorded so far, the figures of
+ * every thread included, goes out now, then a goodbye saying "exec" (the
+ * socket closes with the image; the new one connects anew). An exec that
+ * fails (execvp tries each directory of PATH) records on, and its next
+ * events tell profd the process stayed. Bounded as the exit drain; no-op
+ * in a vfork child. 0, or -ETIMEDOUT when the flusher thread held the
+ * drain too long.
+ */
+int flusher_exec_flush(void);
+
+/*
  * Lets the flusher go, with the clock pair taken before recording began.
  * Lock-free: callable while every other thread of the process is stopped.
  */

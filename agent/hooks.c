@@ -1011,6 +1011,8 @@ COLD static int enter_without_thread(const struct stub_desc *desc)
 	}
 	if (desc->flags & STUB_FLAG_PROCESS_EXIT)
 		return HOOK_SLOW_EXIT;
+	if (desc->flags & STUB_FLAG_PROCESS_EXEC)
+		return HOOK_SLOW_EXEC;
 	return atomic_load_explicit(&agent_recording, memory_order_relaxed) ? HOOK_SLOW_THREAD : 0;
 }
 
@@ -1069,6 +1071,8 @@ COLD static int enter_slow_cases(struct agent_thread *t, const struct stub_desc 
 	}
 	if (desc->flags & STUB_FLAG_PROCESS_EXIT)
 		return HOOK_SLOW_EXIT;
+	if (desc->flags & STUB_FLAG_PROCESS_EXEC)
+		return HOOK_SLOW_EXEC;
 	if (desc->flags & STUB_FLAG_MODULES) /* timed never: the loader calls it mid-dlopen */
 		return atomic_load_explicit(&agent_recording, memory_order_relaxed) ?
 			       HOOK_SLOW_MODULES :
@@ -1248,7 +1252,10 @@ COLD static int enter_slow_general(struct agent_thread *t, const struct stub_des
 	*return_slot = hijack_address(desc);
 out:
 	guard_release(AGENT_GUARD_NONE);
-	return r == HOOK_SLOW_MODULES || r == HOOK_SLOW_MEMORY || r == HOOK_SLOW_EXIT ? r : 0;
+	return r == HOOK_SLOW_MODULES || r == HOOK_SLOW_MEMORY || r == HOOK_SLOW_EXIT ||
+			       r == HOOK_SLOW_EXEC ?
+		       r :
+		       0;
 }
 
 /*

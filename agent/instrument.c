@@ -57,7 +57,7 @@ static const char *const caller_sensitive_functions[] = {
 /*
  * Entered before a stack walk or unwind: patched whatever the user selected,
  * so that hijacked return addresses are put back first (agent/hooks.c).
- * stack_walk_name_flags sorts names out by their first byte: '_', 'b', 'p'.
+ * stack_walk_name_flags sorts names out by their first byte: '_', 'b', 'e', 'p'.
  */
 static const char *const unwinder_functions[] = {
 	"_Unwind_RaiseException", "_Unwind_Resume", "_Unwind_Resume_or_Rethrow",
@@ -74,7 +74,8 @@ static bool is_go_exit(const char *name)
 /* The STUB_FLAG_* of a function so named outside Go code, 0 for most. */
 static uint32_t stack_walk_name_flags(const char *name)
 {
-	if (name[0] != '_' && name[0] != 'b' && name[0] != 'p') /* every name below: most go here */
+	/* every name below: most go here */
+	if (name[0] != '_' && name[0] != 'b' && name[0] != 'e' && name[0] != 'p')
 		return 0;
 	for (size_t i = 0; i < sizeof(unwinder_functions) / sizeof(unwinder_functions[0]); i++)
 		if (strcmp(unwinder_functions[i], name) == 0)
@@ -85,6 +86,9 @@ static uint32_t stack_walk_name_flags(const char *name)
 		return STUB_FLAG_MODULES;
 	if (strcmp(name, "_exit") == 0 || strcmp(name, "_Exit") == 0)
 		return STUB_FLAG_PROCESS_EXIT;
+	if (strcmp(name, "execve") == 0 || strcmp(name, "execveat") == 0 ||
+	    strcmp(name, "fexecve") == 0)
+		return STUB_FLAG_PROCESS_EXEC;
 	return 0;
 }
 
@@ -468,7 +472,8 @@ static void module_pick(struct module_job *job, struct instrument_report *r)
 		why = precheck(job->module, &job->syms, i);
 		if (why && selected)
 			report_skip(r, fn->name, job->module_name, why);
-		if (flags & (STUB_FLAG_GO_EXIT | STUB_FLAG_PROCESS_EXIT)) { /* for its flag, never timed */
+		/* for its flag, never timed */
+		if (flags & (STUB_FLAG_GO_EXIT | STUB_FLAG_PROCESS_EXIT | STUB_FLAG_PROCESS_EXEC)) {
 			selected = 0;
 			why = precheck_code(job->module, &job->syms, i);
 		}
@@ -527,7 +532,7 @@ static int module_prepare_one(struct module_job *job, const struct picked_functi
 	const struct elf_function *fn = &job->syms.functions[p->index];
 	uint64_t addr = job->module->base + fn->value;
 	int unwinder = p->flags & (STUB_FLAG_UNWINDER | STUB_FLAG_MODULES | STUB_FLAG_GO_EXIT |
-				   STUB_FLAG_PROCESS_EXIT);
+				   STUB_FLAG_PROCESS_EXIT | STUB_FLAG_PROCESS_EXEC);
 	int timed = p->selected && !unwinder;
 	uint32_t id = timed ? (uint32_t)r->n_functions + 1 : 0;
 	const char *why = NULL;

@@ -99,6 +99,7 @@ struct session_process {
 	bool agent_cut;
 	uint64_t events_at_cut;
 	bool agent_said_exit;            /* its goodbye was the process's exit, not an exec or detach */
+	bool agent_said_exec;            /* its goodbye was an exec's, which may yet fail */
 	bool table_inherited;            /* its agent is a fork's: its table is its parent's */
 	int agent_seen;
 };

@@ -1294,6 +1294,7 @@ static void handle_goodbye(struct session_process *p, const uint8_t *b, size_t l
 		p->buffer_peak = bye->buffer_peak;
 	/* "process exit", "process exit (Go runtime.exit)": see agent/agent.c, agent/flusher.c */
 	p->agent_said_exit = bye->reason && strncmp(bye->reason, "process exit", 12) == 0;
+	p->agent_said_exec = bye->reason && strcmp(bye->reason, "exec") == 0;
 	profd__agent_goodbye__free_unpacked(bye, NULL);
 }
 
@@ -1306,6 +1307,8 @@ void session_process_agent_frame(struct session_process *p, uint32_t type, const
 		break;
 	case FRAME_EVENTS:
 	case FRAME_EVENTS_RAW:
+		if (p->agent_said_exec) /* the exec failed: the agent records on, its goodbye is to come */
+			p->agent_said_goodbye = p->agent_said_exec = false;
 		handle_events(p, payload, len, type == FRAME_EVENTS_RAW);
 		break;
 	case FRAME_AUTO_ARGS_QUERY:

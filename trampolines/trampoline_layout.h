@@ -174,12 +174,19 @@
  * the shadow entry for the return value). Functions without it pay nothing.
  */
 #define STUB_FLAG_ARGS 256u
+/*
+ * libc's execve, execveat and fexecve (every exec* of libc ends in one):
+ * the image and its agent are about to go, with no destructor; the enter
+ * hook has the slow path send what it holds first. Never timed.
+ */
+#define STUB_FLAG_PROCESS_EXEC 512u
 
 /* What the enter hook may ask the trampoline's slow path for. */
 #define HOOK_SLOW_THREAD 1  /* the thread's first call: set up its state, then ask again */
 #define HOOK_SLOW_MODULES 2 /* instrument modules loaded since the last look */
 #define HOOK_SLOW_MEMORY 3  /* a ring segment or an aggregates page, then ask again */
 #define HOOK_SLOW_EXIT 4    /* _exit: send what the agent holds (STUB_FLAG_PROCESS_EXIT) */
+#define HOOK_SLOW_EXEC 5    /* exec: the same, and record on if it fails (STUB_FLAG_PROCESS_EXEC) */
 
 struct stub_desc {
 	uint64_t relocated; /* address of the relocated prologue in the same slot */

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Session life cycle: a target that execs (a new agent takes over in the same
-# process), --duration ending the profile while the program runs on, and a
-# sampling-only run without --funcs.
+# process; the calls before the exec all counted), --duration ending the
+# profile while the program runs on, and a sampling-only run without --funcs.
 set -u
 . "$(dirname "$0")/common.bash"
 DEMO="$ROOT/$BUILD/examples/demo"
@@ -19,6 +19,25 @@ dropped=$(sed -nE 's/^profctl: calls: [0-9]+ made, [0-9]+ recorded, ([0-9]+) dro
 check_eq "slices of the exec'd image + dropped calls = the program's calls" \
 	"$(( $(awk '$1 == "slice" && $4 == "fib"' "$WORK/exec.dump" | wc -l) + ${dropped:-0} ))" "$total"
 check_eq "the exec'd trace breaks no rule" "$(grep -c '^problem' "$WORK/exec.dump")" 0
+
+# An image's calls before its exec are sent by the exec's hook (no destructor
+# runs): all of them, with no word of a process cut short; an exec that fails
+# (each directory of execvp's PATH but the last, a missing file) records on.
+EXEC_IMAGE="$ROOT/$BUILD/tests/targets/exec_image"
+for mode in exec execvp fail; do
+	"$PROFCTL" run --funcs 'ex_*' -o "$WORK/$mode.pftrace" -- "$EXEC_IMAGE" "$mode" \
+		>"$WORK/$mode.out" 2>"$WORK/$mode.err"
+	check_eq "$mode: exits as the program does" "$?" 0
+	calls=$([ "$mode" = fail ] && echo 1500 || echo 1000)
+	check_eq "$mode: every call before (and after) it made and recorded" \
+		"$(sed -nE 's/^profctl: calls: ([0-9]+) made, ([0-9]+) recorded, ([0-9]+) dropped.*/\1 \2 \3/p' \
+			"$WORK/$mode.err")" "$calls $calls 0"
+	check_eq "$mode: no agent said to have stopped before its goodbye" \
+		"$(grep -c 'before its goodbye' "$WORK/$mode.err")" 0
+	"$PROFCTL" report --dump "$WORK/$mode.pftrace" >"$WORK/$mode.dump"
+	check_eq "$mode: a slice per call" \
+		"$(awk '$1 == "slice" && $4 == "ex_step"' "$WORK/$mode.dump" | wc -l)" "$calls"
+done
 
 "$PROFCTL" run --duration 1 --funcs 'fib*' -o "$WORK/dur.pftrace" -- \
 	sh -c 'sleep 2; echo done; exit 3' >"$WORK/dur.out" 2>"$WORK/dur.err"
