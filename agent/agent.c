@@ -500,6 +500,14 @@ static int flusher_start_as(int sock, enum flusher_start_mode mode)
 }
 
 /*
+ * The signal mask a thread's first slow path saw (its state being set up):
+ * its usual one. A server's threads often block the signals another thread
+ * handles; only a handled signal blocked beyond that may mean its handler
+ * runs (thread_start_safe_here). 0 for a thread whose state was set up elsewhere.
+ */
+static __thread uint64_t thread_usual_mask __attribute__((tls_model("initial-exec")));
+
+/*
  * rt_sigprocmask without libc: its wrappers may be instrumented, and the
  * thread's first call has no state to record them with yet.
  */
@@ -551,8 +559,10 @@ int profagent_enter_slow(int reason)
 		agent_thread_guard = saved_guard;
 	}
 	if (reason == HOOK_SLOW_THREAD) {
-		if (!agent_current_thread && !saved_guard)
+		if (!agent_current_thread && !saved_guard) {
 			profagent_thread_attach_slow(); /* leaves the guard set if it fails */
+			thread_usual_mask = saved_mask;
+		}
 		again = 1; /* ask the enter hook again, now that the thread has its state */
 	} else if (reason == HOOK_SLOW_MEMORY) {
 		struct agent_thread *t = agent_current_thread;
@@ -584,7 +594,7 @@ int profagent_enter_slow(int reason)
 	if ((reason == HOOK_SLOW_MEMORY || reason == HOOK_SLOW_THREAD) && !saved_guard &&
 	    !agent_thread_guard && agent.state == AGENT_ACTIVE && flusher_deferred()) {
 		agent_thread_guard = AGENT_GUARD_AGENT;
-		flusher_start_if_due(saved_mask);
+		flusher_start_if_due(saved_mask & ~thread_usual_mask);
 		agent_thread_guard = 0;
 	}
 	signals_mask(SIG_SETMASK, &saved_mask, NULL);

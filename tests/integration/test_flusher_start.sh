@@ -5,7 +5,8 @@
 # none and its exit sends everything; a long one starts it; never inside a
 # signal handler of the program's (it may have interrupted malloc, whose lock
 # pthread_create takes), nor at all while an SA_NODEFER handler is installed
-# (such a handler cannot be told from the signal mask). Every call is in the
+# (such a handler cannot be told from the signal mask), yet in a thread that
+# blocks a handled signal from its start (another thread takes it). Every call is in the
 # figures and on the timeline, whichever way it was sent. No timing asserted
 # beyond the target's own sleeps (60 ms against the 20 ms delay).
 set -u
@@ -47,6 +48,11 @@ run handler
 check_eq "handler: none started in a signal handler" "$(threads handler handler)" 1
 check_eq "handler: started by the calls outside it" "$(threads handler plain)" 2
 exact handler 6103
+
+run blocked
+check_eq "a handled signal blocked in a worker from its start: started by its calls" \
+	"$(threads blocked worker)" 3
+exact blocked 3102
 
 run nodefer
 check_eq "SA_NODEFER handler installed: none started in it" "$(threads nodefer handler)" 1

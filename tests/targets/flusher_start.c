@@ -10,8 +10,12 @@
  *                started there), then 10 ms on, 3,000 outside it (started)
  *   nodefer      the same with an SA_NODEFER handler installed: never
  *                started (a handler could run unseen), every call sent at exit
+ *   blocked      a SIGUSR1 handler installed and SIGUSR1 blocked before a
+ *                worker thread is made (a server's way: another thread takes
+ *                the signals): the worker's calls after 60 ms start it
  */
 #include <dirent.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -68,6 +72,32 @@ static void handler_then_plain(int flags)
 	print_threads("plain");
 }
 
+static void *blocked_worker(void *arg)
+{
+	(void)arg;
+	fs_calls(100);
+	usleep(60000);
+	fs_calls(3000);
+	print_threads("worker");
+	usleep(100000); /* its thread runs (and names itself) before the exit */
+	return NULL;
+}
+
+static void blocked_in_workers(void)
+{
+	struct sigaction sa = { .sa_handler = on_usr1 };
+	sigset_t usr1;
+	pthread_t t;
+
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGUSR1, &sa, NULL);
+	sigemptyset(&usr1);
+	sigaddset(&usr1, SIGUSR1);
+	pthread_sigmask(SIG_BLOCK, &usr1, NULL);
+	pthread_create(&t, NULL, blocked_worker, NULL);
+	pthread_join(t, NULL);
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "short";
@@ -86,8 +116,10 @@ int main(int argc, char **argv)
 		handler_then_plain(0);
 	} else if (strcmp(mode, "nodefer") == 0) {
 		handler_then_plain(SA_NODEFER);
+	} else if (strcmp(mode, "blocked") == 0) {
+		blocked_in_workers();
 	} else {
-		fprintf(stderr, "usage: flusher_start short|late|handler|nodefer\n");
+		fprintf(stderr, "usage: flusher_start short|late|handler|nodefer|blocked\n");
 		return 2;
 	}
 	return 0;
