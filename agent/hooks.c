@@ -1038,6 +1038,15 @@ COLD static int agg_missing(struct agent_thread *t, uint32_t func_id)
 COLD static int enter_slow_cases(struct agent_thread *t, const struct stub_desc *desc,
 				 uintptr_t *return_slot)
 {
+	/*
+	 * First, the shadow stack untouched: posix_spawn's child runs exec (and
+	 * _exit when it fails) in its parent's memory, on a stack of its own but
+	 * with the parent thread's state, whose entries it must not drop.
+	 */
+	if (desc->flags & STUB_FLAG_PROCESS_EXIT)
+		return HOOK_SLOW_EXIT;
+	if (desc->flags & STUB_FLAG_PROCESS_EXEC)
+		return HOOK_SLOW_EXEC;
 	if ((desc->flags & STUB_FLAG_JIT_CALLERS) && !jit_callers_is_native(return_address_plain(*return_slot))) {
 		/* from generated code, which may read or move this return address */
 		int r = 0;
@@ -1069,10 +1078,6 @@ COLD static int enter_slow_cases(struct agent_thread *t, const struct stub_desc 
 		go_exit_flush();
 		return 1;
 	}
-	if (desc->flags & STUB_FLAG_PROCESS_EXIT)
-		return HOOK_SLOW_EXIT;
-	if (desc->flags & STUB_FLAG_PROCESS_EXEC)
-		return HOOK_SLOW_EXEC;
 	if (desc->flags & STUB_FLAG_MODULES) /* timed never: the loader calls it mid-dlopen */
 		return atomic_load_explicit(&agent_recording, memory_order_relaxed) ?
 			       HOOK_SLOW_MODULES :

@@ -22,13 +22,16 @@ check_eq "the exec'd trace breaks no rule" "$(grep -c '^problem' "$WORK/exec.dum
 
 # An image's calls before its exec are sent by the exec's hook (no destructor
 # runs): all of them, with no word of a process cut short; an exec that fails
-# (each directory of execvp's PATH but the last, a missing file) records on.
+# (each directory of execvp's PATH but the last, a missing file) records on;
+# posix_spawn's children (system) exec in our memory, from inside a call.
 EXEC_IMAGE="$ROOT/$BUILD/tests/targets/exec_image"
-for mode in exec execvp fail; do
+for mode in exec execvp fail spawn; do
 	"$PROFCTL" run --funcs 'ex_*' -o "$WORK/$mode.pftrace" -- "$EXEC_IMAGE" "$mode" \
 		>"$WORK/$mode.out" 2>"$WORK/$mode.err"
 	check_eq "$mode: exits as the program does" "$?" 0
-	calls=$([ "$mode" = fail ] && echo 1500 || echo 1000)
+	case $mode in fail) steps=1500 ;; spawn) steps=1010 ;; *) steps=1000 ;; esac
+	calls=$steps
+	[ "$mode" = spawn ] && calls=$((steps + 1)) # ex_outer, whose frame the children's exec left alone
 	check_eq "$mode: every call before (and after) it made and recorded" \
 		"$(sed -nE 's/^profctl: calls: ([0-9]+) made, ([0-9]+) recorded, ([0-9]+) dropped.*/\1 \2 \3/p' \
 			"$WORK/$mode.err")" "$calls $calls 0"
@@ -36,7 +39,7 @@ for mode in exec execvp fail; do
 		"$(grep -c 'before its goodbye' "$WORK/$mode.err")" 0
 	"$PROFCTL" report --dump "$WORK/$mode.pftrace" >"$WORK/$mode.dump"
 	check_eq "$mode: a slice per call" \
-		"$(awk '$1 == "slice" && $4 == "ex_step"' "$WORK/$mode.dump" | wc -l)" "$calls"
+		"$(awk '$1 == "slice" && $4 == "ex_step"' "$WORK/$mode.dump" | wc -l)" "$steps"
 done
 
 "$PROFCTL" run --duration 1 --funcs 'fib*' -o "$WORK/dur.pftrace" -- \

@@ -6,6 +6,9 @@
  *   execvp      1,000 calls, then execvp("true") through a PATH whose first
  *               directories do not exist (an execve fails in each first)
  *   fail        1,000 calls, an exec of a missing file, 500 calls, exit 0
+ *   spawn       1,000 calls, then from inside ex_outer (its frame hijacked)
+ *               system("true") twice (posix_spawn: the child's exec runs in
+ *               this process's memory, on this thread's agent state), exit 0
  */
 #include <errno.h>
 #include <stdio.h>
@@ -29,6 +32,14 @@ static void calls(int n)
 	sink = x;
 }
 
+__attribute__((noinline)) int ex_outer(void)
+{
+	int status = system("true") | system("exit 0");
+
+	calls(10);
+	return status;
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "exec";
@@ -44,6 +55,8 @@ int main(int argc, char **argv)
 		printf("exec failed: %s\n", strerror(errno));
 		calls(500);
 		return 0;
+	} else if (strcmp(mode, "spawn") == 0) {
+		return ex_outer();
 	}
 	perror("exec_image");
 	return 1;
