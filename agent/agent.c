@@ -488,7 +488,8 @@ enum flusher_start_mode { FLUSHER_NOW, FLUSHER_DEFERRABLE, FLUSHER_INHERITED, FL
  */
 static int flusher_start_as(int sock, enum flusher_start_mode mode)
 {
-	if (mode == FLUSHER_NOW || mode == FLUSHER_DEFERRABLE) /* the session's first: children inherit it */
+	/* the session's first start decides, for its forked children too */
+	if (mode == FLUSHER_NOW || mode == FLUSHER_DEFERRABLE)
 		agent.defer_flusher = !agent.plan.report.go_exit_hooked &&
 				      thread_start_plan_allows(&agent.plan.report);
 	if (mode == FLUSHER_AT_EXIT)

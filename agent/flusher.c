@@ -1111,6 +1111,7 @@ out_unlock:
 
 int flusher_exec_flush(void)
 {
+	const char *reason;
 	sigset_t all, old;
 
 	if (!flusher.running || flusher.owner != (pid_t)syscall(SYS_getpid))
@@ -1127,12 +1128,13 @@ int flusher_exec_flush(void)
 		flusher_cycle();
 		flusher.final_cycle = 0;
 		pthread_mutex_lock(&flusher.lock);
+		reason = flusher.stop_reason; /* a stop's, asked meanwhile: kept for its goodbye */
 		flusher.stop_reason = "exec";
 		pthread_mutex_unlock(&flusher.lock);
 		if (!flusher.failed)
 			flusher_send_goodbye();
 		pthread_mutex_lock(&flusher.lock);
-		flusher.stop_reason = NULL;
+		flusher.stop_reason = reason;
 		pthread_mutex_unlock(&flusher.lock);
 		flusher.exit_deadline_ns = 0;
 	}

@@ -1257,10 +1257,9 @@ COLD static int enter_slow_general(struct agent_thread *t, const struct stub_des
 	*return_slot = hijack_address(desc);
 out:
 	guard_release(AGENT_GUARD_NONE);
-	return r == HOOK_SLOW_MODULES || r == HOOK_SLOW_MEMORY || r == HOOK_SLOW_EXIT ||
-			       r == HOOK_SLOW_EXEC ?
-		       r :
-		       0;
+	if (r == HOOK_SLOW_MODULES || r == HOOK_SLOW_MEMORY || r == HOOK_SLOW_EXIT || r == HOOK_SLOW_EXEC)
+		return r;
+	return 0;
 }
 
 /*

@@ -77,8 +77,8 @@ awk -v p="$(column_median 1 "$WORK/plain")" -v q="$(column_median 1 "$WORK/prof"
 # program, median of 11; what a test runner pays per command it wraps.
 for _ in $(seq 11); do
 	t0=$(now_ns); "$WORK/small"; t1=$(now_ns)
-	"$PROFCTL" run "${run_args[@]}" --funcs 'narrow*' -o "$WORK/one.pftrace" -- "$WORK/small" 2>/dev/null ||
-		exit 1
+	"$PROFCTL" run "${run_args[@]}" --funcs 'narrow*' -o "$WORK/one.pftrace" -- "$WORK/small" \
+		2>/dev/null || exit 1
 	echo "$((t1 - t0)) $(( $(now_ns) - t1 ))"
 done >"$WORK/one"
 awk -v p="$(column_median 1 "$WORK/one")" -v q="$(column_median 2 "$WORK/one")" 'BEGIN {
