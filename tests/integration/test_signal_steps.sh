@@ -93,7 +93,11 @@ for RUN in "" "--min-duration 1ns" capture "capture --min-duration 1ns"; do
 		opts+=("${CAPTURE_SPECS[@]}") target_opts=(--capture-probe)
 		declare "${CAPTURE_FLOORS[@]}"
 	fi
-	"$PROFCTL" run --freq 0 --funcs "$GLOBS" "${opts[@]}" -o "$WORK/ss.pftrace" -- \
+	# no scheduler states: the tracer stops the target at every step (tens of
+	# thousands of switches in seconds), and on a loaded machine the probe's
+	# ring lost some (counted and marked: the importer's data-loss stat, which
+	# failed the trace check once); they are not what this test is about
+	"$PROFCTL" run --freq 0 --sched off --funcs "$GLOBS" "${opts[@]}" -o "$WORK/ss.pftrace" -- \
 		"$TARGET" "${target_opts[@]}" >"$WORK/prof.out" 2>"$WORK/prof.err"
 	rc=$?
 	grep -E '^profctl: (functions|events|.*killed)' "$WORK/prof.err"
