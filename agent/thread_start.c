@@ -12,34 +12,18 @@
 #include "agent/thread_start.h"
 
 #include <dlfcn.h>
-#include <fnmatch.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "common/lock_modules.h"
+
 /* Modules whose functions may run with malloc's or the stack cache's lock held. */
-static const char *const locker_modules[] = {
-	"libc.so*", "libc-*.so", "ld-linux*.so*", "ld-*.so*", "ld64.so*",
-	"libpthread.so*", "libpthread-*.so",
-};
-
-static const char *base_name(const char *path)
-{
-	const char *slash = strrchr(path, '/');
-
-	return slash ? slash + 1 : path;
-}
-
 static bool is_locker_module(const char *path, const char *malloc_path)
 {
-	if (malloc_path && strcmp(path, malloc_path) == 0)
-		return true;
-	for (size_t i = 0; i < sizeof(locker_modules) / sizeof(locker_modules[0]); i++)
-		if (fnmatch(locker_modules[i], base_name(path), 0) == 0)
-			return true;
-	return false;
+	return (malloc_path && strcmp(path, malloc_path) == 0) || lock_module_path(path);
 }
 
 bool thread_start_plan_allows(const struct instrument_report *report)

@@ -28,15 +28,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/lock_modules.h"
 #include "common/mono_clock.h"
 #include "common/proc_text.h"
 #include "profctl/inject_internal.h"
-
-/* Modules whose code may hold a lock that a remote call takes again. */
-static const char *const locker_globs[] = {
-	"libc.so*", "libc-*.so", "ld-*.so*", "ld64.so*", "libpthread.so*", "libpthread-*.so",
-	"libdl.so*", "libjemalloc*.so*", "libtcmalloc*.so*", "libmimalloc*.so*",
-};
 
 __attribute__((format(printf, 4, 5)))
 int inject_fail(char *err, size_t errlen, int code, const char *fmt, ...)
@@ -136,7 +131,6 @@ int inject_read_maps(pid_t pid, char **maps)
 static int load_lockers(struct inject_target *t, char *maps)
 {
 	static const char *const dynamic_globs[] = { "ld-*.so*", "ld64.so*", "libc.so*" };
-	size_t n = sizeof(locker_globs) / sizeof(locker_globs[0]);
 	struct addr_range *grown;
 	struct map_entry m;
 	int dynamic = 0;
@@ -146,7 +140,8 @@ static int load_lockers(struct inject_target *t, char *maps)
 			continue;
 		if (inject_matches_any(m.path, dynamic_globs, 3))
 			dynamic = 1;
-		if (m.perms[2] != 'x' || !inject_matches_any(m.path, locker_globs, n))
+		/* code that may hold a lock a remote call takes again */
+		if (m.perms[2] != 'x' || !lock_module_path(m.path))
 			continue;
 		grown = realloc(t->lockers, (t->n_lockers + 1) * sizeof(*grown));
 		if (!grown)

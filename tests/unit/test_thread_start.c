@@ -141,6 +141,7 @@ static void test_plan_modules(void)
 	CHECK(!plan_allows("/lib64/ld-linux-x86-64.so.2"));
 	CHECK(!plan_allows("/lib/ld-linux-aarch64.so.1"));
 	CHECK(!plan_allows("/lib/x86_64-linux-gnu/libpthread.so.0"));
+	CHECK(!plan_allows("/usr/lib/x86_64-linux-gnu/libjemalloc.so.2")); /* an allocator's own */
 }
 
 int main(void)
