@@ -59,6 +59,8 @@
  * and a detach runs this in a call profctl gives up on after 15 s.
  */
 #define STOP_IDLE_S 3
+/* Each send of the flusher thread's (flusher_setup says why so long). */
+#define SEND_TIMEOUT_S 30
 #define STOP_MAX_S 12
 /* A run commits right after the flusher starts; an attach may stop between the two. */
 #define RELEASE_WAIT_NS (2000ull * 1000 * 1000)
@@ -706,7 +708,7 @@ static void flusher_cycle(void)
 	}
 }
 
-static void flusher_send_goodbye(void)
+static void flusher_send_goodbye(const char *reason)
 {
 	Profd__AgentGoodbye bye = PROFD__AGENT_GOODBYE__INIT;
 	uint8_t buf[256];
@@ -719,7 +721,7 @@ static void flusher_send_goodbye(void)
 	bye.dropped = atomic_load(&flusher.dropped);
 	bye.buffer_budget = st.budget_bytes;
 	bye.buffer_peak = st.peak_bytes;
-	bye.reason = (char *)(flusher.stop_reason ? flusher.stop_reason : "");
+	bye.reason = (char *)(reason ? reason : "");
 	if (profd__agent_goodbye__get_packed_size(&bye) > sizeof(buf))
 		bye.reason = "";
 	len = profd__agent_goodbye__pack(&bye, buf);
@@ -852,7 +854,7 @@ static void *flusher_main(void *arg)
 	flusher.final_cycle = 1;
 	flusher_cycle();
 	if (!flusher.failed)
-		flusher_send_goodbye();
+		flusher_send_goodbye(flusher.stop_reason);
 	if (flusher.failed) /* detach will not reach us: leave a usable state */
 		flusher_give_up();
 	atomic_store(&flusher.exited, 1);
@@ -879,7 +881,7 @@ static int flusher_setup(int sock, const struct flusher_ops *ops, void *ctx)
 	 * figures were lost. Meanwhile the rings fill and calls drop, counted;
 	 * the exit's wait for us is bounded on its own (flusher_join).
 	 */
-	struct timeval send_timeout = { .tv_sec = 30 };
+	struct timeval send_timeout = { .tv_sec = SEND_TIMEOUT_S };
 	int err;
 
 	if (flusher.running)
@@ -1061,9 +1063,36 @@ static int cycle_locked(const struct timespec *deadline)
 	return pthread_mutex_timedlock(&flusher.cycle_lock, deadline);
 }
 
+/*
+ * Under cycle_lock, by a thread of the target (its exit, its exec):
+ * everything recorded, the figures of every thread included, then a
+ * goodbye with reason, in one write (one wake of the daemon, see struct
+ * frame_batch). Each send is bounded as a stop's wait for a silent flusher,
+ * all of them by STOP_MAX_S; the flusher thread's own timeout comes back.
+ */
+static void final_drain(const char *reason)
+{
+	struct timeval bounded = { .tv_sec = STOP_IDLE_S }, usual = { .tv_sec = SEND_TIMEOUT_S };
+
+	setsockopt(flusher.sock, SOL_SOCKET, SO_SNDTIMEO, &bounded, sizeof(bounded));
+	flusher.exit_deadline_ns = mono_clock_ns() + STOP_MAX_S * 1000000000ull;
+	flusher.exit_batch = (struct frame_batch){ flusher.sock, exit_batch_buf, 0,
+						   sizeof(exit_batch_buf) };
+	flusher.batching = 1;
+	flusher.final_cycle = 1;
+	flusher_cycle();
+	flusher.final_cycle = 0;
+	if (!flusher.failed)
+		flusher_send_goodbye(reason);
+	flusher.batching = 0;
+	if (frame_batch_flush(&flusher.exit_batch) < 0 && !flusher.failed)
+		flusher.failed = -EPIPE;
+	flusher.exit_deadline_ns = 0;
+	setsockopt(flusher.sock, SOL_SOCKET, SO_SNDTIMEO, &usual, sizeof(usual));
+}
+
 int flusher_exit_drain(const char *reason)
 {
-	struct timeval send_timeout = { .tv_sec = STOP_IDLE_S };
 	sigset_t all, old;
 
 	if (!flusher.running || flusher.owner != (pid_t)syscall(SYS_getpid))
@@ -1084,22 +1113,8 @@ int flusher_exit_drain(const char *reason)
 	flusher.stop_requested = 1;
 	flusher.stop_reason = reason;
 	pthread_mutex_unlock(&flusher.lock);
-	/* each send as long as a stop waits for a silent flusher, all of them STOP_MAX_S */
-	setsockopt(flusher.sock, SOL_SOCKET, SO_SNDTIMEO, &send_timeout, sizeof(send_timeout));
-	flusher.exit_deadline_ns = mono_clock_ns() + STOP_MAX_S * 1000000000ull;
-	if (!flusher.failed && atomic_load_explicit(&flusher.released, memory_order_acquire)) {
-		/* one write wakes the daemon once (see struct frame_batch) */
-		flusher.exit_batch = (struct frame_batch){ flusher.sock, exit_batch_buf, 0,
-							   sizeof(exit_batch_buf) };
-		flusher.batching = 1;
-		flusher.final_cycle = 1;
-		flusher_cycle();
-		if (!flusher.failed)
-			flusher_send_goodbye();
-		flusher.batching = 0;
-		if (frame_batch_flush(&flusher.exit_batch) < 0 && !flusher.failed)
-			flusher.failed = -EPIPE;
-	}
+	if (!flusher.failed && atomic_load_explicit(&flusher.released, memory_order_acquire))
+		final_drain(reason);
 	atomic_store(&flusher.exited, 1);
 	go_exit_release();
 out_unlock:
@@ -1111,7 +1126,6 @@ out_unlock:
 
 int flusher_exec_flush(void)
 {
-	const char *reason;
 	sigset_t all, old;
 
 	if (!flusher.running || flusher.owner != (pid_t)syscall(SYS_getpid))
@@ -1120,24 +1134,10 @@ int flusher_exec_flush(void)
 		return -ETIMEDOUT;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
+	/* a daemon that stopped reading does not hold the exec for long */
 	if (!atomic_load(&flusher.exited) && !flusher.failed &&
-	    atomic_load_explicit(&flusher.released, memory_order_acquire)) {
-		/* bounded as the exit drain's: a daemon that stopped reading does not hold the exec */
-		flusher.exit_deadline_ns = mono_clock_ns() + STOP_MAX_S * 1000000000ull;
-		flusher.final_cycle = 1;
-		flusher_cycle();
-		flusher.final_cycle = 0;
-		pthread_mutex_lock(&flusher.lock);
-		reason = flusher.stop_reason; /* a stop's, asked meanwhile: kept for its goodbye */
-		flusher.stop_reason = "exec";
-		pthread_mutex_unlock(&flusher.lock);
-		if (!flusher.failed)
-			flusher_send_goodbye();
-		pthread_mutex_lock(&flusher.lock);
-		flusher.stop_reason = reason;
-		pthread_mutex_unlock(&flusher.lock);
-		flusher.exit_deadline_ns = 0;
-	}
+	    atomic_load_explicit(&flusher.released, memory_order_acquire))
+		final_drain("exec");
 	pthread_mutex_unlock(&flusher.cycle_lock);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	return 0;

@@ -1002,6 +1002,14 @@ COLD static void go_exit_flush(void)
 	}
 }
 
+/* _exit's and exec's hooks: the slow path sends what the agent holds first; 0 for the others. */
+static inline int process_end_slow(const struct stub_desc *desc)
+{
+	if (desc->flags & STUB_FLAG_PROCESS_EXIT)
+		return HOOK_SLOW_EXIT;
+	return desc->flags & STUB_FLAG_PROCESS_EXEC ? HOOK_SLOW_EXEC : 0;
+}
+
 /* An enter on a thread without state yet: set it up, or Go's exit (which needs none). */
 COLD static int enter_without_thread(const struct stub_desc *desc)
 {
@@ -1009,10 +1017,8 @@ COLD static int enter_without_thread(const struct stub_desc *desc)
 		go_exit_flush();
 		return 0;
 	}
-	if (desc->flags & STUB_FLAG_PROCESS_EXIT)
-		return HOOK_SLOW_EXIT;
-	if (desc->flags & STUB_FLAG_PROCESS_EXEC)
-		return HOOK_SLOW_EXEC;
+	if (process_end_slow(desc))
+		return process_end_slow(desc);
 	return atomic_load_explicit(&agent_recording, memory_order_relaxed) ? HOOK_SLOW_THREAD : 0;
 }
 
@@ -1043,10 +1049,8 @@ COLD static int enter_slow_cases(struct agent_thread *t, const struct stub_desc 
 	 * _exit when it fails) in its parent's memory, on a stack of its own but
 	 * with the parent thread's state, whose entries it must not drop.
 	 */
-	if (desc->flags & STUB_FLAG_PROCESS_EXIT)
-		return HOOK_SLOW_EXIT;
-	if (desc->flags & STUB_FLAG_PROCESS_EXEC)
-		return HOOK_SLOW_EXEC;
+	if (process_end_slow(desc))
+		return process_end_slow(desc);
 	if ((desc->flags & STUB_FLAG_JIT_CALLERS) && !jit_callers_is_native(return_address_plain(*return_slot))) {
 		/* from generated code, which may read or move this return address */
 		int r = 0;
