@@ -87,6 +87,7 @@ static struct {
 	int fork_pending;
 	/* the flusher thread may wait for a slow path (flusher_start_deferred): forked children's too */
 	bool defer_flusher;
+	uint64_t flusher_delay_ns; /* how long it waits at least (flusher_delay_from_env) */
 	pid_t forked_from;
 	struct event_clock_pair fork_pair; /* read at fork: the child's events start there */
 	char path[108];
@@ -477,6 +478,23 @@ static void agent_forked_connect(bool at_exit);
  * process paid beyond its start (150-300 us, bench/README.md).
  */
 #define FLUSHER_DEFER_NS (20ull * 1000 * 1000)
+#define FLUSHER_DEFER_MAX_MS 60000
+
+/*
+ * PROFD_FLUSHER_DELAY_MS, else FLUSHER_DEFER_NS: a test that must tell a
+ * process under the delay from one past it on a loaded machine (whose
+ * scheduler may hold a process of a millisecond for tens) makes it wide.
+ */
+static uint64_t flusher_delay_from_env(void)
+{
+	const char *ms = getenv("PROFD_FLUSHER_DELAY_MS");
+	char *end;
+	unsigned long v = ms ? strtoul(ms, &end, 10) : 0;
+
+	if (!ms || !*ms || *end || v > FLUSHER_DEFER_MAX_MS)
+		return FLUSHER_DEFER_NS;
+	return (uint64_t)v * 1000 * 1000;
+}
 
 enum flusher_start_mode { FLUSHER_NOW, FLUSHER_DEFERRABLE, FLUSHER_INHERITED, FLUSHER_AT_EXIT };
 
@@ -492,11 +510,13 @@ static int flusher_start_as(int sock, enum flusher_start_mode mode)
 	if (mode == FLUSHER_NOW || mode == FLUSHER_DEFERRABLE)
 		agent.defer_flusher = !agent.plan.report.go_exit_hooked &&
 				      thread_start_plan_allows(&agent.plan.report);
+	if (mode == FLUSHER_NOW) /* an attach: the target's environment is not the session's */
+		agent.flusher_delay_ns = FLUSHER_DEFER_NS;
 	if (mode == FLUSHER_AT_EXIT)
 		return flusher_start_at_exit(sock, &agent_flusher_ops, &agent.plan);
 	if (mode != FLUSHER_NOW && agent.defer_flusher)
 		return flusher_start_deferred(sock, &agent_flusher_ops, &agent.plan,
-					      FLUSHER_DEFER_NS);
+					      agent.flusher_delay_ns);
 	return flusher_start(sock, &agent_flusher_ops, &agent.plan);
 }
 
@@ -1031,6 +1051,7 @@ __attribute__((constructor)) static void agent_start(int argc, char **argv, char
 		return; /* dlopen'ed by profctl attach: it calls profagent_attach */
 	agent_thread_guard = 1; /* agent code runs: instrumented calls pass through */
 	start_cmdline_set(argc, argv);
+	agent.flusher_delay_ns = flusher_delay_from_env();
 	preset = config_from_env();
 	if (agent_prepare(path, token, preset, FLUSHER_DEFERRABLE) == 0)
 		agent_commit(NULL, 0, 0); /* process start: no other thread runs our code yet */

@@ -118,6 +118,11 @@ dump_func_counts() {
 	END { for (f in calls) print slices[f] + 0, calls[f], off[f], f }'
 }
 
+# "MADE RECORDED DROPPED" from a summary's "profctl: calls: ..." line in FILE.
+calls_made_recorded_dropped() { # file
+	sed -nE 's/^profctl: calls: ([0-9]+) made, ([0-9]+) recorded, ([0-9]+) dropped.*/\1 \2 \3/p' "$1"
+}
+
 # 16 bytes of live code at SYMBOL of the program EXE in process PID, as hex:
 # every patched byte must be back after a detach.
 symbol_bytes() { # pid, exe, symbol

@@ -10,8 +10,8 @@ FUNCS='burst_outer,burst_leaf,burst_rare'
 
 # summary_field FILE WHICH: made, recorded or dropped from "profctl: calls: ..."
 summary_field() {
-	sed -nE 's/^profctl: calls: ([0-9]+) made, ([0-9]+) recorded, ([0-9]+) dropped.*/\1 \2 \3/p' \
-		"$1" | awk -v w="$2" '{ print (w == "made" ? $1 : w == "recorded" ? $2 : $3) }'
+	calls_made_recorded_dropped "$1" |
+		awk -v w="$2" '{ print (w == "made" ? $1 : w == "recorded" ? $2 : $3) }'
 }
 
 # check_budget_kept NAME ERRFILE: nothing dropped at default settings, unless

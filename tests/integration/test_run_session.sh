@@ -33,8 +33,7 @@ for mode in exec execvp fail spawn; do
 	calls=$steps
 	[ "$mode" = spawn ] && calls=$((steps + 1)) # ex_outer, whose frame the children's exec left alone
 	check_eq "$mode: every call before (and after) it made and recorded" \
-		"$(sed -nE 's/^profctl: calls: ([0-9]+) made, ([0-9]+) recorded, ([0-9]+) dropped.*/\1 \2 \3/p' \
-			"$WORK/$mode.err")" "$calls $calls 0"
+		"$(calls_made_recorded_dropped "$WORK/$mode.err")" "$calls $calls 0"
 	check_eq "$mode: no agent said to have stopped before its goodbye" \
 		"$(grep -c 'before its goodbye' "$WORK/$mode.err")" 0
 	"$PROFCTL" report --dump "$WORK/$mode.pftrace" >"$WORK/$mode.dump"

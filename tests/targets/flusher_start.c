@@ -4,8 +4,8 @@
  * flusher thread starts. Each mode prints "threads N" (this process's
  * threads, from /proc/self/task) at the points the test checks.
  *   short        1,000 calls, then exit: no thread at all
- *   late         100 calls, 60 ms asleep, 3,000 calls: the thread started;
- *                then 100 ms for it to run
+ *   late [MS]    100 calls, MS ms asleep (60), 3,000 calls: the thread
+ *                started; then 100 ms for it to run
  *   handler      after 60 ms, 3,000 calls in a SIGUSR1 handler (none
  *                started there), then 10 ms on, 3,000 outside it (started)
  *   nodefer      the same with an SA_NODEFER handler installed: never
@@ -18,6 +18,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -108,7 +109,7 @@ int main(int argc, char **argv)
 	} else if (strcmp(mode, "late") == 0) {
 		fs_calls(100);
 		print_threads("early");
-		usleep(60000);
+		usleep((useconds_t)(argc > 2 ? atoi(argv[2]) : 60) * 1000);
 		fs_calls(3000);
 		print_threads("late");
 		usleep(100000); /* its thread runs (and names itself) before the exit */
@@ -119,7 +120,7 @@ int main(int argc, char **argv)
 	} else if (strcmp(mode, "blocked") == 0) {
 		blocked_in_workers();
 	} else {
-		fprintf(stderr, "usage: flusher_start short|late|handler|nodefer|blocked\n");
+		fprintf(stderr, "usage: flusher_start short|late [MS]|handler|nodefer|blocked\n");
 		return 2;
 	}
 	return 0;
