@@ -30,6 +30,8 @@
 #include "daemon/sched/sched_tracer.h"
 #include "daemon/server.h"
 #include "daemon/symbols/kernel_symbols.h"
+#include "daemon/symbols/kernel_symbols_cache.h"
+#include "daemon/symbols/kernel_symbols_job.h"
 #include "daemon/session.h"
 #include "proto/frame_io.h"
 
@@ -678,20 +680,58 @@ static uint64_t modules_signature(void)
 	return h;
 }
 
+/* The thread's table, waited for, as the server's copy; NULL with its reason in err. */
+static struct kernel_symbols *kernel_job_collect(struct server *srv, char *err, size_t len)
+{
+	struct kernel_symbols *k = kernel_symbols_job_finish(srv->kernel_job, err, len);
+
+	srv->kernel_job = NULL;
+	if (k) {
+		kernel_symbols_free(srv->kernel);
+		srv->kernel = k;
+		srv->kernel_sig = srv->kernel_job_sig;
+	}
+	return k;
+}
+
 struct kernel_symbols *server_kernel_symbols(struct server *srv, char *err, size_t len)
 {
-	uint64_t sig = modules_signature();
+	uint64_t sig;
 
+	if (srv->kernel_job && !kernel_job_collect(srv, err, len))
+		return NULL; /* read once for this session: its reason stands */
+	sig = modules_signature();
 	if (srv->kernel && sig != srv->kernel_sig) {
 		kernel_symbols_free(srv->kernel);
 		srv->kernel = NULL;
 	}
 	if (!srv->kernel) {
-		srv->kernel = kernel_symbols_load(NULL, err, len);
+		srv->kernel = kernel_symbols_load_cached(KERNEL_SYMBOLS_CACHE_DIR, err, len);
 		srv->kernel_sig = sig;
 	}
 	srv->kernel_used_ns = mono_clock_ns();
 	return srv->kernel ? kernel_symbols_ref(srv->kernel) : NULL;
+}
+
+void server_kernel_symbols_prefetch(struct server *srv)
+{
+	uint64_t sig;
+
+	if (srv->kernel_job)
+		return;
+	sig = modules_signature();
+	if (srv->kernel && sig == srv->kernel_sig) {
+		srv->kernel_used_ns = mono_clock_ns();
+		return;
+	}
+	/* no thread: server_kernel_symbols reads it when first asked, as before */
+	srv->kernel_job = kernel_symbols_job_start(NULL);
+	srv->kernel_job_sig = sig;
+}
+
+bool server_kernel_symbols_pending(const struct server *srv)
+{
+	return srv->kernel_job && !kernel_symbols_job_done(srv->kernel_job);
 }
 
 void server_kernel_symbols_expire(struct server *srv, uint64_t now_ns)
@@ -705,6 +745,11 @@ void server_kernel_symbols_expire(struct server *srv, uint64_t now_ns)
 void server_fini(struct server *srv)
 {
 	session_finish_all(srv);
+	if (srv->kernel_job) { /* its copy saved for the next daemon (a private one's next run) */
+		char err[8];
+
+		kernel_job_collect(srv, err, sizeof(err));
+	}
 	kernel_symbols_free(srv->kernel);
 	srv->kernel = NULL;
 	sched_tracer_close(srv->sched); /* every session gave its target back */

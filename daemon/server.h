@@ -73,6 +73,9 @@ struct server {
 	/* /proc/kallsyms read by a session, for the next ones (server_kernel_symbols) */
 	struct kernel_symbols *kernel;
 	uint64_t kernel_sig, kernel_used_ns;
+	/* its reading on a thread, started by server_kernel_symbols_prefetch */
+	struct kernel_symbols_job *kernel_job;
+	uint64_t kernel_job_sig;
 };
 
 struct server_options {
@@ -108,6 +111,14 @@ void server_sched_expire(struct server *srv, uint64_t now_ns);
  */
 struct kernel_symbols *server_kernel_symbols(struct server *srv, char *err, size_t len);
 void server_kernel_symbols_expire(struct server *srv, uint64_t now_ns);
+/*
+ * Starts reading the table on a thread unless the server's copy is current
+ * or a read is under way: a session's target need not wait for it (the
+ * 60-130 ms were most of a short `profctl run`). server_kernel_symbols
+ * waits for that read; server_kernel_symbols_pending says whether it would.
+ */
+void server_kernel_symbols_prefetch(struct server *srv);
+bool server_kernel_symbols_pending(const struct server *srv);
 
 /*
  * Queues one frame for the peer and sends what the socket takes now; the

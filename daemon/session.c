@@ -792,9 +792,9 @@ void session_read_samples(struct session *s)
 /*
  * Kernel frames only for a client that could read them itself (perf's rule:
  * CAP_PERFMON, or paranoid <= 1 with kallsyms readable); others get user
- * frames without a word, as perf gives them. The table is read when sampling
- * starts (session_start_sampling), and the server keeps it for the sessions
- * after (server_kernel_symbols).
+ * frames without a word, as perf gives them. The table's reading starts on a
+ * thread when sampling starts (session_start_sampling); this waits for it.
+ * The server keeps it for the sessions after (server_kernel_symbols).
  */
 const struct kernel_symbols *session_kernel_symbols(void *session)
 {
@@ -811,6 +811,14 @@ const struct kernel_symbols *session_kernel_symbols(void *session)
 	return s->kernel;
 }
 
+bool session_kernel_symbols_pending(void *session)
+{
+	const struct session *s = session;
+
+	return s->kernel_wanted && !s->kernel_tried && s->client &&
+	       server_kernel_symbols_pending(s->client->srv);
+}
+
 /* Run: armed to start at exec. Attach: the process runs already: maps from /proc, enabled now. */
 static void session_start_sampling(struct session *s, Profd__SamplingReady *ready)
 {
@@ -823,12 +831,16 @@ static void session_start_sampling(struct session *s, Profd__SamplingReady *read
 
 	s->kernel_wanted = s->freq && access_may_see_kernel(&s->client_cred);
 	/*
-	 * Now, before the target starts: read at the first kernel frame, the
-	 * 60-130 ms of /proc/kallsyms stalled the reading of the perf rings while
-	 * they filled (test_overhead: 84-279 records lost, every run). The
+	 * Now, on a thread, while the target starts: the 60-130 ms of
+	 * /proc/kallsyms were most of a short `profctl run`. Samples with
+	 * kernel frames wait for it (session_kernel_symbols_pending), the perf
+	 * rings' reading does not: read at the first kernel frame, it stalled
+	 * them while they filled (test_overhead lost 84-279 records). The
 	 * server's copy makes it cheap for the sessions after the first.
 	 */
-	if (s->kernel_wanted)
+	if (s->kernel_wanted && s->client)
+		server_kernel_symbols_prefetch(s->client->srv);
+	else if (s->kernel_wanted)
 		session_kernel_symbols(s);
 	r = session_process_start_symbols(root, NULL, s->attach_mode, s->freq != 0);
 	if (s->freq == 0 || !root->symbols)

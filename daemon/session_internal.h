@@ -202,6 +202,8 @@ bool session_may_see(const struct session *s, const struct conn *c);
 void session_read_samples(struct session *s);
 /* The kernel's symbols for the session's samples (a sample_pipeline_config kernel callback). */
 const struct kernel_symbols *session_kernel_symbols(void *session);
+/* Whether session_kernel_symbols would wait for the table's thread (a kernel_pending callback). */
+bool session_kernel_symbols_pending(void *session);
 
 /* daemon/session_summary.c: the summary to the client (st: the trace's; samples: summed). */
 struct perfetto_writer_stats;

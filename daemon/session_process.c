@@ -383,6 +383,7 @@ int session_process_start_symbols(struct session_process *p, const struct sessio
 		.target = p->pid, .writer = s->writer, .symbols = p->symbols,
 		.unwinder = p->unwinder, .demangled = s->demangled, .calls = p->calls,
 		.stubs = p->stubs, .kernel = session_kernel_symbols, .kernel_ctx = s,
+		.kernel_pending = session_kernel_symbols_pending,
 		.agent_expected = !s->attach_mode && s->n_patterns > 0 });
 	return p->samples_out ? 0 : -ENOMEM;
 }

@@ -25,6 +25,7 @@
 #define HELD_BYTES_MAX (64u << 20)   /* ~7,000 samples with 8 KiB stacks */
 #define AGENT_TIDS_MAX 16            /* the agent's threads remembered (one flusher per agent) */
 #define OVERHEAD_FRAMES 2            /* the marks above an overhead sample's stack */
+#define DEFERRED_BYTES_MAX (16u << 20) /* then the kernel's table is waited for */
 
 struct held_sample {
 	struct held_sample *next;
@@ -33,8 +34,24 @@ struct held_sample {
 	uint8_t data[];
 };
 
+/*
+ * A sample resolved but for its kernel frames, while the kernel's table is
+ * read (cfg.kernel_pending): its user frames (the overhead marks' room
+ * before them) and its kernel pcs, written once the table is there.
+ */
+struct deferred_sample {
+	uint64_t time;
+	uint32_t cpu, pid, tid;
+	enum overhead_kind kind;
+	size_t n_frames, n_kernel;
+	struct perfetto_frame *frames; /* OVERHEAD_FRAMES + n_frames + n_kernel of room */
+	uint64_t *kernel;
+};
+
 struct sample_pipeline {
 	struct sample_pipeline_config cfg;
+	struct deferred_sample *deferred;
+	size_t n_deferred, cap_deferred, deferred_bytes;
 	bool agent_live;
 	uint64_t exit_trampoline;
 	struct held_sample *held[HELD_BUCKETS];
@@ -242,23 +259,23 @@ static struct perfetto_frame frame_of(struct sample_pipeline *p, const struct sy
 	};
 }
 
-/* The kernel part goes on top of the user frames, outermost first. */
-static size_t append_kernel_frames(struct sample_pipeline *p, const struct sampler_sample *smp,
-				   struct perfetto_frame *frames, size_t n, size_t cap)
+/* The kernel part (pcs, leaf first) goes on top of the user frames, outermost first. */
+static size_t append_kernel_frames(struct sample_pipeline *p, const uint64_t *kernel,
+				   size_t n_kernel, struct perfetto_frame *frames, size_t n,
+				   size_t cap)
 {
 	const struct kernel_symbols *ks =
-		smp->n_kernel_callchain && p->cfg.kernel ? p->cfg.kernel(p->cfg.kernel_ctx) : NULL;
+		n_kernel && p->cfg.kernel ? p->cfg.kernel(p->cfg.kernel_ctx) : NULL;
 
-	for (size_t k = smp->n_kernel_callchain; ks && k-- > 0 && n < cap;) {
+	for (size_t k = n_kernel; ks && k-- > 0 && n < cap;) {
 		struct symbol_info info;
 
-		kernel_symbols_lookup(ks, smp->kernel_callchain[k], &info);
+		kernel_symbols_lookup(ks, kernel[k], &info);
 		frames[n++] = frame_of(p, &info, info.rel_pc);
 	}
 	return n;
 }
 
-/* One of the frames that mark a sample as profiling overhead (perfetto_writer.h). */
 static struct perfetto_frame overhead_mark(const char *name, uint64_t rel_pc)
 {
 	return (struct perfetto_frame){ .function = name, .rel_pc = rel_pc,
@@ -292,9 +309,112 @@ static enum overhead_frame leaf_owner(struct sample_pipeline *p, const struct sa
 }
 
 /*
+ * Writes a sample whose user frames are at all[OVERHEAD_FRAMES ..] (n of
+ * them; all has room for cap frames), the kernel's on top, under the
+ * overhead marks when kind says it is the profiler's cost. Returns the kind
+ * counted (OVERHEAD_NONE for a sample with no frame at all).
+ */
+static enum overhead_kind emit_sample(struct sample_pipeline *p, uint64_t time, uint32_t cpu,
+				      uint32_t pid, uint32_t tid, struct perfetto_frame *all,
+				      size_t n, size_t cap, const uint64_t *kernel, size_t n_kernel,
+				      enum overhead_kind kind)
+{
+	struct perfetto_frame *frames = all + OVERHEAD_FRAMES;
+
+	n = append_kernel_frames(p, kernel, n_kernel, frames, n, cap - OVERHEAD_FRAMES);
+	if (n == 0) {
+		/*
+		 * A sample all the same (its CPU time is the thread's), under one
+		 * marker frame: a skip record (sample_skipped_reason) would be an
+		 * import error for trace processor (perf_samples_skipped).
+		 */
+		p->stats.empty++;
+		p->stats.written++;
+		all[0] = overhead_mark(PERFETTO_NOT_UNWOUND, 0);
+		perfetto_writer_sample(p->cfg.writer, time, cpu, (pid_t)pid, (pid_t)tid, all, 1);
+		return OVERHEAD_NONE;
+	}
+	if (kind != OVERHEAD_NONE) {
+		all[0] = overhead_mark(PERFETTO_OVERHEAD_ROOT, 0);
+		all[1] = overhead_mark(overhead_kind_name(kind), kind);
+		frames = all;
+		n += OVERHEAD_FRAMES;
+	}
+	perfetto_writer_sample(p->cfg.writer, time, cpu, (pid_t)pid, (pid_t)tid, frames, n);
+	p->stats.written++;
+	p->stats.by_kind[kind]++;
+	return kind;
+}
+
+static bool kernel_pending(const struct sample_pipeline *p)
+{
+	return p->cfg.kernel_pending && p->cfg.kernel_pending(p->cfg.kernel_ctx);
+}
+
+/* Writes the deferred samples, in the order they came (waiting for the table if it is read). */
+static void write_deferred(struct sample_pipeline *p)
+{
+	for (size_t i = 0; i < p->n_deferred; i++) {
+		struct deferred_sample *d = &p->deferred[i];
+		size_t cap = OVERHEAD_FRAMES + d->n_frames + d->n_kernel;
+
+		emit_sample(p, d->time, d->cpu, d->pid, d->tid, d->frames, d->n_frames, cap,
+			    d->kernel, d->n_kernel, d->kind);
+		free(d->frames);
+	}
+	p->n_deferred = 0;
+	p->deferred_bytes = 0;
+}
+
+/*
+ * Keeps the sample for write_deferred. Returns 0, or -ENOMEM (then it is
+ * written now, the table waited for). The kind is decided now, as the
+ * caller charges the sample's self time now: the kernel frames never
+ * change it, only make a sample non-empty.
+ */
+static int defer_sample(struct sample_pipeline *p, const struct sampler_sample *smp,
+			const struct perfetto_frame *all, size_t n, enum overhead_kind kind)
+{
+	size_t room = OVERHEAD_FRAMES + n + smp->n_kernel_callchain;
+	size_t bytes = room * sizeof(struct perfetto_frame) +
+		       smp->n_kernel_callchain * sizeof(uint64_t);
+	struct deferred_sample *d;
+
+	if (p->deferred_bytes + bytes > DEFERRED_BYTES_MAX)
+		return -ENOMEM;
+	if (p->n_deferred == p->cap_deferred) {
+		size_t cap = p->cap_deferred ? 2 * p->cap_deferred : 64;
+		struct deferred_sample *v = realloc(p->deferred, cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		p->deferred = v;
+		p->cap_deferred = cap;
+	}
+	d = &p->deferred[p->n_deferred];
+	d->frames = malloc(bytes);
+	if (!d->frames)
+		return -ENOMEM;
+	d->kernel = (uint64_t *)(d->frames + room);
+	memcpy(d->frames + OVERHEAD_FRAMES, all + OVERHEAD_FRAMES, n * sizeof(*all));
+	memcpy(d->kernel, smp->kernel_callchain, smp->n_kernel_callchain * sizeof(uint64_t));
+	d->time = smp->time;
+	d->cpu = smp->cpu;
+	d->pid = smp->pid;
+	d->tid = smp->tid;
+	d->kind = kind;
+	d->n_frames = n;
+	d->n_kernel = smp->n_kernel_callchain;
+	p->n_deferred++;
+	p->deferred_bytes += bytes;
+	return 0;
+}
+
+/*
  * Writes the sample: its stack under the overhead marks when it is the
- * profiler's cost. Returns whose cost it is (OVERHEAD_NONE when nothing was
- * written either).
+ * profiler's cost; one with kernel frames is kept while the kernel's table
+ * is read. Returns whose cost it is (OVERHEAD_NONE when nothing was written
+ * either).
  */
 static enum overhead_kind write_sample(struct sample_pipeline *p,
 				       const struct sampler_sample *smp, const uint64_t *pcs,
@@ -329,32 +449,16 @@ static enum overhead_kind write_sample(struct sample_pipeline *p,
 		}
 		frames[n++] = frame_of(p, &info, is_leaf ? info.rel_pc : info.rel_pc + 1);
 	}
-	n = append_kernel_frames(p, smp, frames, n, sizeof(all) / sizeof(all[0]) - OVERHEAD_FRAMES);
-	if (n == 0) {
-		/*
-		 * A sample all the same (its CPU time is the thread's), under one
-		 * marker frame: a skip record (sample_skipped_reason) would be an
-		 * import error for trace processor (perf_samples_skipped).
-		 */
-		p->stats.empty++;
-		p->stats.written++;
-		all[0] = overhead_mark(PERFETTO_NOT_UNWOUND, 0);
-		perfetto_writer_sample(p->cfg.writer, smp->time, smp->cpu, (pid_t)smp->pid,
-				       (pid_t)smp->tid, all, 1);
-		return OVERHEAD_NONE;
-	}
 	kind = overhead_classify(is_agent_thread(p, smp->tid), owners, n_owners);
-	if (kind != OVERHEAD_NONE) {
-		all[0] = overhead_mark(PERFETTO_OVERHEAD_ROOT, 0);
-		all[1] = overhead_mark(overhead_kind_name(kind), kind);
-		frames = all;
-		n += OVERHEAD_FRAMES;
+	if (smp->n_kernel_callchain && kernel_pending(p)) {
+		if (defer_sample(p, smp, all, n, kind) == 0)
+			return kind; /* as written with its kernel frames: never empty */
 	}
-	perfetto_writer_sample(p->cfg.writer, smp->time, smp->cpu, (pid_t)smp->pid,
-			       (pid_t)smp->tid, frames, n);
-	p->stats.written++;
-	p->stats.by_kind[kind]++;
-	return kind;
+	if (p->n_deferred)
+		write_deferred(p); /* the table is there (or waited for above): keep their order */
+	return emit_sample(p, smp->time, smp->cpu, smp->pid, smp->tid, all, n,
+			   sizeof(all) / sizeof(all[0]), smp->kernel_callchain,
+			   smp->n_kernel_callchain, kind);
 }
 
 static void charge_self_time(struct sample_pipeline *p, struct call_frame *open, size_t depth)
@@ -483,6 +587,8 @@ void sample_pipeline_rings_read(struct sample_pipeline *p, uint64_t started)
 {
 	if (!p->agent_live && !p->cfg.agent_expected)
 		release_until(p, started);
+	if (p->n_deferred && !kernel_pending(p))
+		write_deferred(p);
 }
 
 void sample_pipeline_thread_reached(struct sample_pipeline *p, uint32_t tid, uint64_t ts)
@@ -519,6 +625,7 @@ void sample_pipeline_release_older(struct sample_pipeline *p, uint64_t ts)
 void sample_pipeline_flush(struct sample_pipeline *p)
 {
 	release_until(p, UINT64_MAX);
+	write_deferred(p);
 }
 
 void sample_pipeline_set_agent(struct sample_pipeline *p, bool live, uint64_t exit_trampoline)
@@ -535,6 +642,7 @@ void sample_pipeline_free(struct sample_pipeline *p)
 	if (!p)
 		return;
 	sample_pipeline_flush(p);
+	free(p->deferred);
 	free(p->self_by_func);
 	free(p);
 }

@@ -43,6 +43,14 @@ struct sample_pipeline_config {
 	const struct kernel_symbols *(*kernel)(void *ctx);
 	void *kernel_ctx;
 	/*
+	 * NULL, or whether kernel(kernel_ctx) would wait for the table's reading
+	 * (daemon/symbols/kernel_symbols_job.h): then a sample with kernel
+	 * frames is resolved when released, as any, but written only when the
+	 * table is there (at a rings_read, a later sample, or the flush, which
+	 * waits for it), its frames and kind unchanged.
+	 */
+	bool (*kernel_pending)(void *ctx);
+	/*
 	 * An agent is on its way (`run` preloads it): it patches before its
 	 * table reaches profd, so samples wait for it even before its hello,
 	 * as they wait for a live agent's events (at most SAMPLE_HOLD_MAX_NS:

@@ -7,42 +7,13 @@
  * shared by reference (kernel_symbols_ref) between the sessions of a cache.
  */
 #include "daemon/symbols/kernel_symbols.h"
+#include "daemon/symbols/kernel_symbols_internal.h"
 
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define MAX_NAME_LEN 511         /* KSYM_NAME_LEN - 1 */
-#define MAX_MODULE_LEN 63        /* MODULE_NAME_LEN - 1 */
-#define MAX_SYMBOLS (8u << 20)
-#define PAGE_BYTES 4096u
-
-struct kernel_function {
-	uint64_t start, end;
-	const char *name;
-	uint32_t module;         /* index in modules[]; 0 is the kernel */
-	uint32_t name_len;
-	size_t name_off;         /* in pool, until the names are final */
-	bool global;
-};
-
-struct kernel_module {
-	char *name;              /* "[kernel.kallsyms]", "[ext4]" */
-	uint64_t start, end;     /* span of its symbols */
-};
-
-struct kernel_symbols {
-	struct kernel_function *v;
-	size_t n, cap;
-	struct kernel_module *modules;
-	size_t n_modules, cap_modules;
-	char *pool;
-	size_t pool_len, pool_cap;
-	uint64_t bad_lines;
-	_Atomic unsigned refs;   /* its holders, 1 when built */
-};
 
 struct kernel_symbols *kernel_symbols_ref(struct kernel_symbols *k)
 {
@@ -112,7 +83,7 @@ static bool parse_line(const char *p, struct kallsyms_line *l)
 	l->type = p[1];
 	p += 3;
 	l->name = p;
-	l->name_len = token(&p, " \t", MAX_NAME_LEN);
+	l->name_len = token(&p, " \t", KSYMS_MAX_NAME_LEN);
 	if (!l->name_len)
 		return false;
 	l->module = NULL;
@@ -123,7 +94,7 @@ static bool parse_line(const char *p, struct kallsyms_line *l)
 		return false;
 	p += 2;
 	l->module = p;
-	l->module_len = token(&p, "] \t/", MAX_MODULE_LEN);
+	l->module_len = token(&p, "] \t/", KSYMS_MAX_MODULE_LEN);
 	return l->module_len && p[0] == ']' && p[1] == '\0';
 }
 
@@ -182,7 +153,7 @@ static int add_function(struct kernel_symbols *k, const struct kallsyms_line *l)
 	struct kernel_function *f;
 	uint32_t module = 0;
 
-	if (k->n == MAX_SYMBOLS)
+	if (k->n == KSYMS_MAX_SYMBOLS)
 		return -E2BIG;
 	if (l->module && module_index(k, l->module, l->module_len, &module) < 0)
 		return -ENOMEM;
@@ -271,7 +242,7 @@ static void fold_and_close(struct kernel_symbols *k)
 		if (i + 1 < n && k->v[i + 1].module == f->module)
 			f->end = k->v[i + 1].start;
 		else /* no size in kallsyms: to the end of the page after the one it starts in */
-			f->end = (f->start | (PAGE_BYTES - 1)) + 1 + PAGE_BYTES;
+			f->end = (f->start | (KSYMS_PAGE_BYTES - 1)) + 1 + KSYMS_PAGE_BYTES;
 		if (f->end < f->start)
 			f->end = UINT64_MAX;
 		if (!m->end || f->start < m->start)
@@ -281,7 +252,7 @@ static void fold_and_close(struct kernel_symbols *k)
 	}
 }
 
-static struct kernel_symbols *table_new(void)
+struct kernel_symbols *kernel_symbols_table_new(void)
 {
 	struct kernel_symbols *k = calloc(1, sizeof(*k));
 
@@ -304,7 +275,7 @@ static struct kernel_symbols *table_new(void)
 
 struct kernel_symbols *kernel_symbols_new(FILE *f, char *err, size_t errlen)
 {
-	struct kernel_symbols *k = table_new();
+	struct kernel_symbols *k = kernel_symbols_table_new();
 	bool nonzero;
 	int e;
 

@@ -144,6 +144,25 @@ done
 profile kernel -- dd if=/dev/zero of=/dev/null bs=64k count=100000 status=none
 check "kernel frames sit on top of the user stack (read -> ... -> ksys_read)" \
 	grep -qE '^sample .*;read;.*;ksys_read' "$WORK/kernel.dump"
+# The kernel's table is read on a thread while the target runs (from /proc:
+# 60-130 ms), and kept in a copy for the next daemons (root's, in /run/profd):
+# a run shorter than the read has its kernel frames all the same, every
+# sample counted, with the copy and without it.
+if [ "$(id -u)" = 0 ]; then
+	rm -f /run/profd/kallsyms.cache
+	for run in kernel_cold kernel_warm; do
+		profile "$run" -- dd if=/dev/zero of=/dev/null bs=64k count=3000 status=none
+		check "$run: kernel frames in a run shorter than the table's read" \
+			grep -qE '^sample .*;read;.*;ksys_read' "$WORK/$run.dump"
+		check_eq "$run: the summary counts every sample written" \
+			"$(sed -n 's/^profctl: samples: \([0-9]*\) .*/\1/p' "$WORK/$run.err")" \
+			"$(grep -c '^sample ' "$WORK/$run.dump")"
+		check_eq "$run: the table's copy is root's alone" \
+			"$(stat -c '%U %a' /run/profd/kallsyms.cache 2>&1)" "root 600"
+	done
+else
+	skip "not root: the kernel table's copy is root's"
+fi
 
 # ---- a ring too small for one sample: every loss reported, the trace still loads ------
 profile lost --mmap-pages 1 --call-graph dwarf,65528 -- "$TARGET" spin 300 exit
