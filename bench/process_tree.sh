@@ -6,7 +6,8 @@
 # process (the difference over N), with its CPU: the loop's (profctl and the
 # tree it waits for) and profd's (one profd of the bench's own for every
 # run, its CPU read from /proc), then one session's own cost (`profctl run`
-# of the program once, against the program alone). Wall time: run it on a
+# of the program once, against the program alone, then with a private profd).
+# Wall time: run it on a
 # quiet machine. RUN_ARGS: more options for every `profctl run` (e.g.
 # '--freq 0 --sched off', to see what sampling and the scheduler add).
 set -u
@@ -83,4 +84,21 @@ for _ in $(seq 11); do
 done >"$WORK/one"
 awk -v p="$(column_median 1 "$WORK/one")" -v q="$(column_median 2 "$WORK/one")" 'BEGIN {
 	printf "  one run     %8.1f ms   (plain %.1f ms): a session'"'"'s start and end\n", q / 1e6, p / 1e6
+}'
+
+# The same without a daemon running: profctl starts a private profd for the
+# session (what a user pays who installed no service), its probe loaded and
+# the kernel's symbols read (or taken from /run/profd/kallsyms.cache) each time.
+if [ -S /run/profd/profd.sock ]; then
+	echo "  one run with a private profd: not measured (a profd serves /run/profd/profd.sock)"
+	exit 0
+fi
+for _ in $(seq 11); do
+	t0=$(now_ns)
+	env -u PROFD_SOCKET "$PROFCTL" run "${run_args[@]}" --funcs 'narrow*' \
+		-o "$WORK/one.pftrace" -- "$WORK/small" 2>/dev/null || exit 1
+	echo "$(( $(now_ns) - t0 ))"
+done >"$WORK/private"
+awk -v q="$(column_median 1 "$WORK/private")" 'BEGIN {
+	printf "  one run     %8.1f ms   with a private profd (no daemon running)\n", q / 1e6
 }'
