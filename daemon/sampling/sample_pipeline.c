@@ -276,6 +276,7 @@ static size_t append_kernel_frames(struct sample_pipeline *p, const uint64_t *ke
 	return n;
 }
 
+/* One of the frames that mark a sample as profiling overhead (perfetto_writer.h). */
 static struct perfetto_frame overhead_mark(const char *name, uint64_t rel_pc)
 {
 	return (struct perfetto_frame){ .function = name, .rel_pc = rel_pc,
@@ -453,9 +454,10 @@ static enum overhead_kind write_sample(struct sample_pipeline *p,
 	if (smp->n_kernel_callchain && kernel_pending(p)) {
 		if (defer_sample(p, smp, all, n, kind) == 0)
 			return kind; /* as written with its kernel frames: never empty */
+		write_deferred(p); /* no room to keep it: the table is waited for */
+	} else if (p->n_deferred && !kernel_pending(p)) {
+		write_deferred(p); /* the table is there: the kept ones first */
 	}
-	if (p->n_deferred)
-		write_deferred(p); /* the table is there (or waited for above): keep their order */
 	return emit_sample(p, smp->time, smp->cpu, smp->pid, smp->tid, all, n,
 			   sizeof(all) / sizeof(all[0]), smp->kernel_callchain,
 			   smp->n_kernel_callchain, kind);
