@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
  * Per-function exact figures of a session (see func_stats.h): one entry per
- * (thread, function, agent's id) in an open-addressing table. The agent sends
+ * (thread, function, agent's id), kept in a dense array and found through an
+ * open-addressing table of their indices (an entry is ~3 KiB: a table of
+ * entries was mostly empty ones, 24 KiB for a process of a tree with two
+ * functions, kept until the session's end). The agent sends
  * cumulative figures per id of its own, so an entry keeps the latest; its
  * histogram buckets arrive as 32-bit counters that wrap, so it adds up their
  * differences. Two ids of an agent can be one function of the trace (a
@@ -34,8 +37,9 @@ struct thread_drops {
 };
 
 struct func_stats {
-	struct stat_entry *entries;
-	size_t cap, n;  /* cap: a power of two */
+	struct stat_entry *entries; /* n of them, room for entries_cap */
+	uint32_t *slots;            /* cap of them (a power of two): an entry's index + 1, 0 empty */
+	size_t cap, n, entries_cap;
 	struct thread_drops *threads;
 	size_t n_threads, cap_threads;
 	uint64_t stamp_ns; /* func_stats_stamp: given to the threads reporting from now on */
@@ -52,6 +56,7 @@ void func_stats_free(struct func_stats *fs)
 	if (!fs)
 		return;
 	free(fs->entries);
+	free(fs->slots);
 	free(fs->threads);
 	free(fs);
 }
@@ -63,33 +68,45 @@ static size_t slot_of(uint32_t tid, uint32_t func_id, size_t cap)
 	return (size_t)(h >> 32) & (cap - 1);
 }
 
-/*
- * An entry is ~3 KiB (two histograms): a process of a tree has a few
- * functions, and a table of 256 was 760 KiB to clear, and to walk at the
- * session's end, for each.
- */
-#define FUNC_STATS_FIRST_CAP 8
+#define FUNC_STATS_FIRST_SLOTS 8
+#define FUNC_STATS_FIRST_ENTRIES 2
 
-static int grow(struct func_stats *fs)
+/* Twice the slots, every entry placed again. */
+static int grow_slots(struct func_stats *fs)
 {
-	size_t ncap = fs->cap ? fs->cap * 2 : FUNC_STATS_FIRST_CAP;
-	struct stat_entry *n = calloc(ncap, sizeof(*n));
+	size_t ncap = fs->cap ? fs->cap * 2 : FUNC_STATS_FIRST_SLOTS;
+	uint32_t *slots = ncap <= UINT32_MAX ? calloc(ncap, sizeof(*slots)) : NULL;
 
-	if (!n)
+	if (!slots)
 		return -ENOMEM;
-	for (size_t i = 0; i < fs->cap; i++) {
-		struct stat_entry *e = &fs->entries[i];
+	for (size_t i = 0; i < fs->n; i++) {
+		const struct stat_entry *e = &fs->entries[i];
 		size_t k;
 
-		if (!e->func_id)
-			continue;
-		for (k = slot_of(e->tid, e->func_id, ncap); n[k].func_id; k = (k + 1) & (ncap - 1))
+		for (k = slot_of(e->tid, e->func_id, ncap); slots[k]; k = (k + 1) & (ncap - 1))
 			;
-		n[k] = *e;
+		slots[k] = (uint32_t)i + 1;
 	}
-	free(fs->entries);
-	fs->entries = n;
+	free(fs->slots);
+	fs->slots = slots;
 	fs->cap = ncap;
+	return 0;
+}
+
+/* Room for one more entry (entries move: no pointer into them is kept across this). */
+static int entries_room(struct func_stats *fs)
+{
+	size_t ncap;
+	struct stat_entry *v;
+
+	if (fs->n < fs->entries_cap)
+		return 0;
+	ncap = fs->entries_cap ? fs->entries_cap * 2 : FUNC_STATS_FIRST_ENTRIES;
+	v = realloc(fs->entries, ncap * sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	fs->entries = v;
+	fs->entries_cap = ncap;
 	return 0;
 }
 
@@ -102,24 +119,29 @@ static struct stat_entry *entry_get(struct func_stats *fs, uint32_t tid, uint32_
 				    uint32_t agent_id)
 {
 	bool other = false;
+	struct stat_entry *e;
 	size_t k;
 
-	if ((fs->n + 1) * 2 > fs->cap && grow(fs))
+	if ((fs->n + 1) * 2 > fs->cap && grow_slots(fs))
 		return NULL;
-	for (k = slot_of(tid, func_id, fs->cap); fs->entries[k].func_id;
-	     k = (k + 1) & (fs->cap - 1)) {
-		if (fs->entries[k].tid != tid || fs->entries[k].func_id != func_id)
+	for (k = slot_of(tid, func_id, fs->cap); fs->slots[k]; k = (k + 1) & (fs->cap - 1)) {
+		e = &fs->entries[fs->slots[k] - 1];
+		if (e->tid != tid || e->func_id != func_id)
 			continue;
-		if (fs->entries[k].agent_id == agent_id)
-			return &fs->entries[k];
+		if (e->agent_id == agent_id)
+			return e;
 		other = true;
 	}
-	fs->entries[k].tid = tid;
-	fs->entries[k].func_id = func_id;
-	fs->entries[k].agent_id = agent_id;
+	if (entries_room(fs))
+		return NULL;
+	e = &fs->entries[fs->n];
+	memset(e, 0, sizeof(*e));
+	e->tid = tid;
+	e->func_id = func_id;
+	e->agent_id = agent_id;
 	fs->split |= other;
-	fs->n++;
-	return &fs->entries[k];
+	fs->slots[k] = (uint32_t)++fs->n;
+	return e;
 }
 
 int func_stats_update(struct func_stats *fs, uint32_t tid, uint32_t func_id,
@@ -154,7 +176,7 @@ int func_stats_add_buckets(struct func_stats *fs, uint32_t tid, uint32_t func_id
 
 void func_stats_new_agent(struct func_stats *fs)
 {
-	for (size_t i = 0; i < fs->cap; i++) {
+	for (size_t i = 0; i < fs->n; i++) {
 		struct stat_entry *e = &fs->entries[i];
 
 		if (!e->func_id)
@@ -216,7 +238,7 @@ static void entry_merge(struct stat_entry *d, const struct stat_entry *e)
 
 int func_stats_merge(struct func_stats *dst, const struct func_stats *src)
 {
-	for (size_t i = 0; i < src->cap; i++) {
+	for (size_t i = 0; i < src->n; i++) {
 		const struct stat_entry *e = &src->entries[i];
 		struct stat_entry *d;
 
@@ -336,7 +358,7 @@ static long *index_by_func(const struct func_stats *fs)
 {
 	uint32_t max_id = 0;
 
-	for (size_t i = 0; i < fs->cap; i++)
+	for (size_t i = 0; i < fs->n; i++)
 		if (fs->entries[i].func_id > max_id)
 			max_id = fs->entries[i].func_id;
 	return calloc((size_t)max_id + 1, sizeof(long));
@@ -377,7 +399,7 @@ long func_stats_totals(const struct func_stats *fs, int per_thread, struct func_
 	index = per_thread ? NULL : index_by_func(fs);
 	if (!acc || (!per_thread && !index))
 		goto fail;
-	for (size_t i = 0; i < fs->cap; i++) {
+	for (size_t i = 0; i < fs->n; i++) {
 		const struct stat_entry *e = &fs->entries[i];
 		long k;
 
@@ -422,7 +444,7 @@ fail:
 void func_stats_summarize(const struct func_stats *fs, struct func_stats_summary *sum)
 {
 	memset(sum, 0, sizeof(*sum));
-	for (size_t i = 0; i < fs->cap; i++) {
+	for (size_t i = 0; i < fs->n; i++) {
 		const struct stat_entry *e = &fs->entries[i];
 
 		if (!e->func_id)
@@ -457,7 +479,7 @@ uint64_t func_stats_min_duration_for(const struct func_stats *fs, uint64_t max_c
 	double ns_per_tick = 0;
 	uint32_t b;
 
-	for (size_t i = 0; i < fs->cap; i++) {
+	for (size_t i = 0; i < fs->n; i++) {
 		const struct stat_entry *e = &fs->entries[i];
 
 		if (!e->func_id)
@@ -490,7 +512,7 @@ void func_stats_each(const struct func_stats *fs,
 		func_stats_free(one);
 		return;
 	}
-	for (size_t i = 0; i < fs->cap; i++) {
+	for (size_t i = 0; i < fs->n; i++) {
 		const struct stat_entry *e = &fs->entries[i];
 		struct func_stats_view v = { .hist = e->hist, .ns_per_tick = e->ns_per_tick };
 		uint64_t entered = e->base_entered + e->last.entered;

@@ -682,6 +682,36 @@ static void test_two_agent_ids_one_function(void)
 	func_stats_free(fs);
 }
 
+/*
+ * Many entries, made and updated in an interleaved order, each found again
+ * through the table as it grows (its slots rehashed, its entries moved):
+ * every (thread, function) row holds its own figures.
+ */
+static void test_many_entries_found_again(void)
+{
+	struct func_stats *fs = func_stats_new();
+	struct func_totals *t;
+	long n, wrong = 0;
+
+	for (int round = 1; round <= 2; round++)
+		for (uint32_t k = 0; k < 64 * 9; k++) {
+			uint32_t tid = 1000 + k % 64, func = 1 + k / 64;
+			uint64_t calls = (uint64_t)round * (tid * 100 + func);
+			struct decoded_func_agg a = agg(calls, calls, 0, 0, calls * 10, calls, 7);
+
+			a.func_id = func;
+			CHECK_EQ_INT(func_stats_update(fs, tid, func, &a, 1.0), 0);
+		}
+	t = totals(fs, 1, &n);
+	CHECK_EQ_INT(n, 64 * 9);
+	for (long i = 0; i < n; i++)
+		wrong += t[i].calls != 2ull * (t[i].tid * 100 + t[i].func_id) ||
+			 t[i].total_ns != 10 * t[i].calls;
+	CHECK_EQ_INT(wrong, 0);
+	free(t);
+	func_stats_free(fs);
+}
+
 int main(void)
 {
 	RUN_TEST(test_cumulative_updates);
@@ -699,5 +729,6 @@ int main(void)
 	RUN_TEST(test_min_duration_suggestion);
 	RUN_TEST(test_each_entry_and_thread_stamps);
 	RUN_TEST(test_two_agent_ids_one_function);
+	RUN_TEST(test_many_entries_found_again);
 	return unit_summary();
 }
