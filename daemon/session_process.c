@@ -397,7 +397,7 @@ void session_process_sample(struct session_process *p, const struct sampler_samp
 void session_process_retire(struct session_process *p)
 {
 	if (p->samples_out) /* what it holds goes out now, with its symbols */
-		sample_pipeline_flush(p->samples_out);
+		sample_pipeline_trim(p->samples_out);
 	p->retired = true;
 	active_unlink(p);
 	dwarf_unwinder_free(p->unwinder);

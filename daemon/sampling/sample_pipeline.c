@@ -54,7 +54,7 @@ struct sample_pipeline {
 	size_t n_deferred, cap_deferred, deferred_bytes;
 	bool agent_live;
 	uint64_t exit_trampoline;
-	struct held_sample *held[HELD_BUCKETS];
+	struct held_sample **held; /* HELD_BUCKETS of them from the first sample held, else NULL */
 	size_t n_held, held_bytes;
 	uint64_t *self_by_func;
 	size_t n_self_by_func;
@@ -525,6 +525,7 @@ static void release_bucket(struct sample_pipeline *p, struct held_sample **bucke
 
 static void release_until(struct sample_pipeline *p, uint64_t until)
 {
+	/* n_held: every use of the buckets is behind it, so they may be NULL */
 	for (size_t i = 0; i < HELD_BUCKETS && p->n_held; i++)
 		release_bucket(p, &p->held[i], 0, true, until);
 }
@@ -560,7 +561,7 @@ static void hold(struct sample_pipeline *p, const struct sampler_sample *smp)
 		p->stats.released_early += p->n_held;
 		release_until(p, UINT64_MAX);
 	}
-	h = hold_copy(smp);
+	h = p->held || (p->held = calloc(HELD_BUCKETS, sizeof(*p->held))) ? hold_copy(smp) : NULL;
 	if (!h) {
 		p->stats.released_early++;
 		resolve(p, smp);
@@ -630,6 +631,16 @@ void sample_pipeline_flush(struct sample_pipeline *p)
 	write_deferred(p);
 }
 
+void sample_pipeline_trim(struct sample_pipeline *p)
+{
+	sample_pipeline_flush(p);
+	free(p->held);
+	p->held = NULL;
+	free(p->deferred);
+	p->deferred = NULL;
+	p->cap_deferred = 0;
+}
+
 void sample_pipeline_set_agent(struct sample_pipeline *p, bool live, uint64_t exit_trampoline)
 {
 	if (!live) /* the rings were read before the agent's end was seen */
@@ -644,6 +655,7 @@ void sample_pipeline_free(struct sample_pipeline *p)
 	if (!p)
 		return;
 	sample_pipeline_flush(p);
+	free(p->held);
 	free(p->deferred);
 	free(p->self_by_func);
 	free(p);

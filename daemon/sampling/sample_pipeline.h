@@ -104,6 +104,12 @@ void sample_pipeline_release_older(struct sample_pipeline *p, uint64_t ts);
 
 /* Writes every held sample now, with the calls known so far. */
 void sample_pipeline_flush(struct sample_pipeline *p);
+/*
+ * sample_pipeline_flush, then gives back what holding took (a process of a
+ * tree that will take no more samples keeps ~100 bytes, not ~8 KiB); the
+ * next sample held takes it again.
+ */
+void sample_pipeline_trim(struct sample_pipeline *p);
 
 struct sample_pipeline_stats {
 	uint64_t written;           /* samples written to the trace */

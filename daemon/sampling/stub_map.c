@@ -47,7 +47,7 @@ int stub_map_add(struct stub_map *m, uint64_t stub, uint64_t func_addr, uint32_t
 	if (m->n >= STUB_MAP_MAX)
 		return -ENOSPC; /* an agent's tables are hostile input: memory stays bounded */
 	if (m->n == m->cap) {
-		size_t cap = m->cap ? m->cap * 2 : 256;
+		size_t cap = m->cap ? m->cap * 2 : 16; /* a process of a tree has a few */
 		struct stub_entry *e = realloc(m->entries, cap * sizeof(*e));
 
 		if (!e)
