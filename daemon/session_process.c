@@ -404,9 +404,10 @@ void session_process_retire(struct session_process *p)
 	p->unwinder = NULL;
 	symbolizer_free(p->symbols);
 	p->symbols = NULL;
-	/* no agent, so no events: a later hello (an exec's) makes another */
+	/* no agent, so no events: a later hello (an exec's) makes another, and clears these */
 	event_decoder_free(p->decoder);
 	p->decoder = NULL;
+	call_stacks_clear(p->calls);
 }
 
 void session_process_mmap(struct session_process *p, const struct sampler_mmap *m)

@@ -83,7 +83,7 @@ struct call_stacks *call_stacks_new(void)
 
 	if (!cs)
 		return NULL;
-	cs->n_slots = 64;
+	cs->n_slots = 8; /* grows: a process of a tree has a thread or two, kept to the end */
 	cs->slots = calloc(cs->n_slots, sizeof(*cs->slots));
 	if (!cs->slots) {
 		free(cs);
