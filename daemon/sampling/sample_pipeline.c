@@ -654,9 +654,7 @@ void sample_pipeline_free(struct sample_pipeline *p)
 {
 	if (!p)
 		return;
-	sample_pipeline_flush(p);
-	free(p->held);
-	free(p->deferred);
+	sample_pipeline_trim(p);
 	free(p->self_by_func);
 	free(p);
 }
