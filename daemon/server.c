@@ -663,23 +663,6 @@ static void drain_output(struct server *srv)
 
 #define KERNEL_SYMBOLS_KEEP_NS (60ull * 1000000000ull)
 
-/* FNV-1a of /proc/modules (0 when unreadable): what moves the kernel's symbols but BPF programs. */
-static uint64_t modules_signature(void)
-{
-	uint64_t h = 14695981039346656037ull;
-	int fd = open("/proc/modules", O_RDONLY | O_CLOEXEC);
-	uint8_t buf[4096];
-	ssize_t n;
-
-	if (fd < 0)
-		return 0;
-	while ((n = read(fd, buf, sizeof(buf))) > 0)
-		for (ssize_t i = 0; i < n; i++)
-			h = (h ^ buf[i]) * 1099511628211ull;
-	close(fd);
-	return h;
-}
-
 /* The thread's table, waited for, as the server's copy; NULL with its reason in err. */
 static struct kernel_symbols *kernel_job_collect(struct server *srv, char *err, size_t len)
 {
@@ -700,7 +683,7 @@ struct kernel_symbols *server_kernel_symbols(struct server *srv, char *err, size
 
 	if (srv->kernel_job && !kernel_job_collect(srv, err, len))
 		return NULL; /* read once for this session: its reason stands */
-	sig = modules_signature();
+	sig = kernel_symbols_cache_key(); /* what moves the symbols, BPF programs aside */
 	if (srv->kernel && sig != srv->kernel_sig) {
 		kernel_symbols_free(srv->kernel);
 		srv->kernel = NULL;
@@ -719,7 +702,7 @@ void server_kernel_symbols_prefetch(struct server *srv)
 
 	if (srv->kernel_job)
 		return;
-	sig = modules_signature();
+	sig = kernel_symbols_cache_key(); /* what moves the symbols, BPF programs aside */
 	if (srv->kernel && sig == srv->kernel_sig) {
 		srv->kernel_used_ns = mono_clock_ns();
 		return;

@@ -105,8 +105,9 @@ void server_sched_expire(struct server *srv, uint64_t now_ns);
 /*
  * The kernel's symbols (daemon/symbols/kernel_symbols.h), a reference for
  * the caller to free: read from /proc/kallsyms, or the table read for an
- * earlier session while /proc/modules stays the same (a module loaded,
- * unloaded or moved reads it again). NULL with a one-line reason in err.
+ * earlier session while its key stays the same (kernel_symbols_cache_key:
+ * a module loaded, unloaded or moved, or kptr_restrict changed, reads it
+ * again). NULL with a one-line reason in err.
  * server_kernel_symbols_expire drops the server's table unused for a minute.
  */
 struct kernel_symbols *server_kernel_symbols(struct server *srv, char *err, size_t len);

@@ -19,7 +19,7 @@
 #include "daemon/events/func_stats.h"
 
 struct stat_entry {
-	uint32_t tid, func_id; /* func_id 0: empty */
+	uint32_t tid, func_id; /* func_id never 0: the session's ids start at 1 */
 	uint32_t agent_id;     /* the agent's id of it (its figures are per id); 0 once merged */
 	uint64_t base_entered, base_exited, base_untimed, base_unrecorded, base_filtered; /* earlier agents' */
 	uint64_t base_values_dropped;
@@ -38,8 +38,8 @@ struct thread_drops {
 
 struct func_stats {
 	struct stat_entry *entries; /* n of them, room for entries_cap */
-	uint32_t *slots;            /* cap of them (a power of two): an entry's index + 1, 0 empty */
-	size_t cap, n, entries_cap;
+	uint32_t *slots;            /* n_slots of them (a power of two): an entry's index + 1, 0 empty */
+	size_t n_slots, n, entries_cap;
 	struct thread_drops *threads;
 	size_t n_threads, cap_threads;
 	uint64_t stamp_ns; /* func_stats_stamp: given to the threads reporting from now on */
@@ -74,7 +74,7 @@ static size_t slot_of(uint32_t tid, uint32_t func_id, size_t cap)
 /* Twice the slots, every entry placed again. */
 static int grow_slots(struct func_stats *fs)
 {
-	size_t ncap = fs->cap ? fs->cap * 2 : FUNC_STATS_FIRST_SLOTS;
+	size_t ncap = fs->n_slots ? fs->n_slots * 2 : FUNC_STATS_FIRST_SLOTS;
 	uint32_t *slots = ncap <= UINT32_MAX ? calloc(ncap, sizeof(*slots)) : NULL;
 
 	if (!slots)
@@ -89,7 +89,7 @@ static int grow_slots(struct func_stats *fs)
 	}
 	free(fs->slots);
 	fs->slots = slots;
-	fs->cap = ncap;
+	fs->n_slots = ncap;
 	return 0;
 }
 
@@ -122,9 +122,9 @@ static struct stat_entry *entry_get(struct func_stats *fs, uint32_t tid, uint32_
 	struct stat_entry *e;
 	size_t k;
 
-	if ((fs->n + 1) * 2 > fs->cap && grow_slots(fs))
+	if ((fs->n + 1) * 2 > fs->n_slots && grow_slots(fs))
 		return NULL;
-	for (k = slot_of(tid, func_id, fs->cap); fs->slots[k]; k = (k + 1) & (fs->cap - 1)) {
+	for (k = slot_of(tid, func_id, fs->n_slots); fs->slots[k]; k = (k + 1) & (fs->n_slots - 1)) {
 		e = &fs->entries[fs->slots[k] - 1];
 		if (e->tid != tid || e->func_id != func_id)
 			continue;
@@ -179,8 +179,6 @@ void func_stats_new_agent(struct func_stats *fs)
 	for (size_t i = 0; i < fs->n; i++) {
 		struct stat_entry *e = &fs->entries[i];
 
-		if (!e->func_id)
-			continue;
 		e->base_entered += e->last.entered;
 		e->base_exited += e->last.exited;
 		e->base_untimed += e->last.untimed;
@@ -242,8 +240,6 @@ int func_stats_merge(struct func_stats *dst, const struct func_stats *src)
 		const struct stat_entry *e = &src->entries[i];
 		struct stat_entry *d;
 
-		if (!e->func_id)
-			continue;
 		d = entry_get(dst, e->tid, e->func_id, 0); /* what src holds is final: one entry */
 		if (!d)
 			return -ENOMEM;
@@ -403,8 +399,6 @@ long func_stats_totals(const struct func_stats *fs, int per_thread, struct func_
 		const struct stat_entry *e = &fs->entries[i];
 		long k;
 
-		if (!e->func_id)
-			continue;
 		k = per_thread ? 0 : index[e->func_id];
 		if (!k) {
 			k = ++n;
@@ -447,8 +441,6 @@ void func_stats_summarize(const struct func_stats *fs, struct func_stats_summary
 	for (size_t i = 0; i < fs->n; i++) {
 		const struct stat_entry *e = &fs->entries[i];
 
-		if (!e->func_id)
-			continue;
 		sum->made += e->base_entered + e->last.entered + e->base_untimed + e->last.untimed;
 		sum->open += e->base_entered + e->last.entered - e->base_exited - e->last.exited;
 		sum->values_dropped += e->base_values_dropped + e->last.values_dropped;
@@ -482,8 +474,6 @@ uint64_t func_stats_min_duration_for(const struct func_stats *fs, uint64_t max_c
 	for (size_t i = 0; i < fs->n; i++) {
 		const struct stat_entry *e = &fs->entries[i];
 
-		if (!e->func_id)
-			continue;
 		for (b = 0; b < AGG_BUCKETS; b++)
 			hist[b] += e->hist[b];
 		if (e->ns_per_tick > 0)
@@ -517,8 +507,6 @@ void func_stats_each(const struct func_stats *fs,
 		struct func_stats_view v = { .hist = e->hist, .ns_per_tick = e->ns_per_tick };
 		uint64_t entered = e->base_entered + e->last.entered;
 
-		if (!e->func_id)
-			continue;
 		v.t.func_id = e->func_id;
 		v.t.tid = e->tid;
 		v.t.exited = e->base_exited + e->last.exited;

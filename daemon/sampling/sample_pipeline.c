@@ -393,19 +393,15 @@ static int defer_sample(struct sample_pipeline *p, const struct sampler_sample *
 		p->cap_deferred = cap;
 	}
 	d = &p->deferred[p->n_deferred];
-	d->frames = malloc(bytes);
+	*d = (struct deferred_sample){ .time = smp->time, .cpu = smp->cpu, .pid = smp->pid,
+				       .tid = smp->tid, .kind = kind, .n_frames = n,
+				       .n_kernel = smp->n_kernel_callchain,
+				       .frames = malloc(bytes) };
 	if (!d->frames)
 		return -ENOMEM;
 	d->kernel = (uint64_t *)(d->frames + room);
 	memcpy(d->frames + OVERHEAD_FRAMES, all + OVERHEAD_FRAMES, n * sizeof(*all));
-	memcpy(d->kernel, smp->kernel_callchain, smp->n_kernel_callchain * sizeof(uint64_t));
-	d->time = smp->time;
-	d->cpu = smp->cpu;
-	d->pid = smp->pid;
-	d->tid = smp->tid;
-	d->kind = kind;
-	d->n_frames = n;
-	d->n_kernel = smp->n_kernel_callchain;
+	memcpy(d->kernel, smp->kernel_callchain, d->n_kernel * sizeof(uint64_t));
 	p->n_deferred++;
 	p->deferred_bytes += bytes;
 	return 0;
